@@ -1,0 +1,322 @@
+//! Contexts. A sycl context over CUDA devices holds each device's *primary* context (one per
+//! device per process, shared with any libcudart user) and makes it current on the calling
+//! thread before every driver call ([`PrimaryContext::make_current`], the `with_ctx` of the
+//! design notes).
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys;
+use sycl_backend::ipc::{IpcExport, IpcImport};
+use sycl_backend::{
+    AccessMode, BackendKind, Errc, Error, EventProperties, GranularityMode, KernelSource,
+    PhysicalMemProperties, PointerInfo, QueueProperties, Result, UsmKind,
+};
+
+use crate::device::Device;
+use crate::{lock, result};
+
+/// A retained primary context of one device.
+pub(crate) struct PrimaryContext {
+    pub(crate) dev: sys::CUdevice,
+    pub(crate) ordinal: i32,
+    ctx: sys::CUcontext,
+    /// The embedded fill kernel, loaded once per context on first use.
+    pub(crate) fill: Mutex<Option<crate::queue::FillKernel>>,
+    /// Released `DISABLE_TIMING` command events, reused so that a submission does not pay
+    /// `cuEventCreate` + `cuEventDestroy` (stored as addresses to stay `Send`).
+    pub(crate) event_pool: Mutex<Vec<usize>>,
+}
+
+// SAFETY: a CUcontext handle may be used from any thread (the driver API is thread-safe and
+// every use makes the context current on the using thread first).
+unsafe impl Send for PrimaryContext {}
+// SAFETY: as above; shared references only read the handle.
+unsafe impl Sync for PrimaryContext {}
+
+impl PrimaryContext {
+    /// `cuDevicePrimaryCtxRetain`.
+    pub(crate) fn retain(dev: sys::CUdevice, ordinal: i32) -> Result<PrimaryContext> {
+        let ctx = result::ctx::primary_retain(dev)?;
+        Ok(PrimaryContext {
+            dev,
+            ordinal,
+            ctx,
+            fill: Mutex::new(None),
+            event_pool: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Makes this context current on the calling thread (`cuCtxSetCurrent`).
+    pub(crate) fn make_current(&self) -> Result<()> {
+        result::ctx::set_current(self.ctx)
+    }
+}
+
+impl Drop for PrimaryContext {
+    fn drop(&mut self) {
+        if let Err(e) = self.make_current() {
+            log::debug!("dropping CUDA primary context: {e}");
+        }
+        if let Some(fill) = lock(&self.fill).take() {
+            fill.unload();
+        }
+        for raw in lock(&self.event_pool).drain(..) {
+            // SAFETY: pooled events are owned by the pool alone; each is destroyed once.
+            if let Err(e) = unsafe { result::event::destroy(raw as sys::CUevent) } {
+                log::debug!("destroying a pooled CUDA event: {e}");
+            }
+        }
+        if let Err(e) = result::ctx::primary_release(self.dev) {
+            log::warn!("cuDevicePrimaryCtxRelease_v2: {e}");
+        }
+    }
+}
+
+/// One USM allocation of a context.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Allocation {
+    /// What the driver returned (what is freed); `<=` the user pointer when over-aligned.
+    pub(crate) raw: u64,
+    pub(crate) size: usize,
+    pub(crate) kind: UsmKind,
+    /// Index into the context's devices (none for host USM).
+    pub(crate) device: Option<usize>,
+}
+
+/// One mapping of physical memory into a reservation.
+pub(crate) struct Mapping {
+    pub(crate) size: usize,
+    pub(crate) ordinal: i32,
+    /// Keeps the physical memory alive while mapped.
+    pub(crate) _mem: Arc<dyn sycl_backend::PhysicalMem>,
+}
+
+/// A sycl context over CUDA devices (`cuda::Context`).
+pub struct Context {
+    pub(crate) devices: Vec<Arc<dyn sycl_backend::Device>>,
+    pub(crate) cuda_devices: Vec<Arc<Device>>,
+    pub(crate) primaries: Vec<Arc<PrimaryContext>>,
+    /// USM allocations by user pointer.
+    pub(crate) allocs: Mutex<BTreeMap<u64, Allocation>>,
+    /// Physical-memory mappings by start address.
+    pub(crate) mappings: Mutex<BTreeMap<u64, Mapping>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("cuda::Context")
+            .field("devices", &self.cuda_devices)
+            .finish()
+    }
+}
+
+impl Context {
+    /// A context over `devices` (CUDA devices of one platform).
+    pub(crate) fn new(
+        devices: &[Arc<dyn sycl_backend::Device>],
+        cuda_devices: Vec<Arc<Device>>,
+    ) -> Result<Context> {
+        if devices.is_empty() {
+            return Err(Error::invalid("a context needs at least one device"));
+        }
+        let primaries = cuda_devices
+            .iter()
+            .map(|d| d.primary_context())
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Context {
+            devices: devices.to_vec(),
+            cuda_devices,
+            primaries,
+            allocs: Mutex::new(BTreeMap::new()),
+            mappings: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// The index in this context of `device`, or `Errc::Invalid`.
+    pub(crate) fn device_index(&self, device: &Arc<dyn sycl_backend::Device>) -> Result<usize> {
+        let d = sycl_backend::downcast::<Device>(device.as_any(), "device", BackendKind::Cuda)?;
+        self.cuda_devices
+            .iter()
+            .position(|c| c.cu == d.cu)
+            .ok_or_else(|| Error::invalid(format!("device {} is not in this context", d.ordinal)))
+    }
+
+    /// The index of the device with this IPC identity, if it is in the context.
+    pub(crate) fn device_by_identity(&self, id: &[u8; 16]) -> Option<usize> {
+        self.cuda_devices.iter().position(|d| &d.identity() == id)
+    }
+
+    /// Makes the primary context of device `index` current and returns it.
+    pub(crate) fn with_ctx(&self, index: usize) -> Result<&Arc<PrimaryContext>> {
+        let p = self.primaries.get(index).ok_or_else(|| {
+            Error::new(
+                Errc::Runtime,
+                format!("device index {index} is out of range"),
+            )
+        })?;
+        p.make_current()?;
+        Ok(p)
+    }
+}
+
+impl sycl_backend::Context for Context {
+    fn backend(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn devices(&self) -> &[Arc<dyn sycl_backend::Device>] {
+        &self.devices
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn create_queue(
+        &self,
+        device: &Arc<dyn sycl_backend::Device>,
+        props: QueueProperties,
+    ) -> Result<Arc<dyn sycl_backend::Queue>> {
+        let index = self.device_index(device)?;
+        let q = crate::queue::Queue::new(
+            device.clone(),
+            self.cuda_devices[index].clone(),
+            self.primaries[index].clone(),
+            props,
+        )?;
+        Ok(Arc::new(q))
+    }
+
+    fn usm_alloc(
+        &self,
+        kind: UsmKind,
+        device: Option<&Arc<dyn sycl_backend::Device>>,
+        size: usize,
+        align: usize,
+    ) -> Result<u64> {
+        self.alloc_usm(kind, device, size, align)
+    }
+
+    unsafe fn usm_free(&self, ptr: u64) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.free_usm(ptr) }
+    }
+
+    fn usm_pointer_info(&self, ptr: u64) -> PointerInfo {
+        self.pointer_info(ptr)
+    }
+
+    fn create_event(&self, props: EventProperties) -> Result<Arc<dyn sycl_backend::Event>> {
+        crate::event::Event::standalone(self.primaries[0].clone(), &self.cuda_devices[0], props)
+            .map(|e| Arc::new(e) as _)
+    }
+
+    fn build_kernel_bundle(
+        &self,
+        devices: &[Arc<dyn sycl_backend::Device>],
+        source: &KernelSource<'_>,
+        options: &str,
+    ) -> Result<Arc<dyn sycl_backend::KernelBundle>> {
+        crate::kernel::build(self, devices, source, options)
+    }
+
+    fn mem_granularity(
+        &self,
+        device: &Arc<dyn sycl_backend::Device>,
+        mode: GranularityMode,
+    ) -> Result<usize> {
+        self.granularity(device, mode)
+    }
+
+    fn reserve_virtual_mem(&self, start: u64, size: usize) -> Result<u64> {
+        self.reserve(start, size)
+    }
+
+    fn free_virtual_mem(&self, ptr: u64, size: usize) -> Result<()> {
+        self.free_reservation(ptr, size)
+    }
+
+    fn create_physical_mem(
+        &self,
+        device: &Arc<dyn sycl_backend::Device>,
+        size: usize,
+        props: PhysicalMemProperties,
+    ) -> Result<Arc<dyn sycl_backend::PhysicalMem>> {
+        self.physical_mem(device, size, props)
+    }
+
+    fn map_physical(
+        &self,
+        ptr: u64,
+        size: usize,
+        mem: &Arc<dyn sycl_backend::PhysicalMem>,
+        offset: usize,
+        mode: AccessMode,
+    ) -> Result<()> {
+        self.map(ptr, size, mem, offset, mode)
+    }
+
+    unsafe fn unmap(&self, ptr: u64, size: usize) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.unmap_range(ptr, size) }
+    }
+
+    fn set_access_mode(&self, ptr: u64, size: usize, mode: AccessMode) -> Result<()> {
+        self.set_access(ptr, size, mode)
+    }
+
+    fn get_access_mode(&self, ptr: u64, size: usize) -> Result<AccessMode> {
+        self.get_access(ptr, size)
+    }
+
+    fn ipc_get_mem(&self, ptr: u64) -> Result<IpcExport> {
+        crate::ipc::get_mem(self, ptr)
+    }
+
+    fn ipc_put_mem(&self, payload: &[u8]) -> Result<()> {
+        crate::ipc::put_mem(payload)
+    }
+
+    fn ipc_open_mem(
+        &self,
+        device: &Arc<dyn sycl_backend::Device>,
+        import: IpcImport<'_>,
+    ) -> Result<u64> {
+        crate::ipc::open_mem(self, device, import)
+    }
+
+    unsafe fn ipc_close_mem(&self, ptr: u64) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { crate::ipc::close_mem(ptr) }
+    }
+
+    fn ipc_get_physical_mem(&self, mem: &Arc<dyn sycl_backend::PhysicalMem>) -> Result<IpcExport> {
+        crate::ipc::get_physical_mem(self, mem)
+    }
+
+    fn ipc_put_physical_mem(&self, payload: &[u8]) -> Result<()> {
+        crate::ipc::put_physical_mem(payload)
+    }
+
+    fn ipc_open_physical_mem(
+        &self,
+        device: &Arc<dyn sycl_backend::Device>,
+        import: IpcImport<'_>,
+    ) -> Result<Arc<dyn sycl_backend::PhysicalMem>> {
+        crate::ipc::open_physical_mem(self, device, import)
+    }
+
+    fn ipc_get_event(&self, event: &Arc<dyn sycl_backend::Event>) -> Result<IpcExport> {
+        crate::ipc::get_event(self, event)
+    }
+
+    fn ipc_put_event(&self, payload: &[u8]) -> Result<()> {
+        crate::ipc::put_event(payload)
+    }
+
+    fn ipc_open_event(&self, import: IpcImport<'_>) -> Result<Arc<dyn sycl_backend::Event>> {
+        crate::ipc::open_event(self, import)
+    }
+}

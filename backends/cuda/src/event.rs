@@ -1,0 +1,374 @@
+//! Events. Every event of this backend is a CUDA event (`CUevent`):
+//!
+//! * command events: recorded on the queue's stream right after the command; created with
+//!   `CU_EVENT_DISABLE_TIMING` unless the queue profiles, in which case a second timing event
+//!   is recorded before the command;
+//! * standalone events (`make_event`): never recorded, hence complete, until
+//!   `enqueue_signal_event` records them; `enable_ipc` makes them `INTERPROCESS|DISABLE_TIMING`;
+//! * imported IPC events (`cuIpcOpenEventHandle`).
+//!
+//! Profiling times: CUDA only measures time *between* two events, so each profiling queue
+//! records a calibration event at creation, waits for it and reads the host's
+//! `CLOCK_MONOTONIC`; a command's start/end are that host time plus the elapsed time from the
+//! calibration event (`cuEventElapsedTime_v2`, resolution about 0.5 us). The submit time is
+//! `CLOCK_MONOTONIC` at submission. Because the calibration is taken slightly after the GPU
+//! passed the calibration event, device times can come out a few microseconds early; they are
+//! clamped so that `submit <= start <= end`.
+
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cudarc::driver::sys;
+use sycl_backend::ipc::ExporterId;
+use sycl_backend::{
+    Aspect, BackendKind, Errc, Error, EventProperties, EventStatus, ProfilingInfo, Result,
+};
+
+use crate::context::PrimaryContext;
+use crate::{lock, result};
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub(crate) fn now_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
+}
+
+/// A `CUevent` destroyed (with its context current) on drop.
+pub(crate) struct OwnedEvent {
+    pub(crate) ctx: Arc<PrimaryContext>,
+    pub(crate) raw: sys::CUevent,
+    /// A plain `DISABLE_TIMING` event that goes back to the context's pool on drop.
+    pub(crate) pooled: bool,
+}
+
+/// Most events a context keeps for reuse.
+const EVENT_POOL_MAX: usize = 4096;
+
+// SAFETY: CUDA event handles may be used from any thread; every use makes the owning context
+// current first.
+unsafe impl Send for OwnedEvent {}
+// SAFETY: as above; the handle is never mutated through a shared reference.
+unsafe impl Sync for OwnedEvent {}
+
+impl OwnedEvent {
+    /// `cuEventCreate(flags)` in `ctx`.
+    pub(crate) fn create(ctx: &Arc<PrimaryContext>, flags: u32) -> Result<OwnedEvent> {
+        ctx.make_current()?;
+        let raw = result::event::create(flags)?;
+        Ok(OwnedEvent {
+            ctx: ctx.clone(),
+            raw,
+            pooled: false,
+        })
+    }
+
+    /// A `DISABLE_TIMING` event from the context's pool (created when the pool is empty).
+    /// Re-recording a released event is safe: waits enqueued earlier captured its old state.
+    pub(crate) fn pooled(ctx: &Arc<PrimaryContext>) -> Result<OwnedEvent> {
+        let reused = crate::lock(&ctx.event_pool).pop();
+        let raw = match reused {
+            Some(raw) => raw as sys::CUevent,
+            None => {
+                ctx.make_current()?;
+                result::event::create(result::event::DISABLE_TIMING)?
+            }
+        };
+        Ok(OwnedEvent {
+            ctx: ctx.clone(),
+            raw,
+            pooled: true,
+        })
+    }
+}
+
+impl Drop for OwnedEvent {
+    fn drop(&mut self) {
+        if self.pooled {
+            let mut pool = crate::lock(&self.ctx.event_pool);
+            if pool.len() < EVENT_POOL_MAX {
+                pool.push(self.raw as usize);
+                return;
+            }
+        }
+        if let Err(e) = self.ctx.make_current() {
+            log::debug!("destroying a CUDA event: {e}");
+        }
+        // SAFETY: the event is owned by this wrapper and dropped once.
+        if let Err(e) = unsafe { result::event::destroy(self.raw) } {
+            log::warn!("{e}");
+        }
+    }
+}
+
+/// The time base of one profiling queue.
+pub(crate) struct Calibration {
+    base: OwnedEvent,
+    base_ns: u64,
+}
+
+impl Calibration {
+    /// Records a timing event on `stream`, waits for it and notes the host clock.
+    pub(crate) fn new(ctx: &Arc<PrimaryContext>, stream: sys::CUstream) -> Result<Calibration> {
+        let base = OwnedEvent::create(ctx, 0)?;
+        result::event::record(base.raw, stream)?;
+        result::event::synchronize(base.raw)?;
+        Ok(Calibration {
+            base,
+            base_ns: now_ns(),
+        })
+    }
+
+    fn at(&self, ev: sys::CUevent) -> Result<u64> {
+        self.base.ctx.make_current()?;
+        let ms = result::event::elapsed_ms(self.base.raw, ev)?;
+        Ok(self
+            .base_ns
+            .saturating_add((f64::from(ms.max(0.0)) * 1e6) as u64))
+    }
+}
+
+/// Profiling data of one recorded event.
+pub(crate) struct Profile {
+    /// The event recorded before the command (`None`: start = end, for signalled events).
+    pub(crate) start: Option<OwnedEvent>,
+    pub(crate) calib: Arc<Calibration>,
+    pub(crate) submit_ns: u64,
+}
+
+/// The shared state behind [`Event`]: imported same-process IPC events share it.
+pub(crate) struct EventInner {
+    pub(crate) ev: OwnedEvent,
+    /// The queue whose stream recorded it (0: none / standalone).
+    pub(crate) queue_id: u64,
+    pub(crate) ipc: bool,
+    /// Created with timing enabled.
+    pub(crate) timing: bool,
+    pub(crate) profile: Mutex<Option<Profile>>,
+    /// Set for events opened from another process's handle.
+    pub(crate) imported: Option<ExporterId>,
+    /// The handle it was exported under, removed from the registry on drop.
+    pub(crate) exported_as: Mutex<Option<[u8; 64]>>,
+}
+
+impl Drop for EventInner {
+    fn drop(&mut self) {
+        if let Some(h) = lock(&self.exported_as).take() {
+            crate::ipc::forget_event(&h);
+        }
+    }
+}
+
+/// A CUDA event (`cuda::Event`).
+#[derive(Clone)]
+pub struct Event {
+    pub(crate) inner: Arc<EventInner>,
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("cuda::Event")
+            .field("queue", &self.inner.queue_id)
+            .field("ipc", &self.inner.ipc)
+            .finish()
+    }
+}
+
+impl Event {
+    fn from_parts(
+        ev: OwnedEvent,
+        queue_id: u64,
+        ipc: bool,
+        timing: bool,
+        profile: Option<Profile>,
+    ) -> Event {
+        Event {
+            inner: Arc::new(EventInner {
+                ev,
+                queue_id,
+                ipc,
+                timing,
+                profile: Mutex::new(profile),
+                imported: None,
+                exported_as: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// A command event (already recorded by the caller) with optional profiling data.
+    pub(crate) fn command(ev: OwnedEvent, queue_id: u64, profile: Option<Profile>) -> Event {
+        let timing = profile.is_some();
+        Event::from_parts(ev, queue_id, false, timing, profile)
+    }
+
+    /// `make_event`: a complete, never-recorded event.
+    pub(crate) fn standalone(
+        ctx: Arc<PrimaryContext>,
+        device: &crate::device::Device,
+        props: EventProperties,
+    ) -> Result<Event> {
+        use result::event::{DISABLE_TIMING, INTERPROCESS};
+        if props.enable_ipc && props.enable_profiling {
+            return Err(Error::invalid(
+                "an event cannot have both enable_ipc and enable_profiling",
+            ));
+        }
+        if props.enable_ipc && !device.caps.ipc_event {
+            return Err(Error::unsupported(
+                Aspect::ExtOneapiIpcEvent,
+                "make_event with enable_ipc",
+            ));
+        }
+        let flags = if props.enable_ipc {
+            INTERPROCESS | DISABLE_TIMING
+        } else if props.enable_profiling {
+            0
+        } else {
+            DISABLE_TIMING
+        };
+        let ev = OwnedEvent::create(&ctx, flags)?;
+        Ok(Event::from_parts(
+            ev,
+            0,
+            props.enable_ipc,
+            props.enable_profiling,
+            None,
+        ))
+    }
+
+    /// An event opened from another process's IPC handle.
+    pub(crate) fn imported(ev: OwnedEvent, exporter: ExporterId) -> Event {
+        Event {
+            inner: Arc::new(EventInner {
+                ev,
+                queue_id: 0,
+                ipc: true,
+                timing: false,
+                profile: Mutex::new(None),
+                imported: Some(exporter),
+                exported_as: Mutex::new(None),
+            }),
+        }
+    }
+
+    pub(crate) fn raw(&self) -> sys::CUevent {
+        self.inner.ev.raw
+    }
+
+    /// The native `CUevent` (for interoperation; owned by this event). Two events opened from
+    /// the same IPC handle in the exporting process return the same value.
+    pub fn native(&self) -> sys::CUevent {
+        self.inner.ev.raw
+    }
+
+    fn query(&self) -> Result<bool> {
+        self.inner.ev.ctx.make_current()?;
+        result::event::query(self.inner.ev.raw)
+    }
+
+    fn exporter_gone(&self) -> Option<Error> {
+        let exporter = self.inner.imported?;
+        if exporter.is_alive() {
+            None
+        } else {
+            Some(Error::new(
+                Errc::Event,
+                format!(
+                    "the process {} that exported this event exited before signalling it",
+                    exporter.pid
+                ),
+            ))
+        }
+    }
+}
+
+impl sycl_backend::Event for Event {
+    fn backend(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    #[doc(alias = "cuEventQuery")]
+    fn status(&self) -> Result<EventStatus> {
+        Ok(if self.query()? {
+            EventStatus::Complete
+        } else {
+            EventStatus::Submitted
+        })
+    }
+
+    #[doc(alias = "cuEventSynchronize")]
+    fn wait(&self) -> Result<()> {
+        if self.inner.imported.is_some() {
+            // Poll, so that an exporter that died never leaves us hanging; look at the
+            // exporter every 50 ms (reading /proc is too slow to do on every poll).
+            let mut last_look = std::time::Instant::now();
+            let outcome = sycl_backend::poll_until(Duration::MAX, || {
+                if self.query()? {
+                    return Ok(true);
+                }
+                if last_look.elapsed() >= Duration::from_millis(50) {
+                    last_look = std::time::Instant::now();
+                    if let Some(e) = self.exporter_gone() {
+                        // One last look: it may have completed just before the exit.
+                        return if self.query().unwrap_or(false) {
+                            Ok(true)
+                        } else {
+                            Err(e)
+                        };
+                    }
+                }
+                Ok(false)
+            });
+            return match outcome {
+                Ok(_) => Ok(()),
+                Err(e) => Err(self.exporter_gone().unwrap_or(e)),
+            };
+        }
+        self.inner.ev.ctx.make_current()?;
+        result::event::synchronize(self.inner.ev.raw)
+    }
+
+    fn wait_timeout(&self, timeout: Duration) -> Result<bool> {
+        sycl_backend::poll_until(timeout, || self.query())
+    }
+
+    fn profiling(&self) -> Result<ProfilingInfo> {
+        if !self.inner.timing {
+            return Err(Error::new(
+                Errc::Profiling,
+                "the event has no profiling information (queue or event made without enable_profiling)",
+            ));
+        }
+        sycl_backend::Event::wait(self)?;
+        let guard = lock(&self.inner.profile);
+        let Some(p) = guard.as_ref() else {
+            return Err(Error::new(
+                Errc::Profiling,
+                "the event was never signalled, so it has no timestamps",
+            ));
+        };
+        let end = p.calib.at(self.inner.ev.raw)?;
+        let start = match &p.start {
+            Some(s) => p.calib.at(s.raw)?,
+            None => end,
+        };
+        let submit_ns = p.submit_ns;
+        let start_ns = start.max(submit_ns);
+        let end_ns = end.max(start_ns);
+        Ok(ProfilingInfo {
+            submit_ns,
+            start_ns,
+            end_ns,
+        })
+    }
+
+    fn ipc_enabled(&self) -> bool {
+        self.inner.ipc
+    }
+}

@@ -1,0 +1,510 @@
+//! Inter-process communication of USM device memory, physical memory and events.
+//!
+//! # Memory (`ipc::memory`, legacy CUDA IPC)
+//! `get` calls `cuIpcGetMemHandle` on the **base** of the allocation holding the pointer
+//! (`cuMemGetAddressRange_v2`). Payload (96 bytes, little endian):
+//! `handle[64] | offset u64 | allocation size u64 | device uuid[16]`. No descriptors.
+//! `put` has nothing to release in the driver (a CUDA memory handle owns nothing); it only
+//! checks the payload.
+//!
+//! `open` maps the handle with `cuIpcOpenMemHandle_v2(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)` in
+//! the primary context of the chosen device (another GPU of the node works through peer
+//! access) and returns `base + offset`. The driver refuses handles exported by the calling
+//! process itself; for those (`same_process`) the exporter's own allocation is looked up in
+//! this process's export table and `base + offset` returned. A process-wide **open cache**
+//! keyed by the handle bytes makes a second open of the same handle reuse the mapping (the
+//! driver is called once) and bump a count; `close` releases the mapping
+//! (`cuIpcCloseMemHandle` on the base, with its context current) only when the last owner
+//! closes. The cache keeps the first mapping: a later open of the same handle for a different
+//! device gets the same address, reachable from that device only through peer access.
+//!
+//! # Physical memory (`ipc::physical_memory`)
+//! `get` exports the allocation handle as a POSIX file descriptor
+//! (`cuMemExportToShareableHandle`), kept open by the physical memory object until `put` (or
+//! until the object is destroyed). Payload (32 bytes): `size u64 | device uuid[16] |
+//! export serial u64`; descriptors: `[fd]`. `open` imports the received descriptor
+//! (`cuMemImportFromShareableHandle`, descriptor value in the pointer argument) and wraps it as
+//! a new physical memory object of the payload's size.
+//!
+//! # Events (`ipc::event`)
+//! Events made with `enable_ipc` are `CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING`. `get`
+//! is `cuIpcGetEventHandle`; payload (80 bytes): `handle[64] | device uuid[16]`. `put` has
+//! nothing to release. `open` is `cuIpcOpenEventHandle` in the context of the device named by
+//! the uuid (or the context's first device); in the exporting process it returns the very
+//! same event.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use sycl_backend::ipc::{IpcExport, IpcImport, PayloadReader};
+use sycl_backend::{Aspect, BackendKind, Error, Result, UsmKind};
+
+use crate::context::{Context, PrimaryContext};
+use crate::event::{Event, EventInner, OwnedEvent};
+use crate::virtual_mem::PhysicalMem;
+use crate::{lock, result};
+
+type Handle = [u8; 64];
+
+struct OpenEntry {
+    base: u64,
+    refs: usize,
+    /// The context the driver mapped it in; `None` for our own allocation (same process).
+    ctx: Option<Arc<PrimaryContext>>,
+}
+
+#[derive(Default)]
+struct MemState {
+    /// Handles this process exported: handle -> (allocation base, size).
+    exported: HashMap<Handle, (u64, usize)>,
+    /// Open handles.
+    opened: HashMap<Handle, OpenEntry>,
+    /// Addresses returned by open -> (handle, how many opens returned it).
+    by_ptr: HashMap<u64, (Handle, usize)>,
+}
+
+fn mem_state() -> &'static Mutex<MemState> {
+    static S: OnceLock<Mutex<MemState>> = OnceLock::new();
+    S.get_or_init(Default::default)
+}
+
+fn event_registry() -> &'static Mutex<HashMap<Handle, Weak<EventInner>>> {
+    static S: OnceLock<Mutex<HashMap<Handle, Weak<EventInner>>>> = OnceLock::new();
+    S.get_or_init(Default::default)
+}
+
+fn phys_registry() -> &'static Mutex<HashMap<u64, Weak<dyn sycl_backend::PhysicalMem>>> {
+    static S: OnceLock<Mutex<HashMap<u64, Weak<dyn sycl_backend::PhysicalMem>>>> = OnceLock::new();
+    S.get_or_init(Default::default)
+}
+
+static NEXT_EXPORT: AtomicU64 = AtomicU64::new(1);
+
+/// Called when a USM allocation is freed: its handles may no longer be opened in-process
+/// (the driver gives a new allocation at the same address a different handle).
+pub(crate) fn forget_allocation(raw_base: u64) {
+    lock(mem_state())
+        .exported
+        .retain(|_, (base, _)| *base != raw_base);
+}
+
+/// Called when an exported event is destroyed.
+pub(crate) fn forget_event(handle: &Handle) {
+    let mut reg = lock(event_registry());
+    if reg.get(handle).is_some_and(|w| w.strong_count() == 0) {
+        reg.remove(handle);
+    }
+}
+
+#[derive(Debug)]
+struct MemPayload {
+    handle: Handle,
+    offset: u64,
+    size: u64,
+    _uuid: [u8; 16],
+}
+
+fn parse_mem(payload: &[u8]) -> Result<MemPayload> {
+    let mut r = PayloadReader::new(payload, "CUDA IPC memory");
+    let handle: Handle = r
+        .take(64)?
+        .try_into()
+        .map_err(|_| Error::invalid("bad handle"))?;
+    let offset = r.u64()?;
+    let size = r.u64()?;
+    let uuid: [u8; 16] = r
+        .take(16)?
+        .try_into()
+        .map_err(|_| Error::invalid("bad uuid"))?;
+    r.finish()?;
+    if offset >= size.max(1) {
+        return Err(Error::invalid(format!(
+            "IPC memory offset {offset} lies outside its {size}-byte allocation"
+        )));
+    }
+    Ok(MemPayload {
+        handle,
+        offset,
+        size,
+        _uuid: uuid,
+    })
+}
+
+pub(crate) fn get_mem(ctx: &Context, ptr: u64) -> Result<IpcExport> {
+    let info = ctx.pointer_info(ptr);
+    let index = match (info.kind, info.device_index) {
+        (UsmKind::Device, Some(i)) => i,
+        (UsmKind::Unknown, _) => {
+            return Err(Error::invalid(format!(
+                "{ptr:#x} is not a USM allocation of this context"
+            )));
+        }
+        (kind, _) => {
+            return Err(Error::invalid(format!(
+                "only device USM can be shared between processes, not {kind} USM"
+            )));
+        }
+    };
+    let dev = &ctx.cuda_devices[index];
+    if !dev.info_has(Aspect::ExtOneapiIpcMemory) {
+        return Err(Error::unsupported(
+            Aspect::ExtOneapiIpcMemory,
+            "ipc::memory::get",
+        ));
+    }
+    ctx.with_ctx(index)?;
+    let (base, size) = result::mem::address_range(ptr)?;
+    let handle = result::ipc::get_mem_handle(base)?;
+    lock(mem_state()).exported.insert(handle, (base, size));
+    let mut payload = Vec::with_capacity(96);
+    payload.extend_from_slice(&handle);
+    payload.extend_from_slice(&(ptr - base).to_le_bytes());
+    payload.extend_from_slice(&(size as u64).to_le_bytes());
+    payload.extend_from_slice(&dev.identity());
+    Ok(IpcExport {
+        payload,
+        fds: Vec::new(),
+    })
+}
+
+pub(crate) fn put_mem(payload: &[u8]) -> Result<()> {
+    // Nothing to release: a legacy CUDA IPC handle holds no resource in the exporter.
+    parse_mem(payload).map(|_| ())
+}
+
+/// Opens `handle` (through the cache) in `pctx`; returns `base + offset`.
+fn open_cached(
+    pctx: &Arc<PrimaryContext>,
+    handle: &Handle,
+    offset: u64,
+    same_process: bool,
+) -> Result<u64> {
+    let mut st = lock(mem_state());
+    let base = if let Some(e) = st.opened.get_mut(handle) {
+        e.refs += 1;
+        e.base
+    } else if let Some(&(base, size)) = st.exported.get(handle) {
+        if offset >= size as u64 {
+            return Err(Error::invalid(format!(
+                "offset {offset} lies outside the {size}-byte allocation"
+            )));
+        }
+        st.opened.insert(
+            *handle,
+            OpenEntry {
+                base,
+                refs: 1,
+                ctx: None,
+            },
+        );
+        base
+    } else if same_process {
+        return Err(Error::invalid(
+            "the IPC memory handle names an allocation of this process that was freed (or never exported)",
+        ));
+    } else {
+        pctx.make_current()?;
+        let base = result::ipc::open_mem_handle(handle)?;
+        st.opened.insert(
+            *handle,
+            OpenEntry {
+                base,
+                refs: 1,
+                ctx: Some(pctx.clone()),
+            },
+        );
+        base
+    };
+    let ptr = base + offset;
+    st.by_ptr.entry(ptr).or_insert((*handle, 0)).1 += 1;
+    Ok(ptr)
+}
+
+pub(crate) fn open_mem(
+    ctx: &Context,
+    device: &Arc<dyn sycl_backend::Device>,
+    import: IpcImport<'_>,
+) -> Result<u64> {
+    let p = parse_mem(import.payload)?;
+    let index = ctx.device_index(device)?;
+    if !ctx.cuda_devices[index].info_has(Aspect::ExtOneapiIpcMemory) {
+        return Err(Error::unsupported(
+            Aspect::ExtOneapiIpcMemory,
+            "ipc::memory::open",
+        ));
+    }
+    let pctx = ctx.with_ctx(index)?;
+    if import.same_process {
+        // The driver refuses handles of the calling process: use our own allocation.
+        let st = lock(mem_state());
+        match st.exported.get(&p.handle) {
+            Some(&(_, size)) if size as u64 != p.size => {
+                return Err(Error::invalid(
+                    "the IPC memory handle does not match its allocation's size",
+                ));
+            }
+            _ => {}
+        }
+    }
+    open_cached(pctx, &p.handle, p.offset, import.same_process)
+}
+
+/// # Safety
+/// No pending command uses the memory.
+pub(crate) unsafe fn close_mem(ptr: u64) -> Result<()> {
+    let mut st = lock(mem_state());
+    let Some((handle, count)) = st.by_ptr.get_mut(&ptr) else {
+        return Err(Error::invalid(format!(
+            "{ptr:#x} was not returned by ipc::memory::open (or is already closed)"
+        )));
+    };
+    let handle = *handle;
+    *count -= 1;
+    if *count == 0 {
+        st.by_ptr.remove(&ptr);
+    }
+    let Some(entry) = st.opened.get_mut(&handle) else {
+        return Err(Error::invalid("IPC open table is inconsistent"));
+    };
+    entry.refs -= 1;
+    if entry.refs > 0 {
+        return Ok(());
+    }
+    let entry = st.opened.remove(&handle).expect("present above");
+    if let Some(pctx) = entry.ctx {
+        pctx.make_current()?;
+        // SAFETY: the last owner closed; the caller guarantees no pending use.
+        unsafe { result::ipc::close_mem_handle(entry.base)? };
+    }
+    Ok(())
+}
+
+/// Opens a raw 64-byte `CUipcMemHandle` produced by any CUDA program (offset 0) through the
+/// same open cache as `ipc::memory::open`; close the result with `Context::ipc_close_mem`.
+/// A handle this process exported through sycl-rs resolves to its own allocation.
+pub fn open_raw_ipc_mem_handle(
+    ctx: &dyn sycl_backend::Context,
+    device: &Arc<dyn sycl_backend::Device>,
+    raw: &[u8; 64],
+) -> Result<u64> {
+    let ctx = sycl_backend::downcast::<Context>(ctx.as_any(), "context", BackendKind::Cuda)?;
+    let index = ctx.device_index(device)?;
+    if !ctx.cuda_devices[index].info_has(Aspect::ExtOneapiIpcMemory) {
+        return Err(Error::unsupported(
+            Aspect::ExtOneapiIpcMemory,
+            "opening a CUDA IPC memory handle",
+        ));
+    }
+    let pctx = ctx.with_ctx(index)?;
+    open_cached(pctx, raw, 0, false)
+}
+
+pub(crate) fn get_physical_mem(
+    ctx: &Context,
+    mem: &Arc<dyn sycl_backend::PhysicalMem>,
+) -> Result<IpcExport> {
+    let m =
+        sycl_backend::downcast::<PhysicalMem>(mem.as_any(), "physical memory", BackendKind::Cuda)?;
+    if !sycl_backend::PhysicalMem::ipc_enabled(m) {
+        return Err(Error::invalid(
+            "the physical memory was not created with enable_ipc",
+        ));
+    }
+    let identity = ctx
+        .cuda_devices
+        .iter()
+        .find(|d| d.ordinal == m.ordinal)
+        .map(|d| d.identity())
+        .unwrap_or_default();
+    m.ctx.make_current()?;
+    let fd = result::vmm::export_fd(m.handle)?;
+    let serial = NEXT_EXPORT.fetch_add(1, Ordering::Relaxed);
+    let raw = fd.as_raw_fd();
+    lock(&m.exports).insert(serial, fd);
+    lock(phys_registry()).insert(serial, Arc::downgrade(mem));
+    let mut payload = Vec::with_capacity(32);
+    payload.extend_from_slice(&(sycl_backend::PhysicalMem::size(m) as u64).to_le_bytes());
+    payload.extend_from_slice(&identity);
+    payload.extend_from_slice(&serial.to_le_bytes());
+    Ok(IpcExport {
+        payload,
+        fds: vec![raw],
+    })
+}
+
+fn parse_phys(payload: &[u8]) -> Result<(u64, [u8; 16], u64)> {
+    let mut r = PayloadReader::new(payload, "CUDA IPC physical memory");
+    let size = r.u64()?;
+    let uuid: [u8; 16] = r
+        .take(16)?
+        .try_into()
+        .map_err(|_| Error::invalid("bad uuid"))?;
+    let serial = r.u64()?;
+    r.finish()?;
+    if size == 0 {
+        return Err(Error::invalid("IPC physical memory of 0 bytes"));
+    }
+    Ok((size, uuid, serial))
+}
+
+pub(crate) fn put_physical_mem(payload: &[u8]) -> Result<()> {
+    let (_, _, serial) = parse_phys(payload)?;
+    let weak = lock(phys_registry()).remove(&serial).ok_or_else(|| {
+        Error::invalid("not a physical-memory export of this process, or already put")
+    })?;
+    if let Some(mem) = weak.upgrade() {
+        if let Some(m) = mem.as_any().downcast_ref::<PhysicalMem>() {
+            lock(&m.exports).remove(&serial);
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn open_physical_mem(
+    ctx: &Context,
+    device: &Arc<dyn sycl_backend::Device>,
+    import: IpcImport<'_>,
+) -> Result<Arc<dyn sycl_backend::PhysicalMem>> {
+    let (size, _uuid, _) = parse_phys(import.payload)?;
+    let index = ctx.device_index(device)?;
+    let dev = &ctx.cuda_devices[index];
+    if !dev.info_has(Aspect::ExtOneapiIpcPhysicalMemory) {
+        return Err(Error::unsupported(
+            Aspect::ExtOneapiIpcPhysicalMemory,
+            "ipc::physical_memory::open",
+        ));
+    }
+    let [fd] = <[_; 1]>::try_from(import.fds).map_err(|v: Vec<_>| {
+        Error::invalid(format!(
+            "physical memory handle carries {} descriptors, not 1",
+            v.len()
+        ))
+    })?;
+    let pctx = ctx.with_ctx(index)?.clone();
+    let handle = result::vmm::import_fd(fd.as_fd())?;
+    drop(fd);
+    let size =
+        usize::try_from(size).map_err(|_| Error::invalid("physical memory size too large"))?;
+    Ok(Arc::new(PhysicalMem::new(
+        pctx,
+        handle,
+        size,
+        device.clone(),
+        dev.ordinal,
+        true,
+    )))
+}
+
+fn parse_event(payload: &[u8]) -> Result<(Handle, [u8; 16])> {
+    let mut r = PayloadReader::new(payload, "CUDA IPC event");
+    let handle: Handle = r
+        .take(64)?
+        .try_into()
+        .map_err(|_| Error::invalid("bad handle"))?;
+    let uuid: [u8; 16] = r
+        .take(16)?
+        .try_into()
+        .map_err(|_| Error::invalid("bad uuid"))?;
+    r.finish()?;
+    Ok((handle, uuid))
+}
+
+pub(crate) fn get_event(ctx: &Context, event: &Arc<dyn sycl_backend::Event>) -> Result<IpcExport> {
+    let e = sycl_backend::downcast::<Event>(event.as_any(), "event", BackendKind::Cuda)?;
+    if !e.inner.ipc {
+        return Err(Error::invalid("the event was not created with enable_ipc"));
+    }
+    let ordinal = e.inner.ev.ctx.ordinal;
+    let identity = ctx
+        .cuda_devices
+        .iter()
+        .find(|d| d.ordinal == ordinal)
+        .map(|d| d.identity())
+        .unwrap_or_default();
+    e.inner.ev.ctx.make_current()?;
+    let handle = result::ipc::get_event_handle(e.raw())?;
+    lock(event_registry()).insert(handle, Arc::downgrade(&e.inner));
+    *lock(&e.inner.exported_as) = Some(handle);
+    let mut payload = Vec::with_capacity(80);
+    payload.extend_from_slice(&handle);
+    payload.extend_from_slice(&identity);
+    Ok(IpcExport {
+        payload,
+        fds: Vec::new(),
+    })
+}
+
+pub(crate) fn put_event(payload: &[u8]) -> Result<()> {
+    // Nothing to release: an event handle holds no resource in the exporter.
+    parse_event(payload).map(|_| ())
+}
+
+pub(crate) fn open_event(
+    ctx: &Context,
+    import: IpcImport<'_>,
+) -> Result<Arc<dyn sycl_backend::Event>> {
+    let (handle, uuid) = parse_event(import.payload)?;
+    if import.same_process {
+        let inner = lock(event_registry())
+            .get(&handle)
+            .and_then(Weak::upgrade)
+            .ok_or_else(|| Error::invalid("the exported event no longer exists in this process"))?;
+        return Ok(Arc::new(Event { inner }));
+    }
+    let index = ctx.device_by_identity(&uuid).unwrap_or(0);
+    if !ctx.cuda_devices[index].caps.ipc_event {
+        return Err(Error::unsupported(
+            Aspect::ExtOneapiIpcEvent,
+            "ipc::event::open",
+        ));
+    }
+    let pctx = ctx.with_ctx(index)?.clone();
+    let raw = result::ipc::open_event_handle(&handle)?;
+    Ok(Arc::new(Event::imported(
+        OwnedEvent {
+            ctx: pctx,
+            raw,
+            pooled: false,
+        },
+        import.exporter,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_round_trip_and_reject_garbage() {
+        let mut p = vec![7u8; 64];
+        p.extend_from_slice(&16u64.to_le_bytes());
+        p.extend_from_slice(&4096u64.to_le_bytes());
+        p.extend_from_slice(&[9u8; 16]);
+        let m = parse_mem(&p).unwrap();
+        assert_eq!((m.offset, m.size, m.handle[0]), (16, 4096, 7));
+        assert!(parse_mem(&p[..90]).is_err());
+        let mut bad = p.clone();
+        bad[64..72].copy_from_slice(&5000u64.to_le_bytes());
+        assert_eq!(
+            parse_mem(&bad).unwrap_err().code(),
+            sycl_backend::Errc::Invalid
+        );
+        let mut extra = p.clone();
+        extra.push(0);
+        assert!(parse_mem(&extra).is_err());
+        assert!(put_mem(&p).is_ok());
+
+        let mut e = vec![1u8; 64];
+        e.extend_from_slice(&[2u8; 16]);
+        assert_eq!(parse_event(&e).unwrap().1, [2u8; 16]);
+        assert!(parse_event(&e[..79]).is_err());
+
+        let mut ph = 1u64.to_le_bytes().to_vec();
+        ph.extend_from_slice(&[3u8; 16]);
+        ph.extend_from_slice(&99u64.to_le_bytes());
+        assert_eq!(parse_phys(&ph).unwrap().2, 99);
+        assert!(put_physical_mem(&ph).is_err(), "unknown serial");
+    }
+}

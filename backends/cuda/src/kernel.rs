@@ -1,0 +1,456 @@
+//! Kernel bundles and launches.
+//!
+//! Sources:
+//! * CUDA C++ ([`KernelSource::CudaC`]) is compiled by NVRTC to a **cubin** for each device's
+//!   compute capability (`-arch=sm_XY`, unless the options name an architecture), so a PTX
+//!   version newer than the driver can never be the problem. Kernels must be declared
+//!   `extern "C" __global__` so that their names are not mangled; the bundle looks kernels up
+//!   by those plain names. A compile error is `Errc::Build` carrying the NVRTC log.
+//! * PTX text is JIT-compiled by the driver (`cuModuleLoadDataEx` with an error-log buffer;
+//!   errors are `Errc::Build` with the log). Build options are not passed to the JIT.
+//! * cubin/fatbin images are loaded as they are.
+//!
+//! Launch geometry: work-item dimension 0 is CUDA's `x`, 1 is `y`, 2 is `z`. With a local
+//! range the grid is exactly `global / local`. Without one the backend picks the block
+//! (256 for 1-D, 16x16 for 2-D, 8x8x4 for 3-D, shrunk to the global size) and the grid is
+//! `ceil(global / block)`, so **kernels must bounds-check** their global id.
+//!
+//! Arguments: `Scalar` bytes and `Pointer` values become kernel parameters in order. `Local`
+//! arguments are not parameters: CUDA has one dynamic shared-memory buffer
+//! (`extern __shared__`), whose size is the sum of all `Local` sizes; a kernel with several
+//! local arrays indexes into that one buffer itself. Where the driver reports parameter info
+//! (`cuFuncGetParamInfo`, CUDA 12.4+), the count and sizes are checked
+//! (`Errc::KernelArgument`).
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+use sycl_backend::{
+    Aspect, BackendKind, Errc, Error, KernelArg, KernelSource, LaunchRange, Result,
+};
+
+use crate::context::{Context, PrimaryContext};
+use crate::device::Device;
+use crate::queue::Queue;
+use crate::result;
+
+/// A module loaded in one device's context.
+struct Module {
+    ctx: Arc<PrimaryContext>,
+    raw: sys::CUmodule,
+}
+
+// SAFETY: module handles may be used from any thread with their context current.
+unsafe impl Send for Module {}
+// SAFETY: as above; the handle is only read.
+unsafe impl Sync for Module {}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        if let Err(e) = self.ctx.make_current() {
+            log::debug!("unloading a CUDA module: {e}");
+        }
+        // SAFETY: every kernel holds the bundle (and so this module) alive, so nothing uses
+        // the module after this.
+        if let Err(e) = unsafe { result::module::unload(self.raw) } {
+            log::warn!("{e}");
+        }
+    }
+}
+
+struct BundleInner {
+    /// One module per device: (device ordinal, module).
+    modules: Vec<(i32, Module)>,
+    names: Vec<String>,
+}
+
+/// A built kernel bundle (`cuda::KernelBundle`).
+pub struct KernelBundle {
+    inner: Arc<BundleInner>,
+}
+
+impl std::fmt::Debug for KernelBundle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("cuda::KernelBundle")
+            .field("kernels", &self.inner.names)
+            .finish()
+    }
+}
+
+/// A kernel of a bundle (`cuda::Kernel`).
+pub struct Kernel {
+    _bundle: Arc<BundleInner>,
+    name: String,
+    /// (device ordinal, function).
+    funcs: Vec<(i32, sys::CUfunction)>,
+    /// Parameter sizes, where the driver can tell.
+    params: Option<Vec<usize>>,
+}
+
+// SAFETY: function handles may be used from any thread with their context current; the
+// bundle keeps their modules loaded.
+unsafe impl Send for Kernel {}
+// SAFETY: as above; the handles are only read.
+unsafe impl Sync for Kernel {}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("cuda::Kernel")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// The `.entry` names of a PTX text.
+fn ptx_entries(ptx: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in ptx.lines() {
+        let mut words = line.split_whitespace().peekable();
+        while let Some(w) = words.next() {
+            if w == ".entry" {
+                if let Some(n) = words.next() {
+                    let n: String = n
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+                        .collect();
+                    if !n.is_empty() {
+                        names.push(n);
+                    }
+                }
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Compiles CUDA C++ `source` with NVRTC to a cubin for `device`'s compute capability
+/// (`-arch=sm_XY` unless `options` names an architecture). The result can be cached and later
+/// loaded with [`KernelSource::Cubin`] without NVRTC. `Errc::Build` with the NVRTC log on a
+/// compile error; `Errc::FeatureNotSupported` when NVRTC is not installed.
+pub fn compile_cubin(
+    source: &str,
+    device: &Arc<dyn sycl_backend::Device>,
+    options: &str,
+) -> Result<Vec<u8>> {
+    let dev = sycl_backend::downcast::<Device>(device.as_any(), "device", BackendKind::Cuda)?;
+    let opts: Vec<String> = options.split_whitespace().map(str::to_string).collect();
+    result::nvrtc::compile_cubin(source, dev.caps.cc, &opts)
+}
+
+/// The driver takes binary images without a length, so a truncated or foreign image would
+/// make it read past the buffer: accept only an ELF64 cubin whose header tables lie inside
+/// the bytes, or a fatbin whose declared size does.
+fn check_image(b: &[u8]) -> Result<()> {
+    let bad = |why: &str| {
+        Err(Error::new(
+            Errc::Build,
+            format!("not a cubin or fatbin image: {why}"),
+        ))
+    };
+    let u16_at = |o: usize| u64::from(u16::from_le_bytes([b[o], b[o + 1]]));
+    let u64_at = |o: usize| {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[o..o + 8]);
+        u64::from_le_bytes(a)
+    };
+    let len = b.len() as u64;
+    if b.len() >= 64 && b.starts_with(b"\x7fELF") {
+        if b[4] != 2 {
+            return bad("not a 64-bit ELF file");
+        }
+        let ph_end = u64_at(32).saturating_add(u16_at(54).saturating_mul(u16_at(56)));
+        let sh_end = u64_at(40).saturating_add(u16_at(58).saturating_mul(u16_at(60)));
+        if ph_end > len || sh_end > len {
+            return bad("its header tables lie past the end of the data (truncated?)");
+        }
+        return Ok(());
+    }
+    if b.len() >= 16 && b.starts_with(&0xBA55_ED50u32.to_le_bytes()) {
+        let end = u16_at(6).saturating_add(u64_at(8));
+        if end > len {
+            return bad("the fatbin is truncated");
+        }
+        return Ok(());
+    }
+    bad("unknown format (expected ELF or fatbin magic)")
+}
+
+pub(crate) fn build(
+    ctx: &Context,
+    devices: &[Arc<dyn sycl_backend::Device>],
+    source: &KernelSource<'_>,
+    options: &str,
+) -> Result<Arc<dyn sycl_backend::KernelBundle>> {
+    if devices.is_empty() {
+        return Err(Error::invalid("a kernel bundle needs at least one device"));
+    }
+    let opts: Vec<String> = options.split_whitespace().map(str::to_string).collect();
+    let mut cubins: HashMap<(i32, i32), Vec<u8>> = HashMap::new();
+    let mut modules = Vec::new();
+    let mut ptx_names = None;
+    for d in devices {
+        let index = ctx.device_index(d)?;
+        let dev: &Arc<Device> = &ctx.cuda_devices[index];
+        let image: Vec<u8> = match source {
+            KernelSource::CudaC(src) => {
+                let cc = dev.caps.cc;
+                if let Some(c) = cubins.get(&cc) {
+                    c.clone()
+                } else {
+                    let c = result::nvrtc::compile_cubin(src, cc, &opts)?;
+                    cubins.insert(cc, c.clone());
+                    c
+                }
+            }
+            KernelSource::Ptx(text) => {
+                ptx_names = Some(ptx_entries(text));
+                let mut v = text.as_bytes().to_vec();
+                if v.contains(&0) {
+                    return Err(Error::new(Errc::Build, "PTX text contains a NUL byte"));
+                }
+                v.push(0);
+                v
+            }
+            KernelSource::Cubin(bytes) => {
+                check_image(bytes)?;
+                bytes.to_vec()
+            }
+            KernelSource::OpenClC(_) => {
+                return Err(Error::unsupported(
+                    Aspect::ExtOneapiKernelCompilerOpencl,
+                    "OpenCL C kernel bundles",
+                ))
+            }
+            KernelSource::SpirV(_) => {
+                return Err(Error::unsupported(
+                    Aspect::ExtOneapiKernelCompilerSpirv,
+                    "SPIR-V kernel bundles",
+                ))
+            }
+        };
+        let pctx = ctx.with_ctx(index)?.clone();
+        let raw = result::module::load(&image, source.language())?;
+        modules.push((dev.ordinal, Module { ctx: pctx, raw }));
+    }
+    let names = result::module::function_names(modules[0].1.raw)
+        .or(ptx_names)
+        .unwrap_or_default();
+    Ok(Arc::new(KernelBundle {
+        inner: Arc::new(BundleInner { modules, names }),
+    }))
+}
+
+impl sycl_backend::KernelBundle for KernelBundle {
+    fn kernel_names(&self) -> Vec<String> {
+        self.inner.names.clone()
+    }
+
+    #[doc(alias = "cuModuleGetFunction")]
+    fn kernel(&self, name: &str) -> Result<Arc<dyn sycl_backend::Kernel>> {
+        let mut funcs = Vec::new();
+        for (ordinal, m) in &self.inner.modules {
+            m.ctx.make_current()?;
+            funcs.push((*ordinal, result::module::function(m.raw, name)?));
+        }
+        let params = result::module::param_sizes(funcs[0].1);
+        Ok(Arc::new(Kernel {
+            _bundle: self.inner.clone(),
+            name: name.to_string(),
+            funcs,
+            params,
+        }))
+    }
+}
+
+impl sycl_backend::Kernel for Kernel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn num_args(&self) -> Option<u32> {
+        self.params.as_ref().map(|p| p.len() as u32)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The CUDA block and grid for `range` on `dev`.
+pub(crate) fn geometry(range: &LaunchRange, dev: &Device) -> Result<([u32; 3], [u32; 3])> {
+    let max_wg = sycl_backend::Device::info(dev).max_work_group_size;
+    range.validate(max_wg)?;
+    let dims = range.dims as usize;
+    let mut global = range.global;
+    for g in global.iter_mut().skip(dims) {
+        *g = 1;
+    }
+    if global.contains(&0) {
+        return Err(Error::new(
+            Errc::NdRange,
+            format!("global range {global:?} has an empty dimension"),
+        ));
+    }
+    let block: [usize; 3] = match range.local {
+        Some(l) => l,
+        None => {
+            let pick: [usize; 3] = match dims {
+                1 => [256, 1, 1],
+                2 => [16, 16, 1],
+                _ => [8, 8, 4],
+            };
+            [
+                pick[0].min(global[0]),
+                pick[1].min(global[1]),
+                pick[2].min(global[2]),
+            ]
+        }
+    };
+    let limits = sycl_backend::Device::info(dev).max_work_item_sizes;
+    let mut grid = [1u32; 3];
+    for d in 0..3 {
+        if block[d] > limits[d] {
+            return Err(Error::new(
+                Errc::NdRange,
+                format!(
+                    "work-group extent {} in dimension {d} exceeds the device maximum {}",
+                    block[d], limits[d]
+                ),
+            ));
+        }
+        let g = global[d].div_ceil(block[d]);
+        if g > dev.caps.max_grid[d] as usize {
+            return Err(Error::new(
+                Errc::NdRange,
+                format!(
+                    "{g} work-groups in dimension {d} exceed the device maximum {}",
+                    dev.caps.max_grid[d]
+                ),
+            ));
+        }
+        grid[d] = g as u32;
+    }
+    Ok((grid, [block[0] as u32, block[1] as u32, block[2] as u32]))
+}
+
+/// [`sycl_backend::Queue::launch`] for CUDA queues.
+///
+/// # Safety
+/// As [`sycl_backend::Queue::launch`].
+pub(crate) unsafe fn launch(
+    queue: &Queue,
+    kernel: &Arc<dyn sycl_backend::Kernel>,
+    range: LaunchRange,
+    args: &[KernelArg<'_>],
+    deps: &[Arc<dyn sycl_backend::Event>],
+) -> Result<Arc<dyn sycl_backend::Event>> {
+    let k = sycl_backend::downcast::<Kernel>(kernel.as_any(), "kernel", BackendKind::Cuda)?;
+    let func = k
+        .funcs
+        .iter()
+        .find(|(o, _)| *o == queue.dev.ordinal)
+        .map(|(_, f)| *f)
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "kernel `{}` was not built for this queue's device",
+                k.name
+            ))
+        })?;
+    let (grid, block) = geometry(&range, &queue.dev)?;
+
+    let mut values: Vec<Vec<u8>> = Vec::with_capacity(args.len());
+    let mut shared = 0usize;
+    for a in args {
+        match a {
+            KernelArg::Scalar(b) => values.push(b.to_vec()),
+            KernelArg::Pointer(p) => values.push(p.to_le_bytes().to_vec()),
+            KernelArg::Local(n) => shared = shared.saturating_add(*n),
+        }
+    }
+    if let Some(sizes) = &k.params {
+        if sizes.len() != values.len() {
+            return Err(Error::new(
+                Errc::KernelArgument,
+                format!(
+                    "kernel `{}` takes {} parameters but {} were given (local-memory arguments are not parameters)",
+                    k.name,
+                    sizes.len(),
+                    values.len()
+                ),
+            ));
+        }
+        for (i, (v, &s)) in values.iter().zip(sizes).enumerate() {
+            if v.len() != s {
+                return Err(Error::new(
+                    Errc::KernelArgument,
+                    format!(
+                        "argument {i} of kernel `{}` has {} bytes, the parameter has {s}",
+                        k.name,
+                        v.len()
+                    ),
+                ));
+            }
+        }
+    }
+    let shared = u32::try_from(shared).map_err(|_| {
+        Error::new(
+            Errc::KernelArgument,
+            format!("{shared} bytes of local memory is too much"),
+        )
+    })?;
+    // Each value lives in its own heap buffer, so the pointers stay valid while `values`
+    // is alive (the driver copies the values during cuLaunchKernel).
+    let mut ptrs: Vec<*mut c_void> = values.iter_mut().map(|v| v.as_mut_ptr().cast()).collect();
+    queue.enqueue(deps, |s| {
+        let params = if ptrs.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            ptrs.as_mut_ptr()
+        };
+        // SAFETY: one pointer per parameter, each to a value of the parameter's size (checked
+        // above where the driver reports sizes); the caller guarantees what the kernel does
+        // with pointer arguments.
+        unsafe { result::module::launch(func, grid, block, shared, s, params) }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binary_images_are_checked_before_the_driver_sees_them() {
+        assert_eq!(check_image(b"").unwrap_err().code(), Errc::Build);
+        assert_eq!(
+            check_image(b"\x7fELF short").unwrap_err().code(),
+            Errc::Build
+        );
+        let mut elf = vec![0u8; 64];
+        elf[..4].copy_from_slice(b"\x7fELF");
+        elf[4] = 2;
+        assert!(check_image(&elf).is_ok());
+        elf[40] = 60; // section headers at 60 ...
+        elf[58] = 64; // ... of 64 bytes ...
+        elf[60] = 1; // ... one of them: past the end
+        assert!(check_image(&elf).is_err());
+        let mut fat = 0xBA55_ED50u32.to_le_bytes().to_vec();
+        fat.extend_from_slice(&[1, 0, 16, 0]);
+        fat.extend_from_slice(&100u64.to_le_bytes());
+        assert!(check_image(&fat).is_err());
+        fat.resize(116, 0);
+        assert!(check_image(&fat).is_ok());
+    }
+
+    #[test]
+    fn ptx_entry_names_are_found() {
+        let names = ptx_entries(crate::queue::FILL_PTX);
+        assert_eq!(names, vec!["sycl_rs_fill".to_string()]);
+        let two = ".visible .entry b(\n.param .u64 x)\n{ ret; }\n.entry a()\n{ ret; }";
+        assert_eq!(ptx_entries(two), vec!["a".to_string(), "b".to_string()]);
+    }
+}

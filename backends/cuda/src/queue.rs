@@ -1,0 +1,710 @@
+//! Queues: one non-blocking CUDA stream each (`CU_STREAM_NON_BLOCKING`), so every queue is
+//! in order. Each command gets its own event, recorded right after it.
+//!
+//! Dependencies: events of this backend become `cuStreamWaitEvent` (skipped for events of this
+//! very queue, which the stream orders anyway); events of other backends are waited for from
+//! the host before the command is enqueued.
+//!
+//! Fill: 1-, 2- and 4-byte patterns use `cuMemsetD8/D16/D32Async` (2 and 4 only when the
+//! destination is aligned to the pattern; otherwise, and for every other pattern length, the
+//! embedded PTX kernel [`FILL_PTX`] writes the pattern, at most 256 pattern bytes per launch).
+//!
+//! Host tasks: `cuLaunchHostFunc` callbacks may not call CUDA, and user tasks usually do, so
+//! each queue has a host thread (started on the first host task). At submission the queue
+//! records an event marking "everything before the task is done", then enqueues
+//! `cuStreamWaitValue32(flag >= n)` on a pinned, device-mapped host word, then the task's
+//! event. The thread waits for the marker event and the task's foreign dependencies, runs
+//! the task, and writes `n` into the word, which releases the stream. Tasks of one queue run
+//! in submission order. A panicking task is caught and logged; the stream is still released.
+//! If the driver lacks stream memory operations, host tasks run synchronously on the
+//! submitting thread after the queue drained.
+//!
+//! Zero-sized copies and fills enqueue nothing but still return an event, recorded on the
+//! stream (a barrier), so it completes in order with earlier commands.
+
+use std::any::Any;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+
+use cudarc::driver::sys;
+use sycl_backend::{
+    BackendKind, Errc, Error, HostTask, KernelArg, LaunchRange, QueueProperties, Result,
+};
+
+use crate::context::PrimaryContext;
+use crate::device::Device;
+use crate::event::{now_ns, Calibration, Event, OwnedEvent, Profile};
+use crate::{lock, result};
+
+type DynEvent = Arc<dyn sycl_backend::Event>;
+
+static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The fill kernel: byte `i` of `[dst, dst+size)` gets `pat[i % plen - off]` when
+/// `i % plen` lies in `[off, off+len)`; the pattern chunk travels in a 256-byte parameter.
+pub(crate) const FILL_PTX: &str = r#"
+.version 7.0
+.target sm_50
+.address_size 64
+
+.visible .entry sycl_rs_fill(
+    .param .u64 p_dst,
+    .param .u64 p_size,
+    .param .u64 p_plen,
+    .param .u64 p_off,
+    .param .u64 p_len,
+    .param .align 8 .b8 p_pat[256]
+)
+{
+    .reg .pred %p<3>;
+    .reg .b16 %rs<2>;
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<14>;
+
+    ld.param.u64 %rd1, [p_dst];
+    ld.param.u64 %rd2, [p_size];
+    ld.param.u64 %rd3, [p_plen];
+    ld.param.u64 %rd4, [p_off];
+    ld.param.u64 %rd5, [p_len];
+    mov.u64 %rd6, p_pat;
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %ntid.x;
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, %nctaid.x;
+    mul.wide.u32 %rd7, %r1, %r2;
+    cvt.u64.u32 %rd8, %r3;
+    add.u64 %rd7, %rd7, %rd8;
+    mul.wide.u32 %rd9, %r4, %r2;
+LOOP:
+    setp.ge.u64 %p1, %rd7, %rd2;
+    @%p1 bra DONE;
+    rem.u64 %rd10, %rd7, %rd3;
+    sub.u64 %rd11, %rd10, %rd4;
+    setp.ge.u64 %p2, %rd11, %rd5;
+    @%p2 bra NEXT;
+    add.u64 %rd12, %rd6, %rd11;
+    ld.param.u8 %rs1, [%rd12];
+    add.u64 %rd13, %rd1, %rd7;
+    st.u8 [%rd13], %rs1;
+NEXT:
+    add.u64 %rd7, %rd7, %rd9;
+    bra.uni LOOP;
+DONE:
+    ret;
+}
+"#;
+
+/// The fill kernel loaded into one context.
+pub(crate) struct FillKernel {
+    module: sys::CUmodule,
+    func: sys::CUfunction,
+}
+
+// SAFETY: module and function handles may be used from any thread with their context current.
+unsafe impl Send for FillKernel {}
+
+impl FillKernel {
+    /// Loads [`FILL_PTX`] into the current context.
+    pub(crate) fn load() -> Result<FillKernel> {
+        let mut image = FILL_PTX.as_bytes().to_vec();
+        image.push(0);
+        let module = result::module::load(&image, "the embedded fill kernel")?;
+        match result::module::function(module, "sycl_rs_fill") {
+            Ok(func) => Ok(FillKernel { module, func }),
+            Err(e) => {
+                // SAFETY: the module was just loaded and nothing else uses it.
+                if let Err(u) = unsafe { result::module::unload(module) } {
+                    log::warn!("{u}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Unloads the module (its context is current).
+    pub(crate) fn unload(self) {
+        // SAFETY: called once, when the owning primary context goes away.
+        if let Err(e) = unsafe { result::module::unload(self.module) } {
+            log::debug!("unloading the fill kernel: {e}");
+        }
+    }
+}
+
+/// A stream, destroyed on drop.
+pub(crate) struct Stream {
+    ctx: Arc<PrimaryContext>,
+    pub(crate) raw: sys::CUstream,
+}
+
+// SAFETY: streams may be used from any thread; every use makes the owning context current.
+unsafe impl Send for Stream {}
+// SAFETY: as above; the handle is only read.
+unsafe impl Sync for Stream {}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if let Err(e) = self.ctx.make_current() {
+            log::debug!("destroying a CUDA stream: {e}");
+        }
+        // SAFETY: the stream is owned here; the driver finishes queued work before freeing it.
+        if let Err(e) = unsafe { result::stream::destroy(self.raw) } {
+            log::warn!("{e}");
+        }
+    }
+}
+
+/// The pinned, device-mapped word host tasks release the stream with.
+struct HostFlag {
+    ctx: Arc<PrimaryContext>,
+    host: u64,
+    device: u64,
+}
+
+// SAFETY: the word is plain pinned memory; writes are volatile and only done by the worker.
+unsafe impl Send for HostFlag {}
+// SAFETY: as above.
+unsafe impl Sync for HostFlag {}
+
+impl HostFlag {
+    fn new(ctx: &Arc<PrimaryContext>) -> Result<HostFlag> {
+        ctx.make_current()?;
+        let host = result::mem::host_alloc(64)?;
+        // SAFETY: `host` points to 64 fresh bytes of pinned memory.
+        unsafe { std::ptr::write_volatile(host as *mut u32, 0) };
+        let device = match result::mem::host_device_pointer(host) {
+            Ok(d) => d,
+            Err(e) => {
+                // SAFETY: just allocated, unused.
+                let _ = unsafe { result::mem::free_host(host) };
+                return Err(e);
+            }
+        };
+        Ok(HostFlag {
+            ctx: ctx.clone(),
+            host,
+            device,
+        })
+    }
+
+    fn release(&self, seq: u32) {
+        // SAFETY: the word is live while `self` is; only this worker thread writes it.
+        unsafe { std::ptr::write_volatile(self.host as *mut u32, seq) };
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+}
+
+impl Drop for HostFlag {
+    fn drop(&mut self) {
+        let _ = self.ctx.make_current();
+        // SAFETY: the worker synchronized the stream before dropping the flag, so no wait
+        // operation still reads it.
+        if let Err(e) = unsafe { result::mem::free_host(self.host) } {
+            log::warn!("{e}");
+        }
+    }
+}
+
+struct Job {
+    task: HostTask,
+    prior: Event,
+    foreign: Vec<DynEvent>,
+    seq: u32,
+}
+
+struct HostWorker {
+    tx: Option<mpsc::Sender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    flag_device: u64,
+    next: u32,
+}
+
+impl HostWorker {
+    fn spawn(ctx: &Arc<PrimaryContext>, stream: Arc<Stream>) -> Result<HostWorker> {
+        let flag = HostFlag::new(ctx)?;
+        let flag_device = flag.device;
+        let (tx, rx) = mpsc::channel::<Job>();
+        let thread = std::thread::Builder::new()
+            .name("sycl-rs-cuda-host-task".into())
+            .spawn(move || {
+                for job in rx {
+                    let mut ok = true;
+                    if let Err(e) = sycl_backend::Event::wait(&job.prior) {
+                        log::error!("host task: waiting for earlier commands failed: {e}");
+                        ok = false;
+                    }
+                    for dep in &job.foreign {
+                        if let Err(e) = dep.wait() {
+                            log::error!("host task: waiting for a dependency failed: {e}");
+                            ok = false;
+                        }
+                    }
+                    if ok {
+                        let task = job.task;
+                        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(task)).is_err() {
+                            log::error!("a host task panicked");
+                        }
+                    } else {
+                        log::error!("host task skipped because a dependency failed");
+                    }
+                    flag.release(job.seq);
+                }
+                // No wait operation may read the flag after it is freed.
+                if flag.ctx.make_current().is_ok() {
+                    if let Err(e) = result::stream::synchronize(stream.raw) {
+                        log::debug!("host-task thread exit: {e}");
+                    }
+                }
+                drop(flag);
+            })
+            .map_err(|e| {
+                Error::new(
+                    Errc::Runtime,
+                    format!("cannot start the host-task thread: {e}"),
+                )
+            })?;
+        Ok(HostWorker {
+            tx: Some(tx),
+            thread: Some(thread),
+            flag_device,
+            next: 1,
+        })
+    }
+}
+
+#[derive(Default)]
+struct State {
+    worker: Option<HostWorker>,
+    /// Calibration made on demand when a profiling standalone event is signalled on a queue
+    /// without `enable_profiling`.
+    lazy_calib: Option<Arc<Calibration>>,
+    /// Set once stream memory operations failed: host tasks then run synchronously.
+    sync_host_tasks: bool,
+}
+
+/// A queue (`cuda::Queue`) on one device: one CUDA stream.
+pub struct Queue {
+    device: Arc<dyn sycl_backend::Device>,
+    pub(crate) dev: Arc<Device>,
+    pub(crate) ctx: Arc<PrimaryContext>,
+    props: QueueProperties,
+    id: u64,
+    stream: Arc<Stream>,
+    calib: Option<Arc<Calibration>>,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("cuda::Queue")
+            .field("device", &self.dev.ordinal)
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl Queue {
+    pub(crate) fn new(
+        device: Arc<dyn sycl_backend::Device>,
+        dev: Arc<Device>,
+        ctx: Arc<PrimaryContext>,
+        props: QueueProperties,
+    ) -> Result<Queue> {
+        ctx.make_current()?;
+        let raw = result::stream::create_non_blocking()?;
+        let stream = Arc::new(Stream {
+            ctx: ctx.clone(),
+            raw,
+        });
+        let calib = if props.enable_profiling {
+            Some(Arc::new(Calibration::new(&ctx, raw)?))
+        } else {
+            None
+        };
+        Ok(Queue {
+            device,
+            dev,
+            ctx,
+            props,
+            id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
+            stream,
+            calib,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    /// Makes the stream wait for `own` events (skipping this queue's).
+    fn wait_own(&self, own: &[&DynEvent]) -> Result<()> {
+        for dep in own {
+            let e = sycl_backend::downcast::<Event>(dep.as_any(), "event", BackendKind::Cuda)?;
+            if e.inner.queue_id != self.id {
+                result::stream::wait_event(self.stream.raw, e.raw())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Enqueues `op` after `deps` and returns its event. The state lock keeps the start
+    /// event, the command and the end event together.
+    pub(crate) fn enqueue(
+        &self,
+        deps: &[DynEvent],
+        op: impl FnOnce(sys::CUstream) -> Result<()>,
+    ) -> Result<DynEvent> {
+        let own = sycl_backend::wait_foreign(deps, BackendKind::Cuda)?;
+        let _state = lock(&self.state);
+        self.ctx.make_current()?;
+        self.wait_own(&own)?;
+        let ev = self.enqueue_locked(op)?;
+        Ok(Arc::new(ev))
+    }
+
+    fn enqueue_locked(&self, op: impl FnOnce(sys::CUstream) -> Result<()>) -> Result<Event> {
+        let s = self.stream.raw;
+        let profile = match &self.calib {
+            Some(calib) => {
+                let submit_ns = now_ns();
+                let start = OwnedEvent::create(&self.ctx, 0)?;
+                result::event::record(start.raw, s)?;
+                Some(Profile {
+                    start: Some(start),
+                    calib: calib.clone(),
+                    submit_ns,
+                })
+            }
+            None => None,
+        };
+        let end = if profile.is_some() {
+            OwnedEvent::create(&self.ctx, 0)?
+        } else {
+            OwnedEvent::pooled(&self.ctx)?
+        };
+        op(s)?;
+        result::event::record(end.raw, s)?;
+        Ok(Event::command(end, self.id, profile))
+    }
+
+    unsafe fn fill_impl(
+        &self,
+        dst: u64,
+        pattern: &[u8],
+        size: usize,
+        s: sys::CUstream,
+    ) -> Result<()> {
+        let plen = pattern.len();
+        let value = |w: usize| -> u32 {
+            let mut b = [0u8; 4];
+            b[..w].copy_from_slice(&pattern[..w]);
+            u32::from_le_bytes(b)
+        };
+        if pattern.iter().all(|&b| b == pattern[0]) {
+            // SAFETY: the caller guarantees the range.
+            return unsafe { result::mem::set_async(dst, u32::from(pattern[0]), 1, size, s) };
+        }
+        if (plen == 2 || plen == 4) && dst % plen as u64 == 0 {
+            // SAFETY: the caller guarantees the range; `dst` is aligned to the width.
+            return unsafe { result::mem::set_async(dst, value(plen), plen, size / plen, s) };
+        }
+        let fill = {
+            let mut slot = lock(&self.ctx.fill);
+            if slot.is_none() {
+                match FillKernel::load() {
+                    Ok(k) => *slot = Some(k),
+                    Err(e) => log::warn!("fill kernel unavailable, using 2-D memsets: {e}"),
+                }
+            }
+            slot.as_ref().map(|k| k.func)
+        };
+        let Some(func) = fill else {
+            // One strided 2-D memset per pattern byte.
+            for (j, &b) in pattern.iter().enumerate() {
+                // SAFETY: row `r` writes byte `dst + j + r*plen`, inside the caller's range.
+                unsafe { result::mem::set_2d_async(dst + j as u64, plen, b, 1, size / plen, s)? };
+            }
+            return Ok(());
+        };
+        let threads = 256u32;
+        let blocks = size.div_ceil(threads as usize).clamp(1, 65535) as u32;
+        for (chunk_index, chunk) in pattern.chunks(256).enumerate() {
+            #[repr(C, align(8))]
+            struct Pat([u8; 256]);
+            let mut pat = Pat([0; 256]);
+            pat.0[..chunk.len()].copy_from_slice(chunk);
+            let mut dst_v = dst;
+            let mut size_v = size as u64;
+            let mut plen_v = plen as u64;
+            let mut off_v = (chunk_index * 256) as u64;
+            let mut len_v = chunk.len() as u64;
+            let mut params: [*mut c_void; 6] = [
+                (&mut dst_v as *mut u64).cast(),
+                (&mut size_v as *mut u64).cast(),
+                (&mut plen_v as *mut u64).cast(),
+                (&mut off_v as *mut u64).cast(),
+                (&mut len_v as *mut u64).cast(),
+                (&mut pat as *mut Pat).cast(),
+            ];
+            // SAFETY: six parameter pointers matching the kernel's signature (five u64 and a
+            // 256-byte array), alive for the call (the driver copies them); the kernel writes
+            // only `[dst, dst+size)`, which the caller guarantees.
+            unsafe {
+                result::module::launch(
+                    func,
+                    [blocks, 1, 1],
+                    [threads, 1, 1],
+                    0,
+                    s,
+                    params.as_mut_ptr(),
+                )?
+            };
+        }
+        Ok(())
+    }
+
+    fn calibration_for_signal(&self, st: &mut State) -> Result<Arc<Calibration>> {
+        if let Some(c) = &self.calib {
+            return Ok(c.clone());
+        }
+        if let Some(c) = &st.lazy_calib {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(Calibration::new(&self.ctx, self.stream.raw)?);
+        st.lazy_calib = Some(c.clone());
+        Ok(c)
+    }
+
+    fn host_task_sync(&self, task: HostTask, deps: &[DynEvent]) -> Result<DynEvent> {
+        for d in deps {
+            d.wait()?;
+        }
+        sycl_backend::Queue::wait(self)?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(task))
+            .map_err(|_| Error::new(Errc::Runtime, "the host task panicked"))?;
+        self.enqueue(&[], |_| Ok(()))
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        let worker = lock(&self.state).worker.take();
+        if let Some(mut w) = worker {
+            drop(w.tx.take());
+            if let Some(t) = w.thread.take() {
+                if t.thread().id() == std::thread::current().id() {
+                    // Dropped by its own host task: the thread exits on its own after this.
+                } else if t.join().is_err() {
+                    log::error!("the host-task thread panicked");
+                }
+            }
+        }
+    }
+}
+
+impl sycl_backend::Queue for Queue {
+    fn device(&self) -> &Arc<dyn sycl_backend::Device> {
+        &self.device
+    }
+
+    fn properties(&self) -> QueueProperties {
+        self.props
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    #[doc(alias = "cuMemcpyAsync")]
+    unsafe fn memcpy(
+        &self,
+        dst: u64,
+        src: u64,
+        size: usize,
+        deps: &[DynEvent],
+    ) -> Result<DynEvent> {
+        if size == 0 {
+            return self.barrier(deps);
+        }
+        // SAFETY: the caller guarantees both ranges until the event completes.
+        self.enqueue(deps, |s| unsafe {
+            result::mem::copy_async(dst, src, size, s)
+        })
+    }
+
+    #[doc(alias = "cuMemsetD8Async")]
+    unsafe fn fill(
+        &self,
+        dst: u64,
+        pattern: &[u8],
+        size: usize,
+        deps: &[DynEvent],
+    ) -> Result<DynEvent> {
+        if pattern.is_empty() {
+            return Err(Error::invalid("fill pattern is empty"));
+        }
+        if size % pattern.len() != 0 {
+            return Err(Error::invalid(format!(
+                "fill size {size} is not a multiple of the pattern size {}",
+                pattern.len()
+            )));
+        }
+        if size == 0 {
+            return self.barrier(deps);
+        }
+        // SAFETY: the caller guarantees the range until the event completes.
+        self.enqueue(deps, |s| unsafe { self.fill_impl(dst, pattern, size, s) })
+    }
+
+    #[doc(alias = "cuMemPrefetchAsync_v2")]
+    unsafe fn prefetch(&self, ptr: u64, size: usize, deps: &[DynEvent]) -> Result<DynEvent> {
+        let managed = size > 0 && result::mem::is_managed(ptr).unwrap_or(false);
+        if !managed {
+            // A hint only: nothing to move for device, host or unknown memory.
+            return self.barrier(deps);
+        }
+        let ordinal = self.dev.ordinal;
+        self.enqueue(deps, |s| {
+            // SAFETY: the caller guarantees a live allocation; a refused prefetch (no
+            // concurrent managed access) is only a lost hint.
+            if let Err(e) = unsafe { result::mem::prefetch_async(ptr, size, ordinal, s) } {
+                log::debug!("prefetch ignored: {e}");
+            }
+            Ok(())
+        })
+    }
+
+    fn host_task(&self, task: HostTask, deps: &[DynEvent]) -> Result<DynEvent> {
+        let mut st = lock(&self.state);
+        if st.sync_host_tasks || !result::has_symbol("cuStreamWaitValue32_v2") {
+            drop(st);
+            return self.host_task_sync(task, deps);
+        }
+        self.ctx.make_current()?;
+        let mut foreign = Vec::new();
+        let mut own = Vec::new();
+        for d in deps {
+            if d.backend() == BackendKind::Cuda {
+                own.push(d);
+            } else {
+                foreign.push(d.clone());
+            }
+        }
+        self.wait_own(&own)?;
+        if st.worker.is_none() {
+            st.worker = Some(HostWorker::spawn(&self.ctx, self.stream.clone())?);
+        }
+        let (flag_device, seq) = {
+            let w = st.worker.as_mut().expect("set above");
+            let seq = w.next;
+            if seq == u32::MAX {
+                drop(st);
+                return Err(Error::new(
+                    Errc::Runtime,
+                    "this queue ran out of host-task sequence numbers",
+                ));
+            }
+            w.next += 1;
+            (w.flag_device, seq)
+        };
+        let prior = self.enqueue_locked(|_| Ok(()))?;
+        let ev =
+            match self.enqueue_locked(|s| result::stream::wait_value32_geq(s, flag_device, seq)) {
+                Ok(ev) => ev,
+                Err(e) => {
+                    log::warn!(
+                        "stream memory operations unavailable, host tasks become synchronous: {e}"
+                    );
+                    st.sync_host_tasks = true;
+                    if let Some(w) = st.worker.as_mut() {
+                        w.next -= 1;
+                    }
+                    drop(st);
+                    return self.host_task_sync(task, deps);
+                }
+            };
+        let job = Job {
+            task,
+            prior,
+            foreign,
+            seq,
+        };
+        let sent = st
+            .worker
+            .as_ref()
+            .and_then(|w| w.tx.as_ref())
+            .map(|tx| tx.send(job));
+        match sent {
+            Some(Ok(())) => Ok(Arc::new(ev)),
+            _ => Err(Error::new(Errc::Runtime, "the host-task thread is gone")),
+        }
+    }
+
+    unsafe fn launch(
+        &self,
+        kernel: &Arc<dyn sycl_backend::Kernel>,
+        range: LaunchRange,
+        args: &[KernelArg<'_>],
+        deps: &[DynEvent],
+    ) -> Result<DynEvent> {
+        // SAFETY: forwarded contract.
+        unsafe { crate::kernel::launch(self, kernel, range, args, deps) }
+    }
+
+    fn barrier(&self, deps: &[DynEvent]) -> Result<DynEvent> {
+        self.enqueue(deps, |_| Ok(()))
+    }
+
+    #[doc(alias = "cuEventRecord")]
+    fn enqueue_signal_event(&self, event: &DynEvent) -> Result<()> {
+        let e = sycl_backend::downcast::<Event>(event.as_any(), "event", BackendKind::Cuda)?;
+        let mut st = lock(&self.state);
+        self.ctx.make_current()?;
+        if e.inner.timing {
+            let calib = self.calibration_for_signal(&mut st)?;
+            let submit_ns = now_ns();
+            result::event::record(e.raw(), self.stream.raw)?;
+            *lock(&e.inner.profile) = Some(Profile {
+                start: None,
+                calib,
+                submit_ns,
+            });
+            return Ok(());
+        }
+        result::event::record(e.raw(), self.stream.raw)
+    }
+
+    #[doc(alias = "cuStreamWaitEvent")]
+    fn enqueue_wait_events(&self, events: &[DynEvent]) -> Result<()> {
+        let own = sycl_backend::wait_foreign(events, BackendKind::Cuda)?;
+        let _st = lock(&self.state);
+        self.ctx.make_current()?;
+        for dep in own {
+            let e = sycl_backend::downcast::<Event>(dep.as_any(), "event", BackendKind::Cuda)?;
+            result::stream::wait_event(self.stream.raw, e.raw())?;
+        }
+        Ok(())
+    }
+
+    #[doc(alias = "cuStreamSynchronize")]
+    fn wait(&self) -> Result<()> {
+        self.ctx.make_current()?;
+        result::stream::synchronize(self.stream.raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The embedded PTX must JIT on a real device (the 2-D memset fallback would hide it).
+    #[test]
+    fn fill_kernel_jit_compiles() {
+        if crate::load().is_err() {
+            eprintln!("skipping fill_kernel_jit_compiles: no CUDA driver or device");
+            return;
+        }
+        let dev = result::device::get(0).unwrap();
+        let ctx = PrimaryContext::retain(dev, 0).unwrap();
+        ctx.make_current().unwrap();
+        let k = FillKernel::load().expect("the embedded fill PTX must load");
+        k.unload();
+    }
+}

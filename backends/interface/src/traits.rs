@@ -1,0 +1,528 @@
+//! The object-safe traits every backend implements.
+//!
+//! `sycl` holds `Arc<dyn Trait>` and picks backends at run time. When a backend receives one
+//! of "its" objects back (a device to make a queue on, an event to wait for), it downcasts with
+//! `as_any()`; an object of another backend is either handled generically (a foreign event is
+//! waited on from the host) or refused with `Errc::BackendMismatch`.
+//!
+//! Addresses are `u64` (device pointers need not be host pointers). Calls that read or write
+//! memory through caller-supplied addresses are `unsafe`: `sycl` proves the ranges are live
+//! allocations and keeps them alive until the returned event completes.
+//!
+//! Optional features have default bodies that answer `Errc::FeatureNotSupported`; a backend
+//! overrides them and sets the matching aspect on its devices.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::ipc::{IpcExport, IpcImport};
+use crate::{
+    AccessMode, Aspect, BackendKind, ClosureKernel, DeviceInfo, Error, EventProperties,
+    EventStatus, GranularityMode, HostTask, KernelArg, KernelSource, LaunchRange,
+    PhysicalMemProperties, PlatformInfo, PointerInfo, ProfilingInfo, QueueProperties, Result,
+    UsmKind,
+};
+
+/// A loaded backend: the entry point of a backend crate.
+pub trait Backend: Send + Sync {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+    /// Its platforms. Called once; the result is cached by `sycl`.
+    fn platforms(&self) -> Vec<Arc<dyn Platform>>;
+}
+
+/// A platform (one driver).
+pub trait Platform: Send + Sync + Any {
+    /// Which backend it belongs to.
+    fn backend(&self) -> BackendKind;
+    /// Name, vendor, version.
+    fn info(&self) -> &PlatformInfo;
+    /// Its devices; the same `Arc`s every call.
+    fn devices(&self) -> Vec<Arc<dyn Device>>;
+    /// A context over `devices` (all of this platform, at least one).
+    fn create_context(&self, devices: &[Arc<dyn Device>]) -> Result<Arc<dyn Context>>;
+    /// For downcasting.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A device.
+pub trait Device: Send + Sync + Any {
+    /// Which backend it belongs to.
+    fn backend(&self) -> BackendKind;
+    /// Its description, gathered once at enumeration.
+    fn info(&self) -> &DeviceInfo;
+    /// Its position in its platform's device list.
+    fn index(&self) -> usize;
+    /// Whether it has `aspect`.
+    fn has(&self, aspect: Aspect) -> bool {
+        self.info().has(aspect)
+    }
+    /// Whether a device of the same platform can access memory of this one directly.
+    fn can_access_peer(&self, _peer: &Arc<dyn Device>) -> bool {
+        false
+    }
+    /// For downcasting.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A context: the scope of memory and events for one or more devices of one platform.
+pub trait Context: Send + Sync + Any {
+    /// Which backend it belongs to.
+    fn backend(&self) -> BackendKind;
+    /// Its devices.
+    fn devices(&self) -> &[Arc<dyn Device>];
+    /// For downcasting.
+    fn as_any(&self) -> &dyn Any;
+
+    /// A queue on `device`, which is one of this context's devices.
+    fn create_queue(
+        &self,
+        device: &Arc<dyn Device>,
+        props: QueueProperties,
+    ) -> Result<Arc<dyn Queue>>;
+
+    /// Allocates `size > 0` bytes of USM of `kind` aligned to `align` (a power of two, 0 for
+    /// the default). `device` is `None` only for `UsmKind::Host`.
+    fn usm_alloc(
+        &self,
+        kind: UsmKind,
+        device: Option<&Arc<dyn Device>>,
+        size: usize,
+        align: usize,
+    ) -> Result<u64>;
+
+    /// Frees an allocation made by [`Context::usm_alloc`].
+    ///
+    /// # Safety
+    /// `ptr` came from `usm_alloc` on this context, was not freed, and no pending command uses
+    /// it.
+    unsafe fn usm_free(&self, ptr: u64) -> Result<()>;
+
+    /// What the context knows of `ptr` (`UsmKind::Unknown` if nothing).
+    fn usm_pointer_info(&self, ptr: u64) -> PointerInfo;
+
+    /// A standalone event in the complete state (`make_event`). Backends refuse
+    /// `enable_ipc` together with `enable_profiling` with `Errc::Invalid`.
+    fn create_event(&self, props: EventProperties) -> Result<Arc<dyn Event>> {
+        let _ = props;
+        Err(Error::unsupported(
+            Aspect::ExtOneapiReusableEvents,
+            "make_event",
+        ))
+    }
+
+    /// Builds a kernel bundle for `devices` from `source`. Build failures are `Errc::Build`
+    /// with the compiler log in the message.
+    fn build_kernel_bundle(
+        &self,
+        devices: &[Arc<dyn Device>],
+        source: &KernelSource<'_>,
+        options: &str,
+    ) -> Result<Arc<dyn KernelBundle>> {
+        let _ = (devices, options);
+        Err(Error::unsupported(
+            Aspect::OnlineCompiler,
+            format!("building {} kernels", source.language()),
+        ))
+    }
+
+    // ---- virtual memory (`ext_oneapi_virtual_mem`) ----
+
+    /// The granularity for sizes and addresses of virtual memory on `device`.
+    fn mem_granularity(&self, device: &Arc<dyn Device>, mode: GranularityMode) -> Result<usize> {
+        let _ = (device, mode);
+        Err(Error::unsupported(
+            Aspect::ExtOneapiVirtualMem,
+            "get_mem_granularity",
+        ))
+    }
+    /// Reserves `size` bytes of address space, at `start` if possible (0 = anywhere).
+    fn reserve_virtual_mem(&self, start: u64, size: usize) -> Result<u64> {
+        let _ = (start, size);
+        Err(Error::unsupported(
+            Aspect::ExtOneapiVirtualMem,
+            "reserve_virtual_mem",
+        ))
+    }
+    /// Frees a reservation (exactly as reserved; unmapped first).
+    fn free_virtual_mem(&self, ptr: u64, size: usize) -> Result<()> {
+        let _ = (ptr, size);
+        Err(Error::unsupported(
+            Aspect::ExtOneapiVirtualMem,
+            "free_virtual_mem",
+        ))
+    }
+    /// A physical memory object of `size` bytes on `device`.
+    fn create_physical_mem(
+        &self,
+        device: &Arc<dyn Device>,
+        size: usize,
+        props: PhysicalMemProperties,
+    ) -> Result<Arc<dyn PhysicalMem>> {
+        let _ = (device, size, props);
+        Err(Error::unsupported(
+            Aspect::ExtOneapiVirtualMem,
+            "physical_mem",
+        ))
+    }
+    /// Maps `[ptr, ptr+size)` (inside a reservation) to `mem` at `offset` with `mode`.
+    fn map_physical(
+        &self,
+        ptr: u64,
+        size: usize,
+        mem: &Arc<dyn PhysicalMem>,
+        offset: usize,
+        mode: AccessMode,
+    ) -> Result<()> {
+        let _ = (ptr, size, mem, offset, mode);
+        Err(Error::unsupported(
+            Aspect::ExtOneapiVirtualMem,
+            "physical_mem::map",
+        ))
+    }
+    /// Unmaps a whole mapping.
+    ///
+    /// # Safety
+    /// No pending command uses the range.
+    unsafe fn unmap(&self, ptr: u64, size: usize) -> Result<()> {
+        let _ = (ptr, size);
+        Err(Error::unsupported(Aspect::ExtOneapiVirtualMem, "unmap"))
+    }
+    /// Changes the access mode of a mapped range.
+    fn set_access_mode(&self, ptr: u64, size: usize, mode: AccessMode) -> Result<()> {
+        let _ = (ptr, size, mode);
+        Err(Error::unsupported(
+            Aspect::ExtOneapiVirtualMem,
+            "set_access_mode",
+        ))
+    }
+    /// The access mode of a mapped range.
+    fn get_access_mode(&self, ptr: u64, size: usize) -> Result<AccessMode> {
+        let _ = (ptr, size);
+        Err(Error::unsupported(
+            Aspect::ExtOneapiVirtualMem,
+            "get_access_mode",
+        ))
+    }
+
+    // ---- IPC ----
+
+    /// Exports the USM device allocation that contains `ptr` (interior pointers allowed: the
+    /// payload records the offset).
+    fn ipc_get_mem(&self, ptr: u64) -> Result<IpcExport> {
+        let _ = ptr;
+        Err(Error::unsupported(
+            Aspect::ExtOneapiIpcMemory,
+            "ipc::memory::get",
+        ))
+    }
+    /// Releases what [`Context::ipc_get_mem`] holds for the export with this payload.
+    fn ipc_put_mem(&self, payload: &[u8]) -> Result<()> {
+        let _ = payload;
+        Err(Error::unsupported(
+            Aspect::ExtOneapiIpcMemory,
+            "ipc::memory::put",
+        ))
+    }
+    /// Opens exported memory on `device`; returns the address in this process (already offset).
+    fn ipc_open_mem(&self, device: &Arc<dyn Device>, import: IpcImport<'_>) -> Result<u64> {
+        let _ = (device, import);
+        Err(Error::unsupported(
+            Aspect::ExtOneapiIpcMemory,
+            "ipc::memory::open",
+        ))
+    }
+    /// Closes an address returned by [`Context::ipc_open_mem`].
+    ///
+    /// # Safety
+    /// No pending command uses the memory.
+    unsafe fn ipc_close_mem(&self, ptr: u64) -> Result<()> {
+        let _ = ptr;
+        Err(Error::unsupported(
+            Aspect::ExtOneapiIpcMemory,
+            "ipc::memory::close",
+        ))
+    }
+    /// Exports a physical memory object made with `enable_ipc`.
+    fn ipc_get_physical_mem(&self, mem: &Arc<dyn PhysicalMem>) -> Result<IpcExport> {
+        let _ = mem;
+        Err(Error::unsupported(
+            Aspect::ExtOneapiIpcPhysicalMemory,
+            "ipc::physical_memory::get",
+        ))
+    }
+    /// Releases what [`Context::ipc_get_physical_mem`] holds.
+    fn ipc_put_physical_mem(&self, payload: &[u8]) -> Result<()> {
+        let _ = payload;
+        Err(Error::unsupported(
+            Aspect::ExtOneapiIpcPhysicalMemory,
+            "ipc::physical_memory::put",
+        ))
+    }
+    /// Opens an exported physical memory object on `device`.
+    fn ipc_open_physical_mem(
+        &self,
+        device: &Arc<dyn Device>,
+        import: IpcImport<'_>,
+    ) -> Result<Arc<dyn PhysicalMem>> {
+        let _ = (device, import);
+        Err(Error::unsupported(
+            Aspect::ExtOneapiIpcPhysicalMemory,
+            "ipc::physical_memory::open",
+        ))
+    }
+    /// Exports an event made with `enable_ipc`.
+    fn ipc_get_event(&self, event: &Arc<dyn Event>) -> Result<IpcExport> {
+        let _ = event;
+        Err(Error::unsupported(
+            Aspect::ExtOneapiIpcEvent,
+            "ipc::event::get",
+        ))
+    }
+    /// Releases what [`Context::ipc_get_event`] holds.
+    fn ipc_put_event(&self, payload: &[u8]) -> Result<()> {
+        let _ = payload;
+        Err(Error::unsupported(
+            Aspect::ExtOneapiIpcEvent,
+            "ipc::event::put",
+        ))
+    }
+    /// Opens an exported event; the result shares state with the exporter's event.
+    fn ipc_open_event(&self, import: IpcImport<'_>) -> Result<Arc<dyn Event>> {
+        let _ = import;
+        Err(Error::unsupported(
+            Aspect::ExtOneapiIpcEvent,
+            "ipc::event::open",
+        ))
+    }
+}
+
+/// A queue on one device.
+///
+/// Dependencies may be events of any backend: a backend waits on foreign events from the host
+/// before the command runs. Commands of an in-order queue run in submission order.
+pub trait Queue: Send + Sync + Any {
+    /// Its device.
+    fn device(&self) -> &Arc<dyn Device>;
+    /// Its properties.
+    fn properties(&self) -> QueueProperties;
+    /// For downcasting.
+    fn as_any(&self) -> &dyn Any;
+
+    /// Copies `size` bytes from `src` to `dst` (any USM kinds or host memory).
+    ///
+    /// # Safety
+    /// Both ranges are valid for `size` bytes until the returned event completes, and `dst`
+    /// is not otherwise accessed meanwhile.
+    unsafe fn memcpy(
+        &self,
+        dst: u64,
+        src: u64,
+        size: usize,
+        deps: &[Arc<dyn Event>],
+    ) -> Result<Arc<dyn Event>>;
+
+    /// Fills `size` bytes at `dst` with `pattern` repeated (`size` is a multiple of its length;
+    /// a one-byte pattern is `memset`).
+    ///
+    /// # Safety
+    /// As for [`Queue::memcpy`].
+    unsafe fn fill(
+        &self,
+        dst: u64,
+        pattern: &[u8],
+        size: usize,
+        deps: &[Arc<dyn Event>],
+    ) -> Result<Arc<dyn Event>>;
+
+    /// Hints that `[ptr, ptr+size)` will be used on the device soon.
+    ///
+    /// # Safety
+    /// The range is a live allocation until the event completes.
+    unsafe fn prefetch(
+        &self,
+        ptr: u64,
+        size: usize,
+        deps: &[Arc<dyn Event>],
+    ) -> Result<Arc<dyn Event>>;
+
+    /// Runs `task` on a host thread once `deps` (and, in order, earlier commands) completed.
+    fn host_task(&self, task: HostTask, deps: &[Arc<dyn Event>]) -> Result<Arc<dyn Event>>;
+
+    /// Runs a Rust closure over `range` on all cores (`ext_sycl_rs_closure_kernels`).
+    fn parallel_for_closure(
+        &self,
+        range: LaunchRange,
+        kernel: ClosureKernel,
+        deps: &[Arc<dyn Event>],
+    ) -> Result<Arc<dyn Event>> {
+        let _ = (range, kernel, deps);
+        Err(Error::unsupported(
+            Aspect::ExtSyclRsClosureKernels,
+            "parallel_for with a Rust closure",
+        ))
+    }
+
+    /// Launches a kernel from a bundle with `args`.
+    ///
+    /// # Safety
+    /// Every pointer argument is valid for what the kernel does with it until the event
+    /// completes.
+    unsafe fn launch(
+        &self,
+        kernel: &Arc<dyn Kernel>,
+        range: LaunchRange,
+        args: &[KernelArg<'_>],
+        deps: &[Arc<dyn Event>],
+    ) -> Result<Arc<dyn Event>> {
+        let _ = (kernel, range, args, deps);
+        Err(Error::unsupported(Aspect::OnlineCompiler, "kernel launch"))
+    }
+
+    /// An event that completes when `deps` and (in-order queue) all earlier commands did.
+    fn barrier(&self, deps: &[Arc<dyn Event>]) -> Result<Arc<dyn Event>>;
+
+    /// Makes `event` (a standalone event) represent this point of the queue
+    /// (`enqueue_signal_event`).
+    fn enqueue_signal_event(&self, event: &Arc<dyn Event>) -> Result<()> {
+        let _ = event;
+        Err(Error::unsupported(
+            Aspect::ExtOneapiReusableEvents,
+            "enqueue_signal_event",
+        ))
+    }
+
+    /// Later commands of this queue wait for `events` (`enqueue_wait_events`).
+    fn enqueue_wait_events(&self, events: &[Arc<dyn Event>]) -> Result<()> {
+        let _ = events;
+        Err(Error::unsupported(
+            Aspect::ExtOneapiReusableEvents,
+            "enqueue_wait_events",
+        ))
+    }
+
+    /// Blocks until every command submitted so far completed.
+    fn wait(&self) -> Result<()>;
+}
+
+/// An event.
+pub trait Event: Send + Sync + Any {
+    /// Which backend it belongs to.
+    fn backend(&self) -> BackendKind;
+    /// For downcasting.
+    fn as_any(&self) -> &dyn Any;
+    /// Where the command stands.
+    fn status(&self) -> Result<EventStatus>;
+    /// Blocks until complete. An imported event whose exporter died is `Errc::Event`, never a
+    /// hang.
+    fn wait(&self) -> Result<()>;
+    /// Blocks until complete or `timeout` passed; `Ok(false)` on time-out.
+    fn wait_timeout(&self, timeout: Duration) -> Result<bool>;
+    /// Profiling timestamps; `Errc::Profiling` when the event has none.
+    fn profiling(&self) -> Result<ProfilingInfo>;
+    /// Whether the event may be exported.
+    fn ipc_enabled(&self) -> bool {
+        false
+    }
+    /// sycl-rs extension (`ext_sycl_rs_event_signal_count`): how many `enqueue_signal_event`s
+    /// of this standalone event have completed, counted across every process that shares it.
+    fn signal_count(&self) -> Result<u64> {
+        Err(Error::unsupported(
+            Aspect::ExtSyclRsEventSignalCount,
+            "Event::signal_count",
+        ))
+    }
+    /// sycl-rs extension: blocks until [`Event::signal_count`] reaches `target` or `timeout`
+    /// passes (`None`: no limit); `Ok(false)` on time-out. Like [`Event::wait`], an exporter or
+    /// signaller that died is an error, never a hang.
+    fn wait_signal_count(&self, target: u64, timeout: Option<Duration>) -> Result<bool> {
+        let _ = (target, timeout);
+        Err(Error::unsupported(
+            Aspect::ExtSyclRsEventSignalCount,
+            "Event::wait_signal_count",
+        ))
+    }
+}
+
+/// A built kernel bundle.
+pub trait KernelBundle: Send + Sync + Any {
+    /// The kernels it holds.
+    fn kernel_names(&self) -> Vec<String>;
+    /// One kernel by name; `Errc::Invalid` if there is none.
+    fn kernel(&self, name: &str) -> Result<Arc<dyn Kernel>>;
+}
+
+/// A kernel of a bundle.
+pub trait Kernel: Send + Sync + Any {
+    /// Its name.
+    fn name(&self) -> &str;
+    /// Its argument count, where the backend can tell.
+    fn num_args(&self) -> Option<u32>;
+    /// For downcasting.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A physical memory object (`physical_mem`).
+pub trait PhysicalMem: Send + Sync + Any {
+    /// Size in bytes.
+    fn size(&self) -> usize;
+    /// Its device.
+    fn device(&self) -> &Arc<dyn Device>;
+    /// Whether it was made with `enable_ipc` (imported objects say true).
+    fn ipc_enabled(&self) -> bool;
+    /// For downcasting.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// Downcasts a backend object to the backend's own type, or `Errc::BackendMismatch`.
+pub fn downcast<'a, T: Any>(any: &'a dyn Any, what: &str, backend: BackendKind) -> Result<&'a T> {
+    any.downcast_ref::<T>().ok_or_else(|| {
+        Error::new(
+            crate::Errc::BackendMismatch,
+            format!("{what} does not belong to the {backend} backend"),
+        )
+    })
+}
+
+/// Waits from the host for every event in `deps` that `is_own` does not claim; returns the
+/// rest. Backends call this to honour dependencies on other backends' events.
+pub fn wait_foreign(deps: &[Arc<dyn Event>], backend: BackendKind) -> Result<Vec<&Arc<dyn Event>>> {
+    let mut own = Vec::with_capacity(deps.len());
+    for dep in deps {
+        if dep.backend() == backend {
+            own.push(dep);
+        } else {
+            dep.wait()?;
+        }
+    }
+    Ok(own)
+}
+
+/// A wait that gives up: used by backends to implement [`Event::wait_timeout`] by polling a
+/// status function. The schedule keeps the overshoot small relative to the time already
+/// waited: yield for the first 100 µs, then sleep 20 µs until 2 ms have passed, then back off
+/// to at most 1 ms between looks.
+pub fn poll_until(timeout: Duration, mut done: impl FnMut() -> Result<bool>) -> Result<bool> {
+    let start = std::time::Instant::now();
+    loop {
+        if done()? {
+            return Ok(true);
+        }
+        let waited = start.elapsed();
+        if waited >= timeout {
+            return Ok(false);
+        }
+        if waited < Duration::from_micros(100) {
+            std::thread::yield_now();
+        } else if waited < Duration::from_millis(2) {
+            std::thread::sleep(Duration::from_micros(20));
+        } else {
+            std::thread::sleep(
+                (waited / 16)
+                    .min(Duration::from_millis(1))
+                    .min(timeout - waited),
+            );
+        }
+    }
+}

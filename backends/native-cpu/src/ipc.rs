@@ -1,0 +1,320 @@
+//! IPC of USM device memory, physical memory and events.
+//!
+//! Every exported object is a memfd. The payload names the file's inode and device number
+//! (so an importer can prove the descriptor it received is the exported file, not a stale or
+//! reused number) plus sizes and offsets; the descriptor itself travels beside the payload.
+//! Everything an importer needs is in the payload and the descriptors, so imports work across
+//! processes and outlive the exporter.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+
+use sycl_backend::ipc::{IpcExport, IpcImport, PayloadReader};
+use sycl_backend::{downcast, BackendKind, Error, Result, UsmKind};
+
+use crate::context::Context;
+use crate::event::Event;
+use crate::sys::{self, FileId};
+use crate::usm::{self, MemEntry};
+use crate::virtual_mem::PhysicalMem;
+
+const TAG_MEM: u32 = u32::from_le_bytes(*b"NCM1");
+const TAG_PHYS: u32 = u32::from_le_bytes(*b"NCP1");
+const TAG_EVENT: u32 = u32::from_le_bytes(*b"NCE1");
+
+const STALE: &str = "descriptor does not match the handle (stale or reused)";
+
+/// Outstanding exports of a context: (kind tag, file) -> number of `get`s not yet `put`.
+#[derive(Default)]
+pub(crate) struct Exports {
+    counts: HashMap<(u32, FileId), usize>,
+}
+
+impl Exports {
+    fn add(&mut self, tag: u32, id: FileId) {
+        *self.counts.entry((tag, id)).or_default() += 1;
+    }
+
+    fn remove(&mut self, tag: u32, id: FileId, what: &str) -> Result<()> {
+        match self.counts.get_mut(&(tag, id)) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                Ok(())
+            }
+            Some(_) => {
+                self.counts.remove(&(tag, id));
+                Ok(())
+            }
+            None => Err(Error::invalid(format!(
+                "{what}: the payload names no live export of this context"
+            ))),
+        }
+    }
+}
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn read_header(r: &mut PayloadReader<'_>, tag: u32, what: &str) -> Result<FileId> {
+    if r.u32()? != tag {
+        return Err(Error::invalid(format!(
+            "{what}: the payload is not a native_cpu {what} handle"
+        )));
+    }
+    Ok(FileId {
+        ino: r.u64()?,
+        dev: r.u64()?,
+    })
+}
+
+/// The one descriptor of an import.
+fn single_fd(import: IpcImport<'_>, what: &str) -> Result<OwnedFd> {
+    let n = import.fds.len();
+    let mut fds = import.fds.into_iter();
+    match (fds.next(), n) {
+        (Some(fd), 1) => Ok(fd),
+        _ => Err(Error::invalid(format!(
+            "{what}: expected 1 descriptor, got {n}"
+        ))),
+    }
+}
+
+/// A memory payload: tag, inode, device, allocation size, offset of the pointer.
+fn mem_payload(id: FileId, size: u64, offset: u64) -> Vec<u8> {
+    let mut p = Vec::with_capacity(36);
+    put_u32(&mut p, TAG_MEM);
+    put_u64(&mut p, id.ino);
+    put_u64(&mut p, id.dev);
+    put_u64(&mut p, size);
+    put_u64(&mut p, offset);
+    p
+}
+
+fn parse_mem(payload: &[u8]) -> Result<(FileId, u64, u64)> {
+    let mut r = PayloadReader::new(payload, "ipc::memory");
+    let id = read_header(&mut r, TAG_MEM, "ipc::memory")?;
+    let size = r.u64()?;
+    let offset = r.u64()?;
+    r.finish()?;
+    if size == 0 || offset >= size {
+        return Err(Error::invalid(format!(
+            "ipc::memory: offset {offset} outside an allocation of {size} bytes"
+        )));
+    }
+    Ok((id, size, offset))
+}
+
+fn phys_payload(id: FileId, size: u64) -> Vec<u8> {
+    let mut p = Vec::with_capacity(28);
+    put_u32(&mut p, TAG_PHYS);
+    put_u64(&mut p, id.ino);
+    put_u64(&mut p, id.dev);
+    put_u64(&mut p, size);
+    p
+}
+
+fn parse_phys(payload: &[u8]) -> Result<(FileId, u64)> {
+    let mut r = PayloadReader::new(payload, "ipc::physical_memory");
+    let id = read_header(&mut r, TAG_PHYS, "ipc::physical_memory")?;
+    let size = r.u64()?;
+    r.finish()?;
+    Ok((id, size))
+}
+
+fn event_payload(id: FileId) -> Vec<u8> {
+    let mut p = Vec::with_capacity(20);
+    put_u32(&mut p, TAG_EVENT);
+    put_u64(&mut p, id.ino);
+    put_u64(&mut p, id.dev);
+    p
+}
+
+fn parse_event(payload: &[u8]) -> Result<FileId> {
+    let mut r = PayloadReader::new(payload, "ipc::event");
+    let id = read_header(&mut r, TAG_EVENT, "ipc::event")?;
+    r.finish()?;
+    Ok(id)
+}
+
+impl Context {
+    pub(crate) fn ipc_get_mem_impl(&self, ptr: u64) -> Result<IpcExport> {
+        let mem = self.mem.lock();
+        let (base, alloc) =
+            match mem.find(ptr) {
+                Some((base, MemEntry::Usm(a))) => (base, a),
+                Some((_, MemEntry::Opened(_))) => return Err(Error::invalid(
+                    "ipc::memory::get: memory opened from another export cannot be exported again",
+                )),
+                None => {
+                    return Err(Error::invalid(format!(
+                        "ipc::memory::get: {ptr:#x} is not inside a USM allocation of this context"
+                    )))
+                }
+            };
+        if alloc.kind != UsmKind::Device {
+            return Err(Error::invalid(format!(
+                "ipc::memory exports USM device memory; {ptr:#x} is {} USM",
+                alloc.kind
+            )));
+        }
+        let payload = mem_payload(alloc.id, alloc.size as u64, ptr - base);
+        let fds = vec![alloc.fd.as_raw_fd()];
+        self.exports.lock().add(TAG_MEM, alloc.id);
+        Ok(IpcExport { payload, fds })
+    }
+
+    pub(crate) fn ipc_put_mem_impl(&self, payload: &[u8]) -> Result<()> {
+        let (id, _, _) = parse_mem(payload)?;
+        self.exports.lock().remove(TAG_MEM, id, "ipc::memory::put")
+    }
+
+    pub(crate) fn ipc_open_mem_impl(
+        &self,
+        device: &Arc<dyn sycl_backend::Device>,
+        import: IpcImport<'_>,
+    ) -> Result<u64> {
+        let device_index = self.device_position(device)?;
+        let (id, size, offset) = parse_mem(import.payload)?;
+        let fd = single_fd(import, "ipc::memory::open")?;
+        let size = usize::try_from(size)
+            .map_err(|_| Error::invalid("ipc::memory: allocation too large"))?;
+        let (actual, file_size) = sys::file_id(&fd)?;
+        if actual != id || file_size < size as u64 {
+            return Err(Error::invalid(format!("ipc::memory::open: {STALE}")));
+        }
+        let len = sys::round_up(size, sys::page_size())
+            .filter(|&len| len as u64 <= file_size)
+            .ok_or_else(|| Error::invalid(format!("ipc::memory::open: {STALE}")))?;
+        let (base, opened) = usm::map_import(&fd, len, size, device_index, offset)?;
+        let ptr = opened.user_ptr;
+        self.mem.lock().insert(base, MemEntry::Opened(opened));
+        // `fd` closes here; the mapping keeps the file alive.
+        Ok(ptr)
+    }
+
+    /// # Safety
+    /// No pending command uses the memory.
+    pub(crate) unsafe fn ipc_close_mem_impl(&self, ptr: u64) -> Result<()> {
+        let opened = self.mem.lock().remove_opened(ptr)?;
+        drop(opened);
+        Ok(())
+    }
+
+    pub(crate) fn ipc_get_physical_mem_impl(
+        &self,
+        mem: &Arc<dyn sycl_backend::PhysicalMem>,
+    ) -> Result<IpcExport> {
+        let phys = downcast::<PhysicalMem>(mem.as_any(), "physical_mem", BackendKind::NativeCpu)?;
+        if !sycl_backend::PhysicalMem::ipc_enabled(phys) {
+            return Err(Error::invalid(
+                "ipc::physical_memory::get: the physical_mem was not made with the enable_ipc property",
+            ));
+        }
+        let payload = phys_payload(phys.id, sycl_backend::PhysicalMem::size(phys) as u64);
+        self.exports.lock().add(TAG_PHYS, phys.id);
+        Ok(IpcExport {
+            payload,
+            fds: vec![phys.fd.as_raw_fd()],
+        })
+    }
+
+    pub(crate) fn ipc_put_physical_mem_impl(&self, payload: &[u8]) -> Result<()> {
+        let (id, _) = parse_phys(payload)?;
+        self.exports
+            .lock()
+            .remove(TAG_PHYS, id, "ipc::physical_memory::put")
+    }
+
+    pub(crate) fn ipc_open_physical_mem_impl(
+        &self,
+        device: &Arc<dyn sycl_backend::Device>,
+        import: IpcImport<'_>,
+    ) -> Result<Arc<dyn sycl_backend::PhysicalMem>> {
+        self.device_position(device)?;
+        let (id, size) = parse_phys(import.payload)?;
+        let fd = single_fd(import, "ipc::physical_memory::open")?;
+        let (actual, file_size) = sys::file_id(&fd)?;
+        if actual != id || file_size < size {
+            return Err(Error::invalid(format!(
+                "ipc::physical_memory::open: {STALE}"
+            )));
+        }
+        let size = usize::try_from(size)
+            .ok()
+            .filter(|&s| s > 0 && s % sys::page_size() == 0)
+            .ok_or_else(|| Error::invalid("ipc::physical_memory: bad size in the payload"))?;
+        Ok(Arc::new(PhysicalMem::imported(
+            device.clone(),
+            fd,
+            id,
+            size,
+        )))
+    }
+
+    pub(crate) fn ipc_get_event_impl(
+        &self,
+        event: &Arc<dyn sycl_backend::Event>,
+    ) -> Result<IpcExport> {
+        let ours = downcast::<Event>(event.as_any(), "event", BackendKind::NativeCpu)?;
+        let (id, fd) = ours.export_info()?;
+        self.exports.lock().add(TAG_EVENT, id);
+        Ok(IpcExport {
+            payload: event_payload(id),
+            fds: vec![fd],
+        })
+    }
+
+    pub(crate) fn ipc_put_event_impl(&self, payload: &[u8]) -> Result<()> {
+        let id = parse_event(payload)?;
+        self.exports.lock().remove(TAG_EVENT, id, "ipc::event::put")
+    }
+
+    pub(crate) fn ipc_open_event_impl(
+        &self,
+        import: IpcImport<'_>,
+    ) -> Result<Arc<dyn sycl_backend::Event>> {
+        let id = parse_event(import.payload)?;
+        let exporter = import.exporter;
+        let fd = single_fd(import, "ipc::event::open")?;
+        let (actual, _) = sys::file_id(&fd)?;
+        if actual != id {
+            return Err(Error::invalid(format!("ipc::event::open: {STALE}")));
+        }
+        Ok(Event::open_shared(fd, id, exporter)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_round_trip_and_reject_garbage() {
+        let id = FileId { ino: 42, dev: 7 };
+        assert_eq!(
+            parse_mem(&mem_payload(id, 4096, 10)).unwrap(),
+            (id, 4096, 10)
+        );
+        assert_eq!(parse_phys(&phys_payload(id, 8192)).unwrap(), (id, 8192));
+        assert_eq!(parse_event(&event_payload(id)).unwrap(), id);
+        // Wrong kind, truncated, trailing bytes, offset outside.
+        assert!(parse_mem(&event_payload(id)).is_err());
+        let p = mem_payload(id, 4096, 10);
+        for n in 0..p.len() {
+            assert_eq!(
+                parse_mem(&p[..n]).unwrap_err().code(),
+                sycl_backend::Errc::Invalid
+            );
+        }
+        let mut long = p.clone();
+        long.push(0);
+        assert!(parse_mem(&long).is_err());
+        assert!(parse_mem(&mem_payload(id, 4096, 4096)).is_err());
+    }
+}

@@ -1,0 +1,188 @@
+//! USM: one memfd per allocation, mapped `MAP_SHARED`, so any allocation can be exported.
+//!
+//! The registry maps the base of every live allocation (and of every IPC mapping opened in
+//! this context) to what it is, so pointer queries work for interior pointers.
+
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+
+use rustix::mm::ProtFlags;
+use sycl_backend::{Error, PointerInfo, Result, UsmKind};
+
+use crate::sys::{self, FileId, Mapping};
+
+/// Alignment of allocations made with `align == 0`.
+const DEFAULT_ALIGN: usize = 64;
+
+/// A live USM allocation.
+pub(crate) struct UsmAlloc {
+    /// The whole reserved region (the file mapping sits inside it); unmapped on drop.
+    _region: Mapping,
+    /// The memfd; exported as is, closed on free.
+    pub fd: OwnedFd,
+    pub id: FileId,
+    pub size: usize,
+    pub kind: UsmKind,
+    pub device_index: Option<usize>,
+}
+
+/// A mapping made by `ipc_open_mem`.
+pub(crate) struct OpenedMem {
+    _map: Mapping,
+    pub size: usize,
+    pub device_index: usize,
+    /// The address `ipc_open_mem` returned (base + the exporter's offset).
+    pub user_ptr: u64,
+}
+
+pub(crate) enum MemEntry {
+    Usm(UsmAlloc),
+    Opened(OpenedMem),
+}
+
+impl MemEntry {
+    fn size(&self) -> usize {
+        match self {
+            MemEntry::Usm(a) => a.size,
+            MemEntry::Opened(o) => o.size,
+        }
+    }
+}
+
+/// The live allocations and IPC mappings of a context, by base address.
+#[derive(Default)]
+pub(crate) struct Registry {
+    entries: BTreeMap<u64, MemEntry>,
+}
+
+impl Registry {
+    /// The entry whose `[base, base+size)` contains `ptr`.
+    pub(crate) fn find(&self, ptr: u64) -> Option<(u64, &MemEntry)> {
+        let (&base, entry) = self.entries.range(..=ptr).next_back()?;
+        (ptr - base < entry.size() as u64).then_some((base, entry))
+    }
+
+    pub(crate) fn info(&self, ptr: u64) -> PointerInfo {
+        match self.find(ptr) {
+            Some((base, MemEntry::Usm(a))) => PointerInfo {
+                kind: a.kind,
+                device_index: a.device_index,
+                base,
+                size: a.size,
+            },
+            Some((base, MemEntry::Opened(o))) => PointerInfo {
+                kind: UsmKind::Device,
+                device_index: Some(o.device_index),
+                base,
+                size: o.size,
+            },
+            None => PointerInfo::unknown(),
+        }
+    }
+
+    pub(crate) fn insert(&mut self, base: u64, entry: MemEntry) {
+        self.entries.insert(base, entry);
+    }
+
+    /// Removes the USM allocation that starts at `ptr`.
+    pub(crate) fn remove_usm(&mut self, ptr: u64) -> Result<UsmAlloc> {
+        match self.entries.get(&ptr) {
+            Some(MemEntry::Usm(_)) => match self.entries.remove(&ptr) {
+                Some(MemEntry::Usm(a)) => Ok(a),
+                _ => unreachable!("entry checked above"),
+            },
+            Some(MemEntry::Opened(_)) => Err(Error::invalid(format!(
+                "usm::free of {ptr:#x}, which was opened with ipc::memory::open (close it instead)"
+            ))),
+            None => Err(Error::invalid(format!(
+                "usm::free of {ptr:#x}, which is not the start of a live allocation"
+            ))),
+        }
+    }
+
+    /// Removes the IPC mapping that `ipc_open_mem` returned as `ptr`.
+    pub(crate) fn remove_opened(&mut self, ptr: u64) -> Result<OpenedMem> {
+        let base = match self.find(ptr) {
+            Some((base, MemEntry::Opened(o))) if o.user_ptr == ptr => base,
+            _ => {
+                return Err(Error::invalid(format!(
+                "ipc::memory::close of {ptr:#x}, which is not an open IPC mapping of this context"
+            )))
+            }
+        };
+        match self.entries.remove(&base) {
+            Some(MemEntry::Opened(o)) => Ok(o),
+            _ => unreachable!("entry checked above"),
+        }
+    }
+}
+
+/// Makes a memfd-backed allocation of `size` bytes aligned to `align` (0 = default).
+pub(crate) fn allocate(
+    size: usize,
+    align: usize,
+    kind: UsmKind,
+    device_index: Option<usize>,
+) -> Result<(u64, UsmAlloc)> {
+    if size == 0 {
+        return Err(Error::invalid("USM allocation of 0 bytes"));
+    }
+    let align = if align == 0 { DEFAULT_ALIGN } else { align };
+    if !align.is_power_of_two() {
+        return Err(Error::invalid(format!(
+            "alignment {align} is not a power of two"
+        )));
+    }
+    let page = sys::page_size();
+    let len = sys::round_up(size, page)
+        .ok_or_else(|| Error::invalid(format!("allocation of {size} bytes")))?;
+    let fd = sys::memfd("sycl-rs-usm", len)?;
+    let (id, _) = sys::file_id(&fd)?;
+    let rw = ProtFlags::READ | ProtFlags::WRITE;
+    let (region, base) = if align <= page {
+        let map = Mapping::shared(&fd, len, 0, rw)?;
+        let base = map.addr();
+        (map, base)
+    } else {
+        let total = len.checked_add(align).ok_or_else(|| {
+            Error::invalid(format!("allocation of {size} bytes aligned to {align}"))
+        })?;
+        let region = Mapping::reserve(0, total)?;
+        let base = sys::round_up(region.addr(), align)
+            .ok_or_else(|| Error::invalid(format!("cannot align an allocation to {align}")))?;
+        // SAFETY: [base, base+len) lies inside `region`, which we just reserved and nothing
+        // else uses.
+        unsafe { sys::map_fixed_shared(base, len, &fd, 0, rw)? };
+        (region, base)
+    };
+    let alloc = UsmAlloc {
+        _region: region,
+        fd,
+        id,
+        size,
+        kind,
+        device_index,
+    };
+    Ok((base as u64, alloc))
+}
+
+/// Maps `len` bytes of an imported allocation's memfd.
+pub(crate) fn map_import(
+    fd: &OwnedFd,
+    len: usize,
+    size: usize,
+    device_index: usize,
+    offset: u64,
+) -> Result<(u64, OpenedMem)> {
+    let map = Mapping::shared(fd, len, 0, ProtFlags::READ | ProtFlags::WRITE)?;
+    let base = map.addr() as u64;
+    Ok((
+        base,
+        OpenedMem {
+            _map: map,
+            size,
+            device_index,
+            user_ptr: base + offset,
+        },
+    ))
+}

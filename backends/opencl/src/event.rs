@@ -1,0 +1,377 @@
+//! OpenCL events.
+//!
+//! An [`Event`] wraps a `cl_event` (of a command, a marker or a user event) together with the
+//! queue that must be flushed before anyone waits for it from the host or from another queue:
+//! submissions only mark their queue "needs flush", and the flush happens lazily here, so a
+//! stream of launches costs no `clFlush` each.
+//!
+//! Standalone events (`make_event`, reusable events) start with no `cl_event` (= complete);
+//! `enqueue_signal_event` swaps in the `cl_event` of a marker, releasing the old one.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use sycl_backend::{BackendKind, Errc, Error, EventStatus, ProfilingInfo, Result};
+
+use crate::context::ContextShared;
+use crate::result::{check, error, native};
+use crate::sys::*;
+use crate::Handle;
+
+/// A command queue as far as events need it: the handle and its lazy-flush flag.
+pub(crate) struct QueueShared {
+    pub api: &'static Api,
+    pub raw: Handle,
+    pub needs_flush: AtomicBool,
+}
+
+impl QueueShared {
+    /// Flushes the queue if anything was submitted since the last flush.
+    pub fn flush_if_needed(&self) -> Result<()> {
+        if self.needs_flush.swap(false, Ordering::AcqRel) {
+            // SAFETY: `raw` is a live queue owned by this object.
+            let rc = unsafe { (self.api.clFlush)(self.raw.0) };
+            if rc != CL_SUCCESS {
+                self.needs_flush.store(true, Ordering::Release);
+                return Err(error(rc, "clFlush"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for QueueShared {
+    fn drop(&mut self) {
+        // Wait for what is still queued: once the queue's `Queue` and all its events are
+        // gone, the context may go next and free the SVM memory those commands use.
+        // SAFETY: live queue.
+        let rc = unsafe { (self.api.clFinish)(self.raw.0) };
+        if rc != CL_SUCCESS {
+            log::error!("opencl: {}", error(rc, "clFinish"));
+        }
+        // SAFETY: the queue was created by this backend and this is its only owner.
+        let rc = unsafe { (self.api.clReleaseCommandQueue)(self.raw.0) };
+        if rc != CL_SUCCESS {
+            log::error!("opencl: {}", error(rc, "clReleaseCommandQueue"));
+        }
+    }
+}
+
+/// What an event currently stands for.
+pub(crate) struct Signal {
+    /// The `cl_event` (owned: one reference), or `None` for a never-signalled standalone
+    /// event, which is complete.
+    pub raw: Option<Handle>,
+    /// The queue to flush before waiting (`None` for user events of host tasks that never
+    /// need one).
+    pub queue: Option<Arc<QueueShared>>,
+    /// Whether the command recorded profiling timestamps.
+    pub profiling: bool,
+}
+
+enum State {
+    /// A command's event: never changes.
+    Fixed(Signal),
+    /// A standalone event: re-signalled by `enqueue_signal_event`.
+    Standalone { signal: Mutex<Signal> },
+}
+
+/// An OpenCL event.
+pub struct Event {
+    pub(crate) ctx: Arc<ContextShared>,
+    state: State,
+    /// Set by a host task that panicked (or whose dependencies failed) before it completes
+    /// its user event. The user event itself is completed normally: PoCL 3.1 aborts in
+    /// `pocl_update_event_failed` when a user event with dependents gets a negative status, so
+    /// failure travels here instead, and `wait`/`status` report it as `Errc::Event`.
+    pub(crate) host_failure: OnceLock<String>,
+}
+
+/// A `cl_event` borrowed from an [`Event`], retained if it may be replaced meanwhile.
+pub(crate) struct RawRef {
+    api: &'static Api,
+    pub raw: cl_event,
+    pub queue: Option<Arc<QueueShared>>,
+    pub profiling: bool,
+    retained: bool,
+}
+
+impl Drop for RawRef {
+    fn drop(&mut self) {
+        if self.retained {
+            // SAFETY: balanced with the clRetainEvent done in `Event::current`.
+            unsafe { (self.api.clReleaseEvent)(self.raw) };
+        }
+    }
+}
+
+impl RawRef {
+    fn flush(&self) -> Result<()> {
+        match &self.queue {
+            Some(q) => q.flush_if_needed(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Event {
+    /// Wraps `raw` (taking over its reference).
+    pub(crate) fn new(
+        ctx: Arc<ContextShared>,
+        raw: cl_event,
+        queue: Option<Arc<QueueShared>>,
+        profiling: bool,
+    ) -> Self {
+        Event {
+            ctx,
+            state: State::Fixed(Signal {
+                raw: Some(Handle(raw)),
+                queue,
+                profiling,
+            }),
+            host_failure: OnceLock::new(),
+        }
+    }
+
+    /// A standalone event in the complete state. It has timestamps once signalled on a
+    /// queue made with `enable_profiling` (the marker's), whatever `make_event` was given.
+    pub(crate) fn standalone(ctx: Arc<ContextShared>) -> Self {
+        Event {
+            ctx,
+            state: State::Standalone {
+                signal: Mutex::new(Signal {
+                    raw: None,
+                    queue: None,
+                    profiling: false,
+                }),
+            },
+            host_failure: OnceLock::new(),
+        }
+    }
+
+    /// Whether this event was made by `make_event`.
+    pub(crate) fn is_standalone(&self) -> bool {
+        matches!(self.state, State::Standalone { .. })
+    }
+
+    /// The `cl_event` this event stands for now, if any: borrowed from `self` for a fixed
+    /// event, retained for a standalone one (which may be re-signalled meanwhile).
+    pub(crate) fn current(&self) -> Option<RawRef> {
+        match &self.state {
+            State::Fixed(s) => s.raw.map(|raw| RawRef {
+                api: self.ctx.api,
+                raw: raw.0,
+                queue: s.queue.clone(),
+                profiling: s.profiling,
+                retained: false,
+            }),
+            State::Standalone { signal } => {
+                let s = signal.lock().unwrap_or_else(|e| e.into_inner());
+                let raw = s.raw?;
+                // SAFETY: `raw` is a live event owned by `s`; retaining keeps it alive after
+                // the lock is dropped, even if the event is re-signalled meanwhile.
+                unsafe { (self.ctx.api.clRetainEvent)(raw.0) };
+                Some(RawRef {
+                    api: self.ctx.api,
+                    raw: raw.0,
+                    queue: s.queue.clone(),
+                    profiling: s.profiling,
+                    retained: true,
+                })
+            }
+        }
+    }
+
+    /// For a fixed event: the raw handle and queue without any reference counting (the
+    /// caller holds the `Event`). `None` for standalone events (use [`Event::current`]).
+    #[inline]
+    pub(crate) fn fixed(&self) -> Option<&Signal> {
+        match &self.state {
+            State::Fixed(s) => Some(s),
+            State::Standalone { .. } => None,
+        }
+    }
+
+    /// The handle of a fixed event (null for a standalone one).
+    pub(crate) fn fixed_raw(&self) -> cl_event {
+        self.fixed()
+            .and_then(|s| s.raw)
+            .map_or(std::ptr::null_mut(), |h| h.0)
+    }
+
+    /// Makes a standalone event stand for `raw` (taking over its reference).
+    pub(crate) fn resignal(
+        &self,
+        raw: cl_event,
+        queue: Arc<QueueShared>,
+        profiling: bool,
+    ) -> Result<()> {
+        match &self.state {
+            State::Fixed(_) => {
+                // SAFETY: we own `raw` and drop it unused.
+                unsafe { (self.ctx.api.clReleaseEvent)(raw) };
+                Err(Error::invalid(
+                    "enqueue_signal_event needs an event made by make_event",
+                ))
+            }
+            State::Standalone { signal } => {
+                let mut s = signal.lock().unwrap_or_else(|e| e.into_inner());
+                let old = s.raw.replace(Handle(raw));
+                s.queue = Some(queue);
+                s.profiling = profiling;
+                drop(s);
+                if let Some(old) = old {
+                    // SAFETY: the old handle was owned by the signal and is no longer referenced.
+                    unsafe { (self.ctx.api.clReleaseEvent)(old.0) };
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Event {
+    fn check_host_failure(&self) -> Result<()> {
+        match self.host_failure.get() {
+            Some(msg) => Err(Error::new(Errc::Event, msg.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Reads `CL_EVENT_COMMAND_EXECUTION_STATUS`.
+fn raw_status(api: &Api, raw: cl_event) -> Result<cl_int> {
+    let mut st: cl_int = 0;
+    // SAFETY: `raw` is live for the call; the value is a cl_int.
+    let rc = unsafe {
+        (api.clGetEventInfo)(
+            raw,
+            CL_EVENT_COMMAND_EXECUTION_STATUS,
+            std::mem::size_of::<cl_int>(),
+            (&raw mut st).cast(),
+            std::ptr::null_mut(),
+        )
+    };
+    check(rc, "clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS)")?;
+    if st < 0 {
+        return Err(Error::with_native(
+            Errc::Event,
+            "the command of this event failed",
+            native(st),
+        ));
+    }
+    Ok(st)
+}
+
+/// Blocks on `raw`.
+pub(crate) fn wait_raw(api: &Api, raw: cl_event) -> Result<()> {
+    // SAFETY: one live event.
+    let rc = unsafe { (api.clWaitForEvents)(1, &raw) };
+    if rc == -14 {
+        // CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST: report the command's own status.
+        raw_status(api, raw)?;
+    }
+    check(rc, "clWaitForEvents")
+}
+
+impl sycl_backend::Event for Event {
+    fn backend(&self) -> BackendKind {
+        BackendKind::OpenCl
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn status(&self) -> Result<EventStatus> {
+        let Some(r) = self.current() else {
+            return Ok(EventStatus::Complete);
+        };
+        r.flush()?;
+        Ok(match raw_status(self.ctx.api, r.raw)? {
+            CL_COMPLETE => {
+                self.check_host_failure()?;
+                EventStatus::Complete
+            }
+            CL_RUNNING => EventStatus::Running,
+            _ => EventStatus::Submitted,
+        })
+    }
+    fn wait(&self) -> Result<()> {
+        let Some(r) = self.current() else {
+            return Ok(());
+        };
+        r.flush()?;
+        wait_raw(self.ctx.api, r.raw)?;
+        self.check_host_failure()
+    }
+    fn wait_timeout(&self, timeout: Duration) -> Result<bool> {
+        let Some(r) = self.current() else {
+            return Ok(true);
+        };
+        r.flush()?;
+        let api = self.ctx.api;
+        let done =
+            sycl_backend::poll_until(timeout, || Ok(raw_status(api, r.raw)? == CL_COMPLETE))?;
+        if done {
+            self.check_host_failure()?;
+        }
+        Ok(done)
+    }
+    fn profiling(&self) -> Result<ProfilingInfo> {
+        let Some(r) = self.current() else {
+            return Err(Error::new(
+                Errc::Profiling,
+                "the event was never signalled, so it has no timestamps",
+            ));
+        };
+        if !r.profiling {
+            return Err(Error::new(
+                Errc::Profiling,
+                "the event's queue was not created with enable_profiling (or the command is a host task)",
+            ));
+        }
+        r.flush()?;
+        wait_raw(self.ctx.api, r.raw)?;
+        let get = |param| -> Result<u64> {
+            let mut v: cl_ulong = 0;
+            // SAFETY: live event, cl_ulong out-value.
+            let rc = unsafe {
+                (self.ctx.api.clGetEventProfilingInfo)(
+                    r.raw,
+                    param,
+                    std::mem::size_of::<cl_ulong>(),
+                    (&raw mut v).cast(),
+                    std::ptr::null_mut(),
+                )
+            };
+            check(rc, "clGetEventProfilingInfo")?;
+            Ok(v)
+        };
+        Ok(ProfilingInfo {
+            submit_ns: get(CL_PROFILING_COMMAND_SUBMIT)?,
+            start_ns: get(CL_PROFILING_COMMAND_START)?,
+            end_ns: get(CL_PROFILING_COMMAND_END)?,
+        })
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        let raw = match &mut self.state {
+            State::Fixed(s) => s.raw.take(),
+            State::Standalone { signal } => signal
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .raw
+                .take(),
+        };
+        if let Some(raw) = raw {
+            // SAFETY: the event owned one reference to `raw`.
+            let rc = unsafe { (self.ctx.api.clReleaseEvent)(raw.0) };
+            if rc != CL_SUCCESS {
+                log::error!("opencl: {}", error(rc, "clReleaseEvent"));
+            }
+        }
+    }
+}

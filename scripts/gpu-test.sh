@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The GPU suite, run the same way every session.
+#
+#   scripts/gpu-test.sh build     # here (no CUDA needed): builds release test/bench/example
+#                                 # binaries, strips them into .gpu-bundle/ (git-ignored)
+#   device tool: run(command="bash scripts/gpu-test.sh device", carry=[".gpu-bundle"],
+#                    kind="nvidia-h100-x1" or "nvidia-h200-x2")
+#
+# On the device every suite runs with SYCL_RS_REQUIRE_BACKENDS=cuda, so a CUDA backend that
+# fails to load fails the run instead of skipping. Logs land in $OUT; a summary prints last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-build}
+bundle=.gpu-bundle
+case "$mode" in
+build)
+    set -e
+    rm -rf "$bundle/bin"
+    mkdir -p "$bundle/bin"
+    json=$(mktemp)
+    cargo test --release --no-run --message-format=json -p sycl-tests -p sycl-backend-cuda -p sycl-backend-opencl >"$json"
+    cargo build --release --message-format=json -p sycl-rs --bin sycl-ls --examples --benches >>"$json"
+    python3 - "$json" "$bundle/bin" <<'PY'
+import json, shutil, sys, os
+src, dst = sys.argv[1], sys.argv[2]
+for line in open(src):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    t = m["target"]
+    kind = t["kind"][0]
+    prefix = {"test": "test-", "lib": "test-", "bench": "bench-", "example": "", "bin": ""}.get(kind, "")
+    name = prefix + t["name"]
+    if kind == "lib":
+        name = "test-lib-" + t["name"]
+    shutil.copy(m["executable"], os.path.join(dst, name))
+PY
+    rm -f "$json"
+    strip "$bundle"/bin/* 2>/dev/null || true
+    cp scripts/gpu-test.sh "$bundle/"
+    du -sh "$bundle"
+    ls -la "$bundle/bin"
+    ;;
+device)
+    out=${OUT:-/tmp/gpu-out}
+    mkdir -p "$out"
+    export SYCL_RS_REQUIRE_BACKENDS=${SYCL_RS_REQUIRE_BACKENDS:-cuda}
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+    export RUST_BACKTRACE=1
+    b=$bundle/bin
+    summary=$out/summary.txt
+    : >"$summary"
+    step() { # name, command...
+        local name=$1; shift
+        local t0=$SECONDS
+        "$@" >"$out/$name.log" 2>&1
+        local rc=$?
+        local counts
+        counts=$(grep -E "^test result:" "$out/$name.log" | tail -1)
+        printf '%-34s rc=%-3s %4ss %s\n' "$name" "$rc" "$((SECONDS - t0))" "$counts" | tee -a "$summary"
+    }
+    nvidia-smi -L | tee "$out/gpus.txt"
+    nvidia-smi topo -m >>"$out/gpus.txt" 2>&1
+    ngpu=$(nvidia-smi -L | grep -c '^GPU')
+    step sycl-ls "$b/sycl-ls" --verbose
+    for t in "$b"/test-*; do
+        step "$(basename "$t")" "$t" --test-threads=4
+    done
+    step demo-cuda0 "$b/share_across_ranks" --device cuda:0 --ranks 4
+    if [ "$ngpu" -ge 2 ]; then
+        step demo-spread "$b/share_across_ranks" --spread --device 'cuda:*' --ranks "$ngpu"
+    fi
+    step vector-add "$b/vector_add"
+    [ -x "$b/bench-cuda" ] && step bench-cuda "$b/bench-cuda"
+    [ -x "$b/all_to_all_ranks" ] && step all-to-all "$b/all_to_all_ranks"
+    echo "---- summary"
+    cat "$summary"
+    for f in "$out"/*.log; do
+        if grep -qE "FAILED|panicked|^error|failed" "$f"; then
+            echo "---- $(basename "$f") (tail)"
+            grep -E "^test .*FAILED|^---- |check failed|failed|panicked|Error|error" "$f" | head -30
+        fi
+    done
+    for f in demo-cuda0 demo-spread bench-cuda all-to-all; do
+        [ -f "$out/$f.log" ] && { echo "---- $f"; tail -40 "$out/$f.log"; }
+    done
+    # Only a few files come back from the device machine: pack the logs into one.
+    (cd "$out" && tar czf logs.tar.gz ./*.log && rm -f ./*.log)
+    ;;
+*)
+    echo "usage: $0 build|device" >&2
+    exit 2
+    ;;
+esac

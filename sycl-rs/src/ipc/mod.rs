@@ -1,0 +1,144 @@
+//! Inter-process communication (`sycl_ext_oneapi_inter_process_communication`): share USM
+//! device memory, physical memory and events between processes on one node, without copies.
+//!
+//! One process calls `get` and sends the [`Handle`]'s bytes to the others (any byte channel),
+//! which `open` them. Handles are self-describing and checked: garbage, truncated or corrupted
+//! bytes, a handle of another kind or backend, or an exporter that has exited are errors, never
+//! undefined behaviour.
+//!
+//! Descriptors: on Linux, memory is shared through file descriptors. An importer takes them from
+//! the exporter with `pidfd_getfd`, which needs ptrace permission over the exporter (the same
+//! user, and under Yama `ptrace_scope=1`, an ancestor or a process the exporter named with
+//! [`allow_fd_access_from`]). The [`transport`] channel sends handles with their descriptors
+//! (`SCM_RIGHTS`) and needs no such permission.
+
+pub mod event;
+mod handle;
+pub mod memory;
+pub mod physical_memory;
+pub mod transport;
+
+use std::os::fd::OwnedFd;
+
+pub use handle::Handle;
+pub use sycl_backend::ipc::{FdAccess, IpcObjectKind};
+
+use sycl_backend::ipc::{acquire_remote_fd, IpcImport};
+
+use crate::{Context, Device, Errc, Error, Result};
+
+/// Lets another process take this process's descriptors with `pidfd_getfd` (a wrapper of
+/// `prctl(PR_SET_PTRACER, ..)`); needed under the Yama LSM (`ptrace_scope` 1) when the importer
+/// is not an ancestor. Nothing is relaxed unless you call this.
+pub fn allow_fd_access_from(access: FdAccess) -> Result<()> {
+    sycl_backend::ipc::allow_fd_access_from(access)
+}
+
+/// Checks that `handle` names `kind` of `context`'s backend, and gathers its descriptors.
+pub(crate) fn prepare_import<'h>(
+    handle: &'h Handle,
+    kind: IpcObjectKind,
+    context: &Context,
+) -> Result<IpcImport<'h>> {
+    let header = &handle.header;
+    if header.kind != kind {
+        return Err(Error::new(
+            Errc::Invalid,
+            format!(
+                "the handle names {}, not {}",
+                header.kind.name(),
+                kind.name()
+            ),
+        ));
+    }
+    if header.backend != context.backend() {
+        return Err(Error::new(
+            Errc::BackendMismatch,
+            format!(
+                "the handle was exported by the {} backend; this context is {}",
+                header.backend,
+                context.backend()
+            ),
+        ));
+    }
+    let same_process = header.exporter.is_current_process();
+    // Whether the exporter still runs is read from /proc, which costs more than a cached open:
+    // it is checked here only where descriptors are involved (acquire_remote_fd checks it
+    // itself), and otherwise only after a failed open (see `explain_open_failure`).
+    if !same_process && !handle.fds.is_empty() && !header.exporter.is_alive() {
+        return Err(dead_exporter(header.exporter.pid));
+    }
+    let fds: Vec<OwnedFd> = if !handle.fds.is_empty() {
+        handle
+            .fds
+            .iter()
+            .map(|fd| {
+                fd.try_clone().map_err(|e| {
+                    Error::new(
+                        Errc::Runtime,
+                        format!("duplicating a received descriptor: {e}"),
+                    )
+                })
+            })
+            .collect::<Result<_>>()?
+    } else {
+        header
+            .fds
+            .iter()
+            .map(|&fd| acquire_remote_fd(&header.exporter, fd, header.backend))
+            .collect::<Result<_>>()?
+    };
+    Ok(IpcImport {
+        payload: handle.payload(),
+        fds,
+        exporter: header.exporter,
+        same_process,
+    })
+}
+
+fn dead_exporter(pid: u32) -> Error {
+    Error::new(
+        Errc::Invalid,
+        format!("the exporting process {pid} no longer exists"),
+    )
+}
+
+/// Turns a backend's failure to open into "the exporter no longer exists" when that is why.
+pub(crate) fn explain_open_failure(handle: &Handle, err: Error) -> Error {
+    let exporter = &handle.header.exporter;
+    if !exporter.is_current_process() && !exporter.is_alive() {
+        dead_exporter(exporter.pid)
+    } else {
+        err
+    }
+}
+
+/// Checks that `handle` came from `get` in this process, of `kind`, for `put`.
+pub(crate) fn check_put(handle: &Handle, kind: IpcObjectKind) -> Result<Context> {
+    if handle.header.kind != kind {
+        return Err(Error::invalid(format!(
+            "the handle names {}, not {}",
+            handle.header.kind.name(),
+            kind.name()
+        )));
+    }
+    handle
+        .origin
+        .clone()
+        .ok_or_else(|| Error::invalid("put takes a handle that get returned in this process"))
+}
+
+/// The device a default-context `open` uses: the one whose identity the handle records, if it is
+/// on this node and of the handle's backend, else the default device.
+pub(crate) fn default_device_for(handle: &Handle) -> Result<Device> {
+    let by_identity = Device::all().into_iter().find(|d| {
+        d.backend() == handle.header.backend && d.identity() == handle.header.device_identity
+    });
+    match by_identity {
+        Some(d) => Ok(d),
+        None => Device::default_device(),
+    }
+}
+
+#[cfg(test)]
+mod proptests;

@@ -1,0 +1,761 @@
+//! Multi-process IPC suite: real child processes (this binary re-executed in a child role)
+//! share memory, physical memory and events with the test process.
+
+use std::io::BufRead;
+use std::process::{ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use libtest_mimic::Failed;
+use sycl::ipc::{
+    self,
+    transport::{Channel, Listener},
+    FdAccess, Handle,
+};
+use sycl::{Aspect, BackendKind, Device, Errc, Event, EventProperties, Queue};
+use sycl_tests::{
+    check, check_eq, child_command, device_from_selector, fail, from_hex, run_child, run_suite,
+    selector_for, to_hex, DeviceTest, GlobalTest,
+};
+
+type R = Result<(), Failed>;
+type ChildResult = Result<(), String>;
+
+const N: usize = 1 << 18;
+
+fn value(i: usize, salt: u32) -> u32 {
+    (i as u32).wrapping_mul(2654435761).wrapping_add(salt)
+}
+
+fn s<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+fn allow_children() -> R {
+    // pidfd_getfd from a child needs ptrace rights over us under Yama; grant them explicitly.
+    ipc::allow_fd_access_from(FdAccess::AnyProcess).map_err(fail)
+}
+
+fn exporter_buffer(d: &Device, salt: u32) -> Result<(Queue, sycl::Usm<u32>), Failed> {
+    let q = Queue::in_order(d).map_err(fail)?;
+    let buf = sycl::malloc_device::<u32>(N, &q).map_err(fail)?;
+    q.write(&buf, &(0..N).map(|i| value(i, salt)).collect::<Vec<_>>())
+        .map_err(fail)?;
+    Ok((q, buf))
+}
+
+fn verify(q: &Queue, mem: &impl sycl::AsUsmRange<u32>, salt: u32) -> Result<(), String> {
+    let got = q.to_vec(mem).map_err(s)?;
+    match got.iter().enumerate().find(|(i, &v)| v != value(*i, salt)) {
+        None => Ok(()),
+        Some((i, v)) => Err(format!(
+            "element {i} is {v:#x}, expected {:#x}",
+            value(i, salt)
+        )),
+    }
+}
+
+// ---- memory through pidfd_getfd (handle bytes on the command line)
+
+fn child_open_verify_write(args: &[String]) -> ChildResult {
+    let d = device_from_selector(&args[0])?;
+    let handle = Handle::from_bytes(from_hex(&args[1])?).map_err(s)?;
+    let (read_salt, write_salt): (u32, u32) =
+        (args[2].parse().map_err(s)?, args[3].parse().map_err(s)?);
+    let q = Queue::in_order(&d).map_err(s)?;
+    let t = Instant::now();
+    let mem = ipc::memory::open::<u32>(&handle, q.context(), &d).map_err(s)?;
+    println!("open_us={}", t.elapsed().as_micros());
+    if mem.len() != N {
+        return Err(format!("opened {} elements, expected {N}", mem.len()));
+    }
+    verify(&q, &mem, read_salt)?;
+    q.write(
+        &mem,
+        &(0..N).map(|i| value(i, write_salt)).collect::<Vec<_>>(),
+    )
+    .map_err(s)?;
+    ipc::memory::close(mem).map_err(s)
+}
+
+fn memory_round_trip_pidfd(d: &Device) -> R {
+    allow_children()?;
+    let (q, buf) = exporter_buffer(d, 1)?;
+    let handle = ipc::memory::get(&buf).map_err(fail)?;
+    run_child(
+        "open_verify_write",
+        &[
+            selector_for(d),
+            to_hex(handle.as_bytes()),
+            "1".into(),
+            "2".into(),
+        ],
+    )?;
+    verify(&q, &buf, 2).map_err(fail)?;
+    ipc::memory::put(handle).map_err(fail)
+}
+
+// ---- memory through the rank channel (descriptors by SCM_RIGHTS)
+
+fn child_channel_open(args: &[String]) -> ChildResult {
+    let d = device_from_selector(&args[0])?;
+    let ch = Channel::connect(&args[1]).map_err(s)?;
+    ch.set_recv_timeout(Some(Duration::from_secs(30)))
+        .map_err(s)?;
+    let handle = ch.recv_handle().map_err(s)?;
+    if !handle.carries_descriptors() && handle.backend() == BackendKind::NativeCpu {
+        return Err("handle arrived without descriptors".into());
+    }
+    let q = Queue::in_order(&d).map_err(s)?;
+    let mem = ipc::memory::open::<u32>(&handle, q.context(), &d).map_err(s)?;
+    verify(&q, &mem, 10)?;
+    q.write(&mem, &(0..N).map(|i| value(i, 11)).collect::<Vec<_>>())
+        .map_err(s)?;
+    drop(mem); // closes
+    ch.send(b"done").map_err(s)
+}
+
+fn memory_round_trip_channel(d: &Device) -> R {
+    let (q, buf) = exporter_buffer(d, 10)?;
+    let listener = Listener::bind_unique().map_err(fail)?;
+    let mut child = child_command(
+        "channel_open",
+        &[selector_for(d), listener.name().to_string()],
+    )
+    .spawn()
+    .map_err(fail)?;
+    let ch = listener
+        .accept(Some(Duration::from_secs(30)))
+        .map_err(fail)?;
+    ch.set_recv_timeout(Some(Duration::from_secs(60)))
+        .map_err(fail)?;
+    ch.send_handle(&ipc::memory::get(&buf).map_err(fail)?)
+        .map_err(fail)?;
+    let reply = ch.recv();
+    let status = child.wait().map_err(fail)?;
+    check!(status.success(), "child failed: {status}");
+    check_eq!(reply.map_err(fail)?, b"done".to_vec());
+    verify(&q, &buf, 11).map_err(fail)
+}
+
+// ---- N opens, N closes; open in the exporter itself
+
+fn child_open_many(args: &[String]) -> ChildResult {
+    let d = device_from_selector(&args[0])?;
+    let handle = Handle::from_bytes(from_hex(&args[1])?).map_err(s)?;
+    let q = Queue::in_order(&d).map_err(s)?;
+    let opened: Vec<_> = (0..5)
+        .map(|_| ipc::memory::open::<u32>(&handle, q.context(), &d))
+        .collect::<Result<_, _>>()
+        .map_err(s)?;
+    for m in &opened {
+        verify(&q, m, 20)?;
+    }
+    let mut it = opened.into_iter();
+    ipc::memory::close(it.next().unwrap()).map_err(s)?;
+    ipc::memory::close(it.next().unwrap()).map_err(s)?;
+    // The remaining three are still valid after two closes, then close on drop.
+    for m in it {
+        verify(&q, &m, 20)?;
+    }
+    Ok(())
+}
+
+fn memory_n_opens(d: &Device) -> R {
+    allow_children()?;
+    let (q, buf) = exporter_buffer(d, 20)?;
+    let handle = ipc::memory::get(&buf).map_err(fail)?;
+    run_child("open_many", &[selector_for(d), to_hex(handle.as_bytes())])?;
+    verify(&q, &buf, 20).map_err(fail)
+}
+
+fn memory_open_in_exporter(d: &Device) -> R {
+    let (q, buf) = exporter_buffer(d, 30)?;
+    let handle = ipc::memory::get(&buf).map_err(fail)?;
+    let again = Handle::from_bytes(handle.to_vec()).map_err(fail)?;
+    let a = ipc::memory::open::<u32>(&again, q.context(), d).map_err(fail)?;
+    let b = ipc::memory::open::<u32>(&handle, q.context(), d).map_err(fail)?;
+    verify(&q, &a, 30).map_err(fail)?;
+    q.fill(&b, 0x77u32, &[])
+        .map_err(fail)?
+        .wait()
+        .map_err(fail)?;
+    check!(
+        q.to_vec(&buf).map_err(fail)?.iter().all(|&x| x == 0x77),
+        "write through the opened copy is not visible"
+    );
+    ipc::memory::close(a).map_err(fail)?;
+    ipc::memory::close(b).map_err(fail)?;
+    // Interior pointer: the importer sees from the offset to the end.
+    let tail = buf.range(1000..).map_err(fail)?;
+    let h = ipc::memory::get(&tail).map_err(fail)?;
+    let opened = ipc::memory::open::<u32>(&h, q.context(), d).map_err(fail)?;
+    check_eq!(opened.len(), N - 1000);
+    q.fill(&opened, 5u32, &[])
+        .map_err(fail)?
+        .wait()
+        .map_err(fail)?;
+    let all = q.to_vec(&buf).map_err(fail)?;
+    check!(all[999] == 0x77 && all[1000] == 5 && all[N - 1] == 5);
+    // close rejects memory that was not opened.
+    check_eq!(ipc::memory::close(buf).unwrap_err().code(), Errc::Invalid);
+    Ok(())
+}
+
+// ---- put before and after the importer opened
+
+fn child_open_after_put(args: &[String]) -> ChildResult {
+    let d = device_from_selector(&args[0])?;
+    let handle = Handle::from_bytes(from_hex(&args[1])?).map_err(s)?;
+    match ipc::memory::open::<u32>(&handle, &sycl::Context::default_for(&d).map_err(s)?, &d) {
+        Err(e) if e.code() == Errc::Invalid => {
+            println!("refused: {e}");
+            Ok(())
+        }
+        Err(e) => Err(format!("wrong error for a put handle: {e}")),
+        Ok(m) if d.backend() != BackendKind::NativeCpu => {
+            // CUDA keeps no per-handle resources, so its put releases nothing; the memory
+            // must then still be the exporter's data.
+            let q = Queue::in_order(&d).map_err(s)?;
+            verify(&q, &m, 40).map(|_| println!("opened"))
+        }
+        Ok(_) => Err("native CPU opened a handle after put".into()),
+    }
+}
+
+fn child_hold_until_told(args: &[String]) -> ChildResult {
+    let d = device_from_selector(&args[0])?;
+    let handle = Handle::from_bytes(from_hex(&args[1])?).map_err(s)?;
+    let q = Queue::in_order(&d).map_err(s)?;
+    let mem = ipc::memory::open::<u32>(&handle, q.context(), &d).map_err(s)?;
+    println!("opened");
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).map_err(s)?; // the exporter has put now
+    verify(&q, &mem, 40)?;
+    println!("verified");
+    Ok(())
+}
+
+fn memory_put_lifetime(d: &Device) -> R {
+    allow_children()?;
+    let (_q, buf) = exporter_buffer(d, 40)?;
+    // Put after the importer opened: the import stays valid.
+    let handle = ipc::memory::get(&buf).map_err(fail)?;
+    let mut child = child_command(
+        "hold_until_told",
+        &[selector_for(d), to_hex(handle.as_bytes())],
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .spawn()
+    .map_err(fail)?;
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).map_err(fail)?;
+    check_eq!(line.trim(), "opened");
+    ipc::memory::put(handle).map_err(fail)?;
+    use std::io::Write;
+    writeln!(child.stdin.take().unwrap(), "go").map_err(fail)?;
+    let status = child.wait().map_err(fail)?;
+    check!(
+        status.success(),
+        "importer lost its memory after put: {status}"
+    );
+    // Put before the importer opened: the bytes are dead (an error, never a crash).
+    let handle = ipc::memory::get(&buf).map_err(fail)?;
+    let bytes = to_hex(handle.as_bytes());
+    ipc::memory::put(handle).map_err(fail)?;
+    run_child("open_after_put", &[selector_for(d), bytes])?;
+    Ok(())
+}
+
+// ---- the importer keeps memory after the exporter frees and exits (native CPU promises it)
+
+fn child_export_then_exit(args: &[String]) -> ChildResult {
+    let d = device_from_selector(&args[0])?;
+    let ch = Channel::connect(&args[1]).map_err(s)?;
+    ch.set_recv_timeout(Some(Duration::from_secs(30)))
+        .map_err(s)?;
+    let q = Queue::in_order(&d).map_err(s)?;
+    let buf = sycl::malloc_device::<u32>(N, &q).map_err(s)?;
+    q.write(&buf, &(0..N).map(|i| value(i, 50)).collect::<Vec<_>>())
+        .map_err(s)?;
+    ch.send_handle(&ipc::memory::get(&buf).map_err(s)?)
+        .map_err(s)?;
+    if ch.recv().map_err(s)? != b"opened" {
+        return Err("unexpected reply".into());
+    }
+    drop(buf); // free
+    std::process::exit(0);
+}
+
+fn memory_survives_exporter_exit(d: &Device) -> R {
+    let listener = Listener::bind_unique().map_err(fail)?;
+    let mut child = child_command(
+        "export_then_exit",
+        &[selector_for(d), listener.name().to_string()],
+    )
+    .spawn()
+    .map_err(fail)?;
+    let ch = listener
+        .accept(Some(Duration::from_secs(30)))
+        .map_err(fail)?;
+    ch.set_recv_timeout(Some(Duration::from_secs(30)))
+        .map_err(fail)?;
+    let handle = ch.recv_handle().map_err(fail)?;
+    let q = Queue::in_order(d).map_err(fail)?;
+    let mem = ipc::memory::open::<u32>(&handle, q.context(), d).map_err(fail)?;
+    ch.send(b"opened").map_err(fail)?;
+    check!(child.wait().map_err(fail)?.success());
+    verify(&q, &mem, 50).map_err(fail)?;
+    // And a handle of a dead exporter can no longer be opened.
+    let err = ipc::memory::open::<u32>(
+        &Handle::from_bytes(handle.to_vec()).map_err(fail)?,
+        q.context(),
+        d,
+    )
+    .unwrap_err();
+    check_eq!(err.code(), Errc::Invalid);
+    check!(err.message().contains("no longer exists"), "{err}");
+    Ok(())
+}
+
+// ---- events
+
+fn child_event_consumer(args: &[String]) -> ChildResult {
+    let d = device_from_selector(&args[0])?;
+    let ch = Channel::connect(&args[1]).map_err(s)?;
+    ch.set_recv_timeout(Some(Duration::from_secs(60)))
+        .map_err(s)?;
+    let mem_handle = ch.recv_handle().map_err(s)?;
+    let ev_handle = ch.recv_handle().map_err(s)?;
+    let q = Queue::in_order(&d).map_err(s)?;
+    let mem = ipc::memory::open::<u32>(&mem_handle, q.context(), &d).map_err(s)?;
+    let ready = ipc::event::open(&ev_handle, q.context()).map_err(s)?;
+    // The exporter signalled the event behind a slow fill before sending it: waiting must
+    // cover the fill.
+    ready.wait().map_err(s)?;
+    verify(&q, &mem, 60)?;
+    // Now the other direction: compute in place, signal through the same event, tell the exporter.
+    q.write(&mem, &(0..N).map(|i| value(i, 61)).collect::<Vec<_>>())
+        .map_err(s)?;
+    q.enqueue_signal_event(&ready).map_err(s)?;
+    ch.send(b"signalled").map_err(s)?;
+    q.wait().map_err(s)
+}
+
+fn event_round_trip(d: &Device) -> R {
+    let q = Queue::in_order(d).map_err(fail)?;
+    let buf = sycl::malloc_device::<u32>(N, &q).map_err(fail)?;
+    let ev = Event::new(
+        q.context(),
+        EventProperties {
+            enable_ipc: true,
+            enable_profiling: false,
+        },
+    )
+    .map_err(fail)?;
+    check!(ev.ipc_enabled());
+    let listener = Listener::bind_unique().map_err(fail)?;
+    let mut child = child_command(
+        "event_consumer",
+        &[selector_for(d), listener.name().to_string()],
+    )
+    .spawn()
+    .map_err(fail)?;
+    let ch = listener
+        .accept(Some(Duration::from_secs(30)))
+        .map_err(fail)?;
+    ch.set_recv_timeout(Some(Duration::from_secs(60)))
+        .map_err(fail)?;
+    // Slow producer: host task, then the fill, then the signal.
+    q.host_task(&[], || std::thread::sleep(Duration::from_millis(200)))
+        .map_err(fail)?;
+    let host: Vec<u32> = (0..N).map(|i| value(i, 60)).collect();
+    let staging = sycl::malloc_host::<u32>(N, &q).map_err(fail)?;
+    q.write(&staging, &host).map_err(fail)?;
+    q.host_task(&[], || std::thread::sleep(Duration::from_millis(100)))
+        .map_err(fail)?;
+    q.copy(&staging, &buf, &[]).map_err(fail)?;
+    q.enqueue_signal_event(&ev).map_err(fail)?;
+    ch.send_handle(&ipc::memory::get(&buf).map_err(fail)?)
+        .map_err(fail)?;
+    ch.send_handle(&ipc::event::get(&ev).map_err(fail)?)
+        .map_err(fail)?;
+    check_eq!(ch.recv().map_err(fail)?, b"signalled".to_vec());
+    ev.wait().map_err(fail)?;
+    verify(&q, &buf, 61).map_err(fail)?;
+    check!(child.wait().map_err(fail)?.success());
+    // An event made without enable_ipc cannot be exported.
+    let plain = Event::new(q.context(), EventProperties::default()).map_err(fail)?;
+    check_eq!(ipc::event::get(&plain).unwrap_err().code(), Errc::Invalid);
+    Ok(())
+}
+
+fn child_event_then_die(args: &[String]) -> ChildResult {
+    let d = device_from_selector(&args[0])?;
+    let ch = Channel::connect(&args[1]).map_err(s)?;
+    ch.set_recv_timeout(Some(Duration::from_secs(30)))
+        .map_err(s)?;
+    let q = Queue::in_order(&d).map_err(s)?;
+    let ev = Event::new(
+        q.context(),
+        EventProperties {
+            enable_ipc: true,
+            enable_profiling: false,
+        },
+    )
+    .map_err(s)?;
+    // The signal sits behind a task that never ends: the event stays pending.
+    q.host_task(&[], || std::thread::sleep(Duration::from_secs(3600)))
+        .map_err(s)?;
+    q.enqueue_signal_event(&ev).map_err(s)?;
+    ch.send_handle(&ipc::event::get(&ev).map_err(s)?)
+        .map_err(s)?;
+    let _ = ch.recv();
+    std::process::exit(0); // dies with the signal pending
+}
+
+fn event_exporter_death(d: &Device) -> R {
+    let listener = Listener::bind_unique().map_err(fail)?;
+    let mut child = child_command(
+        "event_then_die",
+        &[selector_for(d), listener.name().to_string()],
+    )
+    .spawn()
+    .map_err(fail)?;
+    let ch = listener
+        .accept(Some(Duration::from_secs(30)))
+        .map_err(fail)?;
+    ch.set_recv_timeout(Some(Duration::from_secs(30)))
+        .map_err(fail)?;
+    let handle = ch.recv_handle().map_err(fail)?;
+    let q = Queue::in_order(d).map_err(fail)?;
+    let ev = ipc::event::open(&handle, q.context()).map_err(fail)?;
+    check!(
+        !ev.wait_timeout(Duration::from_millis(50)).map_err(fail)?,
+        "a pending event reported complete"
+    );
+    ch.send(b"die").map_err(fail)?;
+    check!(child.wait().map_err(fail)?.success());
+    let started = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(ev.wait());
+    });
+    let outcome = rx
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|_| fail("wait on an event of a dead exporter hung for 10 s"))?;
+    let err = outcome
+        .err()
+        .ok_or_else(|| fail("wait succeeded although the signaller died"))?;
+    check_eq!(err.code(), Errc::Event);
+    println!("dead exporter noticed after {:?}: {err}", started.elapsed());
+    Ok(())
+}
+
+// ---- physical memory
+
+fn child_physical(args: &[String]) -> ChildResult {
+    use sycl::virtual_mem::VirtualRange;
+    let d = device_from_selector(&args[0])?;
+    let handle = Handle::from_bytes(from_hex(&args[1])?).map_err(s)?;
+    let q = Queue::in_order(&d).map_err(s)?;
+    let pm = ipc::physical_memory::open(&handle, q.context(), &d).map_err(s)?;
+    if !pm.ipc_enabled() {
+        return Err("opened physical memory does not say ipc_enabled".into());
+    }
+    let range = VirtualRange::reserve(q.context(), pm.size(), 0).map_err(s)?;
+    let map = pm
+        .map(&range, 0, pm.size(), sycl::AccessMode::ReadWrite, 0)
+        .map_err(s)?;
+    let view = map.as_range::<u32>();
+    let got = q.to_vec(&view).map_err(s)?;
+    if got.iter().enumerate().any(|(i, &v)| v != value(i, 70)) {
+        return Err("physical memory content differs".into());
+    }
+    q.fill(&view, 0xabcdu32, &[])
+        .map_err(s)?
+        .wait()
+        .map_err(s)?;
+    map.unmap().map_err(s)
+}
+
+fn physical_memory_round_trip(d: &Device) -> R {
+    use sycl::virtual_mem::{get_mem_granularity, PhysicalMem, VirtualRange};
+    allow_children()?;
+    let q = Queue::in_order(d).map_err(fail)?;
+    let ctx = q.context();
+    let g = get_mem_granularity(d, ctx, sycl::GranularityMode::Recommended).map_err(fail)?;
+    let size = g.max(1 << 20).next_multiple_of(g);
+    let plain =
+        PhysicalMem::new(d, ctx, size, sycl::PhysicalMemProperties::default()).map_err(fail)?;
+    check_eq!(
+        ipc::physical_memory::get(&plain).unwrap_err().code(),
+        Errc::Invalid
+    );
+    let pm = PhysicalMem::new(
+        d,
+        ctx,
+        size,
+        sycl::PhysicalMemProperties { enable_ipc: true },
+    )
+    .map_err(fail)?;
+    check!(pm.ipc_enabled());
+    let range = VirtualRange::reserve(ctx, size, 0).map_err(fail)?;
+    let map = pm
+        .map(&range, 0, size, sycl::AccessMode::ReadWrite, 0)
+        .map_err(fail)?;
+    let view = map.as_range::<u32>();
+    q.write(
+        &view,
+        &(0..size / 4).map(|i| value(i, 70)).collect::<Vec<_>>(),
+    )
+    .map_err(fail)?;
+    let handle = ipc::physical_memory::get(&pm).map_err(fail)?;
+    check_eq!(handle.object_size(), size as u64);
+    run_child("physical", &[selector_for(d), to_hex(handle.as_bytes())])?;
+    check!(
+        q.to_vec(&view).map_err(fail)?.iter().all(|&x| x == 0xabcd),
+        "child's writes are not visible"
+    );
+    ipc::physical_memory::put(handle).map_err(fail)?;
+    Ok(())
+}
+
+// ---- descriptor and mapping counts stay flat over 10,000 cycles; many threads
+
+fn count_fds_and_maps() -> (usize, usize) {
+    let fds = std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let maps = std::fs::read_to_string("/proc/self/maps")
+        .map(|m| m.lines().count())
+        .unwrap_or(0);
+    (fds, maps)
+}
+
+fn child_cycles(args: &[String]) -> ChildResult {
+    let d = device_from_selector(&args[0])?;
+    let handle = Handle::from_bytes(from_hex(&args[1])?).map_err(s)?;
+    let cycles: usize = args[2].parse().map_err(s)?;
+    let ctx = sycl::Context::default_for(&d).map_err(s)?;
+    for _ in 0..10 {
+        ipc::memory::close(ipc::memory::open::<u32>(&handle, &ctx, &d).map_err(s)?).map_err(s)?;
+    }
+    let before = count_fds_and_maps();
+    let t = Instant::now();
+    for _ in 0..cycles {
+        let m = ipc::memory::open::<u32>(&handle, &ctx, &d).map_err(s)?;
+        ipc::memory::close(m).map_err(s)?;
+    }
+    let per = t.elapsed() / cycles as u32;
+    let after = count_fds_and_maps();
+    println!(
+        "cycles={cycles} per_cycle={per:?} fds {}->{} maps {}->{}",
+        before.0, after.0, before.1, after.1
+    );
+    if before != after {
+        return Err(format!(
+            "counts moved: fds {}->{}, maps {}->{}",
+            before.0, after.0, before.1, after.1
+        ));
+    }
+    Ok(())
+}
+
+fn counts_stay_flat(d: &Device) -> R {
+    allow_children()?;
+    let (_q, buf) = exporter_buffer(d, 80)?;
+    let handle = ipc::memory::get(&buf).map_err(fail)?;
+    let out = run_child(
+        "cycles",
+        &[selector_for(d), to_hex(handle.as_bytes()), "10000".into()],
+    )?;
+    print!("{out}");
+    Ok(())
+}
+
+fn concurrent_open_close(d: &Device) -> R {
+    let (q, buf) = exporter_buffer(d, 90)?;
+    let handle = Arc::new(ipc::memory::get(&buf).map_err(fail)?);
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let (handle, q, d) = (handle.clone(), q.clone(), d.clone());
+            std::thread::spawn(move || -> ChildResult {
+                for i in 0..200 {
+                    let m = ipc::memory::open::<u32>(&handle, q.context(), &d).map_err(s)?;
+                    let idx = (t * 7919 + i * 104729) % N;
+                    let mut one = [0u32];
+                    q.read(&m.range(idx..idx + 1).map_err(s)?, &mut one)
+                        .map_err(s)?;
+                    if one[0] != value(idx, 90) {
+                        return Err(format!("thread {t}: element {idx} wrong"));
+                    }
+                    if i % 2 == 0 {
+                        ipc::memory::close(m).map_err(s)?;
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join()
+            .map_err(|_| fail("thread panicked"))?
+            .map_err(fail)?;
+    }
+    Ok(())
+}
+
+// ---- garbage handles through the public API (the exhaustive property test lives in sycl-rs)
+
+fn garbage_handles() -> R {
+    let d = sycl::DeviceSelector::filter("native_cpu:*")
+        .map_err(fail)?
+        .select()
+        .map_err(fail)?;
+    let q = Queue::in_order(&d).map_err(fail)?;
+    let buf = sycl::malloc_device::<u8>(4096, &q).map_err(fail)?;
+    let good = ipc::memory::get(&buf).map_err(fail)?.to_vec();
+    let mut x = 0x1234_5678u32;
+    for i in 0..2000 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let mut b = good.clone();
+        match i % 3 {
+            0 => b.truncate(x as usize % good.len()),
+            1 => b[x as usize % good.len()] ^= 1 << (x % 8),
+            _ => {
+                b = (0..(x % 300) as usize)
+                    .map(|j| (x >> (j % 24)) as u8)
+                    .collect()
+            }
+        }
+        if let Ok(h) = Handle::from_bytes(b) {
+            // Only an unmodified handle may decode; any open of it must then also work or fail cleanly.
+            check!(
+                h.as_bytes() == good.as_slice(),
+                "corrupted bytes decoded as a handle"
+            );
+        }
+    }
+    // A memory handle is not an event or physical memory handle.
+    let h = Handle::from_bytes(good).map_err(fail)?;
+    check_eq!(
+        ipc::event::open(&h, q.context()).unwrap_err().code(),
+        Errc::Invalid
+    );
+    check_eq!(
+        ipc::physical_memory::open(&h, q.context(), &d)
+            .unwrap_err()
+            .code(),
+        Errc::Invalid
+    );
+    // A handle of another backend: BackendMismatch.
+    if let Some(other) = Device::all()
+        .into_iter()
+        .find(|o| o.backend() != BackendKind::NativeCpu && o.has(Aspect::ExtOneapiIpcMemory))
+    {
+        let ctx = sycl::Context::default_for(&other).map_err(fail)?;
+        check_eq!(
+            ipc::memory::open::<u8>(&h, &ctx, &other)
+                .unwrap_err()
+                .code(),
+            Errc::BackendMismatch
+        );
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    sycl_tests::run_child_role_if_any(&[
+        ("open_verify_write", child_open_verify_write),
+        ("channel_open", child_channel_open),
+        ("open_many", child_open_many),
+        ("open_after_put", child_open_after_put),
+        ("hold_until_told", child_hold_until_told),
+        ("export_then_exit", child_export_then_exit),
+        ("event_consumer", child_event_consumer),
+        ("event_then_die", child_event_then_die),
+        ("physical", child_physical),
+        ("cycles", child_cycles),
+    ]);
+    const MEM: &[Aspect] = &[Aspect::ExtOneapiIpcMemory, Aspect::UsmDeviceAllocations];
+    const EVT: &[Aspect] = &[
+        Aspect::ExtOneapiIpcEvent,
+        Aspect::ExtOneapiIpcMemory,
+        Aspect::UsmDeviceAllocations,
+        Aspect::UsmHostAllocations,
+    ];
+    const PHYS: &[Aspect] = &[
+        Aspect::ExtOneapiIpcPhysicalMemory,
+        Aspect::ExtOneapiVirtualMem,
+    ];
+    // Tests of guarantees only the native CPU backend makes carry its private aspect set.
+    const NATIVE_MEM: &[Aspect] = &[Aspect::ExtOneapiIpcMemory, Aspect::ExtSyclRsClosureKernels];
+    const NATIVE_EVT: &[Aspect] = &[Aspect::ExtOneapiIpcEvent, Aspect::ExtSyclRsClosureKernels];
+    let device_tests = [
+        DeviceTest {
+            name: "ipc::memory::round_trip_pidfd",
+            needs: MEM,
+            run: memory_round_trip_pidfd,
+        },
+        DeviceTest {
+            name: "ipc::memory::round_trip_channel",
+            needs: MEM,
+            run: memory_round_trip_channel,
+        },
+        DeviceTest {
+            name: "ipc::memory::n_opens_n_closes",
+            needs: MEM,
+            run: memory_n_opens,
+        },
+        DeviceTest {
+            name: "ipc::memory::open_in_exporter",
+            needs: MEM,
+            run: memory_open_in_exporter,
+        },
+        DeviceTest {
+            name: "ipc::memory::put_before_and_after_open",
+            needs: MEM,
+            run: memory_put_lifetime,
+        },
+        DeviceTest {
+            name: "ipc::memory::survives_exporter_exit",
+            needs: NATIVE_MEM,
+            run: memory_survives_exporter_exit,
+        },
+        DeviceTest {
+            name: "ipc::memory::counts_flat_over_10000_cycles",
+            needs: MEM,
+            run: counts_stay_flat,
+        },
+        DeviceTest {
+            name: "ipc::memory::concurrent_open_close",
+            needs: MEM,
+            run: concurrent_open_close,
+        },
+        DeviceTest {
+            name: "ipc::event::round_trip",
+            needs: EVT,
+            run: event_round_trip,
+        },
+        DeviceTest {
+            name: "ipc::event::exporter_death_is_an_error",
+            needs: NATIVE_EVT,
+            run: event_exporter_death,
+        },
+        DeviceTest {
+            name: "ipc::physical_memory::round_trip",
+            needs: PHYS,
+            run: physical_memory_round_trip,
+        },
+    ];
+    let global = [GlobalTest {
+        name: "ipc::garbage_handles_are_errors",
+        run: garbage_handles,
+    }];
+    run_suite(&device_tests, &global)
+}

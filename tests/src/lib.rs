@@ -1,0 +1,281 @@
+//! Test harness shared by the conformance and IPC suites: each device test runs on every device
+//! of every backend present, named `[backend:type:index] test`, and is skipped with a printed
+//! reason where the device lacks an aspect it needs. `SYCL_RS_REQUIRE_BACKENDS=a,b` turns a
+//! missing backend into a failing test; `SYCL_RS_REQUIRE_PLATFORMS=name1,name2` does the same
+//! for platforms whose names contain those strings.
+
+use std::process::{Command, ExitCode};
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use sycl::{Aspect, BackendKind, Device};
+
+/// A test that runs once per device.
+pub struct DeviceTest {
+    /// Its name (`area::what`).
+    pub name: &'static str,
+    /// Aspects a device must have for the test to run.
+    pub needs: &'static [Aspect],
+    /// The test.
+    pub run: fn(&Device) -> Result<(), Failed>,
+}
+
+/// A test that runs once.
+pub struct GlobalTest {
+    /// Its name.
+    pub name: &'static str,
+    /// The test.
+    pub run: fn() -> Result<(), Failed>,
+}
+
+/// Turns any displayable error into a test failure.
+pub fn fail(e: impl std::fmt::Display) -> Failed {
+    Failed::from(e.to_string())
+}
+
+/// `assert!` for tests returning `Result<(), Failed>`.
+#[macro_export]
+macro_rules! check {
+    ($cond:expr $(,)?) => {
+        if !$cond {
+            return Err(libtest_mimic::Failed::from(format!("check failed at {}:{}: {}", file!(), line!(), stringify!($cond))));
+        }
+    };
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(libtest_mimic::Failed::from(format!("check failed at {}:{}: {}", file!(), line!(), format!($($fmt)+))));
+        }
+    };
+}
+
+/// `assert_eq!` for tests returning `Result<(), Failed>`.
+#[macro_export]
+macro_rules! check_eq {
+    ($a:expr, $b:expr $(,)?) => {{
+        let (a, b) = (&$a, &$b);
+        if a != b {
+            return Err(libtest_mimic::Failed::from(format!(
+                "check failed at {}:{}: {} == {}\n  left: {:?}\n right: {:?}",
+                file!(),
+                line!(),
+                stringify!($a),
+                stringify!($b),
+                a,
+                b
+            )));
+        }
+    }};
+}
+
+/// Short label of a device: `native_cpu:cpu:0`.
+pub fn device_label(device: &Device, index: usize) -> String {
+    format!("{}:{}:{}", device.backend(), device.device_type(), index)
+}
+
+/// Every device, with its index among its backend's devices.
+pub fn devices() -> Vec<(usize, Device)> {
+    let mut per = std::collections::HashMap::<BackendKind, usize>::new();
+    Device::all()
+        .into_iter()
+        .map(|d| {
+            let i = per.entry(d.backend()).or_insert(0);
+            let out = (*i, d);
+            *i += 1;
+            out
+        })
+        .collect()
+}
+
+fn require_trials() -> Vec<Trial> {
+    let mut trials = Vec::new();
+    let present = devices();
+    let failures = sycl::backend_load_failures();
+    if let Ok(list) = std::env::var("SYCL_RS_REQUIRE_BACKENDS") {
+        for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let name = name.to_string();
+            let backend: Result<BackendKind, _> = name.parse();
+            let count = backend
+                .as_ref()
+                .map(|b| present.iter().filter(|(_, d)| d.backend() == *b).count())
+                .unwrap_or(0);
+            let reason = failures
+                .iter()
+                .find(|f| backend.as_ref().is_ok_and(|b| f.backend == *b))
+                .map(|f| f.reason.clone())
+                .unwrap_or_else(|| "unknown backend name".into());
+            trials.push(Trial::test(format!("require_backend::{name}"), move || {
+                if count == 0 {
+                    Err(Failed::from(format!(
+                        "SYCL_RS_REQUIRE_BACKENDS names {name}, but it has no device: {reason}"
+                    )))
+                } else {
+                    println!("backend {name}: {count} device(s)");
+                    Ok(())
+                }
+            }));
+        }
+    }
+    if let Ok(list) = std::env::var("SYCL_RS_REQUIRE_PLATFORMS") {
+        let names: Vec<String> = sycl::Platform::all()
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect();
+        for want in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let want = want.to_string();
+            let found = names.iter().any(|n| n.contains(&want));
+            let names = names.clone();
+            trials.push(Trial::test(format!("require_platform::{want}"), move || {
+                if found {
+                    Ok(())
+                } else {
+                    Err(Failed::from(format!("SYCL_RS_REQUIRE_PLATFORMS names `{want}`; platforms present: {names:?}")))
+                }
+            }));
+        }
+    }
+    trials
+}
+
+/// Runs a suite: device tests × devices, global tests, and the `require_*` checks.
+pub fn run_suite(device_tests: &[DeviceTest], global_tests: &[GlobalTest]) -> ExitCode {
+    let args = Arguments::from_args();
+    let mut trials = require_trials();
+    for g in global_tests {
+        let run = g.run;
+        trials.push(Trial::test(g.name, run));
+    }
+    for (index, device) in devices() {
+        let label = device_label(&device, index);
+        for t in device_tests {
+            let missing: Vec<Aspect> = t
+                .needs
+                .iter()
+                .copied()
+                .filter(|a| !device.has(*a))
+                .collect();
+            if missing.is_empty() {
+                let d = device.clone();
+                let run = t.run;
+                trials.push(Trial::test(format!("[{label}] {}", t.name), move || {
+                    run(&d)
+                }));
+            } else {
+                let names: Vec<String> = missing.iter().map(|a| a.to_string()).collect();
+                eprintln!(
+                    "skip [{label}] {}: device lacks {}",
+                    t.name,
+                    names.join(", ")
+                );
+                trials.push(
+                    Trial::test(
+                        format!("[{label}] {} (skipped: lacks {})", t.name, names.join(", ")),
+                        || Ok(()),
+                    )
+                    .with_ignored_flag(true),
+                );
+            }
+        }
+    }
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+/// Name of the environment variable that tells a re-executed test binary which child role to
+/// play.
+pub const CHILD_ROLE_ENV: &str = "SYCL_RS_TEST_CHILD_ROLE";
+
+/// A child role: its arguments in, success or a message out.
+pub type ChildRole = fn(&[String]) -> Result<(), String>;
+
+/// If this process is a child started by [`child_command`], runs its role and exits.
+pub fn run_child_role_if_any(roles: &[(&str, ChildRole)]) {
+    let Ok(role) = std::env::var(CHILD_ROLE_ENV) else {
+        return;
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match roles.iter().find(|(name, _)| *name == role) {
+        Some((_, f)) => match f(&args) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("child role {role} failed: {e}");
+                1
+            }
+        },
+        None => {
+            eprintln!("unknown child role {role}");
+            2
+        }
+    };
+    std::process::exit(code);
+}
+
+/// A command that re-runs this test binary as child `role` with `args`.
+pub fn child_command(role: &str, args: &[String]) -> Command {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut cmd = Command::new(exe);
+    cmd.env(CHILD_ROLE_ENV, role).args(args);
+    cmd
+}
+
+/// Runs child `role` to completion; its failure (with stderr) is the test's failure.
+pub fn run_child(role: &str, args: &[String]) -> Result<String, Failed> {
+    let out = child_command(role, args).output().map_err(fail)?;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(Failed::from(format!(
+            "child {role} exited with {}: {}{}",
+            out.status,
+            stdout,
+            String::from_utf8_lossy(&out.stderr)
+        )))
+    }
+}
+
+/// Hex encoding for passing handle bytes on a command line.
+pub fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The inverse of [`to_hex`].
+pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
+    if s.len() % 2 != 0 {
+        return Err("odd hex length".into());
+    }
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// A device selector string that names `device` exactly (`backend:index`).
+pub fn selector_for(device: &Device) -> String {
+    let index = devices()
+        .into_iter()
+        .find(|(_, d)| d == device)
+        .map(|(i, _)| i)
+        .unwrap_or(0);
+    format!("{}:{}", device.backend(), index)
+}
+
+/// The device a selector string (from [`selector_for`]) names.
+pub fn device_from_selector(spec: &str) -> Result<Device, String> {
+    sycl::DeviceSelector::filter(spec)
+        .and_then(|s| s.select())
+        .map_err(|e| e.to_string())
+}
+
+/// Kernel source for a vector add `c[i] = a[i] + b[i]` (f32) for `device`'s compiler, if any.
+pub fn vector_add_source(device: &Device) -> Option<sycl::Source<'static>> {
+    if device.has(Aspect::ExtOneapiKernelCompilerOpencl) {
+        Some(sycl::Source::OpenClC(
+            "__kernel void vadd(__global const float* a, __global const float* b, __global float* c, uint n) {\n\
+               size_t i = get_global_id(0); if (i < n) c[i] = a[i] + b[i];\n}\n",
+        ))
+    } else if device.has(Aspect::ExtSyclRsKernelCompilerCuda) {
+        Some(sycl::Source::CudaC(
+            "extern \"C\" __global__ void vadd(const float* a, const float* b, float* c, unsigned n) {\n\
+               unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i];\n}\n",
+        ))
+    } else {
+        None
+    }
+}
