@@ -904,6 +904,27 @@ fn standalone_events(d: &Device) -> R {
     Ok(())
 }
 
+fn signal_counts(d: &Device) -> R {
+    let q = in_order(d)?;
+    let e = Event::new(q.context(), EventProperties::default()).map_err(fail)?;
+    check_eq!(e.ext_signal_count().map_err(fail)?, 0);
+    q.host_task(&[], || std::thread::sleep(Duration::from_millis(30)))
+        .map_err(fail)?;
+    for _ in 0..3 {
+        q.enqueue_signal_event(&e).map_err(fail)?;
+    }
+    check!(
+        !e.ext_wait_signal_count(4, Some(Duration::from_millis(100)))
+            .map_err(fail)?,
+        "count 4 reached with 3 signals"
+    );
+    check!(e
+        .ext_wait_signal_count(3, Some(Duration::from_secs(10)))
+        .map_err(fail)?);
+    check_eq!(e.ext_signal_count().map_err(fail)?, 3);
+    Ok(())
+}
+
 fn timed_wait(d: &Device) -> R {
     let q = in_order(d)?;
     let e = q
@@ -1047,6 +1068,14 @@ fn main() -> ExitCode {
                 Aspect::UsmDeviceAllocations,
             ],
             run: standalone_events,
+        },
+        DeviceTest {
+            name: "event::signal_counts",
+            needs: &[
+                Aspect::ExtOneapiReusableEvents,
+                Aspect::ExtSyclRsEventSignalCount,
+            ],
+            run: signal_counts,
         },
         DeviceTest {
             name: "event::timed_wait",

@@ -454,6 +454,75 @@ fn event_exporter_death(d: &Device) -> R {
     Ok(())
 }
 
+// ---- ping-pong through signal counts, no side channel
+
+fn child_ping_pong(args: &[String]) -> ChildResult {
+    let d = device_from_selector(&args[0])?;
+    let ch = Channel::connect(&args[1]).map_err(s)?;
+    ch.set_recv_timeout(Some(Duration::from_secs(30)))
+        .map_err(s)?;
+    let rounds: u64 = args[2].parse().map_err(s)?;
+    let q = Queue::in_order(&d).map_err(s)?;
+    let ping = ipc::event::open(&ch.recv_handle().map_err(s)?, q.context()).map_err(s)?;
+    let pong = ipc::event::open(&ch.recv_handle().map_err(s)?, q.context()).map_err(s)?;
+    for i in 1..=rounds {
+        if !ping
+            .ext_wait_signal_count(i, Some(Duration::from_secs(10)))
+            .map_err(s)?
+        {
+            return Err(format!("ping {i} never came"));
+        }
+        q.enqueue_signal_event(&pong).map_err(s)?;
+    }
+    q.wait().map_err(s)
+}
+
+fn event_ping_pong(d: &Device) -> R {
+    let q = Queue::in_order(d).map_err(fail)?;
+    let props = EventProperties {
+        enable_ipc: true,
+        enable_profiling: false,
+    };
+    let ping = Event::new(q.context(), props).map_err(fail)?;
+    let pong = Event::new(q.context(), props).map_err(fail)?;
+    let listener = Listener::bind_unique().map_err(fail)?;
+    let rounds = 500u64;
+    let mut child = child_command(
+        "ping_pong",
+        &[
+            selector_for(d),
+            listener.name().to_string(),
+            rounds.to_string(),
+        ],
+    )
+    .spawn()
+    .map_err(fail)?;
+    let ch = listener
+        .accept(Some(Duration::from_secs(30)))
+        .map_err(fail)?;
+    ch.send_handle(&ipc::event::get(&ping).map_err(fail)?)
+        .map_err(fail)?;
+    ch.send_handle(&ipc::event::get(&pong).map_err(fail)?)
+        .map_err(fail)?;
+    let t = Instant::now();
+    for i in 1..=rounds {
+        q.enqueue_signal_event(&ping).map_err(fail)?;
+        check!(
+            pong.ext_wait_signal_count(i, Some(Duration::from_secs(10)))
+                .map_err(fail)?,
+            "pong {i} never came"
+        );
+    }
+    println!(
+        "{rounds} round trips, {:?} each",
+        t.elapsed() / rounds as u32
+    );
+    check_eq!(ping.ext_signal_count().map_err(fail)?, rounds);
+    check_eq!(pong.ext_signal_count().map_err(fail)?, rounds);
+    check!(child.wait().map_err(fail)?.success());
+    Ok(())
+}
+
 // ---- physical memory
 
 fn child_physical(args: &[String]) -> ChildResult {
@@ -681,6 +750,7 @@ fn main() -> ExitCode {
         ("event_then_die", child_event_then_die),
         ("physical", child_physical),
         ("cycles", child_cycles),
+        ("ping_pong", child_ping_pong),
     ]);
     const MEM: &[Aspect] = &[Aspect::ExtOneapiIpcMemory, Aspect::UsmDeviceAllocations];
     const EVT: &[Aspect] = &[
@@ -746,6 +816,11 @@ fn main() -> ExitCode {
             name: "ipc::event::exporter_death_is_an_error",
             needs: NATIVE_EVT,
             run: event_exporter_death,
+        },
+        DeviceTest {
+            name: "ipc::event::ping_pong_by_signal_count",
+            needs: &[Aspect::ExtOneapiIpcEvent, Aspect::ExtSyclRsEventSignalCount],
+            run: event_ping_pong,
         },
         DeviceTest {
             name: "ipc::physical_memory::round_trip",

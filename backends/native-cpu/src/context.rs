@@ -90,6 +90,8 @@ impl sycl_backend::Context for Context {
 
     unsafe fn usm_free(&self, ptr: u64) -> Result<()> {
         let alloc = self.mem.lock().remove_usm(ptr)?;
+        // Freeing releases the exports too (put is optional, as in SYCL).
+        self.exports.lock().forget(crate::ipc::TAG_MEM, alloc.id);
         // Unmapped and closed outside the lock.
         drop(alloc);
         Ok(())

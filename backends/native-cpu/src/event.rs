@@ -49,6 +49,11 @@ pub(crate) struct EventState {
     submit_ns: AtomicU64,
     start_ns: AtomicU64,
     end_ns: AtomicU64,
+    /// Completed `enqueue_signal_event`s, wrapping (`ext_sycl_rs_event_signal_count`). A
+    /// futex word of its own, so count waiters sleep apart from completion waiters.
+    signals: AtomicU32,
+    /// Threads (of any process) sleeping on `signals`.
+    signal_waiters: AtomicU32,
 }
 
 enum Storage {
@@ -157,6 +162,11 @@ impl Event {
         )))
     }
 
+    /// Whether no signal is pending.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.state().pending.load(Ordering::Acquire) == 0
+    }
+
     pub(crate) fn state(&self) -> &EventState {
         match &self.storage {
             Storage::Local(state) => state,
@@ -233,6 +243,56 @@ impl Event {
             s.end_ns.store(now, Ordering::Relaxed);
         }
         self.signal_one();
+        s.signals.fetch_add(1, Ordering::SeqCst);
+        if s.signal_waiters.load(Ordering::SeqCst) != 0 {
+            if let Err(e) = futex::wake(&s.signals, self.futex_flags(), i32::MAX as u32) {
+                log::error!("native_cpu: FUTEX_WAKE failed: {e}");
+            }
+        }
+    }
+
+    /// Waits until at least `target` signals completed (`Ok(true)`) or `deadline`
+    /// (`Ok(false)`); on a shared event, a dead exporter or signaller is an error.
+    pub(crate) fn wait_signals(&self, target: u64, deadline: Option<Instant>) -> Result<bool> {
+        let s = self.state();
+        let reached = |v: u32| u64::from(v) >= target;
+        let spin_start = Instant::now();
+        while spin_start.elapsed() < SPIN {
+            if reached(s.signals.load(Ordering::Acquire)) {
+                return Ok(true);
+            }
+            std::hint::spin_loop();
+        }
+        let shared = matches!(self.storage, Storage::Shared { .. });
+        loop {
+            let value = s.signals.load(Ordering::Acquire);
+            if reached(value) {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            let mut sleep = match deadline {
+                Some(d) if now >= d => return Ok(false),
+                Some(d) => Some(d - now),
+                None => None,
+            };
+            if shared {
+                sleep = Some(sleep.map_or(PEER_CHECK_SLICE, |t| t.min(PEER_CHECK_SLICE)));
+            }
+            let timeout = sleep.map(|t| futex::Timespec {
+                tv_sec: t.as_secs().try_into().unwrap_or(i64::MAX),
+                tv_nsec: t.subsec_nanos().into(),
+            });
+            s.signal_waiters.fetch_add(1, Ordering::SeqCst);
+            let result = futex::wait(&s.signals, self.futex_flags(), value, timeout.as_ref());
+            s.signal_waiters.fetch_sub(1, Ordering::SeqCst);
+            match result {
+                Ok(()) | Err(Errno::AGAIN) | Err(Errno::INTR) | Err(Errno::TIMEDOUT) => {}
+                Err(e) => return Err(sys::os_err(Errc::Runtime, "FUTEX_WAIT on an event", e)),
+            }
+            if shared && !reached(s.signals.load(Ordering::Acquire)) {
+                self.check_peers()?;
+            }
+        }
     }
 
     /// Removes one pending signal; the last one wakes every waiter.
@@ -415,6 +475,15 @@ impl sycl_backend::Event for Event {
 
     fn ipc_enabled(&self) -> bool {
         matches!(self.storage, Storage::Shared { fd: Some(_), .. })
+    }
+
+    fn signal_count(&self) -> Result<u64> {
+        Ok(u64::from(self.state().signals.load(Ordering::Acquire)))
+    }
+
+    fn wait_signal_count(&self, target: u64, timeout: Option<Duration>) -> Result<bool> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        self.wait_signals(target, deadline)
     }
 }
 

@@ -7,11 +7,11 @@
 //! processes and outlive the exporter.
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use sycl_backend::ipc::{IpcExport, IpcImport, PayloadReader};
-use sycl_backend::{downcast, BackendKind, Error, Result, UsmKind};
+use sycl_backend::{downcast, BackendKind, Errc, Error, Result, UsmKind};
 
 use crate::context::Context;
 use crate::event::Event;
@@ -19,37 +19,49 @@ use crate::sys::{self, FileId};
 use crate::usm::{self, MemEntry};
 use crate::virtual_mem::PhysicalMem;
 
-const TAG_MEM: u32 = u32::from_le_bytes(*b"NCM1");
+pub(crate) const TAG_MEM: u32 = u32::from_le_bytes(*b"NCM1");
 const TAG_PHYS: u32 = u32::from_le_bytes(*b"NCP1");
 const TAG_EVENT: u32 = u32::from_le_bytes(*b"NCE1");
 
 const STALE: &str = "descriptor does not match the handle (stale or reused)";
 
-/// Outstanding exports of a context: (kind tag, file) -> number of `get`s not yet `put`.
+/// Outstanding exports of a context. Every `get` exports a descriptor of its own (a dup of the
+/// object's), which the payload names and which `put` closes, so that bytes of a put handle can
+/// no longer be opened (the importer gets EBADF, or a reused number whose file identity does
+/// not match). Freeing a USM allocation closes the descriptors of its exports too.
 #[derive(Default)]
 pub(crate) struct Exports {
-    counts: HashMap<(u32, FileId), usize>,
+    fds: HashMap<(u32, FileId, i32), OwnedFd>,
 }
 
 impl Exports {
-    fn add(&mut self, tag: u32, id: FileId) {
-        *self.counts.entry((tag, id)).or_default() += 1;
+    /// Dups `object_fd` for one export and remembers it; returns the exported number.
+    fn add(&mut self, tag: u32, id: FileId, object_fd: BorrowedFd<'_>) -> Result<i32> {
+        let dup = rustix::io::fcntl_dupfd_cloexec(object_fd, 0).map_err(|e| {
+            Error::os(
+                Errc::MemoryAllocation,
+                "duplicating a descriptor for export",
+                e,
+                BackendKind::NativeCpu,
+            )
+        })?;
+        let n = dup.as_raw_fd();
+        self.fds.insert((tag, id, n), dup);
+        Ok(n)
     }
 
-    fn remove(&mut self, tag: u32, id: FileId, what: &str) -> Result<()> {
-        match self.counts.get_mut(&(tag, id)) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                Ok(())
-            }
-            Some(_) => {
-                self.counts.remove(&(tag, id));
-                Ok(())
-            }
+    fn remove(&mut self, tag: u32, id: FileId, fd: i32, what: &str) -> Result<()> {
+        match self.fds.remove(&(tag, id, fd)) {
+            Some(_closed) => Ok(()),
             None => Err(Error::invalid(format!(
-                "{what}: the payload names no live export of this context"
+                "{what}: the payload names no live export of this context (already put, or freed)"
             ))),
         }
+    }
+
+    /// Closes every export of the file `id` (its object is being freed).
+    pub(crate) fn forget(&mut self, tag: u32, id: FileId) {
+        self.fds.retain(|&(t, i, _), _| !(t == tag && i == id));
     }
 }
 
@@ -85,61 +97,68 @@ fn single_fd(import: IpcImport<'_>, what: &str) -> Result<OwnedFd> {
     }
 }
 
-/// A memory payload: tag, inode, device, allocation size, offset of the pointer.
-fn mem_payload(id: FileId, size: u64, offset: u64) -> Vec<u8> {
-    let mut p = Vec::with_capacity(36);
+/// A memory payload: tag, inode, device, allocation size, offset of the pointer, exported
+/// descriptor number.
+fn mem_payload(id: FileId, size: u64, offset: u64, fd: i32) -> Vec<u8> {
+    let mut p = Vec::with_capacity(40);
     put_u32(&mut p, TAG_MEM);
     put_u64(&mut p, id.ino);
     put_u64(&mut p, id.dev);
     put_u64(&mut p, size);
     put_u64(&mut p, offset);
+    put_u32(&mut p, fd as u32);
     p
 }
 
-fn parse_mem(payload: &[u8]) -> Result<(FileId, u64, u64)> {
+fn parse_mem(payload: &[u8]) -> Result<(FileId, u64, u64, i32)> {
     let mut r = PayloadReader::new(payload, "ipc::memory");
     let id = read_header(&mut r, TAG_MEM, "ipc::memory")?;
     let size = r.u64()?;
     let offset = r.u64()?;
+    let fd = r.u32()? as i32;
     r.finish()?;
     if size == 0 || offset >= size {
         return Err(Error::invalid(format!(
             "ipc::memory: offset {offset} outside an allocation of {size} bytes"
         )));
     }
-    Ok((id, size, offset))
+    Ok((id, size, offset, fd))
 }
 
-fn phys_payload(id: FileId, size: u64) -> Vec<u8> {
-    let mut p = Vec::with_capacity(28);
+fn phys_payload(id: FileId, size: u64, fd: i32) -> Vec<u8> {
+    let mut p = Vec::with_capacity(32);
     put_u32(&mut p, TAG_PHYS);
     put_u64(&mut p, id.ino);
     put_u64(&mut p, id.dev);
     put_u64(&mut p, size);
+    put_u32(&mut p, fd as u32);
     p
 }
 
-fn parse_phys(payload: &[u8]) -> Result<(FileId, u64)> {
+fn parse_phys(payload: &[u8]) -> Result<(FileId, u64, i32)> {
     let mut r = PayloadReader::new(payload, "ipc::physical_memory");
     let id = read_header(&mut r, TAG_PHYS, "ipc::physical_memory")?;
     let size = r.u64()?;
+    let fd = r.u32()? as i32;
     r.finish()?;
-    Ok((id, size))
+    Ok((id, size, fd))
 }
 
-fn event_payload(id: FileId) -> Vec<u8> {
-    let mut p = Vec::with_capacity(20);
+fn event_payload(id: FileId, fd: i32) -> Vec<u8> {
+    let mut p = Vec::with_capacity(24);
     put_u32(&mut p, TAG_EVENT);
     put_u64(&mut p, id.ino);
     put_u64(&mut p, id.dev);
+    put_u32(&mut p, fd as u32);
     p
 }
 
-fn parse_event(payload: &[u8]) -> Result<FileId> {
+fn parse_event(payload: &[u8]) -> Result<(FileId, i32)> {
     let mut r = PayloadReader::new(payload, "ipc::event");
     let id = read_header(&mut r, TAG_EVENT, "ipc::event")?;
+    let fd = r.u32()? as i32;
     r.finish()?;
-    Ok(id)
+    Ok((id, fd))
 }
 
 impl Context {
@@ -163,15 +182,22 @@ impl Context {
                 alloc.kind
             )));
         }
-        let payload = mem_payload(alloc.id, alloc.size as u64, ptr - base);
-        let fds = vec![alloc.fd.as_raw_fd()];
-        self.exports.lock().add(TAG_MEM, alloc.id);
-        Ok(IpcExport { payload, fds })
+        let fd = self
+            .exports
+            .lock()
+            .add(TAG_MEM, alloc.id, alloc.fd.as_fd())?;
+        let payload = mem_payload(alloc.id, alloc.size as u64, ptr - base, fd);
+        Ok(IpcExport {
+            payload,
+            fds: vec![fd],
+        })
     }
 
     pub(crate) fn ipc_put_mem_impl(&self, payload: &[u8]) -> Result<()> {
-        let (id, _, _) = parse_mem(payload)?;
-        self.exports.lock().remove(TAG_MEM, id, "ipc::memory::put")
+        let (id, _, _, fd) = parse_mem(payload)?;
+        self.exports
+            .lock()
+            .remove(TAG_MEM, id, fd, "ipc::memory::put")
     }
 
     pub(crate) fn ipc_open_mem_impl(
@@ -180,7 +206,7 @@ impl Context {
         import: IpcImport<'_>,
     ) -> Result<u64> {
         let device_index = self.device_position(device)?;
-        let (id, size, offset) = parse_mem(import.payload)?;
+        let (id, size, offset, _) = parse_mem(import.payload)?;
         let fd = single_fd(import, "ipc::memory::open")?;
         let size = usize::try_from(size)
             .map_err(|_| Error::invalid("ipc::memory: allocation too large"))?;
@@ -216,19 +242,22 @@ impl Context {
                 "ipc::physical_memory::get: the physical_mem was not made with the enable_ipc property",
             ));
         }
-        let payload = phys_payload(phys.id, sycl_backend::PhysicalMem::size(phys) as u64);
-        self.exports.lock().add(TAG_PHYS, phys.id);
+        let fd = self
+            .exports
+            .lock()
+            .add(TAG_PHYS, phys.id, phys.fd.as_fd())?;
+        let payload = phys_payload(phys.id, sycl_backend::PhysicalMem::size(phys) as u64, fd);
         Ok(IpcExport {
             payload,
-            fds: vec![phys.fd.as_raw_fd()],
+            fds: vec![fd],
         })
     }
 
     pub(crate) fn ipc_put_physical_mem_impl(&self, payload: &[u8]) -> Result<()> {
-        let (id, _) = parse_phys(payload)?;
+        let (id, _, fd) = parse_phys(payload)?;
         self.exports
             .lock()
-            .remove(TAG_PHYS, id, "ipc::physical_memory::put")
+            .remove(TAG_PHYS, id, fd, "ipc::physical_memory::put")
     }
 
     pub(crate) fn ipc_open_physical_mem_impl(
@@ -237,7 +266,7 @@ impl Context {
         import: IpcImport<'_>,
     ) -> Result<Arc<dyn sycl_backend::PhysicalMem>> {
         self.device_position(device)?;
-        let (id, size) = parse_phys(import.payload)?;
+        let (id, size, _) = parse_phys(import.payload)?;
         let fd = single_fd(import, "ipc::physical_memory::open")?;
         let (actual, file_size) = sys::file_id(&fd)?;
         if actual != id || file_size < size {
@@ -262,24 +291,28 @@ impl Context {
         event: &Arc<dyn sycl_backend::Event>,
     ) -> Result<IpcExport> {
         let ours = downcast::<Event>(event.as_any(), "event", BackendKind::NativeCpu)?;
-        let (id, fd) = ours.export_info()?;
-        self.exports.lock().add(TAG_EVENT, id);
+        let (id, object_fd) = ours.export_info()?;
+        // SAFETY: `object_fd` is the event's own descriptor, open while `ours` lives (we hold it).
+        let object_fd = unsafe { BorrowedFd::borrow_raw(object_fd) };
+        let fd = self.exports.lock().add(TAG_EVENT, id, object_fd)?;
         Ok(IpcExport {
-            payload: event_payload(id),
+            payload: event_payload(id, fd),
             fds: vec![fd],
         })
     }
 
     pub(crate) fn ipc_put_event_impl(&self, payload: &[u8]) -> Result<()> {
-        let id = parse_event(payload)?;
-        self.exports.lock().remove(TAG_EVENT, id, "ipc::event::put")
+        let (id, fd) = parse_event(payload)?;
+        self.exports
+            .lock()
+            .remove(TAG_EVENT, id, fd, "ipc::event::put")
     }
 
     pub(crate) fn ipc_open_event_impl(
         &self,
         import: IpcImport<'_>,
     ) -> Result<Arc<dyn sycl_backend::Event>> {
-        let id = parse_event(import.payload)?;
+        let (id, _) = parse_event(import.payload)?;
         let exporter = import.exporter;
         let fd = single_fd(import, "ipc::event::open")?;
         let (actual, _) = sys::file_id(&fd)?;
@@ -298,14 +331,17 @@ mod tests {
     fn payloads_round_trip_and_reject_garbage() {
         let id = FileId { ino: 42, dev: 7 };
         assert_eq!(
-            parse_mem(&mem_payload(id, 4096, 10)).unwrap(),
-            (id, 4096, 10)
+            parse_mem(&mem_payload(id, 4096, 10, 5)).unwrap(),
+            (id, 4096, 10, 5)
         );
-        assert_eq!(parse_phys(&phys_payload(id, 8192)).unwrap(), (id, 8192));
-        assert_eq!(parse_event(&event_payload(id)).unwrap(), id);
+        assert_eq!(
+            parse_phys(&phys_payload(id, 8192, 6)).unwrap(),
+            (id, 8192, 6)
+        );
+        assert_eq!(parse_event(&event_payload(id, 7)).unwrap(), (id, 7));
         // Wrong kind, truncated, trailing bytes, offset outside.
-        assert!(parse_mem(&event_payload(id)).is_err());
-        let p = mem_payload(id, 4096, 10);
+        assert!(parse_mem(&event_payload(id, 7)).is_err());
+        let p = mem_payload(id, 4096, 10, 5);
         for n in 0..p.len() {
             assert_eq!(
                 parse_mem(&p[..n]).unwrap_err().code(),
@@ -315,6 +351,6 @@ mod tests {
         let mut long = p.clone();
         long.push(0);
         assert!(parse_mem(&long).is_err());
-        assert!(parse_mem(&mem_payload(id, 4096, 4096)).is_err());
+        assert!(parse_mem(&mem_payload(id, 4096, 4096, 5)).is_err());
     }
 }

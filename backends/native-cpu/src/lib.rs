@@ -18,6 +18,9 @@
 //! Because every allocation is a file, an importer needs nothing but the payload and the
 //! descriptor: memory it opened stays valid after the exporter frees it or exits.
 //!
+//! Every allocation holds a descriptor, so `load` raises the soft `RLIMIT_NOFILE` to the hard
+//! limit (as the Go runtime does); a program that still runs out gets `MemoryAllocation`.
+//!
 //! Panics inside closure kernels and host tasks are caught; the command's event then reports
 //! `Errc::Kernel` and the queue goes on.
 
@@ -62,6 +65,7 @@ impl sycl_backend::Backend for NativeCpuBackend {
 /// Loads the backend. It needs no driver, so this only fails if the machine cannot describe
 /// its CPU at all (it never does on Linux).
 pub fn load() -> sycl_backend::Result<Arc<dyn sycl_backend::Backend>> {
+    sys::raise_fd_limit();
     let platform: Arc<dyn sycl_backend::Platform> = Arc::new(Platform::new());
     Ok(Arc::new(NativeCpuBackend {
         platforms: vec![platform],

@@ -17,6 +17,25 @@ pub fn page_size() -> usize {
     rustix::param::page_size()
 }
 
+/// Raises the soft limit on open descriptors to the hard limit, once: every USM allocation,
+/// physical memory object and IPC event holds a memfd.
+pub(crate) fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let limit = getrlimit(Resource::Nofile);
+        if limit.current != limit.maximum {
+            let raised = Rlimit {
+                current: limit.maximum,
+                maximum: limit.maximum,
+            };
+            if let Err(e) = setrlimit(Resource::Nofile, raised) {
+                log::debug!("native_cpu: cannot raise RLIMIT_NOFILE: {e}");
+            }
+        }
+    });
+}
+
 /// An OS error of this backend, keeping the errno.
 pub(crate) fn os_err(errc: Errc, what: impl std::fmt::Display, errno: Errno) -> Error {
     Error::os(errc, what, errno, BackendKind::NativeCpu)
@@ -24,7 +43,11 @@ pub(crate) fn os_err(errc: Errc, what: impl std::fmt::Display, errno: Errno) -> 
 
 /// `MemoryAllocation` for ENOMEM, else `Runtime`.
 pub(crate) fn alloc_errc(errno: Errno) -> Errc {
-    if errno == Errno::NOMEM || errno == Errno::NOSPC {
+    if errno == Errno::NOMEM
+        || errno == Errno::NOSPC
+        || errno == Errno::MFILE
+        || errno == Errno::NFILE
+    {
         Errc::MemoryAllocation
     } else {
         Errc::Runtime

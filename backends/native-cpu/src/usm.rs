@@ -86,14 +86,14 @@ impl Registry {
 
     /// Removes the USM allocation that starts at `ptr`.
     pub(crate) fn remove_usm(&mut self, ptr: u64) -> Result<UsmAlloc> {
-        match self.entries.get(&ptr) {
-            Some(MemEntry::Usm(_)) => match self.entries.remove(&ptr) {
-                Some(MemEntry::Usm(a)) => Ok(a),
-                _ => unreachable!("entry checked above"),
-            },
-            Some(MemEntry::Opened(_)) => Err(Error::invalid(format!(
-                "usm::free of {ptr:#x}, which was opened with ipc::memory::open (close it instead)"
-            ))),
+        match self.entries.remove(&ptr) {
+            Some(MemEntry::Usm(a)) => Ok(a),
+            Some(opened @ MemEntry::Opened(_)) => {
+                self.entries.insert(ptr, opened);
+                Err(Error::invalid(format!(
+                    "usm::free of {ptr:#x}, which was opened with ipc::memory::open (close it instead)"
+                )))
+            }
             None => Err(Error::invalid(format!(
                 "usm::free of {ptr:#x}, which is not the start of a live allocation"
             ))),
@@ -102,17 +102,22 @@ impl Registry {
 
     /// Removes the IPC mapping that `ipc_open_mem` returned as `ptr`.
     pub(crate) fn remove_opened(&mut self, ptr: u64) -> Result<OpenedMem> {
+        let refuse = || {
+            Error::invalid(format!(
+                "ipc::memory::close of {ptr:#x}, which is not an open IPC mapping of this context"
+            ))
+        };
         let base = match self.find(ptr) {
             Some((base, MemEntry::Opened(o))) if o.user_ptr == ptr => base,
-            _ => {
-                return Err(Error::invalid(format!(
-                "ipc::memory::close of {ptr:#x}, which is not an open IPC mapping of this context"
-            )))
-            }
+            _ => return Err(refuse()),
         };
         match self.entries.remove(&base) {
             Some(MemEntry::Opened(o)) => Ok(o),
-            _ => unreachable!("entry checked above"),
+            Some(other) => {
+                self.entries.insert(base, other);
+                Err(refuse())
+            }
+            None => Err(refuse()),
         }
     }
 }
