@@ -32,10 +32,14 @@ for line in open(src):
         continue
     t = m["target"]
     kind = t["kind"][0]
-    prefix = {"test": "test-", "lib": "test-", "bench": "bench-", "example": "", "bin": ""}.get(kind, "")
-    name = prefix + t["name"]
-    if kind == "lib":
-        name = "test-lib-" + t["name"]
+    is_harness = m["profile"]["test"]
+    if kind == "bench":
+        name = "bench-" + t["name"]
+    elif is_harness:
+        # libtest harnesses: integration tests, and unit tests of libs and bins.
+        name = {"test": "test-", "lib": "test-lib-", "bin": "test-bin-"}.get(kind, "test-x-") + t["name"]
+    else:
+        name = {"bench": "bench-", "example": "", "bin": ""}.get(kind, "") + t["name"]
     shutil.copy(m["executable"], os.path.join(dst, name))
 PY
     rm -f "$json"
@@ -49,7 +53,7 @@ device)
     mkdir -p "$out"
     export SYCL_RS_REQUIRE_BACKENDS=${SYCL_RS_REQUIRE_BACKENDS:-cuda}
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-    export RUST_BACKTRACE=1
+    export RUST_BACKTRACE=1 SYCL_RS_TEST_TRACE=1 SYCL_RS_TEST_TIMEOUT=90
     b=$bundle/bin
     summary=$out/summary.txt
     : >"$summary"

@@ -219,12 +219,12 @@ fn select() -> Option<Device> {
 
 // ---------------------------------------------------------------- IPC open (child side)
 
-/// Child: args `size ours_hex raw_hex order reps bandwidth`. Prints
+/// Child: args `size ours_hex raw_hex warm_raw_hex warm_ours_hex order reps bandwidth`. Prints
 /// `cold_ours cold_raw repeat_ours repeat_raw bw_ours bw_raw` (us, us, us, us, GB/s, GB/s).
 fn open_child(args: &[String]) -> R<()> {
-    let [size, ours_hex, raw_hex, warm_hex, order, reps, bw] = args else {
+    let [size, ours_hex, raw_hex, warm_hex, warm_ours_hex, order, reps, bw] = args else {
         return Err(format!(
-            "open child: 7 arguments expected, got {}",
+            "open child: 8 arguments expected, got {}",
             args.len()
         ));
     };
@@ -251,6 +251,11 @@ fn open_child(args: &[String]) -> R<()> {
     // SAFETY: opened just above, unused.
     let r = unsafe { sys::cuIpcCloseMemHandle(warm_ptr) };
     ck(r, "cuIpcCloseMemHandle (warm-up)")?;
+    // The same warm-up for our path (first-use costs of the runtime's own code and tables), with
+    // a handle of a fourth buffer, so both sides' "cold" is the first open of a new handle.
+    let warm_ours = Handle::from_bytes(from_hex(warm_ours_hex)?).map_err(e2s)?;
+    ipc::memory::close(ipc::memory::open::<u8>(&warm_ours, q.context(), &dev).map_err(e2s)?)
+        .map_err(e2s)?;
 
     let mut cold_ours = 0.0;
     let mut cold_raw = 0.0;
@@ -365,6 +370,8 @@ fn ipc_open(q: &Queue, raw: &RawCuda, quick: bool, targets: &mut Vec<Target>) ->
     // SAFETY: valid out-pointer; the base of a live cuMemAlloc allocation.
     let r = unsafe { sys::cuIpcGetMemHandle(&mut wh, warm.ptr) };
     ck(r, "cuIpcGetMemHandle")?;
+    let warm_ours = sycl::malloc_device::<u8>(2 * MIB, q).map_err(e2s)?;
+    let warm_ours_handle = ipc::memory::get(&warm_ours).map_err(e2s)?;
     for (size, label) in [(2 * MIB, "2 MiB"), (GIB, "1 GiB")] {
         let ours = sycl::malloc_device::<u8>(size, q).map_err(e2s)?;
         q.memset(&ours, 1, &[]).map_err(e2s)?.wait().map_err(e2s)?;
@@ -390,6 +397,7 @@ fn ipc_open(q: &Queue, raw: &RawCuda, quick: bool, targets: &mut Vec<Target>) ->
                     to_hex(handle.as_bytes()),
                     to_hex(&mem_handle_bytes(&rh)),
                     to_hex(&mem_handle_bytes(&wh)),
+                    to_hex(warm_ours_handle.as_bytes()),
                     (c % 2).to_string(),
                     reps.to_string(),
                     if bw { "1".into() } else { "0".into() },

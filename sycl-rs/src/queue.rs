@@ -333,18 +333,8 @@ impl Queue {
             ));
         }
         range.inner.validate(self.device.max_work_group_size())?;
-        if let Some(n) = kernel.num_args() {
-            if n as usize != args.len() {
-                return Err(Error::new(
-                    Errc::KernelArgument,
-                    format!(
-                        "kernel `{}` takes {n} arguments, {} given",
-                        kernel.name(),
-                        args.len()
-                    ),
-                ));
-            }
-        }
+        // The argument count is the backend's to check: local-memory arguments are kernel
+        // parameters in OpenCL but the dynamic shared-memory size in CUDA.
         let mut records = Vec::new();
         let raw_args: Vec<sycl_backend::KernelArg<'_>> = args
             .iter()

@@ -135,13 +135,55 @@ fn require_trials() -> Vec<Trial> {
     trials
 }
 
+/// Runs `test` on a thread of its own and gives up after `SYCL_RS_TEST_TIMEOUT` seconds
+/// (default 300): a hang becomes a named failure instead of a stuck run. With
+/// `SYCL_RS_TEST_TRACE=1` each test's start is printed, so a log shows what was running.
+fn with_watchdog(
+    name: String,
+    test: impl FnOnce() -> Result<(), Failed> + Send + 'static,
+) -> Result<(), Failed> {
+    let limit = std::env::var("SYCL_RS_TEST_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300u64);
+    if std::env::var("SYCL_RS_TEST_TRACE").is_ok_and(|v| v == "1") {
+        eprintln!("start {name}");
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new().spawn(move || {
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(test)).unwrap_or_else(|p| {
+                let msg = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(Failed::from(format!("panicked: {msg}")))
+            });
+        let _ = tx.send(outcome);
+    });
+    if let Err(e) = spawned {
+        return Err(Failed::from(format!("cannot start the test thread: {e}")));
+    }
+    match rx.recv_timeout(std::time::Duration::from_secs(limit)) {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            eprintln!("TIMEOUT {name}: still running after {limit} s");
+            Err(Failed::from(format!(
+                "timed out after {limit} s (SYCL_RS_TEST_TIMEOUT)"
+            )))
+        }
+    }
+}
+
 /// Runs a suite: device tests × devices, global tests, and the `require_*` checks.
 pub fn run_suite(device_tests: &[DeviceTest], global_tests: &[GlobalTest]) -> ExitCode {
     let args = Arguments::from_args();
     let mut trials = require_trials();
     for g in global_tests {
         let run = g.run;
-        trials.push(Trial::test(g.name, run));
+        let name = g.name.to_string();
+        trials.push(Trial::test(g.name, move || with_watchdog(name, run)));
     }
     for (index, device) in devices() {
         let label = device_label(&device, index);
@@ -155,8 +197,9 @@ pub fn run_suite(device_tests: &[DeviceTest], global_tests: &[GlobalTest]) -> Ex
             if missing.is_empty() {
                 let d = device.clone();
                 let run = t.run;
-                trials.push(Trial::test(format!("[{label}] {}", t.name), move || {
-                    run(&d)
+                let name = format!("[{label}] {}", t.name);
+                trials.push(Trial::test(name.clone(), move || {
+                    with_watchdog(name, move || run(&d))
                 }));
             } else {
                 let names: Vec<String> = missing.iter().map(|a| a.to_string()).collect();

@@ -463,11 +463,7 @@ pub(crate) fn open_event(
     let pctx = ctx.with_ctx(index)?.clone();
     let raw = result::ipc::open_event_handle(&handle)?;
     Ok(Arc::new(Event::imported(
-        OwnedEvent {
-            ctx: pctx,
-            raw,
-            pooled: false,
-        },
+        OwnedEvent { ctx: pctx, raw },
         import.exporter,
     )))
 }

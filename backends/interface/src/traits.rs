@@ -501,8 +501,8 @@ pub fn wait_foreign(deps: &[Arc<dyn Event>], backend: BackendKind) -> Result<Vec
 
 /// A wait that gives up: used by backends to implement [`Event::wait_timeout`] by polling a
 /// status function. The schedule keeps the overshoot small relative to the time already
-/// waited: yield for the first 100 µs, then sleep 20 µs until 2 ms have passed, then back off
-/// to at most 1 ms between looks.
+/// waited: yield (no sleep: a timed sleep overshoots by the timer slack, ~50 µs) for the first
+/// 2 ms, as a driver's spin-wait would, then sleep with a back-off of at most 1 ms.
 pub fn poll_until(timeout: Duration, mut done: impl FnMut() -> Result<bool>) -> Result<bool> {
     let start = std::time::Instant::now();
     loop {
@@ -513,10 +513,8 @@ pub fn poll_until(timeout: Duration, mut done: impl FnMut() -> Result<bool>) -> 
         if waited >= timeout {
             return Ok(false);
         }
-        if waited < Duration::from_micros(100) {
+        if waited < Duration::from_millis(2) {
             std::thread::yield_now();
-        } else if waited < Duration::from_millis(2) {
-            std::thread::sleep(Duration::from_micros(20));
         } else {
             std::thread::sleep(
                 (waited / 16)
