@@ -53,14 +53,14 @@ device)
     mkdir -p "$out"
     export SYCL_RS_REQUIRE_BACKENDS=${SYCL_RS_REQUIRE_BACKENDS:-cuda}
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-    export RUST_BACKTRACE=1 SYCL_RS_TEST_TRACE=1 SYCL_RS_TEST_TIMEOUT=90
+    export RUST_BACKTRACE=1 SYCL_RS_TEST_TRACE=1 SYCL_RS_TEST_TIMEOUT=${SYCL_RS_TEST_TIMEOUT:-90}
     b=$bundle/bin
     summary=$out/summary.txt
     : >"$summary"
     step() { # name, command...
         local name=$1; shift
         local t0=$SECONDS
-        "$@" >"$out/$name.log" 2>&1
+        timeout "${STEP_TIMEOUT:-240}" "$@" >"$out/$name.log" 2>&1
         local rc=$?
         local counts
         counts=$(grep -E "^test result:" "$out/$name.log" | tail -1)

@@ -189,6 +189,13 @@ impl Device {
             return Ok(p);
         }
         let p = Arc::new(PrimaryContext::retain(self.cu, self.ordinal)?);
+        // Load the embedded fill kernel now, before any stream of this context can be held
+        // back by a host task (see `load`: module loading next to a blocked stream deadlocked).
+        p.make_current()?;
+        match crate::queue::FillKernel::load() {
+            Ok(k) => *lock(&p.fill) = Some(k),
+            Err(e) => log::warn!("fill kernel unavailable, fills use 2-D memsets: {e}"),
+        }
         *slot = Arc::downgrade(&p);
         Ok(p)
     }
