@@ -441,8 +441,8 @@ fn rank_main(rank: usize, n: usize, opts: &Options, comm: &Comm) -> R<()> {
 
     let buf = sycl::malloc_device::<u8>(total, &q).map_err(e2s)?;
     let send = sycl::malloc_device::<u8>(total, &q).map_err(e2s)?;
-    let event = Event::new(
-        q.context(),
+    let event = Event::new_for_queue(
+        &q,
         EventProperties {
             enable_ipc: true,
             enable_profiling: false,

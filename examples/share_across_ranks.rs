@@ -231,9 +231,9 @@ fn rank0(o: &Options) -> Result<(), String> {
         enable_ipc: true,
         enable_profiling: false,
     };
-    let ready = Event::new(q.context(), ipc_event).map_err(|e| e.to_string())?;
+    let ready = Event::new_for_queue(&q, ipc_event).map_err(|e| e.to_string())?;
     let done: Vec<Event> = (0..workers)
-        .map(|_| Event::new(q.context(), ipc_event))
+        .map(|_| Event::new_for_queue(&q, ipc_event))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
 

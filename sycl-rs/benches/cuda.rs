@@ -551,8 +551,8 @@ fn event_round_trip(q: &Queue, raw: &RawCuda, quick: bool, targets: &mut Vec<Tar
             enable_ipc: true,
             enable_profiling: false,
         };
-        let e_ab = Event::new(q.context(), props).map_err(e2s)?;
-        let e_ba = Event::new(q.context(), props).map_err(e2s)?;
+        let e_ab = Event::new_for_queue(q, props).map_err(e2s)?;
+        let e_ba = Event::new_for_queue(q, props).map_err(e2s)?;
         ch.send_handle(&ipc::event::get(&e_ab).map_err(e2s)?)
             .map_err(e2s)?;
         ch.send_handle(&ipc::event::get(&e_ba).map_err(e2s)?)

@@ -467,8 +467,8 @@ fn pingpong(rounds: u64) {
         enable_ipc: true,
         enable_profiling: false,
     };
-    let ab = Event::new(q.context(), props).unwrap();
-    let ba = Event::new(q.context(), props).unwrap();
+    let ab = Event::new_for_queue(&q, props).unwrap();
+    let ba = Event::new_for_queue(&q, props).unwrap();
     ch.send_handle(&ipc::event::get(&ab).unwrap()).unwrap();
     ch.send_handle(&ipc::event::get(&ba).unwrap()).unwrap();
     assert_eq!(ch.recv().unwrap(), b"ready");

@@ -57,6 +57,22 @@ impl Event {
         })
     }
 
+    /// A standalone event that `queue` (and other queues of its device) can signal. On a
+    /// multi-device context it is made in a context of the queue's device alone: a CUDA event
+    /// belongs to one device, and one made in a multi-device context lives on the first.
+    pub fn new_for_queue(queue: &crate::Queue, props: EventProperties) -> Result<Event> {
+        if queue.context().devices().len() == 1 {
+            return Event::new(queue.context(), props);
+        }
+        Event::new(
+            &queue
+                .device()
+                .platform()
+                .single_device_context(queue.device())?,
+            props,
+        )
+    }
+
     /// A standalone event on the default context of `device`'s platform.
     pub fn new_default(device: &Device, props: EventProperties) -> Result<Event> {
         Event::new(&Context::default_for(device)?, props)

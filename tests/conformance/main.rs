@@ -875,11 +875,10 @@ fn source_local_memory(d: &Device) -> R {
 // ---------------------------------------------------------------- standalone events
 
 fn standalone_events(d: &Device) -> R {
-    let ctx = Context::default_for(d).map_err(fail)?;
-    let e = Event::new(&ctx, EventProperties::default()).map_err(fail)?;
+    let producer = in_order(d)?;
+    let e = Event::new_for_queue(&producer, EventProperties::default()).map_err(fail)?;
     check_eq!(e.status().map_err(fail)?, EventStatus::Complete);
     e.wait().map_err(fail)?;
-    let producer = in_order(d)?;
     let consumer = in_order(d)?;
     let a = sycl::malloc_device::<u32>(1 << 16, &producer).map_err(fail)?;
     let b = sycl::malloc_device::<u32>(1 << 16, &producer).map_err(fail)?;
@@ -901,7 +900,7 @@ fn standalone_events(d: &Device) -> R {
 
 fn signal_counts(d: &Device) -> R {
     let q = in_order(d)?;
-    let e = Event::new(q.context(), EventProperties::default()).map_err(fail)?;
+    let e = Event::new_for_queue(&q, EventProperties::default()).map_err(fail)?;
     check_eq!(e.ext_signal_count().map_err(fail)?, 0);
     q.host_task(&[], || std::thread::sleep(Duration::from_millis(30)))
         .map_err(fail)?;

@@ -347,8 +347,8 @@ fn child_event_consumer(args: &[String]) -> ChildResult {
 fn event_round_trip(d: &Device) -> R {
     let q = Queue::in_order(d).map_err(fail)?;
     let buf = sycl::malloc_device::<u32>(N, &q).map_err(fail)?;
-    let ev = Event::new(
-        q.context(),
+    let ev = Event::new_for_queue(
+        &q,
         EventProperties {
             enable_ipc: true,
             enable_profiling: false,
@@ -387,7 +387,7 @@ fn event_round_trip(d: &Device) -> R {
     verify(&q, &buf, 61).map_err(fail)?;
     check!(child.wait().map_err(fail)?.success());
     // An event made without enable_ipc cannot be exported.
-    let plain = Event::new(q.context(), EventProperties::default()).map_err(fail)?;
+    let plain = Event::new_for_queue(&q, EventProperties::default()).map_err(fail)?;
     check_eq!(ipc::event::get(&plain).unwrap_err().code(), Errc::Invalid);
     Ok(())
 }
@@ -398,8 +398,8 @@ fn child_event_then_die(args: &[String]) -> ChildResult {
     ch.set_recv_timeout(Some(Duration::from_secs(30)))
         .map_err(s)?;
     let q = Queue::in_order(&d).map_err(s)?;
-    let ev = Event::new(
-        q.context(),
+    let ev = Event::new_for_queue(
+        &q,
         EventProperties {
             enable_ipc: true,
             enable_profiling: false,
@@ -483,8 +483,8 @@ fn event_ping_pong(d: &Device) -> R {
         enable_ipc: true,
         enable_profiling: false,
     };
-    let ping = Event::new(q.context(), props).map_err(fail)?;
-    let pong = Event::new(q.context(), props).map_err(fail)?;
+    let ping = Event::new_for_queue(&q, props).map_err(fail)?;
+    let pong = Event::new_for_queue(&q, props).map_err(fail)?;
     let listener = Listener::bind_unique().map_err(fail)?;
     let rounds = 500u64;
     let mut child = child_command(

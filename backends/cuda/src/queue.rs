@@ -207,7 +207,8 @@ impl Drop for HostFlag {
 
 struct Job {
     task: HostTask,
-    prior: Event,
+    /// Set (by a driver callback, in stream order) once every earlier command completed.
+    ready: Arc<result::stream::HostReady>,
     foreign: Vec<DynEvent>,
     seq: u32,
 }
@@ -229,10 +230,11 @@ impl HostWorker {
             .spawn(move || {
                 for job in rx {
                     let mut ok = true;
-                    if let Err(e) = sycl_backend::Event::wait(&job.prior) {
-                        log::error!("host task: waiting for earlier commands failed: {e}");
-                        ok = false;
-                    }
+                    // No CUDA call here: a driver call can queue behind a device-wide
+                    // synchronisation (cuMemFree) that waits for this very stream, which waits
+                    // for our flag -> deadlock (seen on H100 and H200). The driver's callback
+                    // thread tells us when the earlier commands are done.
+                    job.ready.wait();
                     for dep in &job.foreign {
                         if let Err(e) = dep.wait() {
                             log::error!("host task: waiting for a dependency failed: {e}");
@@ -610,7 +612,8 @@ impl sycl_backend::Queue for Queue {
             w.next += 1;
             (w.flag_device, seq)
         };
-        let prior = self.enqueue_locked(|_| Ok(()))?;
+        let ready = Arc::new(result::stream::HostReady::default());
+        result::stream::notify_when_reached(self.stream.raw, &ready)?;
         let ev =
             match self.enqueue_locked(|s| result::stream::wait_value32_geq(s, flag_device, seq)) {
                 Ok(ev) => ev,
@@ -628,7 +631,7 @@ impl sycl_backend::Queue for Queue {
             };
         let job = Job {
             task,
-            prior,
+            ready,
             foreign,
             seq,
         };
@@ -661,6 +664,15 @@ impl sycl_backend::Queue for Queue {
     #[doc(alias = "cuEventRecord")]
     fn enqueue_signal_event(&self, event: &DynEvent) -> Result<()> {
         let e = sycl_backend::downcast::<Event>(event.as_any(), "event", BackendKind::Cuda)?;
+        // A CUDA event belongs to one device's context and can only be recorded on its
+        // streams (the driver answers CUDA_ERROR_INVALID_HANDLE otherwise).
+        let event_ordinal = e.inner.ev.ctx.ordinal;
+        if event_ordinal != self.ctx.ordinal {
+            return Err(Error::invalid(format!(
+                "this event lives on CUDA device {event_ordinal} and cannot be signalled from a                  queue of device {}: make it in a context of that device (a standalone event of                  a multi-device context lives on the context's first device)",
+                self.ctx.ordinal
+            )));
+        }
         let mut st = lock(&self.state);
         self.ctx.make_current()?;
         if e.inner.timing {

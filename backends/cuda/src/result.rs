@@ -11,6 +11,8 @@
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::OnceLock;
 
+use std::sync::Arc;
+
 use cudarc::driver::sys;
 use sycl_backend::{BackendKind, Errc, Error, NativeError, Result};
 
@@ -318,6 +320,46 @@ pub(crate) mod stream {
         // SAFETY: callers pass a live stream and a live event.
         let r = unsafe { sys::cuStreamWaitEvent(s, e, 0) };
         check(r, "cuStreamWaitEvent")
+    }
+
+    /// `cuLaunchHostFunc(s, notify_ready, ready)`: `ready` is set when the stream reaches this
+    /// point. The callback makes no CUDA call (the driver forbids it) and takes no lock that
+    /// driver calls could hold.
+    pub(crate) fn notify_when_reached(s: sys::CUstream, ready: &Arc<HostReady>) -> Result<()> {
+        need!("cuLaunchHostFunc");
+        let user = Arc::into_raw(ready.clone()) as *mut std::ffi::c_void;
+        // SAFETY: `notify_ready` matches CUhostFn; `user` is a leaked Arc<HostReady> that the
+        // callback takes back exactly once (or we take it back below if the launch failed).
+        let r = unsafe { sys::cuLaunchHostFunc(s, Some(notify_ready), user) };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            // SAFETY: the callback will not run, so the reference is still ours.
+            drop(unsafe { Arc::from_raw(user as *const HostReady) });
+        }
+        check(r, "cuLaunchHostFunc")
+    }
+
+    /// Set by the driver's callback thread when a stream reached a host task.
+    #[derive(Default)]
+    pub(crate) struct HostReady {
+        done: std::sync::Mutex<bool>,
+        cv: std::sync::Condvar,
+    }
+
+    impl HostReady {
+        /// Blocks until the stream reached the host task's point (no CUDA call).
+        pub(crate) fn wait(&self) {
+            let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+            while !*done {
+                done = self.cv.wait(done).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+    }
+
+    unsafe extern "C" fn notify_ready(user: *mut std::ffi::c_void) {
+        // SAFETY: `user` is the Arc<HostReady> leaked by `notify_when_reached`, passed once.
+        let ready = unsafe { Arc::from_raw(user as *const HostReady) };
+        *ready.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        ready.cv.notify_all();
     }
 
     /// `cuStreamWaitValue32_v2(s, addr, value, GEQ)`.
