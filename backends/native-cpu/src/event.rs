@@ -269,25 +269,8 @@ impl Event {
             if reached(value) {
                 return Ok(true);
             }
-            let now = Instant::now();
-            let mut sleep = match deadline {
-                Some(d) if now >= d => return Ok(false),
-                Some(d) => Some(d - now),
-                None => None,
-            };
-            if shared {
-                sleep = Some(sleep.map_or(PEER_CHECK_SLICE, |t| t.min(PEER_CHECK_SLICE)));
-            }
-            let timeout = sleep.map(|t| futex::Timespec {
-                tv_sec: t.as_secs().try_into().unwrap_or(i64::MAX),
-                tv_nsec: t.subsec_nanos().into(),
-            });
-            s.signal_waiters.fetch_add(1, Ordering::SeqCst);
-            let result = futex::wait(&s.signals, self.futex_flags(), value, timeout.as_ref());
-            s.signal_waiters.fetch_sub(1, Ordering::SeqCst);
-            match result {
-                Ok(()) | Err(Errno::AGAIN) | Err(Errno::INTR) | Err(Errno::TIMEDOUT) => {}
-                Err(e) => return Err(sys::os_err(Errc::Runtime, "FUTEX_WAIT on an event", e)),
+            if !self.sleep_on(&s.signals, &s.signal_waiters, value, deadline)? {
+                return Ok(false);
             }
             if shared && !reached(s.signals.load(Ordering::Acquire)) {
                 self.check_peers()?;
@@ -339,29 +322,43 @@ impl Event {
             if value == 0 {
                 return Ok(true);
             }
-            let now = Instant::now();
-            let mut sleep = match deadline {
-                Some(d) if now >= d => return Ok(false),
-                Some(d) => Some(d - now),
-                None => None,
-            };
-            if shared {
-                sleep = Some(sleep.map_or(PEER_CHECK_SLICE, |t| t.min(PEER_CHECK_SLICE)));
-            }
-            let timeout = sleep.map(|t| futex::Timespec {
-                tv_sec: t.as_secs().try_into().unwrap_or(i64::MAX),
-                tv_nsec: t.subsec_nanos().into(),
-            });
-            s.waiters.fetch_add(1, Ordering::SeqCst);
-            let result = futex::wait(&s.pending, self.futex_flags(), value, timeout.as_ref());
-            s.waiters.fetch_sub(1, Ordering::SeqCst);
-            match result {
-                Ok(()) | Err(Errno::AGAIN) | Err(Errno::INTR) | Err(Errno::TIMEDOUT) => {}
-                Err(e) => return Err(sys::os_err(Errc::Runtime, "FUTEX_WAIT on an event", e)),
+            if !self.sleep_on(&s.pending, &s.waiters, value, deadline)? {
+                return Ok(false);
             }
             if shared && s.pending.load(Ordering::Acquire) != 0 {
                 self.check_peers()?;
             }
+        }
+    }
+
+    /// One sleep on the futex `word` while it still holds `value`: until a wake, `deadline`,
+    /// or (shared events) a peer-check slice. `Ok(false)` when the deadline had passed.
+    fn sleep_on(
+        &self,
+        word: &AtomicU32,
+        waiters: &AtomicU32,
+        value: u32,
+        deadline: Option<Instant>,
+    ) -> Result<bool> {
+        let now = Instant::now();
+        let mut sleep = match deadline {
+            Some(d) if now >= d => return Ok(false),
+            Some(d) => Some(d - now),
+            None => None,
+        };
+        if matches!(self.storage, Storage::Shared { .. }) {
+            sleep = Some(sleep.map_or(PEER_CHECK_SLICE, |t| t.min(PEER_CHECK_SLICE)));
+        }
+        let timeout = sleep.map(|t| futex::Timespec {
+            tv_sec: t.as_secs().try_into().unwrap_or(i64::MAX),
+            tv_nsec: t.subsec_nanos().into(),
+        });
+        waiters.fetch_add(1, Ordering::SeqCst);
+        let result = futex::wait(word, self.futex_flags(), value, timeout.as_ref());
+        waiters.fetch_sub(1, Ordering::SeqCst);
+        match result {
+            Ok(()) | Err(Errno::AGAIN) | Err(Errno::INTR) | Err(Errno::TIMEDOUT) => Ok(true),
+            Err(e) => Err(sys::os_err(Errc::Runtime, "FUTEX_WAIT on an event", e)),
         }
     }
 
