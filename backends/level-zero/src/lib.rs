@@ -16,7 +16,7 @@
 //! | virtual memory | `zeVirtualMem*`, `zePhysicalMem*` |
 //! | IPC | `zeMemGetIpcHandle` (+ DMA-BUF fd), `zePhysicalMemGetProperties` + export fd, counter-based event IPC handles or IPC event pools |
 //!
-//! Nothing here has run on Intel hardware: see `HARDWARE.md` in this crate.
+//! Nothing here has run on Intel hardware: see `spec/level-zero.md` at the workspace root.
 
 #![allow(unsafe_code)]
 

@@ -3,7 +3,7 @@
 //!
 //! What this proves: the backend's calls, structs, handles, call order and fd plumbing work
 //! through the real loader against a driver that follows the spec as we read it. What it does
-//! not prove: anything about Intel's driver (see HARDWARE.md).
+//! not prove: anything about Intel's driver (see spec/level-zero.md).
 //!
 //! The mock is compiled with `cc` at test time. Without `cc`, the loader or the headers, the
 //! tests skip with a message (they fail instead when `SYCL_RS_REQUIRE_BACKENDS` names

@@ -132,3 +132,73 @@ pub fn close<T: Pod>(memory: Usm<T>) -> Result<()> {
     }
     memory.record.release_now()
 }
+
+/// Opens a raw 64-byte `CUipcMemHandle` made by any CUDA program (`cudaIpcGetMemHandle` /
+/// `cuIpcGetMemHandle`) for an allocation of `size_bytes`, on a CUDA `device` of `context`:
+/// ranks written against the CUDA runtime can share with sycl-rs ranks. The owner closes on
+/// drop; opens of a handle already open in this process share one driver mapping.
+///
+/// Errors: `Errc::BackendMismatch` for a device of another backend; `Errc::FeatureNotSupported`
+/// without `ext_oneapi_ipc_memory` (or without the CUDA backend compiled in); the driver's
+/// error (e.g. `Invalid` for a stale handle) otherwise. The size cannot be checked against
+/// the allocation: the handle does not carry it.
+pub fn open_cuda_raw<T: Pod>(
+    raw: &[u8; 64],
+    size_bytes: usize,
+    context: &Context,
+    device: &Device,
+) -> Result<Usm<T>> {
+    context.check_device(device)?;
+    if device.backend() != sycl_backend::BackendKind::Cuda {
+        return Err(Error::new(
+            Errc::BackendMismatch,
+            format!(
+                "a raw CUDA IPC handle needs a CUDA device, not {}",
+                device.backend()
+            ),
+        ));
+    }
+    device.require(Aspect::ExtOneapiIpcMemory, "ipc::memory::open_cuda_raw")?;
+    #[cfg(feature = "cuda")]
+    {
+        let ptr =
+            sycl_backend_cuda::open_raw_ipc_mem_handle(context.raw().as_ref(), &device.inner, raw)?;
+        let record = MemoryRecord::new(
+            context.clone(),
+            ptr,
+            size_bytes,
+            UsmKind::Device,
+            Some(device.clone()),
+            Release::IpcClose,
+            None,
+        );
+        Ok(Usm::from_record(
+            record,
+            size_bytes / std::mem::size_of::<T>().max(1),
+        ))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (raw, size_bytes);
+        Err(Error::unsupported_by_backend(
+            sycl_backend::BackendKind::Cuda,
+            "raw CUDA IPC handles (feature `cuda` is off)",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_cuda_handles_need_a_cuda_device() {
+        let d = crate::DeviceSelector::filter("native_cpu:*")
+            .unwrap()
+            .select()
+            .unwrap();
+        let c = Context::default_for(&d).unwrap();
+        let err = open_cuda_raw::<u8>(&[0; 64], 64, &c, &d).unwrap_err();
+        assert_eq!(err.code(), Errc::BackendMismatch);
+    }
+}
