@@ -24,6 +24,9 @@ pub(crate) struct PrimaryContext {
     ctx: sys::CUcontext,
     /// The embedded fill kernel, loaded once per context on first use.
     pub(crate) fill: Mutex<Option<crate::queue::FillKernel>>,
+    /// Released `DISABLE_TIMING` command events, reused so that a submission does not pay
+    /// `cuEventCreate` + `cuEventDestroy` (stored as addresses to stay `Send`).
+    pub(crate) event_pool: Mutex<Vec<usize>>,
 }
 
 // SAFETY: a CUcontext handle may be used from any thread (the driver API is thread-safe and
@@ -41,6 +44,7 @@ impl PrimaryContext {
             ordinal,
             ctx,
             fill: Mutex::new(None),
+            event_pool: Mutex::new(Vec::new()),
         })
     }
 
@@ -57,6 +61,12 @@ impl Drop for PrimaryContext {
         }
         if let Some(fill) = lock(&self.fill).take() {
             fill.unload();
+        }
+        for raw in lock(&self.event_pool).drain(..) {
+            // SAFETY: pooled events are owned by the pool alone; each is destroyed once.
+            if let Err(e) = unsafe { result::event::destroy(raw as sys::CUevent) } {
+                log::debug!("destroying a pooled CUDA event: {e}");
+            }
         }
         if let Err(e) = result::ctx::primary_release(self.dev) {
             log::warn!("cuDevicePrimaryCtxRelease_v2: {e}");

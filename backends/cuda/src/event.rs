@@ -40,7 +40,12 @@ pub(crate) fn now_ns() -> u64 {
 pub(crate) struct OwnedEvent {
     pub(crate) ctx: Arc<PrimaryContext>,
     pub(crate) raw: sys::CUevent,
+    /// A plain `DISABLE_TIMING` event that goes back to the context's pool on drop.
+    pub(crate) pooled: bool,
 }
+
+/// Most events a context keeps for reuse.
+const EVENT_POOL_MAX: usize = 4096;
 
 // SAFETY: CUDA event handles may be used from any thread; every use makes the owning context
 // current first.
@@ -56,12 +61,38 @@ impl OwnedEvent {
         Ok(OwnedEvent {
             ctx: ctx.clone(),
             raw,
+            pooled: false,
+        })
+    }
+
+    /// A `DISABLE_TIMING` event from the context's pool (created when the pool is empty).
+    /// Re-recording a released event is safe: waits enqueued earlier captured its old state.
+    pub(crate) fn pooled(ctx: &Arc<PrimaryContext>) -> Result<OwnedEvent> {
+        let reused = crate::lock(&ctx.event_pool).pop();
+        let raw = match reused {
+            Some(raw) => raw as sys::CUevent,
+            None => {
+                ctx.make_current()?;
+                result::event::create(result::event::DISABLE_TIMING)?
+            }
+        };
+        Ok(OwnedEvent {
+            ctx: ctx.clone(),
+            raw,
+            pooled: true,
         })
     }
 }
 
 impl Drop for OwnedEvent {
     fn drop(&mut self) {
+        if self.pooled {
+            let mut pool = crate::lock(&self.ctx.event_pool);
+            if pool.len() < EVENT_POOL_MAX {
+                pool.push(self.raw as usize);
+                return;
+            }
+        }
         if let Err(e) = self.ctx.make_current() {
             log::debug!("destroying a CUDA event: {e}");
         }

@@ -463,7 +463,11 @@ pub(crate) fn open_event(
     let pctx = ctx.with_ctx(index)?.clone();
     let raw = result::ipc::open_event_handle(&handle)?;
     Ok(Arc::new(Event::imported(
-        OwnedEvent { ctx: pctx, raw },
+        OwnedEvent {
+            ctx: pctx,
+            raw,
+            pooled: false,
+        },
         import.exporter,
     )))
 }

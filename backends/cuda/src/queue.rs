@@ -376,17 +376,11 @@ impl Queue {
             }
             None => None,
         };
-        // A fresh event per command. (A pool of reused events measured 1.15x instead of 1.34x
-        // of raw cuLaunchKernel per submission, but the conformance suite hung with it on an
-        // H100; until that is understood, events are not reused.)
-        let end = OwnedEvent::create(
-            &self.ctx,
-            if profile.is_some() {
-                0
-            } else {
-                result::event::DISABLE_TIMING
-            },
-        )?;
+        let end = if profile.is_some() {
+            OwnedEvent::create(&self.ctx, 0)?
+        } else {
+            OwnedEvent::pooled(&self.ctx)?
+        };
         op(s)?;
         result::event::record(end.raw, s)?;
         Ok(Event::command(end, self.id, profile))
