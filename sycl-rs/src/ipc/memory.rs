@@ -95,6 +95,11 @@ pub fn open<T: Pod>(handle: &Handle, context: &Context, device: &Device) -> Resu
         .raw()
         .ipc_open_mem(&device.inner, import)
         .map_err(|e| super::explain_open_failure(handle, e))?;
+    Ok(opened(context, device, ptr, size))
+}
+
+/// The owner of `size` bytes of opened IPC memory at `ptr`: device USM that closes on drop.
+fn opened<T: Pod>(context: &Context, device: &Device, ptr: u64, size: usize) -> Usm<T> {
     let record = MemoryRecord::new(
         context.clone(),
         ptr,
@@ -104,10 +109,7 @@ pub fn open<T: Pod>(handle: &Handle, context: &Context, device: &Device) -> Resu
         Release::IpcClose,
         None,
     );
-    Ok(Usm::from_record(
-        record,
-        size / std::mem::size_of::<T>().max(1),
-    ))
+    Usm::from_record(record, size / std::mem::size_of::<T>().max(1))
 }
 
 /// `open` on the default context of `device`'s platform.
@@ -163,19 +165,7 @@ pub fn open_cuda_raw<T: Pod>(
     {
         let ptr =
             sycl_backend_cuda::open_raw_ipc_mem_handle(context.raw().as_ref(), &device.inner, raw)?;
-        let record = MemoryRecord::new(
-            context.clone(),
-            ptr,
-            size_bytes,
-            UsmKind::Device,
-            Some(device.clone()),
-            Release::IpcClose,
-            None,
-        );
-        Ok(Usm::from_record(
-            record,
-            size_bytes / std::mem::size_of::<T>().max(1),
-        ))
+        Ok(opened(context, device, ptr, size_bytes))
     }
     #[cfg(not(feature = "cuda"))]
     {
