@@ -8,6 +8,8 @@
 //! `fork` after `cuInit`), their role chosen by an environment variable.
 #![allow(unsafe_code)]
 
+mod common;
+use common::{from_hex, median, row, to_hex, us_since};
 use std::ffi::{c_char, c_void, CString};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -34,25 +36,6 @@ fn ck(r: sys::CUresult, what: &str) -> R<()> {
 
 fn e2s(e: sycl::Error) -> String {
     e.to_string()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-fn us_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e6
-}
-
-fn row(name: &str, unit: &str, ours: f64, raw: f64) {
-    println!(
-        "{name:<52} ours {ours:>10.2} {unit:<5} raw {raw:>10.2} {unit:<5} ours/raw {:>7.3}",
-        ours / raw
-    );
 }
 
 /// Raw driver state: the primary context of the CUDA ordinal whose UUID matches `device`.
@@ -174,19 +157,6 @@ impl Drop for RawEvent {
         // SAFETY: created by cuEventCreate or cuIpcOpenEventHandle, destroyed once.
         let _ = unsafe { sys::cuEventDestroy_v2(self.0) };
     }
-}
-
-fn to_hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn from_hex(s: &str) -> R<Vec<u8>> {
-    if s.len() % 2 != 0 {
-        return Err("odd hex length".into());
-    }
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|e| e.to_string()))
-        .collect()
 }
 
 fn mem_handle_bytes(h: &sys::CUipcMemHandle) -> Vec<u8> {

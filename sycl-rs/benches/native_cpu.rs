@@ -4,6 +4,8 @@
 //! Prints one line per measurement: ours, raw, and ours/raw.
 #![allow(unsafe_code)]
 
+mod common;
+use common::{from_hex, median, row, time_it, to_hex};
 use std::hint::black_box;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::process::Command;
@@ -18,28 +20,6 @@ use sycl::ipc::{
 use sycl::{DeviceSelector, Event, EventProperties, Queue, Range};
 
 const ROLE: &str = "SYCL_RS_BENCH_ROLE";
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-fn row(name: &str, unit: &str, ours: f64, raw: f64) {
-    println!(
-        "{name:<44} ours {ours:>10.2} {unit:<5} raw {raw:>10.2} {unit:<5} ours/raw {:>6.3}",
-        ours / raw
-    );
-}
-
-fn time_it(reps: usize, mut f: impl FnMut()) -> Vec<f64> {
-    (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .collect()
-}
 
 fn bandwidth(q: &Queue, reps: usize) {
     const BYTES: usize = 256 << 20;
@@ -181,7 +161,7 @@ fn raw_memfd(size: usize) -> OwnedFd {
 fn ipc_child(args: &[String]) {
     // args: exporter pid, sycl handle hex, raw fd number, size, reps
     let pid: i32 = args[0].parse().unwrap();
-    let handle = Handle::from_bytes(from_hex(&args[1])).unwrap();
+    let handle = Handle::from_bytes(from_hex(&args[1]).unwrap()).unwrap();
     let raw_fd: i32 = args[2].parse().unwrap();
     let size: usize = args[3].parse().unwrap();
     let reps: usize = args[4].parse().unwrap();
@@ -491,16 +471,6 @@ fn pingpong(rounds: u64) {
         ours,
         raw[1],
     );
-}
-
-fn to_hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn from_hex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-        .collect()
 }
 
 fn main() {

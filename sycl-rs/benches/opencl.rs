@@ -9,6 +9,8 @@
 //! (lower is better); bandwidth rows print ours/raw of the GB/s (higher is better).
 #![allow(unsafe_code)]
 
+mod common;
+use common::{median, row, time_it};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::time::Instant;
 
@@ -21,28 +23,6 @@ const WORDS: usize = BYTES / 4;
 const PATTERN: u32 = 0x1234_5678;
 const BATCH: usize = 10_000;
 const TARGET: f64 = 1.2;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-fn time_it(reps: usize, mut f: impl FnMut()) -> Vec<f64> {
-    (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .collect()
-}
-
-fn row(name: &str, unit: &str, ours: f64, raw: f64) {
-    println!(
-        "{name:<46} ours {ours:>10.2} {unit:<5} raw {raw:>10.2} {unit:<5} ours/raw {:>6.3}",
-        ours / raw
-    );
-}
 
 fn gbs(t: f64) -> f64 {
     BYTES as f64 / t / 1e9

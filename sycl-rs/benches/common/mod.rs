@@ -1,0 +1,53 @@
+//! Helpers shared by the bench binaries: medians, timing, the ours/raw row, and hex for
+//! passing handle bytes to child processes.
+#![allow(dead_code)] // each bench uses a subset
+
+use std::time::Instant;
+
+/// The median (NaN for no samples; NaNs sort last).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Seconds taken by each of `reps` calls of `f`.
+pub fn time_it(reps: usize, mut f: impl FnMut()) -> Vec<f64> {
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .collect()
+}
+
+/// Microseconds since `t`.
+pub fn us_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e6
+}
+
+/// One measurement beside its raw counterpart.
+pub fn row(name: &str, unit: &str, ours: f64, raw: f64) {
+    println!(
+        "{name:<52} ours {ours:>10.2} {unit:<5} raw {raw:>10.2} {unit:<5} ours/raw {:>7.3}",
+        ours / raw
+    );
+}
+
+/// Lower-case hex of `b`.
+pub fn to_hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The inverse of [`to_hex`].
+pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
+    if s.len() % 2 != 0 {
+        return Err("odd hex length".into());
+    }
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|e| e.to_string()))
+        .collect()
+}
