@@ -295,6 +295,74 @@ fn host_task_order(d: &Device) -> R {
     Ok(())
 }
 
+/// A host task may use the runtime itself (allocate, copy, free on the same device), as
+/// interop tasks do; it must see what the queue did before it.
+fn host_task_may_call_the_runtime(d: &Device) -> R {
+    let q = in_order(d)?;
+    let a = Arc::new(sycl::malloc_device::<u32>(4096, &q).map_err(fail)?);
+    q.fill(&*a, 5u32, &[]).map_err(fail)?;
+    let inner = Queue::new(d).map_err(fail)?;
+    let shared = a.clone();
+    let outcome = Arc::new(Mutex::new(None::<String>));
+    let o = outcome.clone();
+    let task = q
+        .host_task(&[], move || {
+            let run = || -> Result<(), sycl::Error> {
+                let before = inner.to_vec(&*shared)?;
+                if !before.iter().all(|&x| x == 5) {
+                    return Err(sycl::Error::new(
+                        sycl::Errc::Runtime,
+                        "the task ran before the fill",
+                    ));
+                }
+                let scratch = sycl::malloc_device::<u32>(1 << 16, &inner)?;
+                inner.fill(&scratch, 9u32, &[])?.wait()?;
+                let back = inner.to_vec(&scratch)?;
+                drop(scratch); // frees device memory while the task's stream is held
+                if !back.iter().all(|&x| x == 9) {
+                    return Err(sycl::Error::new(sycl::Errc::Runtime, "wrong fill"));
+                }
+                Ok(())
+            };
+            *o.lock().unwrap() = Some(match run() {
+                Ok(()) => "ok".into(),
+                Err(e) => e.to_string(),
+            });
+        })
+        .map_err(fail)?;
+    let after = q.fill(&*a, 6u32, &[]).map_err(fail)?;
+    check!(task.wait_timeout(Duration::from_secs(30)).map_err(fail)?);
+    after.wait().map_err(fail)?;
+    let outcome = outcome.lock().unwrap().clone();
+    check_eq!(outcome.as_deref(), Some("ok"));
+    check!(q.to_vec(&*a).map_err(fail)?.iter().all(|&x| x == 6));
+    Ok(())
+}
+
+/// Other threads keep allocating, copying and freeing on the device while a host task holds
+/// a queue.
+fn runtime_calls_beside_a_blocked_host_task(d: &Device) -> R {
+    let q = in_order(d)?;
+    let gate = q
+        .host_task(&[], || std::thread::sleep(Duration::from_millis(300)))
+        .map_err(fail)?;
+    let other = in_order(d)?;
+    for _ in 0..4 {
+        let m = sycl::malloc_device::<u8>(1 << 20, &other).map_err(fail)?;
+        other
+            .fill(&m, 1u8, &[])
+            .map_err(fail)?
+            .wait()
+            .map_err(fail)?;
+        check!(other.to_vec(&m).map_err(fail)?.iter().all(|&x| x == 1));
+        drop(m);
+        let h = sycl::malloc_host::<u8>(1 << 16, &other).map_err(fail)?;
+        drop(h);
+    }
+    check!(gate.wait_timeout(Duration::from_secs(30)).map_err(fail)?);
+    Ok(())
+}
+
 fn multithreaded_submission(d: &Device) -> R {
     let q = Queue::new(d).map_err(fail)?;
     const THREADS: usize = 8;
@@ -1018,6 +1086,16 @@ fn main() -> ExitCode {
             name: "queue::host_task_order",
             needs: &[],
             run: host_task_order,
+        },
+        DeviceTest {
+            name: "queue::host_task_may_call_the_runtime",
+            needs: &[],
+            run: host_task_may_call_the_runtime,
+        },
+        DeviceTest {
+            name: "queue::runtime_calls_beside_a_blocked_host_task",
+            needs: &[],
+            run: runtime_calls_beside_a_blocked_host_task,
         },
         DeviceTest {
             name: "queue::multithreaded_submission",

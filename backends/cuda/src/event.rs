@@ -1,4 +1,4 @@
-//! Events. Every event of this backend is a CUDA event (`CUevent`):
+//! Events. Every event of this backend but one kind is a CUDA event (`CUevent`):
 //!
 //! * command events: recorded on the queue's stream right after the command; created with
 //!   `CU_EVENT_DISABLE_TIMING` unless the queue profiles, in which case a second timing event
@@ -6,6 +6,11 @@
 //! * standalone events (`make_event`): never recorded, hence complete, until
 //!   `enqueue_signal_event` records them; `enable_ipc` makes them `INTERPROCESS|DISABLE_TIMING`;
 //! * imported IPC events (`cuIpcOpenEventHandle`).
+//!
+//! The exception is the event of a host task ([`HostTaskEvent`]): the host completes it, and
+//! CUDA has no event the host can complete without making a stream wait on host memory (see
+//! the queue module for why we never do that), so commands that depend on it wait for it on
+//! the host before they are enqueued.
 //!
 //! Profiling times: CUDA only measures time *between* two events, so each profiling queue
 //! records a calibration event at creation, waits for it and reads the host's
@@ -371,4 +376,154 @@ impl sycl_backend::Event for Event {
     fn ipc_enabled(&self) -> bool {
         self.inner.ipc
     }
+}
+
+/// What a host task's thread reports.
+#[derive(Default)]
+struct HostTaskProgress {
+    start_ns: Option<u64>,
+    end_ns: Option<u64>,
+    failure: Option<String>,
+}
+
+/// Completion of one host task, shared by its event, its queue and the host-task thread.
+#[derive(Default)]
+pub(crate) struct HostTaskState {
+    progress: Mutex<HostTaskProgress>,
+    cv: std::sync::Condvar,
+}
+
+impl HostTaskState {
+    pub(crate) fn started(&self) {
+        lock(&self.progress).start_ns = Some(now_ns());
+    }
+
+    /// Marks the task finished (`failure`: why it did not run or did not finish).
+    pub(crate) fn finished(&self, failure: Option<String>) {
+        let mut p = lock(&self.progress);
+        let now = now_ns();
+        p.start_ns.get_or_insert(now);
+        p.end_ns = Some(now);
+        p.failure = failure;
+        drop(p);
+        self.cv.notify_all();
+    }
+
+    pub(crate) fn is_finished(&self) -> bool {
+        lock(&self.progress).end_ns.is_some()
+    }
+
+    /// Blocks until the task finished; `Errc::Event` if it failed.
+    pub(crate) fn wait(&self) -> Result<()> {
+        let mut p = lock(&self.progress);
+        while p.end_ns.is_none() {
+            p = self.cv.wait(p).unwrap_or_else(|e| e.into_inner());
+        }
+        Self::outcome(&p)
+    }
+
+    fn outcome(p: &HostTaskProgress) -> Result<()> {
+        match &p.failure {
+            Some(why) => Err(Error::new(Errc::Event, why.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The event of a host task on a CUDA queue.
+pub(crate) struct HostTaskEvent {
+    pub(crate) state: Arc<HostTaskState>,
+    submit_ns: u64,
+    profiling: bool,
+}
+
+impl HostTaskEvent {
+    pub(crate) fn new(state: Arc<HostTaskState>, profiling: bool) -> HostTaskEvent {
+        HostTaskEvent {
+            state,
+            submit_ns: now_ns(),
+            profiling,
+        }
+    }
+}
+
+impl sycl_backend::Event for HostTaskEvent {
+    fn backend(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn status(&self) -> Result<EventStatus> {
+        let p = lock(&self.state.progress);
+        if p.end_ns.is_some() {
+            HostTaskState::outcome(&p)?;
+            Ok(EventStatus::Complete)
+        } else if p.start_ns.is_some() {
+            Ok(EventStatus::Running)
+        } else {
+            Ok(EventStatus::Submitted)
+        }
+    }
+
+    fn wait(&self) -> Result<()> {
+        self.state.wait()
+    }
+
+    fn wait_timeout(&self, timeout: Duration) -> Result<bool> {
+        let deadline = std::time::Instant::now().checked_add(timeout);
+        let mut p = lock(&self.state.progress);
+        while p.end_ns.is_none() {
+            let left = match deadline {
+                Some(d) => d.saturating_duration_since(std::time::Instant::now()),
+                None => Duration::from_secs(3600),
+            };
+            if left.is_zero() {
+                return Ok(false);
+            }
+            p = self
+                .state
+                .cv
+                .wait_timeout(p, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        HostTaskState::outcome(&p)?;
+        Ok(true)
+    }
+
+    fn profiling(&self) -> Result<ProfilingInfo> {
+        if !self.profiling {
+            return Err(Error::new(
+                Errc::Profiling,
+                "the event has no profiling information (queue made without enable_profiling)",
+            ));
+        }
+        self.state.wait()?;
+        let p = lock(&self.state.progress);
+        let start_ns = p.start_ns.unwrap_or(self.submit_ns).max(self.submit_ns);
+        Ok(ProfilingInfo {
+            submit_ns: self.submit_ns,
+            start_ns,
+            end_ns: p.end_ns.unwrap_or(start_ns).max(start_ns),
+        })
+    }
+
+    fn ipc_enabled(&self) -> bool {
+        false
+    }
+}
+
+/// The CUDA event behind `event`, or `None` for a host task's event (which callers wait for
+/// on the host). Events of other backends are `BackendMismatch`.
+pub(crate) fn cuda_event(event: &Arc<dyn sycl_backend::Event>) -> Result<Option<&Event>> {
+    if let Some(e) = event.as_any().downcast_ref::<Event>() {
+        return Ok(Some(e));
+    }
+    if event.as_any().is::<HostTaskEvent>() {
+        return Ok(None);
+    }
+    sycl_backend::downcast::<Event>(event.as_any(), "event", BackendKind::Cuda).map(Some)
 }

@@ -85,13 +85,6 @@ pub fn load() -> Result<Arc<dyn sycl_backend::Backend>> {
             "the CUDA driver library (libcuda.so.1) was not found",
         ));
     }
-    // Module loading must not wait for the context to go idle: with lazy loading (the
-    // default since CUDA 12.2) the first use of a kernel can, and a stream held back by a host
-    // task (cuStreamWaitValue32) then never idles -> a deadlock seen on an H200 and an H100.
-    // Eager loading is read by cuInit, so it is set first, unless the user chose otherwise.
-    if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
-        std::env::set_var("CUDA_MODULE_LOADING", "EAGER");
-    }
     result::init::init().map_err(|e| {
         let msg = e.message().to_string();
         match e.native().cloned() {

@@ -9,15 +9,21 @@
 //! destination is aligned to the pattern; otherwise, and for every other pattern length, the
 //! embedded PTX kernel [`FILL_PTX`] writes the pattern, at most 256 pattern bytes per launch).
 //!
-//! Host tasks: `cuLaunchHostFunc` callbacks may not call CUDA, and user tasks usually do, so
-//! each queue has a host thread (started on the first host task). At submission the queue
-//! records an event marking "everything before the task is done", then enqueues
-//! `cuStreamWaitValue32(flag >= n)` on a pinned, device-mapped host word, then the task's
-//! event. The thread waits for the marker event and the task's foreign dependencies, runs
-//! the task, and writes `n` into the word, which releases the stream. Tasks of one queue run
-//! in submission order. A panicking task is caught and logged; the stream is still released.
-//! If the driver lacks stream memory operations, host tasks run synchronously on the
-//! submitting thread after the queue drained.
+//! Host tasks never make a stream wait on the host. `cuStreamWaitValue32` on a word the host
+//! writes would, but the driver may serialise other streams (of any queue) behind such a
+//! wait, which NVIDIA documents can deadlock, and which did deadlock test runs on H100 and
+//! H200. Instead each queue has a host thread (started on the first host task) that runs its
+//! tasks in submission order: a `cuLaunchHostFunc` callback that only sets a flag (callbacks
+//! may not call CUDA) tells it when the commands before a task are done; it waits for the
+//! task's other dependencies on the host, runs the task and completes the task's
+//! [`HostTaskEvent`]. A command submitted to the queue while one of its host tasks is
+//! unfinished first waits for it on the submitting thread (a command the task itself submits
+//! does not wait for it); a command of any queue that depends on a host task's event waits
+//! for it on the host likewise. So a submission right after a host task is synchronous with
+//! the task: the price of never blocking the GPU on the host. A panicking task is caught and
+//! its event reports `Errc::Event`; later commands still run. If the driver lacks
+//! `cuLaunchHostFunc`, host tasks run synchronously on the submitting thread after the
+//! queue drained.
 //!
 //! Zero-sized copies and fills enqueue nothing but still return an event, recorded on the
 //! stream (a barrier), so it completes in order with earlier commands.
@@ -25,7 +31,7 @@
 use std::any::Any;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 
 use cudarc::driver::sys;
 use sycl_backend::{
@@ -34,7 +40,9 @@ use sycl_backend::{
 
 use crate::context::PrimaryContext;
 use crate::device::Device;
-use crate::event::{now_ns, Calibration, Event, OwnedEvent, Profile};
+use crate::event::{
+    cuda_event, now_ns, Calibration, Event, HostTaskEvent, HostTaskState, OwnedEvent, Profile,
+};
 use crate::{lock, result};
 
 type DynEvent = Arc<dyn sycl_backend::Event>;
@@ -154,110 +162,52 @@ impl Drop for Stream {
     }
 }
 
-/// The pinned, device-mapped word host tasks release the stream with.
-struct HostFlag {
-    ctx: Arc<PrimaryContext>,
-    host: u64,
-    device: u64,
-}
-
-// SAFETY: the word is plain pinned memory; writes are volatile and only done by the worker.
-unsafe impl Send for HostFlag {}
-// SAFETY: as above.
-unsafe impl Sync for HostFlag {}
-
-impl HostFlag {
-    fn new(ctx: &Arc<PrimaryContext>) -> Result<HostFlag> {
-        ctx.make_current()?;
-        let host = result::mem::host_alloc(64)?;
-        // SAFETY: `host` points to 64 fresh bytes of pinned memory.
-        unsafe { std::ptr::write_volatile(host as *mut u32, 0) };
-        let device = match result::mem::host_device_pointer(host) {
-            Ok(d) => d,
-            Err(e) => {
-                // SAFETY: just allocated, unused.
-                let _ = unsafe { result::mem::free_host(host) };
-                return Err(e);
-            }
-        };
-        Ok(HostFlag {
-            ctx: ctx.clone(),
-            host,
-            device,
-        })
-    }
-
-    fn release(&self, seq: u32) {
-        // SAFETY: the word is live while `self` is; only this worker thread writes it.
-        unsafe { std::ptr::write_volatile(self.host as *mut u32, seq) };
-        std::sync::atomic::fence(Ordering::SeqCst);
-    }
-}
-
-impl Drop for HostFlag {
-    fn drop(&mut self) {
-        let _ = self.ctx.make_current();
-        // SAFETY: the worker synchronized the stream before dropping the flag, so no wait
-        // operation still reads it.
-        if let Err(e) = unsafe { result::mem::free_host(self.host) } {
-            log::warn!("{e}");
-        }
-    }
-}
-
 struct Job {
     task: HostTask,
     /// Set (by a driver callback, in stream order) once every earlier command completed.
     ready: Arc<result::stream::HostReady>,
-    foreign: Vec<DynEvent>,
-    seq: u32,
+    /// Dependencies waited for on the host: other backends' events and host tasks' events.
+    host_deps: Vec<DynEvent>,
+    state: Arc<HostTaskState>,
 }
 
 struct HostWorker {
     tx: Option<mpsc::Sender<Job>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    flag_device: u64,
-    next: u32,
+    thread_id: std::thread::ThreadId,
 }
 
 impl HostWorker {
-    fn spawn(ctx: &Arc<PrimaryContext>, stream: Arc<Stream>) -> Result<HostWorker> {
-        let flag = HostFlag::new(ctx)?;
-        let flag_device = flag.device;
+    fn spawn() -> Result<HostWorker> {
         let (tx, rx) = mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
             .name("sycl-rs-cuda-host-task".into())
             .spawn(move || {
                 for job in rx {
-                    let mut ok = true;
-                    // No CUDA call here: a driver call can queue behind a device-wide
-                    // synchronisation (cuMemFree) that waits for this very stream, which waits
-                    // for our flag -> deadlock (seen on H100 and H200). The driver's callback
-                    // thread tells us when the earlier commands are done.
+                    // No CUDA call on this thread: the driver's callback thread tells us when
+                    // the earlier commands are done.
                     job.ready.wait();
-                    for dep in &job.foreign {
+                    let mut failure = None;
+                    for dep in &job.host_deps {
                         if let Err(e) = dep.wait() {
-                            log::error!("host task: waiting for a dependency failed: {e}");
-                            ok = false;
+                            failure = Some(format!(
+                                "the host task did not run: a dependency failed: {e}"
+                            ));
+                            break;
                         }
                     }
-                    if ok {
+                    if failure.is_none() {
+                        job.state.started();
                         let task = job.task;
                         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(task)).is_err() {
-                            log::error!("a host task panicked");
+                            failure = Some("the host task panicked".to_string());
                         }
-                    } else {
-                        log::error!("host task skipped because a dependency failed");
                     }
-                    flag.release(job.seq);
-                }
-                // No wait operation may read the flag after it is freed.
-                if flag.ctx.make_current().is_ok() {
-                    if let Err(e) = result::stream::synchronize(stream.raw) {
-                        log::debug!("host-task thread exit: {e}");
+                    if let Some(why) = &failure {
+                        log::error!("cuda: {why}");
                     }
+                    job.state.finished(failure);
                 }
-                drop(flag);
             })
             .map_err(|e| {
                 Error::new(
@@ -267,9 +217,8 @@ impl HostWorker {
             })?;
         Ok(HostWorker {
             tx: Some(tx),
+            thread_id: thread.thread().id(),
             thread: Some(thread),
-            flag_device,
-            next: 1,
         })
     }
 }
@@ -280,8 +229,8 @@ struct State {
     /// Calibration made on demand when a profiling standalone event is signalled on a queue
     /// without `enable_profiling`.
     lazy_calib: Option<Arc<Calibration>>,
-    /// Set once stream memory operations failed: host tasks then run synchronously.
-    sync_host_tasks: bool,
+    /// The newest host task of this queue, until a submission finds it finished.
+    host_tail: Option<Arc<HostTaskState>>,
 }
 
 /// A queue (`cuda::Queue`) on one device: one CUDA stream.
@@ -335,15 +284,56 @@ impl Queue {
         })
     }
 
+    /// Splits `deps` into CUDA events (returned) and the rest, which it waits for on the
+    /// host: other backends' events and host tasks' events.
+    fn wait_host_deps<'a>(&self, deps: &'a [DynEvent]) -> Result<Vec<&'a Event>> {
+        let mut own = Vec::with_capacity(deps.len());
+        for dep in deps {
+            if dep.backend() == BackendKind::Cuda {
+                if let Some(e) = cuda_event(dep)? {
+                    own.push(e);
+                    continue;
+                }
+            }
+            dep.wait()?;
+        }
+        Ok(own)
+    }
+
     /// Makes the stream wait for `own` events (skipping this queue's).
-    fn wait_own(&self, own: &[&DynEvent]) -> Result<()> {
-        for dep in own {
-            let e = sycl_backend::downcast::<Event>(dep.as_any(), "event", BackendKind::Cuda)?;
+    fn wait_own(&self, own: &[&Event]) -> Result<()> {
+        for e in own {
             if e.inner.queue_id != self.id {
                 result::stream::wait_event(self.stream.raw, e.raw())?;
             }
         }
         Ok(())
+    }
+
+    /// Locks the state once every host task submitted to this queue has finished: in-order
+    /// semantics without making the stream wait on the host. A host task that submits to its
+    /// own queue does not wait for itself.
+    fn lock_after_host_tasks(&self) -> MutexGuard<'_, State> {
+        loop {
+            let mut st = lock(&self.state);
+            let Some(tail) = st.host_tail.clone() else {
+                return st;
+            };
+            if tail.is_finished() {
+                st.host_tail = None;
+                return st;
+            }
+            let on_worker = st
+                .worker
+                .as_ref()
+                .is_some_and(|w| w.thread_id == std::thread::current().id());
+            if on_worker {
+                return st;
+            }
+            drop(st);
+            // A failed task still orders the queue; its event reports the failure.
+            let _ = tail.wait();
+        }
     }
 
     /// Enqueues `op` after `deps` and returns its event. The state lock keeps the start
@@ -353,8 +343,8 @@ impl Queue {
         deps: &[DynEvent],
         op: impl FnOnce(sys::CUstream) -> Result<()>,
     ) -> Result<DynEvent> {
-        let own = sycl_backend::wait_foreign(deps, BackendKind::Cuda)?;
-        let _state = lock(&self.state);
+        let own = self.wait_host_deps(deps)?;
+        let _state = self.lock_after_host_tasks();
         self.ctx.make_current()?;
         self.wait_own(&own)?;
         let ev = self.enqueue_locked(op)?;
@@ -574,60 +564,35 @@ impl sycl_backend::Queue for Queue {
     }
 
     fn host_task(&self, task: HostTask, deps: &[DynEvent]) -> Result<DynEvent> {
-        let mut st = lock(&self.state);
-        if st.sync_host_tasks || !result::has_symbol("cuStreamWaitValue32_v2") {
-            drop(st);
+        if !result::has_symbol("cuLaunchHostFunc") {
             return self.host_task_sync(task, deps);
         }
-        self.ctx.make_current()?;
-        let mut foreign = Vec::new();
         let mut own = Vec::new();
-        for d in deps {
-            if d.backend() == BackendKind::Cuda {
-                own.push(d);
-            } else {
-                foreign.push(d.clone());
+        let mut host_deps = Vec::new();
+        for dep in deps {
+            if dep.backend() == BackendKind::Cuda {
+                if let Some(e) = cuda_event(dep)? {
+                    own.push(e);
+                    continue;
+                }
             }
+            host_deps.push(dep.clone());
         }
+        // No wait for earlier host tasks: the host thread runs them in order.
+        let mut st = lock(&self.state);
+        self.ctx.make_current()?;
         self.wait_own(&own)?;
         if st.worker.is_none() {
-            st.worker = Some(HostWorker::spawn(&self.ctx, self.stream.clone())?);
+            st.worker = Some(HostWorker::spawn()?);
         }
-        let (flag_device, seq) = {
-            let w = st.worker.as_mut().expect("set above");
-            let seq = w.next;
-            if seq == u32::MAX {
-                drop(st);
-                return Err(Error::new(
-                    Errc::Runtime,
-                    "this queue ran out of host-task sequence numbers",
-                ));
-            }
-            w.next += 1;
-            (w.flag_device, seq)
-        };
         let ready = Arc::new(result::stream::HostReady::default());
         result::stream::notify_when_reached(self.stream.raw, &ready)?;
-        let ev =
-            match self.enqueue_locked(|s| result::stream::wait_value32_geq(s, flag_device, seq)) {
-                Ok(ev) => ev,
-                Err(e) => {
-                    log::warn!(
-                        "stream memory operations unavailable, host tasks become synchronous: {e}"
-                    );
-                    st.sync_host_tasks = true;
-                    if let Some(w) = st.worker.as_mut() {
-                        w.next -= 1;
-                    }
-                    drop(st);
-                    return self.host_task_sync(task, deps);
-                }
-            };
+        let state = Arc::new(HostTaskState::default());
         let job = Job {
             task,
             ready,
-            foreign,
-            seq,
+            host_deps,
+            state: state.clone(),
         };
         let sent = st
             .worker
@@ -635,7 +600,13 @@ impl sycl_backend::Queue for Queue {
             .and_then(|w| w.tx.as_ref())
             .map(|tx| tx.send(job));
         match sent {
-            Some(Ok(())) => Ok(Arc::new(ev)),
+            Some(Ok(())) => {
+                st.host_tail = Some(state.clone());
+                Ok(Arc::new(HostTaskEvent::new(
+                    state,
+                    self.props.enable_profiling,
+                )))
+            }
             _ => Err(Error::new(Errc::Runtime, "the host-task thread is gone")),
         }
     }
@@ -657,17 +628,23 @@ impl sycl_backend::Queue for Queue {
 
     #[doc(alias = "cuEventRecord")]
     fn enqueue_signal_event(&self, event: &DynEvent) -> Result<()> {
-        let e = sycl_backend::downcast::<Event>(event.as_any(), "event", BackendKind::Cuda)?;
+        let Some(e) = cuda_event(event)? else {
+            return Err(Error::invalid(
+                "a host task's event cannot be signalled: signal a standalone event (Event::new)",
+            ));
+        };
         // A CUDA event belongs to one device's context and can only be recorded on its
         // streams (the driver answers CUDA_ERROR_INVALID_HANDLE otherwise).
         let event_ordinal = e.inner.ev.ctx.ordinal;
         if event_ordinal != self.ctx.ordinal {
             return Err(Error::invalid(format!(
-                "this event lives on CUDA device {event_ordinal} and cannot be signalled from a                  queue of device {}: make it in a context of that device (a standalone event of                  a multi-device context lives on the context's first device)",
+                "this event lives on CUDA device {event_ordinal} and cannot be signalled from a \
+                 queue of device {}: make it in a context of that device (a standalone event of \
+                 a multi-device context lives on the context's first device)",
                 self.ctx.ordinal
             )));
         }
-        let mut st = lock(&self.state);
+        let mut st = self.lock_after_host_tasks();
         self.ctx.make_current()?;
         if e.inner.timing {
             let calib = self.calibration_for_signal(&mut st)?;
@@ -685,11 +662,10 @@ impl sycl_backend::Queue for Queue {
 
     #[doc(alias = "cuStreamWaitEvent")]
     fn enqueue_wait_events(&self, events: &[DynEvent]) -> Result<()> {
-        let own = sycl_backend::wait_foreign(events, BackendKind::Cuda)?;
-        let _st = lock(&self.state);
+        let own = self.wait_host_deps(events)?;
+        let _st = self.lock_after_host_tasks();
         self.ctx.make_current()?;
-        for dep in own {
-            let e = sycl_backend::downcast::<Event>(dep.as_any(), "event", BackendKind::Cuda)?;
+        for e in own {
             result::stream::wait_event(self.stream.raw, e.raw())?;
         }
         Ok(())
@@ -697,6 +673,7 @@ impl sycl_backend::Queue for Queue {
 
     #[doc(alias = "cuStreamSynchronize")]
     fn wait(&self) -> Result<()> {
+        drop(self.lock_after_host_tasks());
         self.ctx.make_current()?;
         result::stream::synchronize(self.stream.raw)
     }

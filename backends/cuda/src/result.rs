@@ -361,15 +361,6 @@ pub(crate) mod stream {
         *ready.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
         ready.cv.notify_all();
     }
-
-    /// `cuStreamWaitValue32_v2(s, addr, value, GEQ)`.
-    pub(crate) fn wait_value32_geq(s: sys::CUstream, addr: u64, value: u32) -> Result<()> {
-        need!("cuStreamWaitValue32_v2");
-        let flags = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
-        // SAFETY: callers pass a live stream and the device address of a live, mapped host word.
-        let r = unsafe { sys::cuStreamWaitValue32_v2(s, addr, value, flags) };
-        check(r, "cuStreamWaitValue32_v2")
-    }
 }
 
 /// Events.
@@ -501,16 +492,6 @@ pub(crate) mod mem {
         let r = unsafe { sys::cuMemAllocManaged(&mut p, size, flags) };
         check(r, "cuMemAllocManaged")?;
         Ok(p)
-    }
-
-    /// `cuMemHostGetDevicePointer_v2`.
-    pub(crate) fn host_device_pointer(p: u64) -> Result<u64> {
-        need!("cuMemHostGetDevicePointer_v2");
-        let mut d = 0;
-        // SAFETY: `d` is a valid out-pointer; `p` is a pinned host allocation.
-        let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, p as *mut c_void, 0) };
-        check(r, "cuMemHostGetDevicePointer_v2")?;
-        Ok(d)
     }
 
     /// `cuMemcpyAsync` (unified addressing: any direction).

@@ -51,11 +51,7 @@ impl Drop for QueueShared {
         if rc != CL_SUCCESS {
             log::error!("opencl: {}", error(rc, "clFinish"));
         }
-        // SAFETY: the queue was created by this backend and this is its only owner.
-        let rc = unsafe { (self.api.clReleaseCommandQueue)(self.raw.0) };
-        if rc != CL_SUCCESS {
-            log::error!("opencl: {}", error(rc, "clReleaseCommandQueue"));
-        }
+        crate::usm::free_guard::release_queue(self.api, Handle(self.raw.0));
     }
 }
 

@@ -452,7 +452,8 @@ impl sycl_backend::Queue for Queue {
                             .set(format!("a dependency of the host task failed: {e}"));
                     }
                     Ok(()) => {
-                        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(task)).is_err() {
+                        let run = || std::panic::catch_unwind(std::panic::AssertUnwindSafe(task));
+                        if crate::usm::host_task_frees::run_task(run).is_err() {
                             log::error!("opencl: a host task panicked");
                             let _ = keep.host_failure.set("the host task panicked".into());
                         }
@@ -463,6 +464,7 @@ impl sycl_backend::Queue for Queue {
                 if rc != CL_SUCCESS {
                     log::error!("opencl: {}", error(rc, "clSetUserEventStatus"));
                 }
+                crate::usm::host_task_frees::flush();
                 // Only now: `start` may hold the last reference to the queue, whose drop waits
                 // for the queue's commands, including the barrier on the user event just set.
                 drop(start);

@@ -127,7 +127,7 @@ pub(crate) fn alloc(
             }
             // The driver ignored the alignment: over-allocate and align inside.
             // SAFETY: `p` was allocated just now and is not used.
-            let rc = unsafe { (f.blocking_free)(ctx.raw.0, p as *mut c_void) };
+            let rc = free_guard::free(|| unsafe { (f.blocking_free)(ctx.raw.0, p as *mut c_void) });
             check(rc, "clMemBlockingFreeINTEL")?;
             let padded = size
                 .checked_add(align as usize)
@@ -199,8 +199,9 @@ pub(crate) fn alloc(
 ///
 /// # Safety
 /// As the trait method.
-pub(crate) unsafe fn free(ctx: &ContextShared, ptr: u64) -> Result<()> {
+pub(crate) unsafe fn free(ctx: &Arc<ContextShared>, ptr: u64) -> Result<()> {
     match &ctx.usm {
+        ContextUsm::Intel(_) if host_task_frees::defer(ctx, ptr) => Ok(()),
         ContextUsm::Intel(f) => {
             let mut raw = ptr;
             {
@@ -212,7 +213,8 @@ pub(crate) unsafe fn free(ctx: &ContextShared, ptr: u64) -> Result<()> {
             }
             // SAFETY: `raw` is the driver's pointer of a USM allocation of this context
             // (caller), freed once.
-            let rc = unsafe { (f.blocking_free)(ctx.raw.0, raw as *mut c_void) };
+            let rc =
+                free_guard::free(|| unsafe { (f.blocking_free)(ctx.raw.0, raw as *mut c_void) });
             check(rc, "clMemBlockingFreeINTEL")
         }
         ContextUsm::Svm { registry, .. } => {
@@ -329,5 +331,102 @@ pub(crate) fn pointer_info(ctx: &ContextShared, ptr: u64) -> PointerInfo {
             }
         }
         ContextUsm::None => PointerInfo::unknown(),
+    }
+}
+
+/// Keeps queue releases and USM frees apart. PoCL 5's `clMemBlockingFreeINTEL` walks the
+/// context's queues and aborts the process (`pocl_get_last_events: Assertion
+/// (temp_cq)->pocl_refcount > 0`) when another thread releases one of them meanwhile (seen on
+/// the NVIDIA machines' PoCL 5.0 under the conformance suite). Frees share the lock; a release
+/// takes it alone or, if a free is running, leaves the queue to whoever finishes the last free
+/// (a blocking free can wait for a host task that itself drops a queue, so waiting here could
+/// deadlock).
+pub(crate) mod free_guard {
+    use std::sync::{Mutex, RwLock};
+
+    use crate::sys::{Api, CL_SUCCESS};
+    use crate::{result::error, Handle};
+
+    static FREES: RwLock<()> = RwLock::new(());
+    static DEFERRED: Mutex<Vec<(&'static Api, Handle)>> = Mutex::new(Vec::new());
+
+    /// Runs a USM free; releases queues that were deferred meanwhile.
+    pub(crate) fn free<T>(f: impl FnOnce() -> T) -> T {
+        let guard = FREES.read().unwrap_or_else(|e| e.into_inner());
+        let out = f();
+        drop(guard);
+        drain();
+        out
+    }
+
+    /// `clReleaseCommandQueue`, now or once no free is running.
+    pub(crate) fn release_queue(api: &'static Api, queue: Handle) {
+        DEFERRED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((api, queue));
+        drain();
+    }
+
+    fn drain() {
+        let Ok(_alone) = FREES.try_write() else {
+            return; // a running free drains when it finishes
+        };
+        let queues = std::mem::take(&mut *DEFERRED.lock().unwrap_or_else(|e| e.into_inner()));
+        for (api, q) in queues {
+            // SAFETY: each queue was created by this backend and handed over by its only
+            // owner, once.
+            let rc = unsafe { (api.clReleaseCommandQueue)(q.0) };
+            if rc != CL_SUCCESS {
+                log::error!("opencl: {}", error(rc, "clReleaseCommandQueue"));
+            }
+        }
+    }
+}
+
+/// Frees made by a host task run after the task. PoCL 5's `clMemBlockingFreeINTEL` waits for
+/// the last command of every queue of the context, and a queue with a command after the
+/// running host task will not finish before the task does: freeing inside the task would
+/// wait for itself (seen on the NVIDIA machines' PoCL 5.0). The memory is freed as soon as the
+/// task returns.
+pub(crate) mod host_task_frees {
+    use std::cell::RefCell;
+    use std::sync::Arc;
+
+    use crate::context::ContextShared;
+
+    type Pending = Vec<(Arc<ContextShared>, u64)>;
+
+    thread_local! {
+        static PENDING: RefCell<Option<Pending>> = const { RefCell::new(None) };
+    }
+
+    /// Runs `task` with frees deferred; then performs them.
+    pub(crate) fn run_task<T>(task: impl FnOnce() -> T) -> T {
+        PENDING.with(|p| *p.borrow_mut() = Some(Vec::new()));
+        task()
+    }
+
+    /// Frees what the task freed (call after the task's event completed).
+    pub(crate) fn flush() {
+        let pending = PENDING.with(|p| p.borrow_mut().take()).unwrap_or_default();
+        for (ctx, ptr) in pending {
+            // SAFETY: `ptr` was handed to `usm::free` by the task, which owns that call's
+            // contract; this completes it once.
+            if let Err(e) = unsafe { super::free(&ctx, ptr) } {
+                log::error!("opencl: freeing USM after a host task: {e}");
+            }
+        }
+    }
+
+    /// Queues the free of `ptr` if this thread is running a host task.
+    pub(crate) fn defer(ctx: &Arc<ContextShared>, ptr: u64) -> bool {
+        PENDING.with(|p| match p.borrow_mut().as_mut() {
+            Some(list) => {
+                list.push((ctx.clone(), ptr));
+                true
+            }
+            None => false,
+        })
     }
 }
