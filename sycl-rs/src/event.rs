@@ -57,20 +57,32 @@ impl Event {
         })
     }
 
-    /// A standalone event that `queue` (and other queues of its device) can signal. On a
-    /// multi-device context it is made in a context of the queue's device alone: a CUDA event
-    /// belongs to one device, and one made in a multi-device context lives on the first.
+    /// A standalone event in `queue`'s context that `queue` (and other queues of its device)
+    /// can signal. Prefer it to [`Event::new`] on multi-device contexts: a CUDA event belongs
+    /// to one device, and [`Event::new`] makes it on the context's first device.
     pub fn new_for_queue(queue: &crate::Queue, props: EventProperties) -> Result<Event> {
-        if queue.context().devices().len() == 1 {
-            return Event::new(queue.context(), props);
+        if props.enable_ipc && props.enable_profiling {
+            return Err(Error::new(
+                Errc::Invalid,
+                "an event cannot have both enable_ipc and enable_profiling (IPC events carry no timestamps)",
+            ));
         }
-        Event::new(
-            &queue
-                .device()
-                .platform()
-                .single_device_context(queue.device())?,
-            props,
-        )
+        let device = queue.device();
+        device.require(sycl_backend::Aspect::ExtOneapiReusableEvents, "make_event")?;
+        if props.enable_ipc {
+            device.require(
+                sycl_backend::Aspect::ExtOneapiIpcEvent,
+                "an event with enable_ipc",
+            )?;
+        }
+        let inner = queue
+            .context()
+            .raw()
+            .create_event_on(&device.inner, props)?;
+        Ok(Event {
+            inner,
+            context: queue.context().clone(),
+        })
     }
 
     /// A standalone event on the default context of `device`'s platform.

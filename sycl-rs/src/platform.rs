@@ -11,8 +11,6 @@ pub(crate) struct PlatformShared {
     pub(crate) inner: Arc<dyn sycl_backend::Platform>,
     devices: OnceLock<Vec<Device>>,
     default_context: OnceLock<Result<Context>>,
-    /// Contexts of one device each, made on demand (see `Event::new_for_queue`).
-    single_device_contexts: parking_lot::Mutex<Vec<(usize, Context)>>,
 }
 
 impl PlatformShared {
@@ -21,7 +19,6 @@ impl PlatformShared {
             inner,
             devices: OnceLock::new(),
             default_context: OnceLock::new(),
-            single_device_contexts: parking_lot::Mutex::new(Vec::new()),
         }
     }
 }
@@ -82,18 +79,6 @@ impl Platform {
                     .collect()
             })
             .clone()
-    }
-
-    /// A context holding only `device` (made once per device, then shared).
-    pub(crate) fn single_device_context(&self, device: &Device) -> Result<Context> {
-        let mut cache = self.shared.single_device_contexts.lock();
-        let index = device.index_in_platform();
-        if let Some((_, ctx)) = cache.iter().find(|(i, _)| *i == index) {
-            return Ok(ctx.clone());
-        }
-        let ctx = Context::new(std::slice::from_ref(device))?;
-        cache.push((index, ctx.clone()));
-        Ok(ctx)
     }
 
     /// The platform's default context, over all its devices (made once, then shared).

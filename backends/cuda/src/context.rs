@@ -213,6 +213,16 @@ impl sycl_backend::Context for Context {
             .map(|e| Arc::new(e) as _)
     }
 
+    fn create_event_on(
+        &self,
+        device: &Arc<dyn sycl_backend::Device>,
+        props: EventProperties,
+    ) -> Result<Arc<dyn sycl_backend::Event>> {
+        let i = self.device_index(device)?;
+        crate::event::Event::standalone(self.primaries[i].clone(), &self.cuda_devices[i], props)
+            .map(|e| Arc::new(e) as _)
+    }
+
     fn build_kernel_bundle(
         &self,
         devices: &[Arc<dyn sycl_backend::Device>],

@@ -515,15 +515,3 @@ impl sycl_backend::Event for HostTaskEvent {
         false
     }
 }
-
-/// The CUDA event behind `event`, or `None` for a host task's event (which callers wait for
-/// on the host). Events of other backends are `BackendMismatch`.
-pub(crate) fn cuda_event(event: &Arc<dyn sycl_backend::Event>) -> Result<Option<&Event>> {
-    if let Some(e) = event.as_any().downcast_ref::<Event>() {
-        return Ok(Some(e));
-    }
-    if event.as_any().is::<HostTaskEvent>() {
-        return Ok(None);
-    }
-    sycl_backend::downcast::<Event>(event.as_any(), "event", BackendKind::Cuda).map(Some)
-}

@@ -412,7 +412,7 @@ fn parse_event(payload: &[u8]) -> Result<(Handle, [u8; 16])> {
 }
 
 pub(crate) fn get_event(ctx: &Context, event: &Arc<dyn sycl_backend::Event>) -> Result<IpcExport> {
-    let Some(e) = crate::event::cuda_event(event)? else {
+    let Some(e) = crate::queue::cuda_event(event)? else {
         return Err(Error::invalid(
             "a host task's event cannot be shared: it was not created with enable_ipc",
         ));

@@ -1,5 +1,14 @@
 //! Queues: one non-blocking CUDA stream each (`CU_STREAM_NON_BLOCKING`), so every queue is
-//! in order. Each command gets its own event, recorded right after it.
+//! in order.
+//!
+//! Command events: on a profiling queue each command gets its own pair of CUDA events. On
+//! other queues a command's event is a [`CommandEvent`] that records nothing until it is
+//! needed (waited for, queried, or used as another queue's dependency); then one CUDA event
+//! recorded on the stream marks every command submitted so far, and events of commands up to
+//! that point share it. Submitting a command thus costs one driver call, as a bare
+//! `cuLaunchKernel` does. A marker recorded late completes after later commands too, so a
+//! marker is always recorded before the stream is made to wait for another event: a late
+//! marker never waits for anything but plain commands of its own stream.
 //!
 //! Dependencies: events of this backend become `cuStreamWaitEvent` (skipped for events of this
 //! very queue, which the stream orders anyway); events of other backends are waited for from
@@ -35,14 +44,13 @@ use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 
 use cudarc::driver::sys;
 use sycl_backend::{
-    BackendKind, Errc, Error, HostTask, KernelArg, LaunchRange, QueueProperties, Result,
+    BackendKind, Errc, Error, EventStatus, HostTask, KernelArg, LaunchRange, ProfilingInfo,
+    QueueProperties, Result,
 };
 
 use crate::context::PrimaryContext;
 use crate::device::Device;
-use crate::event::{
-    cuda_event, now_ns, Calibration, Event, HostTaskEvent, HostTaskState, OwnedEvent, Profile,
-};
+use crate::event::{now_ns, Calibration, Event, HostTaskEvent, HostTaskState, OwnedEvent, Profile};
 use crate::{lock, result};
 
 type DynEvent = Arc<dyn sycl_backend::Event>;
@@ -231,6 +239,114 @@ struct State {
     lazy_calib: Option<Arc<Calibration>>,
     /// The newest host task of this queue, until a submission finds it finished.
     host_tail: Option<Arc<HostTaskState>>,
+    /// Commands submitted so far (the sequence number of the newest).
+    submitted: u64,
+    /// The newest marker recorded for [`CommandEvent`]s and the sequence number it covers.
+    marker: Option<(u64, Event)>,
+}
+
+impl State {
+    /// The marker covering command `seq`, recording one after the newest command if needed.
+    fn marker_for(
+        &mut self,
+        seq: u64,
+        ctx: &Arc<PrimaryContext>,
+        stream: &Stream,
+        queue_id: u64,
+    ) -> Result<Event> {
+        if let Some((covers, ev)) = &self.marker {
+            if *covers >= seq {
+                return Ok(ev.clone());
+            }
+        }
+        ctx.make_current()?;
+        let end = OwnedEvent::pooled(ctx)?;
+        result::event::record(end.raw, stream.raw)?;
+        let ev = Event::command(end, queue_id, None);
+        self.marker = Some((self.submitted, ev.clone()));
+        Ok(ev)
+    }
+
+    /// Records a marker if commands were submitted since the last one: called before the
+    /// stream is made to wait, so that no earlier command's event waits too.
+    fn seal(&mut self, ctx: &Arc<PrimaryContext>, stream: &Stream, queue_id: u64) -> Result<()> {
+        let covered = self.marker.as_ref().map_or(0, |m| m.0);
+        if self.submitted > covered {
+            self.marker_for(self.submitted, ctx, stream, queue_id)?;
+        }
+        Ok(())
+    }
+}
+
+/// The event of a command on a queue without profiling (see the module docs).
+pub(crate) struct CommandEvent {
+    ctx: Arc<PrimaryContext>,
+    stream: Arc<Stream>,
+    state: Arc<Mutex<State>>,
+    queue_id: u64,
+    seq: u64,
+    recorded: std::sync::OnceLock<Event>,
+}
+
+impl CommandEvent {
+    /// The CUDA event that completes with this command (recorded now if none covers it).
+    pub(crate) fn recorded(&self) -> Result<Event> {
+        if let Some(e) = self.recorded.get() {
+            return Ok(e.clone());
+        }
+        let e = lock(&self.state).marker_for(self.seq, &self.ctx, &self.stream, self.queue_id)?;
+        Ok(self.recorded.get_or_init(|| e).clone())
+    }
+}
+
+impl sycl_backend::Event for CommandEvent {
+    fn backend(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn status(&self) -> Result<EventStatus> {
+        sycl_backend::Event::status(&self.recorded()?)
+    }
+
+    fn wait(&self) -> Result<()> {
+        sycl_backend::Event::wait(&self.recorded()?)
+    }
+
+    fn wait_timeout(&self, timeout: std::time::Duration) -> Result<bool> {
+        sycl_backend::Event::wait_timeout(&self.recorded()?, timeout)
+    }
+
+    fn profiling(&self) -> Result<ProfilingInfo> {
+        Err(Error::new(
+            Errc::Profiling,
+            "the event has no profiling information (queue made without enable_profiling)",
+        ))
+    }
+
+    fn ipc_enabled(&self) -> bool {
+        false
+    }
+}
+
+/// The CUDA event behind `event` (recording a command's marker if needed), or `None` for a
+/// host task's event, which callers wait for on the host. Events of other backends are
+/// `BackendMismatch`.
+pub(crate) fn cuda_event(event: &DynEvent) -> Result<Option<Event>> {
+    let any = event.as_any();
+    if let Some(e) = any.downcast_ref::<Event>() {
+        return Ok(Some(e.clone()));
+    }
+    if let Some(c) = any.downcast_ref::<CommandEvent>() {
+        return c.recorded().map(Some);
+    }
+    if any.is::<HostTaskEvent>() {
+        return Ok(None);
+    }
+    sycl_backend::downcast::<Event>(any, "event", BackendKind::Cuda).map(|e| Some(e.clone()))
 }
 
 /// A queue (`cuda::Queue`) on one device: one CUDA stream.
@@ -242,7 +358,7 @@ pub struct Queue {
     id: u64,
     stream: Arc<Stream>,
     calib: Option<Arc<Calibration>>,
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -280,18 +396,26 @@ impl Queue {
             id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
             stream,
             calib,
-            state: Mutex::new(State::default()),
+            state: Arc::new(Mutex::new(State::default())),
         })
     }
 
-    /// Splits `deps` into CUDA events (returned) and the rest, which it waits for on the
-    /// host: other backends' events and host tasks' events.
-    fn wait_host_deps<'a>(&self, deps: &'a [DynEvent]) -> Result<Vec<&'a Event>> {
+    /// Splits `deps` into CUDA events of other queues (returned) and the rest: events of
+    /// this queue's commands, which the stream orders anyway, and events waited for on the
+    /// host here (other backends' and host tasks').
+    fn wait_host_deps(&self, deps: &[DynEvent]) -> Result<Vec<Event>> {
         let mut own = Vec::with_capacity(deps.len());
         for dep in deps {
             if dep.backend() == BackendKind::Cuda {
+                if let Some(c) = dep.as_any().downcast_ref::<CommandEvent>() {
+                    if c.queue_id == self.id {
+                        continue;
+                    }
+                }
                 if let Some(e) = cuda_event(dep)? {
-                    own.push(e);
+                    if e.inner.queue_id != self.id {
+                        own.push(e);
+                    }
                     continue;
                 }
             }
@@ -300,12 +424,15 @@ impl Queue {
         Ok(own)
     }
 
-    /// Makes the stream wait for `own` events (skipping this queue's).
-    fn wait_own(&self, own: &[&Event]) -> Result<()> {
+    /// Makes the stream wait for `own` events (other queues' CUDA events), sealing this
+    /// queue's earlier commands first.
+    fn wait_own(&self, st: &mut State, own: &[Event]) -> Result<()> {
+        if own.is_empty() {
+            return Ok(());
+        }
+        st.seal(&self.ctx, &self.stream, self.id)?;
         for e in own {
-            if e.inner.queue_id != self.id {
-                result::stream::wait_event(self.stream.raw, e.raw())?;
-            }
+            result::stream::wait_event(self.stream.raw, e.raw())?;
         }
         Ok(())
     }
@@ -344,15 +471,30 @@ impl Queue {
         op: impl FnOnce(sys::CUstream) -> Result<()>,
     ) -> Result<DynEvent> {
         let own = self.wait_host_deps(deps)?;
-        let _state = self.lock_after_host_tasks();
+        let mut st = self.lock_after_host_tasks();
         self.ctx.make_current()?;
-        self.wait_own(&own)?;
-        let ev = self.enqueue_locked(op)?;
-        Ok(Arc::new(ev))
+        self.wait_own(&mut st, &own)?;
+        self.enqueue_locked(&mut st, op)
     }
 
-    fn enqueue_locked(&self, op: impl FnOnce(sys::CUstream) -> Result<()>) -> Result<Event> {
+    fn enqueue_locked(
+        &self,
+        st: &mut State,
+        op: impl FnOnce(sys::CUstream) -> Result<()>,
+    ) -> Result<DynEvent> {
         let s = self.stream.raw;
+        if self.calib.is_none() {
+            op(s)?;
+            st.submitted += 1;
+            return Ok(Arc::new(CommandEvent {
+                ctx: self.ctx.clone(),
+                stream: self.stream.clone(),
+                state: self.state.clone(),
+                queue_id: self.id,
+                seq: st.submitted,
+                recorded: std::sync::OnceLock::new(),
+            }));
+        }
         let profile = match &self.calib {
             Some(calib) => {
                 let submit_ns = now_ns();
@@ -373,7 +515,11 @@ impl Queue {
         };
         op(s)?;
         result::event::record(end.raw, s)?;
-        Ok(Event::command(end, self.id, profile))
+        st.submitted += 1;
+        // The command's own event covers everything so far.
+        let ev = Event::command(end, self.id, profile);
+        st.marker = Some((st.submitted, ev.clone()));
+        Ok(Arc::new(ev))
     }
 
     unsafe fn fill_impl(
@@ -571,8 +717,15 @@ impl sycl_backend::Queue for Queue {
         let mut host_deps = Vec::new();
         for dep in deps {
             if dep.backend() == BackendKind::Cuda {
+                if let Some(c) = dep.as_any().downcast_ref::<CommandEvent>() {
+                    if c.queue_id == self.id {
+                        continue; // the callback below comes after it
+                    }
+                }
                 if let Some(e) = cuda_event(dep)? {
-                    own.push(e);
+                    if e.inner.queue_id != self.id {
+                        own.push(e);
+                    }
                     continue;
                 }
             }
@@ -581,7 +734,7 @@ impl sycl_backend::Queue for Queue {
         // No wait for earlier host tasks: the host thread runs them in order.
         let mut st = lock(&self.state);
         self.ctx.make_current()?;
-        self.wait_own(&own)?;
+        self.wait_own(&mut st, &own)?;
         if st.worker.is_none() {
             st.worker = Some(HostWorker::spawn()?);
         }
@@ -628,11 +781,20 @@ impl sycl_backend::Queue for Queue {
 
     #[doc(alias = "cuEventRecord")]
     fn enqueue_signal_event(&self, event: &DynEvent) -> Result<()> {
-        let Some(e) = cuda_event(event)? else {
+        let Some(e) = event.as_any().downcast_ref::<Event>() else {
+            if event.backend() != BackendKind::Cuda {
+                sycl_backend::downcast::<Event>(event.as_any(), "event", BackendKind::Cuda)?;
+            }
             return Err(Error::invalid(
-                "a host task's event cannot be signalled: signal a standalone event (Event::new)",
+                "only standalone events (Event::new) can be signalled, not the event of a \
+                 command or host task",
             ));
         };
+        if e.inner.queue_id != 0 {
+            return Err(Error::invalid(
+                "only standalone events (Event::new) can be signalled, not the event of a command",
+            ));
+        }
         // A CUDA event belongs to one device's context and can only be recorded on its
         // streams (the driver answers CUDA_ERROR_INVALID_HANDLE otherwise).
         let event_ordinal = e.inner.ev.ctx.ordinal;
@@ -663,12 +825,9 @@ impl sycl_backend::Queue for Queue {
     #[doc(alias = "cuStreamWaitEvent")]
     fn enqueue_wait_events(&self, events: &[DynEvent]) -> Result<()> {
         let own = self.wait_host_deps(events)?;
-        let _st = self.lock_after_host_tasks();
+        let mut st = self.lock_after_host_tasks();
         self.ctx.make_current()?;
-        for e in own {
-            result::stream::wait_event(self.stream.raw, e.raw())?;
-        }
-        Ok(())
+        self.wait_own(&mut st, &own)
     }
 
     #[doc(alias = "cuStreamSynchronize")]

@@ -112,6 +112,18 @@ pub trait Context: Send + Sync + Any {
         ))
     }
 
+    /// A standalone event that queues of `device` (one of this context's devices) can
+    /// signal. Backends whose events belong to one device (CUDA) make it on `device`; the
+    /// default is [`Context::create_event`].
+    fn create_event_on(
+        &self,
+        device: &Arc<dyn Device>,
+        props: EventProperties,
+    ) -> Result<Arc<dyn Event>> {
+        let _ = device;
+        self.create_event(props)
+    }
+
     /// Builds a kernel bundle for `devices` from `source`. Build failures are `Errc::Build`
     /// with the compiler log in the message.
     fn build_kernel_bundle(
