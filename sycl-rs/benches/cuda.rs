@@ -351,7 +351,7 @@ fn ipc_open(q: &Queue, raw: &RawCuda, quick: bool, targets: &mut Vec<Target>) ->
         // SAFETY: valid out-pointer; the base of a live cuMemAlloc allocation.
         let r = unsafe { sys::cuIpcGetMemHandle(&mut rh, raw_buf.ptr) };
         ck(r, "cuIpcGetMemHandle")?;
-        let children = if quick { 2 } else { 6 };
+        let children = if quick { 2 } else { 12 };
         let reps = match (quick, size >= GIB) {
             (true, _) => 5,
             (false, true) => 15,
@@ -403,10 +403,14 @@ fn ipc_open(q: &Queue, raw: &RawCuda, quick: bool, targets: &mut Vec<Target>) ->
             co,
             cr,
         );
+        // One cold open per side per process: the ratio is taken within each process (both
+        // sides see the same machine state) and the median of those is the figure.
+        let paired = median(lines.iter().map(|f| f[0] / f[1]).collect());
+        println!("{:<52} ours/raw per process, median {paired:>7.3}", "");
         targets.push(Target {
             name: format!("cold IPC open {label}: ours/raw <= 1.05"),
-            pass: co / cr <= 1.05,
-            detail: format!("{:.3}", co / cr),
+            pass: paired <= 1.05,
+            detail: format!("{paired:.3}"),
         });
         let (ro, rr) = (col(2), col(3));
         row(

@@ -48,9 +48,10 @@ impl Context {
         })
     }
 
-    /// The default context of `device`'s platform.
+    /// The default context of `device`'s platform (of `device` alone on platforms that
+    /// cannot make a context of all their devices: see [`Platform::default_context`]).
     pub fn default_for(device: &Device) -> Result<Context> {
-        device.platform().default_context()
+        device.platform().default_context_for(device)
     }
 
     /// Its devices.

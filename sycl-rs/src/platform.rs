@@ -11,6 +11,9 @@ pub(crate) struct PlatformShared {
     pub(crate) inner: Arc<dyn sycl_backend::Platform>,
     devices: OnceLock<Vec<Device>>,
     default_context: OnceLock<Result<Context>>,
+    /// Default contexts of one device each, for platforms that cannot make a context of
+    /// several devices (see `Platform::default_context_for`).
+    single_device_contexts: parking_lot::Mutex<Vec<(usize, Context)>>,
 }
 
 impl PlatformShared {
@@ -19,6 +22,7 @@ impl PlatformShared {
             inner,
             devices: OnceLock::new(),
             default_context: OnceLock::new(),
+            single_device_contexts: parking_lot::Mutex::new(Vec::new()),
         }
     }
 }
@@ -82,11 +86,32 @@ impl Platform {
     }
 
     /// The platform's default context, over all its devices (made once, then shared).
+    /// `Errc::FeatureNotSupported` where the backend cannot keep USM coherent across the
+    /// devices of one context (OpenCL on coarse-grained SVM, e.g. NVIDIA's OpenCL with
+    /// several GPUs); [`Context::default_for`] then gives each device a context of its own.
     pub fn default_context(&self) -> Result<Context> {
         self.shared
             .default_context
             .get_or_init(|| Context::new(&self.devices()))
             .clone()
+    }
+
+    /// The default context for `device`: the platform's, or one of `device` alone where the
+    /// platform cannot make a context of all its devices.
+    pub(crate) fn default_context_for(&self, device: &Device) -> Result<Context> {
+        match self.default_context() {
+            Err(e) if e.code() == crate::Errc::FeatureNotSupported && self.devices().len() > 1 => {
+                let mut cache = self.shared.single_device_contexts.lock();
+                let index = device.index_in_platform();
+                if let Some((_, ctx)) = cache.iter().find(|(i, _)| *i == index) {
+                    return Ok(ctx.clone());
+                }
+                let ctx = Context::new(std::slice::from_ref(device))?;
+                cache.push((index, ctx.clone()));
+                Ok(ctx)
+            }
+            other => other,
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sycl_backend::{BackendKind, Errc, Error, PlatformInfo, Result};
 
 use crate::context::Context;
-use crate::device::Device;
+use crate::device::{Device, UsmSupport};
 use crate::result::{check, info_string, InfoFn};
 use crate::sys::*;
 use crate::Handle;
@@ -138,6 +138,26 @@ impl sycl_backend::Platform for Platform {
                 return Err(Error::new(
                     Errc::Invalid,
                     "a context's devices must all belong to its platform",
+                ));
+            }
+            // Coarse-grained SVM (our USM on NVIDIA's OpenCL) is only coherent at map/unmap
+            // points, which USM has none of: in a two-GPU context NVIDIA's driver served
+            // stale data across queues and refused kernel arguments. One device per context.
+            let coarse = matches!(
+                dev.caps.usm,
+                UsmSupport::Svm {
+                    fine_buffer: false,
+                    ..
+                }
+            );
+            if coarse && devices.len() > 1 {
+                return Err(Error::new(
+                    Errc::FeatureNotSupported,
+                    format!(
+                        "{} keeps USM (coarse-grained SVM) coherent only within a context of one \
+                         device: make a context per device",
+                        self.info.name
+                    ),
                 ));
             }
         }
