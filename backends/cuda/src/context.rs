@@ -52,6 +52,15 @@ impl PrimaryContext {
     pub(crate) fn make_current(&self) -> Result<()> {
         result::ctx::set_current(self.ctx)
     }
+
+    /// Lets kernels and copies of this context reach memory that lives on `owner`'s device.
+    pub(crate) fn enable_peer_access_to(&self, owner: &PrimaryContext) -> Result<()> {
+        if owner.dev == self.dev {
+            return Ok(());
+        }
+        self.make_current()?;
+        result::ctx::enable_peer_access(owner.ctx)
+    }
 }
 
 impl Drop for PrimaryContext {

@@ -16,7 +16,9 @@
 //! driver is called once) and bump a count; `close` releases the mapping
 //! (`cuIpcCloseMemHandle` on the base, with its context current) only when the last owner
 //! closes. The cache keeps the first mapping: a later open of the same handle for a different
-//! device gets the same address, reachable from that device only through peer access.
+//! device gets the same address, and `open` enables peer access from that device to the
+//! exporter's device (named by the payload's uuid), as the driver's lazy peer access does for
+//! a fresh open; a device that cannot reach it gets the driver's error.
 //!
 //! # Physical memory (`ipc::physical_memory`)
 //! `get` exports the allocation handle as a POSIX file descriptor
@@ -103,7 +105,7 @@ struct MemPayload {
     handle: Handle,
     offset: u64,
     size: u64,
-    _uuid: [u8; 16],
+    uuid: [u8; 16],
 }
 
 fn parse_mem(payload: &[u8]) -> Result<MemPayload> {
@@ -128,7 +130,7 @@ fn parse_mem(payload: &[u8]) -> Result<MemPayload> {
         handle,
         offset,
         size,
-        _uuid: uuid,
+        uuid,
     })
 }
 
@@ -248,7 +250,29 @@ pub(crate) fn open_mem(
             _ => {}
         }
     }
-    open_cached(pctx, &p.handle, p.offset, import.same_process)
+    let ptr = open_cached(pctx, &p.handle, p.offset, import.same_process)?;
+    // A mapping made earlier for another device (or the exporter's own allocation) is
+    // reused: let this device reach the exporter's device, as LAZY_ENABLE_PEER_ACCESS does
+    // for a fresh open.
+    if let Some(owner) = ctx.device_by_identity(&p.uuid) {
+        if owner != index {
+            let peer = pctx.enable_peer_access_to(&ctx.primaries[owner]);
+            if let Err(e) = peer {
+                // SAFETY: just opened by this call, unused.
+                if let Err(c) = unsafe { close_mem(ptr) } {
+                    log::warn!("{c}");
+                }
+                return Err(Error::new(
+                    e.code(),
+                    format!(
+                        "device {} cannot reach the IPC memory, which lives on device {}: {e}",
+                        ctx.cuda_devices[index].ordinal, ctx.cuda_devices[owner].ordinal
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(ptr)
 }
 
 /// # Safety

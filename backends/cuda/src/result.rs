@@ -274,6 +274,17 @@ pub(crate) mod ctx {
     }
 
     /// `cuCtxSetCurrent`.
+    /// `cuCtxEnablePeerAccess(peer)` from the current context; already enabled is success.
+    pub(crate) fn enable_peer_access(peer: sys::CUcontext) -> Result<()> {
+        need!("cuCtxEnablePeerAccess");
+        // SAFETY: `peer` is a retained primary context; a context is current.
+        let r = unsafe { sys::cuCtxEnablePeerAccess(peer, 0) };
+        if r == sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+            return Ok(());
+        }
+        check(r, "cuCtxEnablePeerAccess")
+    }
+
     pub(crate) fn set_current(c: sys::CUcontext) -> Result<()> {
         need!("cuCtxSetCurrent");
         // SAFETY: `c` is a retained primary context (or null, which unbinds).

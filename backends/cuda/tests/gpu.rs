@@ -1162,6 +1162,61 @@ fn child_process_side() {
         "child sees the parent's data"
     );
     write(&q, p, &[0xEE; 16]);
+    if fx.devices.len() >= 2 {
+        // The same handle opened for the second GPU comes from the cache (same address) and
+        // must be reachable from a kernel there (peer access to the exporter's GPU).
+        let p3 = fx
+            .ctx
+            .ipc_open_mem(&fx.devices[1], imp())
+            .expect("child: open memory for device 1");
+        assert_eq!(p3, p, "the open cache reuses the mapping");
+        let q1 = fx
+            .ctx
+            .create_queue(
+                &fx.devices[1],
+                QueueProperties {
+                    in_order: true,
+                    enable_profiling: false,
+                },
+            )
+            .unwrap();
+        let bundle = fx
+            .ctx
+            .build_kernel_bundle(&fx.devices[1..2], &KernelSource::Ptx(PTX_INC), "")
+            .expect("PTX build");
+        let k = bundle.kernel("inc").unwrap();
+        let n = 64usize;
+        let nn = (n as u32).to_le_bytes();
+        // SAFETY: 64 u32 of the opened allocation, from byte 256 on.
+        unsafe {
+            q1.launch(
+                &k,
+                LaunchRange {
+                    dims: 1,
+                    global: [n, 1, 1],
+                    local: None,
+                },
+                &[KernelArg::Pointer(p3 + 256), KernelArg::Scalar(&nn)],
+                &[],
+            )
+        }
+        .expect("launch on device 1")
+        .wait()
+        .expect("the kernel on device 1 reads the peer memory");
+        let want: Vec<u8> = (0..n)
+            .flat_map(|i| {
+                (u32::from_le_bytes([0, 1, 2, 3].map(|b| (4 * i) as u8 + b)) + 1).to_le_bytes()
+            })
+            .collect();
+        assert_eq!(
+            read(&q1, p3 + 256, 4 * n),
+            want,
+            "device 1 incremented the words"
+        );
+        // SAFETY: idle.
+        unsafe { fx.ctx.ipc_close_mem(p3).unwrap() };
+        eprintln!("child: device 1 reached the memory through the cached mapping");
+    }
     // SAFETY: idle.
     unsafe {
         fx.ctx.ipc_close_mem(p).unwrap();
