@@ -12,13 +12,14 @@
 //! access) and returns `base + offset`. The driver refuses handles exported by the calling
 //! process itself; for those (`same_process`) the exporter's own allocation is looked up in
 //! this process's export table and `base + offset` returned. A process-wide **open cache**
-//! keyed by the handle bytes makes a second open of the same handle reuse the mapping (the
-//! driver is called once) and bump a count; `close` releases the mapping
-//! (`cuIpcCloseMemHandle` on the base, with its context current) only when the last owner
-//! closes. The cache keeps the first mapping: a later open of the same handle for a different
-//! device gets the same address, and `open` enables peer access from that device to the
-//! exporter's device (named by the payload's uuid), as the driver's lazy peer access does for
-//! a fresh open; a device that cannot reach it gets the driver's error.
+//! keyed by the handle bytes and the device makes a second open of the same handle for the
+//! same device reuse the mapping (the driver is called once) and bump a count; `close`
+//! releases the mapping (`cuIpcCloseMemHandle` on the base, with its context current) only
+//! when the last owner closes. Each device gets its own mapping, at its own address: a
+//! mapping made in one device's context faults when a kernel of another device uses it, even
+//! with peer access between the two contexts (seen on 2x H200), while the driver maps the
+//! same handle again in the second context. In the exporting process every device gets the
+//! allocation itself, with peer access enabled from that device to the allocation's.
 //!
 //! # Physical memory (`ipc::physical_memory`)
 //! `get` exports the allocation handle as a POSIX file descriptor
@@ -50,6 +51,9 @@ use crate::{lock, result};
 
 type Handle = [u8; 64];
 
+/// An open-cache key: the handle and the CUDA device ordinal whose context maps it.
+type OpenKey = (Handle, i32);
+
 struct OpenEntry {
     base: u64,
     refs: usize,
@@ -59,12 +63,13 @@ struct OpenEntry {
 
 #[derive(Default)]
 struct MemState {
-    /// Handles this process exported: handle -> (allocation base, size).
-    exported: HashMap<Handle, (u64, usize)>,
-    /// Open handles.
-    opened: HashMap<Handle, OpenEntry>,
-    /// Addresses returned by open -> (handle, how many opens returned it).
-    by_ptr: HashMap<u64, (Handle, usize)>,
+    /// Handles this process exported: handle -> (allocation base, size, device ordinal).
+    exported: HashMap<Handle, (u64, usize, i32)>,
+    /// Open handles, per device: the driver maps a handle once per device context (at a
+    /// different address on each device).
+    opened: HashMap<OpenKey, OpenEntry>,
+    /// Addresses returned by open -> (key, how many opens returned it).
+    by_ptr: HashMap<u64, (OpenKey, usize)>,
 }
 
 fn mem_state() -> &'static Mutex<MemState> {
@@ -89,7 +94,7 @@ static NEXT_EXPORT: AtomicU64 = AtomicU64::new(1);
 pub(crate) fn forget_allocation(raw_base: u64) {
     lock(mem_state())
         .exported
-        .retain(|_, (base, _)| *base != raw_base);
+        .retain(|_, (base, _, _)| *base != raw_base);
 }
 
 /// Called when an exported event is destroyed.
@@ -105,7 +110,7 @@ struct MemPayload {
     handle: Handle,
     offset: u64,
     size: u64,
-    uuid: [u8; 16],
+    _uuid: [u8; 16],
 }
 
 fn parse_mem(payload: &[u8]) -> Result<MemPayload> {
@@ -130,7 +135,7 @@ fn parse_mem(payload: &[u8]) -> Result<MemPayload> {
         handle,
         offset,
         size,
-        uuid,
+        _uuid: uuid,
     })
 }
 
@@ -159,7 +164,9 @@ pub(crate) fn get_mem(ctx: &Context, ptr: u64) -> Result<IpcExport> {
     ctx.with_ctx(index)?;
     let (base, size) = result::mem::address_range(ptr)?;
     let handle = result::ipc::get_mem_handle(base)?;
-    lock(mem_state()).exported.insert(handle, (base, size));
+    lock(mem_state())
+        .exported
+        .insert(handle, (base, size, dev.ordinal));
     let mut payload = Vec::with_capacity(96);
     payload.extend_from_slice(&handle);
     payload.extend_from_slice(&(ptr - base).to_le_bytes());
@@ -176,52 +183,102 @@ pub(crate) fn put_mem(payload: &[u8]) -> Result<()> {
     parse_mem(payload).map(|_| ())
 }
 
-/// Opens `handle` (through the cache) in `pctx`; returns `base + offset`.
+/// Opens `handle` (through the cache) for device `index` of `ctx`; returns `base + offset`.
 fn open_cached(
-    pctx: &Arc<PrimaryContext>,
+    ctx: &Context,
+    index: usize,
     handle: &Handle,
     offset: u64,
     same_process: bool,
 ) -> Result<u64> {
+    let pctx = ctx.with_ctx(index)?;
     let mut st = lock(mem_state());
-    let base = if let Some(e) = st.opened.get_mut(handle) {
-        e.refs += 1;
-        e.base
-    } else if let Some(&(base, size)) = st.exported.get(handle) {
+    let key = if let Some(&(base, size, owner)) = st.exported.get(handle) {
+        // Our own allocation (the driver refuses to open it here). Another device of this
+        // process reaches it through peer access to the allocation's device.
         if offset >= size as u64 {
             return Err(Error::invalid(format!(
                 "offset {offset} lies outside the {size}-byte allocation"
             )));
         }
-        st.opened.insert(
-            *handle,
-            OpenEntry {
+        if let Some(o) = ctx.cuda_devices.iter().position(|d| d.ordinal == owner) {
+            pctx.enable_peer_access_to(&ctx.primaries[o])
+                .map_err(|e| unreachable_memory(e, pctx.ordinal, owner))?;
+        }
+        let key = (*handle, owner);
+        st.opened
+            .entry(key)
+            .or_insert(OpenEntry {
                 base,
-                refs: 1,
+                refs: 0,
                 ctx: None,
-            },
-        );
-        base
+            })
+            .refs += 1;
+        key
     } else if same_process {
         return Err(Error::invalid(
             "the IPC memory handle names an allocation of this process that was freed (or never exported)",
         ));
     } else {
-        pctx.make_current()?;
-        let base = result::ipc::open_mem_handle(handle)?;
-        st.opened.insert(
-            *handle,
-            OpenEntry {
-                base,
-                refs: 1,
-                ctx: Some(pctx.clone()),
-            },
-        );
-        base
+        let key = (*handle, pctx.ordinal);
+        if let Some(e) = st.opened.get_mut(&key) {
+            e.refs += 1;
+        } else {
+            // A mapping of this context: kernels of this device can use it (on another GPU
+            // than the exporter's, with peer access enabled lazily by the driver).
+            pctx.make_current()?;
+            let base = result::ipc::open_mem_handle(handle)?;
+            st.opened.insert(
+                key,
+                OpenEntry {
+                    base,
+                    refs: 1,
+                    ctx: Some(pctx.clone()),
+                },
+            );
+        }
+        key
     };
-    let ptr = base + offset;
-    st.by_ptr.entry(ptr).or_insert((*handle, 0)).1 += 1;
+    let ptr = st.opened[&key].base + offset;
+    let slot = st.by_ptr.entry(ptr).or_insert((key, 0));
+    if slot.0 != key {
+        // SAFETY: the reference taken above is unused.
+        unsafe { release_entry(&mut st, &key)? };
+        return Err(Error::new(
+            sycl_backend::Errc::Runtime,
+            format!("the driver mapped two open IPC handles at {ptr:#x}"),
+        ));
+    }
+    slot.1 += 1;
     Ok(ptr)
+}
+
+/// Drops one reference to an open-cache entry; the last one unmaps it.
+///
+/// # Safety
+/// No pending command uses the mapping when the last reference goes.
+unsafe fn release_entry(st: &mut MemState, key: &OpenKey) -> Result<()> {
+    let Some(entry) = st.opened.get_mut(key) else {
+        return Err(Error::invalid("IPC open table is inconsistent"));
+    };
+    entry.refs -= 1;
+    if entry.refs > 0 {
+        return Ok(());
+    }
+    let entry = st.opened.remove(key).expect("present above");
+    if let Some(pctx) = entry.ctx {
+        pctx.make_current()?;
+        // SAFETY: the last owner closed; the caller guarantees no pending use.
+        unsafe { result::ipc::close_mem_handle(entry.base)? };
+    }
+    Ok(())
+}
+
+fn unreachable_memory(e: Error, device: i32, owner: i32) -> Error {
+    Error::new(
+        e.code(),
+        format!("CUDA device {device} cannot reach memory of device {owner}: {e}"),
+    )
 }
 
 pub(crate) fn open_mem(
@@ -237,12 +294,11 @@ pub(crate) fn open_mem(
             "ipc::memory::open",
         ));
     }
-    let pctx = ctx.with_ctx(index)?;
     if import.same_process {
         // The driver refuses handles of the calling process: use our own allocation.
         let st = lock(mem_state());
         match st.exported.get(&p.handle) {
-            Some(&(_, size)) if size as u64 != p.size => {
+            Some(&(_, size, _)) if size as u64 != p.size => {
                 return Err(Error::invalid(
                     "the IPC memory handle does not match its allocation's size",
                 ));
@@ -250,29 +306,7 @@ pub(crate) fn open_mem(
             _ => {}
         }
     }
-    let ptr = open_cached(pctx, &p.handle, p.offset, import.same_process)?;
-    // A mapping made earlier for another device (or the exporter's own allocation) is
-    // reused: let this device reach the exporter's device, as LAZY_ENABLE_PEER_ACCESS does
-    // for a fresh open.
-    if let Some(owner) = ctx.device_by_identity(&p.uuid) {
-        if owner != index {
-            let peer = pctx.enable_peer_access_to(&ctx.primaries[owner]);
-            if let Err(e) = peer {
-                // SAFETY: just opened by this call, unused.
-                if let Err(c) = unsafe { close_mem(ptr) } {
-                    log::warn!("{c}");
-                }
-                return Err(Error::new(
-                    e.code(),
-                    format!(
-                        "device {} cannot reach the IPC memory, which lives on device {}: {e}",
-                        ctx.cuda_devices[index].ordinal, ctx.cuda_devices[owner].ordinal
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(ptr)
+    open_cached(ctx, index, &p.handle, p.offset, import.same_process)
 }
 
 /// # Safety
@@ -284,25 +318,13 @@ pub(crate) unsafe fn close_mem(ptr: u64) -> Result<()> {
             "{ptr:#x} was not returned by ipc::memory::open (or is already closed)"
         )));
     };
-    let handle = *handle;
+    let key = *handle;
     *count -= 1;
     if *count == 0 {
         st.by_ptr.remove(&ptr);
     }
-    let Some(entry) = st.opened.get_mut(&handle) else {
-        return Err(Error::invalid("IPC open table is inconsistent"));
-    };
-    entry.refs -= 1;
-    if entry.refs > 0 {
-        return Ok(());
-    }
-    let entry = st.opened.remove(&handle).expect("present above");
-    if let Some(pctx) = entry.ctx {
-        pctx.make_current()?;
-        // SAFETY: the last owner closed; the caller guarantees no pending use.
-        unsafe { result::ipc::close_mem_handle(entry.base)? };
-    }
-    Ok(())
+    // SAFETY: the caller guarantees no pending use.
+    unsafe { release_entry(&mut st, &key) }
 }
 
 /// Opens a raw 64-byte `CUipcMemHandle` produced by any CUDA program (offset 0) through the
@@ -321,8 +343,7 @@ pub fn open_raw_ipc_mem_handle(
             "opening a CUDA IPC memory handle",
         ));
     }
-    let pctx = ctx.with_ctx(index)?;
-    open_cached(pctx, raw, 0, false)
+    open_cached(ctx, index, raw, 0, false)
 }
 
 pub(crate) fn get_physical_mem(

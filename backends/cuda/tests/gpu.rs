@@ -904,6 +904,50 @@ fn ipc_memory_in_the_exporting_process() {
     let raw: [u8; 64] = exp.payload[..64].try_into().unwrap();
     let r = sycl_backend_cuda::open_raw_ipc_mem_handle(&*fx.ctx, &fx.device, &raw).unwrap();
     assert_eq!(r, buf);
+    if fx.devices.len() >= 2 {
+        // Opened for the second GPU: the allocation itself, which a kernel there reaches.
+        let p3 = fx
+            .ctx
+            .ipc_open_mem(&fx.devices[1], import(&exp.payload, vec![]))
+            .expect("open in the exporter for device 1");
+        assert_eq!(p3, p1);
+        let q1 = fx
+            .ctx
+            .create_queue(
+                &fx.devices[1],
+                QueueProperties {
+                    in_order: true,
+                    enable_profiling: false,
+                },
+            )
+            .unwrap();
+        let bundle = fx
+            .ctx
+            .build_kernel_bundle(&fx.devices[1..2], &KernelSource::Ptx(PTX_INC), "")
+            .expect("PTX build");
+        let k = bundle.kernel("inc").unwrap();
+        let nn = 16u32.to_le_bytes();
+        // SAFETY: 16 u32 inside the allocation.
+        unsafe {
+            q1.launch(
+                &k,
+                LaunchRange {
+                    dims: 1,
+                    global: [16, 1, 1],
+                    local: None,
+                },
+                &[KernelArg::Pointer(p3 + 64), KernelArg::Scalar(&nn)],
+                &[],
+            )
+        }
+        .unwrap()
+        .wait()
+        .expect("a kernel on device 1 reaches the exporter's allocation");
+        let want = (0xA55A_A55Au32 + 1).to_le_bytes().repeat(16);
+        assert_eq!(read(&q1, p3 + 64, 64), want);
+        // SAFETY: idle.
+        unsafe { fx.ctx.ipc_close_mem(p3).unwrap() };
+    }
     // SAFETY: nothing pending on these addresses.
     unsafe {
         fx.ctx.ipc_close_mem(r).unwrap();
@@ -1163,13 +1207,19 @@ fn child_process_side() {
     );
     write(&q, p, &[0xEE; 16]);
     if fx.devices.len() >= 2 {
-        // The same handle opened for the second GPU comes from the cache (same address) and
-        // must be reachable from a kernel there (peer access to the exporter's GPU).
+        // The same handle opened for the second GPU gets that GPU's own mapping (a mapping of
+        // the first GPU's context faults in a kernel there), reachable from a kernel there;
+        // opened twice for it, the cache returns that mapping again.
         let p3 = fx
             .ctx
             .ipc_open_mem(&fx.devices[1], imp())
             .expect("child: open memory for device 1");
-        assert_eq!(p3, p, "the open cache reuses the mapping");
+        assert_ne!(p3, p, "each device gets its own mapping");
+        let p4 = fx
+            .ctx
+            .ipc_open_mem(&fx.devices[1], imp())
+            .expect("child: open memory for device 1 again");
+        assert_eq!(p4, p3, "the open cache reuses the device's mapping");
         let q1 = fx
             .ctx
             .create_queue(
@@ -1214,8 +1264,11 @@ fn child_process_side() {
             "device 1 incremented the words"
         );
         // SAFETY: idle.
-        unsafe { fx.ctx.ipc_close_mem(p3).unwrap() };
-        eprintln!("child: device 1 reached the memory through the cached mapping");
+        unsafe {
+            fx.ctx.ipc_close_mem(p3).unwrap();
+            fx.ctx.ipc_close_mem(p4).unwrap();
+        }
+        eprintln!("child: device 1 reached the memory through its own mapping");
     }
     // SAFETY: idle.
     unsafe {

@@ -153,6 +153,7 @@ pub(crate) fn alloc(
                 } else {
                     0
                 };
+            let _one_at_a_time = svm_calls();
             // SAFETY: live context; clSVMAlloc validates size and alignment itself.
             let mut raw = unsafe { svm_alloc(ctx.raw.0, flags, size, align) } as u64;
             if raw != 0 && align > 0 && raw % u64::from(align) != 0 {
@@ -195,6 +196,13 @@ pub(crate) fn alloc(
     }
 }
 
+/// Serialises `clSVMAlloc`/`clSVMFree` across the process: NVIDIA's OpenCL returned NULL for
+/// 1- to 4097-byte SVM allocations when two contexts (one per GPU) allocated at once (2x H200).
+fn svm_calls() -> std::sync::MutexGuard<'static, ()> {
+    static SVM_CALLS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SVM_CALLS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// `Context::usm_free`.
 ///
 /// # Safety
@@ -230,6 +238,7 @@ pub(crate) unsafe fn free(ctx: &Arc<ContextShared>, ptr: u64) -> Result<()> {
             let Some(svm_free) = ctx.api.clSVMFree else {
                 return Err(error(CL_INVALID_VALUE, "clSVMFree"));
             };
+            let _one_at_a_time = svm_calls();
             // SAFETY: `raw_base` was returned by clSVMAlloc on this context and is freed once
             // (just removed from the registry).
             unsafe { svm_free(ctx.raw.0, a.raw_base as *mut c_void) };
