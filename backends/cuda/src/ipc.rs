@@ -225,8 +225,8 @@ fn open_cached(
             e.refs += 1;
         } else {
             // A mapping of this context: kernels of this device can use it (on another GPU
-            // than the exporter's, with peer access enabled lazily by the driver).
-            pctx.make_current()?;
+            // than the exporter's, with peer access enabled lazily by the driver). `with_ctx`
+            // made the context current above.
             let base = result::ipc::open_mem_handle(handle)?;
             st.opened.insert(
                 key,
