@@ -17,6 +17,27 @@ pub struct Event {
     pub(crate) context: Context,
 }
 
+/// The checks of `make_event`: `enable_ipc` excludes `enable_profiling`, and every device
+/// that may signal the event has the aspects the properties need.
+fn check_standalone(devices: &[crate::Device], props: EventProperties) -> Result<()> {
+    if props.enable_ipc && props.enable_profiling {
+        return Err(Error::new(
+            Errc::Invalid,
+            "an event cannot have both enable_ipc and enable_profiling (IPC events carry no timestamps)",
+        ));
+    }
+    for device in devices {
+        device.require(sycl_backend::Aspect::ExtOneapiReusableEvents, "make_event")?;
+        if props.enable_ipc {
+            device.require(
+                sycl_backend::Aspect::ExtOneapiIpcEvent,
+                "an event with enable_ipc",
+            )?;
+        }
+    }
+    Ok(())
+}
+
 impl Event {
     pub(crate) fn from_raw(inner: Arc<dyn sycl_backend::Event>, context: Context) -> Self {
         Event { inner, context }
@@ -35,21 +56,7 @@ impl Event {
     /// assert_eq!(sycl::Event::new(&ctx, both).unwrap_err().code(), sycl::Errc::Invalid);
     /// ```
     pub fn new(context: &Context, props: EventProperties) -> Result<Event> {
-        if props.enable_ipc && props.enable_profiling {
-            return Err(Error::new(
-                Errc::Invalid,
-                "an event cannot have both enable_ipc and enable_profiling (IPC events carry no timestamps)",
-            ));
-        }
-        for device in context.devices() {
-            device.require(sycl_backend::Aspect::ExtOneapiReusableEvents, "make_event")?;
-            if props.enable_ipc {
-                device.require(
-                    sycl_backend::Aspect::ExtOneapiIpcEvent,
-                    "an event with enable_ipc",
-                )?;
-            }
-        }
+        check_standalone(context.devices(), props)?;
         let inner = context.raw().create_event(props)?;
         Ok(Event {
             inner,
@@ -61,20 +68,8 @@ impl Event {
     /// can signal. Prefer it to [`Event::new`] on multi-device contexts: a CUDA event belongs
     /// to one device, and [`Event::new`] makes it on the context's first device.
     pub fn new_for_queue(queue: &crate::Queue, props: EventProperties) -> Result<Event> {
-        if props.enable_ipc && props.enable_profiling {
-            return Err(Error::new(
-                Errc::Invalid,
-                "an event cannot have both enable_ipc and enable_profiling (IPC events carry no timestamps)",
-            ));
-        }
         let device = queue.device();
-        device.require(sycl_backend::Aspect::ExtOneapiReusableEvents, "make_event")?;
-        if props.enable_ipc {
-            device.require(
-                sycl_backend::Aspect::ExtOneapiIpcEvent,
-                "an event with enable_ipc",
-            )?;
-        }
+        check_standalone(std::slice::from_ref(device), props)?;
         let inner = queue
             .context()
             .raw()

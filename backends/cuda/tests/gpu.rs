@@ -675,6 +675,37 @@ DONE:
 }
 "#;
 
+/// Runs the `inc` kernel on `fx.devices[1]` over `n` u32 at `ptr`; returns the queue used.
+fn increment_on_second_device(fx: &Fx, ptr: u64, n: usize) -> sycl_backend::Result<Arc<dyn Queue>> {
+    let q1 = fx.ctx.create_queue(
+        &fx.devices[1],
+        QueueProperties {
+            in_order: true,
+            enable_profiling: false,
+        },
+    )?;
+    let bundle = fx
+        .ctx
+        .build_kernel_bundle(&fx.devices[1..2], &KernelSource::Ptx(PTX_INC), "")?;
+    let k = bundle.kernel("inc")?;
+    let nn = (n as u32).to_le_bytes();
+    // SAFETY: the callers pass `n` u32 of live memory.
+    unsafe {
+        q1.launch(
+            &k,
+            LaunchRange {
+                dims: 1,
+                global: [n, 1, 1],
+                local: None,
+            },
+            &[KernelArg::Pointer(ptr), KernelArg::Scalar(&nn)],
+            &[],
+        )
+    }?
+    .wait()?;
+    Ok(q1)
+}
+
 /// Spins one thread until `ns` nanoseconds of the GPU's global timer have passed.
 const PTX_SPIN: &str = r#"
 .version 7.0
@@ -911,38 +942,8 @@ fn ipc_memory_in_the_exporting_process() {
             .ipc_open_mem(&fx.devices[1], import(&exp.payload, vec![]))
             .expect("open in the exporter for device 1");
         assert_eq!(p3, p1);
-        let q1 = fx
-            .ctx
-            .create_queue(
-                &fx.devices[1],
-                QueueProperties {
-                    in_order: true,
-                    enable_profiling: false,
-                },
-            )
-            .unwrap();
-        let bundle = fx
-            .ctx
-            .build_kernel_bundle(&fx.devices[1..2], &KernelSource::Ptx(PTX_INC), "")
-            .expect("PTX build");
-        let k = bundle.kernel("inc").unwrap();
-        let nn = 16u32.to_le_bytes();
-        // SAFETY: 16 u32 inside the allocation.
-        unsafe {
-            q1.launch(
-                &k,
-                LaunchRange {
-                    dims: 1,
-                    global: [16, 1, 1],
-                    local: None,
-                },
-                &[KernelArg::Pointer(p3 + 64), KernelArg::Scalar(&nn)],
-                &[],
-            )
-        }
-        .unwrap()
-        .wait()
-        .expect("a kernel on device 1 reaches the exporter's allocation");
+        let q1 = increment_on_second_device(&fx, p3 + 64, 16)
+            .expect("a kernel on device 1 reaches the exporter's allocation");
         let want = (0xA55A_A55Au32 + 1).to_le_bytes().repeat(16);
         assert_eq!(read(&q1, p3 + 64, 64), want);
         // SAFETY: idle.
@@ -1220,39 +1221,9 @@ fn child_process_side() {
             .ipc_open_mem(&fx.devices[1], imp())
             .expect("child: open memory for device 1 again");
         assert_eq!(p4, p3, "the open cache reuses the device's mapping");
-        let q1 = fx
-            .ctx
-            .create_queue(
-                &fx.devices[1],
-                QueueProperties {
-                    in_order: true,
-                    enable_profiling: false,
-                },
-            )
-            .unwrap();
-        let bundle = fx
-            .ctx
-            .build_kernel_bundle(&fx.devices[1..2], &KernelSource::Ptx(PTX_INC), "")
-            .expect("PTX build");
-        let k = bundle.kernel("inc").unwrap();
         let n = 64usize;
-        let nn = (n as u32).to_le_bytes();
-        // SAFETY: 64 u32 of the opened allocation, from byte 256 on.
-        unsafe {
-            q1.launch(
-                &k,
-                LaunchRange {
-                    dims: 1,
-                    global: [n, 1, 1],
-                    local: None,
-                },
-                &[KernelArg::Pointer(p3 + 256), KernelArg::Scalar(&nn)],
-                &[],
-            )
-        }
-        .expect("launch on device 1")
-        .wait()
-        .expect("the kernel on device 1 reads the peer memory");
+        let q1 = increment_on_second_device(&fx, p3 + 256, n)
+            .expect("the kernel on device 1 reads the peer memory");
         let want: Vec<u8> = (0..n)
             .flat_map(|i| {
                 (u32::from_le_bytes([0, 1, 2, 3].map(|b| (4 * i) as u8 + b)) + 1).to_le_bytes()
