@@ -123,6 +123,9 @@ fn worker(channel_name: &str, rank: usize, selector: &str) -> Result<(), String>
     let ch = Channel::connect(channel_name).map_err(err)?;
     ch.set_recv_timeout(Some(Duration::from_secs(120)))
         .map_err(err)?;
+    // Say who we are: rank 0 makes our done event on our device (a CUDA event can only be
+    // signalled from a queue of the device it was made on).
+    ch.send(rank.to_string().as_bytes()).map_err(err)?;
     let buffer_handle = ch.recv_handle().map_err(err)?;
     let ready_handle = ch.recv_handle().map_err(err)?;
     let done_handle = ch.recv_handle().map_err(err)?;
@@ -142,8 +145,14 @@ fn worker(channel_name: &str, rank: usize, selector: &str) -> Result<(), String>
     q.enqueue_signal_event(&done).map_err(err)?;
     q.wait().map_err(err)?;
     let compute_ms = t.elapsed().as_secs_f64() * 1e3;
-    ch.send(format!("{rank} {open_us:.1} {compute_ms:.2} {}", device.name()).as_bytes())
-        .map_err(err)?;
+    ch.send(
+        format!(
+            "{rank} {open_us:.1} {compute_ms:.2} {} [{selector}]",
+            device.name()
+        )
+        .as_bytes(),
+    )
+    .map_err(err)?;
     Ok(())
 }
 
@@ -232,10 +241,6 @@ fn rank0(o: &Options) -> Result<(), String> {
         enable_profiling: false,
     };
     let ready = Event::new_for_queue(&q, ipc_event).map_err(|e| e.to_string())?;
-    let done: Vec<Event> = (0..workers)
-        .map(|_| Event::new_for_queue(&q, ipc_event))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
 
     // Fill: x[i] = i mod 1000, then mark the data ready.
     let host: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
@@ -247,8 +252,10 @@ fn rank0(o: &Options) -> Result<(), String> {
     let listener = Listener::bind_unique().map_err(|e| e.to_string())?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut children = Vec::new();
+    // Rank r runs on device r of the pool (rank 0 is on the first), round robin.
+    let device_of_rank = |rank: usize| &pool[rank % pool.len()];
     for rank in 1..o.ranks {
-        let d = &pool[(rank - 1) % pool.len()];
+        let d = device_of_rank(rank);
         let sel = format!("{}:{}", d.backend(), index_of(d));
         let child = Command::new(&exe)
             .args(["--worker", listener.name(), &rank.to_string(), &sel])
@@ -268,23 +275,64 @@ fn rank0(o: &Options) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         channels.push(ch);
     }
-    // Ranks connect in any order: each gets the buffer, the ready event and a done event of its
-    // own (by connection order); its slice follows its rank, which its reply names.
-    for (i, ch) in channels.iter().enumerate() {
-        ch.send_handle(&buffer_handle).map_err(|e| e.to_string())?;
-        ch.send_handle(&ready_handle).map_err(|e| e.to_string())?;
-        ch.send_handle(&ipc::event::get(&done[i]).map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-        ch.send(workers.to_string().as_bytes())
-            .map_err(|e| e.to_string())?;
+    // Ranks connect in any order and name themselves; each gets the buffer, the ready event
+    // and a done event of its own, made on its device; its slice follows its rank.
+    let mut done = Vec::new();
+    let mut failure = None;
+    for ch in &channels {
+        let sent = (|| -> Result<Event, String> {
+            let rank = ch_u64(&ch.recv().map_err(|e| e.to_string())?) as usize;
+            let home = Queue::in_order(device_of_rank(rank)).map_err(|e| e.to_string())?;
+            let ev = Event::new_for_queue(&home, ipc_event).map_err(|e| e.to_string())?;
+            ch.send_handle(&buffer_handle).map_err(|e| e.to_string())?;
+            ch.send_handle(&ready_handle).map_err(|e| e.to_string())?;
+            ch.send_handle(&ipc::event::get(&ev).map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+            ch.send(workers.to_string().as_bytes())
+                .map_err(|e| e.to_string())?;
+            Ok(ev)
+        })();
+        match sent {
+            Ok(ev) => done.push(ev),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
     }
     let mut reports = Vec::new();
-    for (i, ch) in channels.iter().enumerate() {
-        let reply = ch.recv().map_err(|e| format!("worker {i}: {e}"))?;
-        done[i]
-            .wait()
-            .map_err(|e| format!("worker {i}'s done event: {e}"))?;
-        reports.push(String::from_utf8_lossy(&reply).to_string());
+    if failure.is_none() {
+        for (i, ch) in channels.iter().enumerate() {
+            let outcome = ch.recv().map_err(|e| e.to_string()).and_then(|reply| {
+                done[i].wait().map_err(|e| format!("done event: {e}"))?;
+                Ok(reply)
+            });
+            match outcome {
+                Ok(reply) => reports.push(String::from_utf8_lossy(&reply).to_string()),
+                Err(e) => {
+                    failure = Some(format!("worker {i}: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(why) = failure {
+        // Say how the workers ended (a rank that crashed prints nothing itself).
+        drop(channels);
+        std::thread::sleep(Duration::from_millis(500));
+        let mut ends = Vec::new();
+        for (rank, c) in children.iter_mut().enumerate() {
+            let end = match c.try_wait() {
+                Ok(Some(status)) => status.to_string(),
+                _ => {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    "still running (killed)".to_string()
+                }
+            };
+            ends.push(format!("rank {}: {end}", rank + 1));
+        }
+        return Err(format!("{why} ({})", ends.join("; ")));
     }
     let round = t_share.elapsed();
     for (rank, mut c) in children.into_iter().enumerate() {

@@ -413,7 +413,9 @@ impl Queue {
                     }
                 }
                 if let Some(e) = cuda_event(dep)? {
-                    if e.inner.queue_id != self.id {
+                    if self.waits_on_host(&e) {
+                        sycl_backend::Event::wait(&e)?;
+                    } else if e.inner.queue_id != self.id {
                         own.push(e);
                     }
                     continue;
@@ -422,6 +424,13 @@ impl Queue {
             dep.wait()?;
         }
         Ok(own)
+    }
+
+    /// Whether the stream cannot wait for `e` itself: an IPC event imported on another GPU
+    /// (`cuStreamWaitEvent` with one crashed the process with SIGSEGV on 2x H200, while the
+    /// same wait on the event's own GPU works), so it is waited for on the host.
+    fn waits_on_host(&self, e: &Event) -> bool {
+        e.inner.imported.is_some() && e.inner.ev.ctx.ordinal != self.ctx.ordinal
     }
 
     /// Makes the stream wait for `own` events (other queues' CUDA events), sealing this
@@ -723,7 +732,9 @@ impl sycl_backend::Queue for Queue {
                     }
                 }
                 if let Some(e) = cuda_event(dep)? {
-                    if e.inner.queue_id != self.id {
+                    if self.waits_on_host(&e) {
+                        host_deps.push(dep.clone());
+                    } else if e.inner.queue_id != self.id {
                         own.push(e);
                     }
                     continue;
