@@ -1208,6 +1208,24 @@ fn child_process_side() {
     );
     write(&q, p, &[0xEE; 16]);
     if fx.devices.len() >= 2 {
+        // A queue of the second GPU depends on the event imported on the first: the driver
+        // crashed (SIGSEGV) in cuStreamWaitEvent with such an event, so the backend waits for
+        // it on the host.
+        let q1w = fx
+            .ctx
+            .create_queue(
+                &fx.devices[1],
+                QueueProperties {
+                    in_order: true,
+                    enable_profiling: false,
+                },
+            )
+            .unwrap();
+        q1w.enqueue_wait_events(std::slice::from_ref(&ev))
+            .expect("device 1 waits for the event imported on device 0");
+        q1w.barrier(std::slice::from_ref(&ev))
+            .and_then(|b| b.wait())
+            .expect("a command of device 1 depends on the imported event");
         // The same handle opened for the second GPU gets that GPU's own mapping (a mapping of
         // the first GPU's context faults in a kernel there), reachable from a kernel there;
         // opened twice for it, the cache returns that mapping again.
