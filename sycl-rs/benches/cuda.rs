@@ -9,7 +9,7 @@
 #![allow(unsafe_code)]
 
 mod common;
-use common::{from_hex, median, row, to_hex, us_since};
+use common::{median, row, us_since};
 use std::ffi::{c_char, c_void, CString};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -205,15 +205,16 @@ fn open_child(args: &[String]) -> R<()> {
     let dev = select().ok_or("child: no CUDA device")?;
     let q = Queue::in_order(&dev).map_err(e2s)?;
     let raw = RawCuda::init(&dev)?;
-    let handle = Handle::from_bytes(from_hex(ours_hex)?).map_err(e2s)?;
-    let raw_handle = mem_handle_from(&from_hex(raw_hex)?)?;
+    let handle =
+        Handle::from_bytes(hex::decode(ours_hex).map_err(|e| e.to_string())?).map_err(e2s)?;
+    let raw_handle = mem_handle_from(&hex::decode(raw_hex).map_err(|e| e.to_string())?)?;
     let lazy = sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32;
     // Make sure both sides start with the context created and current, and that the driver's
     // one-time IPC set-up of this process is done (a raw open and close of a third buffer), so
     // that "cold" means: the first open of this handle in this process.
     q.wait().map_err(e2s)?;
     raw.current()?;
-    let warm = mem_handle_from(&from_hex(warm_hex)?)?;
+    let warm = mem_handle_from(&hex::decode(warm_hex).map_err(|e| e.to_string())?)?;
     let mut warm_ptr = 0;
     // SAFETY: valid out-pointer; a handle of a live allocation of the parent; closed at once.
     let r = unsafe { sys::cuIpcOpenMemHandle_v2(&mut warm_ptr, warm, lazy) };
@@ -223,7 +224,8 @@ fn open_child(args: &[String]) -> R<()> {
     ck(r, "cuIpcCloseMemHandle (warm-up)")?;
     // The same warm-up for our path (first-use costs of the runtime's own code and tables), with
     // a handle of a fourth buffer, so both sides' "cold" is the first open of a new handle.
-    let warm_ours = Handle::from_bytes(from_hex(warm_ours_hex)?).map_err(e2s)?;
+    let warm_ours =
+        Handle::from_bytes(hex::decode(warm_ours_hex).map_err(|e| e.to_string())?).map_err(e2s)?;
     ipc::memory::close(ipc::memory::open::<u8>(&warm_ours, q.context(), &dev).map_err(e2s)?)
         .map_err(e2s)?;
 
@@ -364,10 +366,10 @@ fn ipc_open(q: &Queue, raw: &RawCuda, quick: bool, targets: &mut Vec<Target>) ->
                 .env(ROLE, "open")
                 .args([
                     size.to_string(),
-                    to_hex(handle.as_bytes()),
-                    to_hex(&mem_handle_bytes(&rh)),
-                    to_hex(&mem_handle_bytes(&wh)),
-                    to_hex(warm_ours_handle.as_bytes()),
+                    hex::encode(handle.as_bytes()),
+                    hex::encode(mem_handle_bytes(&rh)),
+                    hex::encode(mem_handle_bytes(&wh)),
+                    hex::encode(warm_ours_handle.as_bytes()),
                     (c % 2).to_string(),
                     reps.to_string(),
                     if bw { "1".into() } else { "0".into() },

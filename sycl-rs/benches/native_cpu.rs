@@ -5,7 +5,7 @@
 #![allow(unsafe_code)]
 
 mod common;
-use common::{from_hex, median, row, time_it, to_hex};
+use common::{median, row, time_it};
 use std::hint::black_box;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::process::Command;
@@ -161,7 +161,7 @@ fn raw_memfd(size: usize) -> OwnedFd {
 fn ipc_child(args: &[String]) {
     // args: exporter pid, sycl handle hex, raw fd number, size, reps
     let pid: i32 = args[0].parse().unwrap();
-    let handle = Handle::from_bytes(from_hex(&args[1]).unwrap()).unwrap();
+    let handle = Handle::from_bytes(hex::decode(&args[1]).unwrap()).unwrap();
     let raw_fd: i32 = args[2].parse().unwrap();
     let size: usize = args[3].parse().unwrap();
     let reps: usize = args[4].parse().unwrap();
@@ -285,7 +285,7 @@ fn ipc_latency(reps: usize) {
             .env(ROLE, "ipc")
             .args([
                 std::process::id().to_string(),
-                to_hex(handle.as_bytes()),
+                hex::encode(handle.as_bytes()),
                 raw.as_raw_fd().to_string(),
                 size.to_string(),
                 reps.to_string(),

@@ -14,8 +14,8 @@ use sycl::ipc::{
 };
 use sycl::{Aspect, BackendKind, Device, Errc, Event, EventProperties, Queue};
 use sycl_tests::{
-    check, check_eq, child_command, device_from_selector, fail, from_hex, run_child, run_suite,
-    selector_for, to_hex, DeviceTest, GlobalTest,
+    check, check_eq, child_command, device_from_selector, fail, run_child, run_suite, selector_for,
+    DeviceTest, GlobalTest,
 };
 
 type R = Result<(), Failed>;
@@ -59,7 +59,8 @@ fn verify(q: &Queue, mem: &impl sycl::AsUsmRange<u32>, salt: u32) -> Result<(), 
 
 fn child_open_verify_write(args: &[String]) -> ChildResult {
     let d = device_from_selector(&args[0])?;
-    let handle = Handle::from_bytes(from_hex(&args[1])?).map_err(s)?;
+    let handle =
+        Handle::from_bytes(hex::decode(&args[1]).map_err(|e| e.to_string())?).map_err(s)?;
     let (read_salt, write_salt): (u32, u32) =
         (args[2].parse().map_err(s)?, args[3].parse().map_err(s)?);
     let q = Queue::in_order(&d).map_err(s)?;
@@ -86,7 +87,7 @@ fn memory_round_trip_pidfd(d: &Device) -> R {
         "open_verify_write",
         &[
             selector_for(d),
-            to_hex(handle.as_bytes()),
+            hex::encode(handle.as_bytes()),
             "1".into(),
             "2".into(),
         ],
@@ -142,7 +143,8 @@ fn memory_round_trip_channel(d: &Device) -> R {
 
 fn child_open_many(args: &[String]) -> ChildResult {
     let d = device_from_selector(&args[0])?;
-    let handle = Handle::from_bytes(from_hex(&args[1])?).map_err(s)?;
+    let handle =
+        Handle::from_bytes(hex::decode(&args[1]).map_err(|e| e.to_string())?).map_err(s)?;
     let q = Queue::in_order(&d).map_err(s)?;
     let opened: Vec<_> = (0..5)
         .map(|_| ipc::memory::open::<u32>(&handle, q.context(), &d))
@@ -165,7 +167,10 @@ fn memory_n_opens(d: &Device) -> R {
     allow_children()?;
     let (q, buf) = exporter_buffer(d, 20)?;
     let handle = ipc::memory::get(&buf).map_err(fail)?;
-    run_child("open_many", &[selector_for(d), to_hex(handle.as_bytes())])?;
+    run_child(
+        "open_many",
+        &[selector_for(d), hex::encode(handle.as_bytes())],
+    )?;
     verify(&q, &buf, 20).map_err(fail)
 }
 
@@ -206,7 +211,8 @@ fn memory_open_in_exporter(d: &Device) -> R {
 
 fn child_open_after_put(args: &[String]) -> ChildResult {
     let d = device_from_selector(&args[0])?;
-    let handle = Handle::from_bytes(from_hex(&args[1])?).map_err(s)?;
+    let handle =
+        Handle::from_bytes(hex::decode(&args[1]).map_err(|e| e.to_string())?).map_err(s)?;
     match ipc::memory::open::<u32>(&handle, &sycl::Context::default_for(&d).map_err(s)?, &d) {
         Err(e) if e.code() == Errc::Invalid => {
             println!("refused: {e}");
@@ -225,7 +231,8 @@ fn child_open_after_put(args: &[String]) -> ChildResult {
 
 fn child_hold_until_told(args: &[String]) -> ChildResult {
     let d = device_from_selector(&args[0])?;
-    let handle = Handle::from_bytes(from_hex(&args[1])?).map_err(s)?;
+    let handle =
+        Handle::from_bytes(hex::decode(&args[1]).map_err(|e| e.to_string())?).map_err(s)?;
     let q = Queue::in_order(&d).map_err(s)?;
     let mem = ipc::memory::open::<u32>(&handle, q.context(), &d).map_err(s)?;
     println!("opened");
@@ -243,7 +250,7 @@ fn memory_put_lifetime(d: &Device) -> R {
     let handle = ipc::memory::get(&buf).map_err(fail)?;
     let mut child = child_command(
         "hold_until_told",
-        &[selector_for(d), to_hex(handle.as_bytes())],
+        &[selector_for(d), hex::encode(handle.as_bytes())],
     )
     .stdin(Stdio::piped())
     .stdout(Stdio::piped())
@@ -263,7 +270,7 @@ fn memory_put_lifetime(d: &Device) -> R {
     );
     // Put before the importer opened: the bytes are dead (an error, never a crash).
     let handle = ipc::memory::get(&buf).map_err(fail)?;
-    let bytes = to_hex(handle.as_bytes());
+    let bytes = hex::encode(handle.as_bytes());
     ipc::memory::put(handle).map_err(fail)?;
     run_child("open_after_put", &[selector_for(d), bytes])?;
     Ok(())
@@ -528,7 +535,8 @@ fn event_ping_pong(d: &Device) -> R {
 fn child_physical(args: &[String]) -> ChildResult {
     use sycl::virtual_mem::VirtualRange;
     let d = device_from_selector(&args[0])?;
-    let handle = Handle::from_bytes(from_hex(&args[1])?).map_err(s)?;
+    let handle =
+        Handle::from_bytes(hex::decode(&args[1]).map_err(|e| e.to_string())?).map_err(s)?;
     let q = Queue::in_order(&d).map_err(s)?;
     let pm = ipc::physical_memory::open(&handle, q.context(), &d).map_err(s)?;
     if !pm.ipc_enabled() {
@@ -583,7 +591,10 @@ fn physical_memory_round_trip(d: &Device) -> R {
     .map_err(fail)?;
     let handle = ipc::physical_memory::get(&pm).map_err(fail)?;
     check_eq!(handle.object_size(), size as u64);
-    run_child("physical", &[selector_for(d), to_hex(handle.as_bytes())])?;
+    run_child(
+        "physical",
+        &[selector_for(d), hex::encode(handle.as_bytes())],
+    )?;
     check!(
         q.to_vec(&view).map_err(fail)?.iter().all(|&x| x == 0xabcd),
         "child's writes are not visible"
@@ -606,7 +617,8 @@ fn count_fds_and_maps() -> (usize, usize) {
 
 fn child_cycles(args: &[String]) -> ChildResult {
     let d = device_from_selector(&args[0])?;
-    let handle = Handle::from_bytes(from_hex(&args[1])?).map_err(s)?;
+    let handle =
+        Handle::from_bytes(hex::decode(&args[1]).map_err(|e| e.to_string())?).map_err(s)?;
     let cycles: usize = args[2].parse().map_err(s)?;
     let ctx = sycl::Context::default_for(&d).map_err(s)?;
     for _ in 0..10 {
@@ -639,7 +651,11 @@ fn counts_stay_flat(d: &Device) -> R {
     let handle = ipc::memory::get(&buf).map_err(fail)?;
     let out = run_child(
         "cycles",
-        &[selector_for(d), to_hex(handle.as_bytes()), "10000".into()],
+        &[
+            selector_for(d),
+            hex::encode(handle.as_bytes()),
+            "10000".into(),
+        ],
     )?;
     print!("{out}");
     Ok(())

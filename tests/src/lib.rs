@@ -274,21 +274,6 @@ pub fn run_child(role: &str, args: &[String]) -> Result<String, Failed> {
     }
 }
 
-/// Hex encoding for passing handle bytes on a command line.
-pub fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The inverse of [`to_hex`].
-pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
-    if s.len() % 2 != 0 {
-        return Err("odd hex length".into());
-    }
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|e| e.to_string()))
-        .collect()
-}
-
 /// A device selector string that names `device` exactly (`backend:index`).
 pub fn selector_for(device: &Device) -> String {
     let index = devices()

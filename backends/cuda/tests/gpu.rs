@@ -1139,17 +1139,6 @@ fn ipc_physical_memory_in_the_exporting_process() {
     fx.ctx.free_virtual_mem(va, 2 * g).unwrap();
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
-
 /// The peer side of `ipc_across_processes`; does nothing unless spawned by it.
 #[test]
 fn child_process_side() {
@@ -1171,7 +1160,7 @@ fn child_process_side() {
     let q = queue(&fx, false);
 
     // Event: wait for the parent's signal (recorded after its fill).
-    let ev_payload = unhex(&std::env::var("SYCL_RS_CUDA_CHILD_EVENT").unwrap());
+    let ev_payload = hex::decode(std::env::var("SYCL_RS_CUDA_CHILD_EVENT").unwrap()).unwrap();
     let ev = fx
         .ctx
         .ipc_open_event(IpcImport {
@@ -1184,7 +1173,7 @@ fn child_process_side() {
     ev.wait().expect("child: wait event");
 
     // Memory: read, then write a marker the parent checks.
-    let payload = unhex(&mem);
+    let payload = hex::decode(&mem).unwrap();
     let imp = || IpcImport {
         payload: &payload,
         fds: vec![],
@@ -1266,7 +1255,7 @@ fn child_process_side() {
     }
 
     // Physical memory: take the descriptor from the parent and map it.
-    let ph = unhex(&std::env::var("SYCL_RS_CUDA_CHILD_PHYS").unwrap());
+    let ph = hex::decode(std::env::var("SYCL_RS_CUDA_CHILD_PHYS").unwrap()).unwrap();
     let fdnum: i32 = std::env::var("SYCL_RS_CUDA_CHILD_PHYS_FD")
         .unwrap()
         .parse()
@@ -1361,9 +1350,9 @@ fn ipc_across_processes() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("SYCL_RS_CUDA_CHILD_MEM", hex(&exp.payload))
-        .env("SYCL_RS_CUDA_CHILD_EVENT", hex(&eexp.payload))
-        .env("SYCL_RS_CUDA_CHILD_PHYS", hex(&pexp.payload))
+        .env("SYCL_RS_CUDA_CHILD_MEM", hex::encode(&exp.payload))
+        .env("SYCL_RS_CUDA_CHILD_EVENT", hex::encode(&eexp.payload))
+        .env("SYCL_RS_CUDA_CHILD_PHYS", hex::encode(&pexp.payload))
         .env("SYCL_RS_CUDA_CHILD_PHYS_FD", pexp.fds[0].to_string())
         .env(
             "SYCL_RS_CUDA_CHILD_EXPORTER",
@@ -1550,7 +1539,7 @@ fn child_holds_an_event() {
     let me = ExporterId::current();
     println!(
         "EVENT {} {}:{}:{}",
-        hex(&exp.payload),
+        hex::encode(&exp.payload),
         me.pid,
         me.start_time,
         me.nonce
@@ -1589,7 +1578,7 @@ fn imported_event_of_a_dead_exporter_does_not_hang() {
         })
         .expect("the child prints its event handle");
     let parts: Vec<&str> = line.split_whitespace().collect();
-    let payload = unhex(parts[1]);
+    let payload = hex::decode(parts[1]).unwrap();
     let ids: Vec<u64> = parts[2].split(':').map(|x| x.parse().unwrap()).collect();
     let exporter = ExporterId {
         pid: ids[0] as u32,

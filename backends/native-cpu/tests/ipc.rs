@@ -540,17 +540,6 @@ fn ipc_events_in_one_process() {
 
 const CHILD_ENV: &str = "SYCL_NATIVE_CPU_IPC_CHILD";
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
-
 fn spawn_child(role: &str, vars: &[(&str, String)]) -> std::process::Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["child_entry", "--exact", "--nocapture", "--test-threads=1"])
@@ -591,7 +580,7 @@ fn child_import(payload: &str, fd: &str) -> (Vec<u8>, OwnedFd, ExporterId) {
     let raw: i32 = fd.parse().unwrap();
     // SAFETY: the parent made this descriptor inheritable for us; nothing else owns it here.
     (
-        unhex(payload),
+        hex::decode(payload).unwrap(),
         // SAFETY: the parent made this descriptor inheritable for us; nothing else owns it here.
         unsafe { OwnedFd::from_raw_fd(raw) },
         exporter,
@@ -687,7 +676,7 @@ fn child_entry() {
             let me = ExporterId::current();
             println!(
                 "PAYLOAD {} {} {} {} {}",
-                hex(&export.payload),
+                hex::encode(&export.payload),
                 export.fds[0],
                 me.pid,
                 me.start_time,
@@ -729,9 +718,9 @@ fn export_to_child(e: &common::Env) -> ChildSetup {
     let mem_fd = inheritable(mem_export.fds[0]);
     let ev_fd = inheritable(ev_export.fds[0]);
     let mut vars = me_vars();
-    vars.push(("MEM_PAYLOAD", hex(&mem_export.payload)));
+    vars.push(("MEM_PAYLOAD", hex::encode(&mem_export.payload)));
     vars.push(("MEM_FD", mem_fd.as_raw_fd().to_string()));
-    vars.push(("EV_PAYLOAD", hex(&ev_export.payload)));
+    vars.push(("EV_PAYLOAD", hex::encode(&ev_export.payload)));
     vars.push(("EV_FD", ev_fd.as_raw_fd().to_string()));
     (mem, ev, vars, vec![mem_fd, ev_fd])
 }
@@ -792,7 +781,7 @@ fn cross_process_dead_exporter_is_an_event_error() {
     }
     let at = line.find("PAYLOAD ").unwrap_or(0);
     let parts: Vec<&str> = line[at..].split_whitespace().collect();
-    let payload = unhex(parts[1]);
+    let payload = hex::decode(parts[1]).unwrap();
     let fd: i32 = parts[2].parse().unwrap();
     let exporter = ExporterId {
         pid: parts[3].parse().unwrap(),

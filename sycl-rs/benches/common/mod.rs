@@ -36,18 +36,3 @@ pub fn row(name: &str, unit: &str, ours: f64, raw: f64) {
         ours / raw
     );
 }
-
-/// Lower-case hex of `b`.
-pub fn to_hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// The inverse of [`to_hex`].
-pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
-    if s.len() % 2 != 0 {
-        return Err("odd hex length".into());
-    }
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|e| e.to_string()))
-        .collect()
-}
