@@ -281,7 +281,12 @@ fn rank0(o: &Options) -> Result<(), String> {
     let mut failure = None;
     for ch in &channels {
         let sent = (|| -> Result<Event, String> {
-            let rank = ch_u64(&ch.recv().map_err(|e| e.to_string())?) as usize;
+            let hello = ch.recv().map_err(|e| e.to_string())?;
+            let rank = std::str::from_utf8(&hello)
+                .ok()
+                .and_then(|r| r.trim().parse::<usize>().ok())
+                .filter(|r| (1..o.ranks).contains(r))
+                .ok_or_else(|| format!("a worker sent {hello:?} instead of its rank"))?;
             let home = Queue::in_order(device_of_rank(rank)).map_err(|e| e.to_string())?;
             let ev = Event::new_for_queue(&home, ipc_event).map_err(|e| e.to_string())?;
             ch.send_handle(&buffer_handle).map_err(|e| e.to_string())?;

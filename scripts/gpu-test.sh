@@ -77,6 +77,15 @@ device)
     if [ "$ngpu" -ge 2 ]; then
         step demo-spread "$b/share_across_ranks" --spread --device 'cuda:*' --ranks "$ngpu"
     fi
+    if [ "$ngpu" -ge 2 ]; then
+        # The CUDA GPU tests' second-GPU checks run only where there is a second GPU: make
+        # sure they did, so a multi-GPU run cannot pass without them.
+        if grep -q "child: device 1 reached the memory through its own mapping" "$out/test-gpu.log"; then
+            printf '%-34s rc=0\n' "second-gpu-checks" | tee -a "$summary"
+        else
+            printf '%-34s rc=1   (not found in test-gpu.log)\n' "second-gpu-checks" | tee -a "$summary"
+        fi
+    fi
     step vector-add "$b/vector_add"
     [ -x "$b/bench-cuda" ] && step bench-cuda "$b/bench-cuda"
     [ -x "$b/all_to_all_ranks" ] && step all-to-all "$b/all_to_all_ranks"

@@ -152,6 +152,20 @@ impl Context {
             .ok_or_else(|| Error::invalid(format!("device {} is not in this context", d.ordinal)))
     }
 
+    /// A standalone event on device `index` of this context.
+    fn standalone_event(
+        &self,
+        index: usize,
+        props: EventProperties,
+    ) -> Result<Arc<dyn sycl_backend::Event>> {
+        crate::event::Event::standalone(
+            self.primaries[index].clone(),
+            &self.cuda_devices[index],
+            props,
+        )
+        .map(|e| Arc::new(e) as _)
+    }
+
     /// The index of the device with this IPC identity, if it is in the context.
     pub(crate) fn device_by_identity(&self, id: &[u8; 16]) -> Option<usize> {
         self.cuda_devices.iter().position(|d| &d.identity() == id)
@@ -218,8 +232,7 @@ impl sycl_backend::Context for Context {
     }
 
     fn create_event(&self, props: EventProperties) -> Result<Arc<dyn sycl_backend::Event>> {
-        crate::event::Event::standalone(self.primaries[0].clone(), &self.cuda_devices[0], props)
-            .map(|e| Arc::new(e) as _)
+        self.standalone_event(0, props)
     }
 
     fn create_event_on(
@@ -227,9 +240,7 @@ impl sycl_backend::Context for Context {
         device: &Arc<dyn sycl_backend::Device>,
         props: EventProperties,
     ) -> Result<Arc<dyn sycl_backend::Event>> {
-        let i = self.device_index(device)?;
-        crate::event::Event::standalone(self.primaries[i].clone(), &self.cuda_devices[i], props)
-            .map(|e| Arc::new(e) as _)
+        self.standalone_event(self.device_index(device)?, props)
     }
 
     fn build_kernel_bundle(

@@ -400,11 +400,12 @@ impl Queue {
         })
     }
 
-    /// Splits `deps` into CUDA events of other queues (returned) and the rest: events of
-    /// this queue's commands, which the stream orders anyway, and events waited for on the
-    /// host here (other backends' and host tasks').
-    fn wait_host_deps(&self, deps: &[DynEvent]) -> Result<Vec<Event>> {
-        let mut own = Vec::with_capacity(deps.len());
+    /// Splits `deps` into CUDA events the stream can wait for (other queues' events) and
+    /// events to wait for on the host (other backends', host tasks', IPC events imported on
+    /// another GPU). Events of this queue's own commands are dropped: the stream orders them.
+    fn split_deps(&self, deps: &[DynEvent]) -> Result<(Vec<Event>, Vec<DynEvent>)> {
+        let mut on_stream = Vec::with_capacity(deps.len());
+        let mut on_host = Vec::new();
         for dep in deps {
             if dep.backend() == BackendKind::Cuda {
                 if let Some(c) = dep.as_any().downcast_ref::<CommandEvent>() {
@@ -414,16 +415,25 @@ impl Queue {
                 }
                 if let Some(e) = cuda_event(dep)? {
                     if self.waits_on_host(&e) {
-                        sycl_backend::Event::wait(&e)?;
+                        on_host.push(dep.clone());
                     } else if e.inner.queue_id != self.id {
-                        own.push(e);
+                        on_stream.push(e);
                     }
                     continue;
                 }
             }
+            on_host.push(dep.clone());
+        }
+        Ok((on_stream, on_host))
+    }
+
+    /// [`Queue::split_deps`], waiting for the host part now.
+    fn wait_host_deps(&self, deps: &[DynEvent]) -> Result<Vec<Event>> {
+        let (on_stream, on_host) = self.split_deps(deps)?;
+        for dep in &on_host {
             dep.wait()?;
         }
-        Ok(own)
+        Ok(on_stream)
     }
 
     /// Whether the stream cannot wait for `e` itself: an IPC event imported on another GPU
@@ -439,7 +449,10 @@ impl Queue {
         if own.is_empty() {
             return Ok(());
         }
-        st.seal(&self.ctx, &self.stream, self.id)?;
+        if self.calib.is_none() {
+            // Profiling queues record an event per command: nothing to seal.
+            st.seal(&self.ctx, &self.stream, self.id)?;
+        }
         for e in own {
             result::stream::wait_event(self.stream.raw, e.raw())?;
         }
@@ -524,11 +537,7 @@ impl Queue {
         };
         op(s)?;
         result::event::record(end.raw, s)?;
-        st.submitted += 1;
-        // The command's own event covers everything so far.
-        let ev = Event::command(end, self.id, profile);
-        st.marker = Some((st.submitted, ev.clone()));
-        Ok(Arc::new(ev))
+        Ok(Arc::new(Event::command(end, self.id, profile)))
     }
 
     unsafe fn fill_impl(
@@ -722,26 +731,8 @@ impl sycl_backend::Queue for Queue {
         if !result::has_symbol("cuLaunchHostFunc") {
             return self.host_task_sync(task, deps);
         }
-        let mut own = Vec::new();
-        let mut host_deps = Vec::new();
-        for dep in deps {
-            if dep.backend() == BackendKind::Cuda {
-                if let Some(c) = dep.as_any().downcast_ref::<CommandEvent>() {
-                    if c.queue_id == self.id {
-                        continue; // the callback below comes after it
-                    }
-                }
-                if let Some(e) = cuda_event(dep)? {
-                    if self.waits_on_host(&e) {
-                        host_deps.push(dep.clone());
-                    } else if e.inner.queue_id != self.id {
-                        own.push(e);
-                    }
-                    continue;
-                }
-            }
-            host_deps.push(dep.clone());
-        }
+        // Events of this queue's commands need nothing: the callback below comes after them.
+        let (own, host_deps) = self.split_deps(deps)?;
         // No wait for earlier host tasks: the host thread runs them in order.
         let mut st = lock(&self.state);
         self.ctx.make_current()?;
@@ -792,20 +783,23 @@ impl sycl_backend::Queue for Queue {
 
     #[doc(alias = "cuEventRecord")]
     fn enqueue_signal_event(&self, event: &DynEvent) -> Result<()> {
-        let Some(e) = event.as_any().downcast_ref::<Event>() else {
+        // Standalone events have no queue (command events carry theirs).
+        let e = event
+            .as_any()
+            .downcast_ref::<Event>()
+            .filter(|e| e.inner.queue_id == 0);
+        let Some(e) = e else {
             if event.backend() != BackendKind::Cuda {
-                sycl_backend::downcast::<Event>(event.as_any(), "event", BackendKind::Cuda)?;
+                return Err(Error::new(
+                    Errc::BackendMismatch,
+                    "the event does not belong to the cuda backend",
+                ));
             }
             return Err(Error::invalid(
                 "only standalone events (Event::new) can be signalled, not the event of a \
                  command or host task",
             ));
         };
-        if e.inner.queue_id != 0 {
-            return Err(Error::invalid(
-                "only standalone events (Event::new) can be signalled, not the event of a command",
-            ));
-        }
         // A CUDA event belongs to one device's context and can only be recorded on its
         // streams (the driver answers CUDA_ERROR_INVALID_HANDLE otherwise).
         let event_ordinal = e.inner.ev.ctx.ordinal;
