@@ -184,18 +184,26 @@ pub(crate) fn put_mem(payload: &[u8]) -> Result<()> {
 }
 
 /// Opens `handle` (through the cache) for device `index` of `ctx`; returns `base + offset`.
+/// `size`: the allocation size the payload claims (checked against our own allocations).
 fn open_cached(
     ctx: &Context,
     index: usize,
     handle: &Handle,
     offset: u64,
+    size: Option<u64>,
     same_process: bool,
 ) -> Result<u64> {
     let pctx = ctx.with_ctx(index)?;
     let mut st = lock(mem_state());
-    let key = if let Some(&(base, size, owner)) = st.exported.get(handle) {
+    let key = if let Some(&(base, alloc_size, owner)) = st.exported.get(handle) {
         // Our own allocation (the driver refuses to open it here). Another device of this
         // process reaches it through peer access to the allocation's device.
+        if size.is_some_and(|s| s != alloc_size as u64) {
+            return Err(Error::invalid(
+                "the IPC memory handle does not match its allocation's size",
+            ));
+        }
+        let size = alloc_size;
         if offset >= size as u64 {
             return Err(Error::invalid(format!(
                 "offset {offset} lies outside the {size}-byte allocation"
@@ -294,19 +302,14 @@ pub(crate) fn open_mem(
             "ipc::memory::open",
         ));
     }
-    if import.same_process {
-        // The driver refuses handles of the calling process: use our own allocation.
-        let st = lock(mem_state());
-        match st.exported.get(&p.handle) {
-            Some(&(_, size, _)) if size as u64 != p.size => {
-                return Err(Error::invalid(
-                    "the IPC memory handle does not match its allocation's size",
-                ));
-            }
-            _ => {}
-        }
-    }
-    open_cached(ctx, index, &p.handle, p.offset, import.same_process)
+    open_cached(
+        ctx,
+        index,
+        &p.handle,
+        p.offset,
+        Some(p.size),
+        import.same_process,
+    )
 }
 
 /// # Safety
@@ -343,7 +346,7 @@ pub fn open_raw_ipc_mem_handle(
             "opening a CUDA IPC memory handle",
         ));
     }
-    open_cached(ctx, index, raw, 0, false)
+    open_cached(ctx, index, raw, 0, None, false)
 }
 
 pub(crate) fn get_physical_mem(
