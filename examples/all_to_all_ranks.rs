@@ -484,6 +484,33 @@ fn rank_main(rank: usize, n: usize, opts: &Options, comm: &Comm) -> R<()> {
             continue;
         }
         let h = Handle::from_bytes(parts[0].clone()).map_err(e2s)?;
+        let mh = sys::CUipcMemHandle {
+            reserved: <[u8; 64]>::try_from(&parts[2][..])
+                .map_err(|_| "bad raw handle")?
+                .map(|b| b as std::ffi::c_char),
+        };
+        let eh = sys::CUipcEventHandle {
+            reserved: <[u8; 64]>::try_from(&parts[3][..])
+                .map_err(|_| "bad raw handle")?
+                .map(|b| b as std::ffi::c_char),
+        };
+        // The first cross-GPU open in a process pays the driver's peer setup (milliseconds),
+        // whoever makes it: alternate which side opens first so neither always pays it.
+        let ours_first = (rank + p) % 2 == 0;
+        let raw_open = |rr: &mut RawRank| -> R<f64> {
+            raw.current()?;
+            let t = Instant::now();
+            // SAFETY: valid out-pointer; a handle of the peer's live allocation (freed only
+            // after the final barrier, once every rank closed it; RawRank closes it in Drop).
+            let r = unsafe { sys::cuIpcOpenMemHandle_v2(&mut rr.peer_bufs[p], mh, lazy) };
+            ck(r, "cuIpcOpenMemHandle_v2")?;
+            Ok(t.elapsed().as_secs_f64() * 1e6)
+        };
+        let raw_before = if ours_first {
+            None
+        } else {
+            Some(raw_open(&mut rr)?)
+        };
         let t = Instant::now();
         let mem = ipc::memory::open::<u8>(&h, q.context(), &dev).map_err(e2s)?;
         let first = t.elapsed().as_secs_f64() * 1e6;
@@ -495,27 +522,19 @@ fn rank_main(rank: usize, n: usize, opts: &Options, comm: &Comm) -> R<()> {
             q.context(),
         )
         .map_err(e2s)?;
-        let mh = sys::CUipcMemHandle {
-            reserved: <[u8; 64]>::try_from(&parts[2][..])
-                .map_err(|_| "bad raw handle")?
-                .map(|b| b as std::ffi::c_char),
+        let raw_first = match raw_before {
+            Some(us) => us,
+            None => raw_open(&mut rr)?,
         };
-        let eh = sys::CUipcEventHandle {
-            reserved: <[u8; 64]>::try_from(&parts[3][..])
-                .map_err(|_| "bad raw handle")?
-                .map(|b| b as std::ffi::c_char),
-        };
-        raw.current()?;
-        let t = Instant::now();
-        // SAFETY: valid out-pointer; a handle of the peer's live allocation (freed only after
-        // the final barrier, once every rank closed it; RawRank closes it in Drop).
-        let r = unsafe { sys::cuIpcOpenMemHandle_v2(&mut rr.peer_bufs[p], mh, lazy) };
-        ck(r, "cuIpcOpenMemHandle_v2")?;
-        let raw_first = t.elapsed().as_secs_f64() * 1e6;
         // SAFETY: valid out-pointer; a handle of the peer's live interprocess event.
         let r = unsafe { sys::cuIpcOpenEventHandle(&mut rr.peer_events[p], eh) };
         ck(r, "cuIpcOpenEventHandle")?;
-        open_line.push(format!("{first:.0}/{again:.1}/{raw_first:.0}"));
+        let mark = |went_first: bool| if went_first { "*" } else { "" };
+        open_line.push(format!(
+            "{first:.0}{}/{again:.1}/{raw_first:.0}{}",
+            mark(ours_first),
+            mark(!ours_first)
+        ));
         peers.push(Peer {
             mem: Some(mem),
             event: Some(ev),
@@ -530,7 +549,9 @@ fn rank_main(rank: usize, n: usize, opts: &Options, comm: &Comm) -> R<()> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        println!("\nopen latency of a {} buffer, us: ours first open / ours cached reopen / raw first open", human(total));
+        println!("\nopen latency of a {} buffer, us: ours first open / ours cached reopen / raw first open\n(* = opened first in its process: pays the driver's first peer setup)",
+            human(total)
+        );
         print!("{:>8}", "row opens");
         for p in 0..n {
             print!(" {:>20}", format!("rank {p}"));
@@ -560,7 +581,13 @@ fn rank_main(rank: usize, n: usize, opts: &Options, comm: &Comm) -> R<()> {
     for &size in &opts.sizes {
         let reps = opts
             .reps
-            .unwrap_or(if size >= 256 << 20 { 8 } else { 20 })
+            // Small rounds take tens of microseconds, so the barriers' jitter is a large part of
+            // them: more rounds there, for a stable median.
+            .unwrap_or(match size {
+                s if s >= 256 << 20 => 8,
+                s if s > 4 << 20 => 20,
+                _ => 100,
+            })
             .max(1);
         // Sources: block p (for peer p) holds tag(rank, p) with a hashed head.
         for p in 0..n {

@@ -353,7 +353,7 @@ fn ipc_open(q: &Queue, raw: &RawCuda, quick: bool, targets: &mut Vec<Target>) ->
         // SAFETY: valid out-pointer; the base of a live cuMemAlloc allocation.
         let r = unsafe { sys::cuIpcGetMemHandle(&mut rh, raw_buf.ptr) };
         ck(r, "cuIpcGetMemHandle")?;
-        let children = if quick { 2 } else { 12 };
+        let children = if quick { 2 } else { 24 };
         let reps = match (quick, size >= GIB) {
             (true, _) => 5,
             (false, true) => 15,
