@@ -268,7 +268,8 @@ impl Event {
         self.inner.ev.raw
     }
 
-    fn query(&self) -> Result<bool> {
+    /// Whether the event has completed (`cuEventQuery`).
+    pub(crate) fn query(&self) -> Result<bool> {
         self.inner.ev.ctx.make_current()?;
         result::event::query(self.inner.ev.raw)
     }

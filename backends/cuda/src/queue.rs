@@ -8,7 +8,11 @@
 //! that point share it. Submitting a command thus costs one driver call, as a bare
 //! `cuLaunchKernel` does. A marker recorded late completes after later commands too, so a
 //! marker is always recorded before the stream is made to wait for another event: a late
-//! marker never waits for anything but plain commands of its own stream.
+//! marker never waits for anything but plain commands of its own stream. The queue remembers
+//! up to which command everything is known complete (a completed marker, an idle stream, a
+//! queue wait), so events of those commands answer without a driver call, and as
+//! dependencies cost nothing; a command queried before any marker covers it asks whether the
+//! stream is idle before recording one.
 //!
 //! Dependencies: events of this backend become `cuStreamWaitEvent` (skipped for events of this
 //! very queue, which the stream orders anyway); events of other backends are waited for from
@@ -243,6 +247,8 @@ struct State {
     submitted: u64,
     /// The newest marker recorded for [`CommandEvent`]s and the sequence number it covers.
     marker: Option<(u64, Event)>,
+    /// Every command up to this sequence number is known to have completed.
+    completed: u64,
 }
 
 impl State {
@@ -253,10 +259,10 @@ impl State {
         ctx: &Arc<PrimaryContext>,
         stream: &Stream,
         queue_id: u64,
-    ) -> Result<Event> {
+    ) -> Result<(u64, Event)> {
         if let Some((covers, ev)) = &self.marker {
             if *covers >= seq {
-                return Ok(ev.clone());
+                return Ok((*covers, ev.clone()));
             }
         }
         ctx.make_current()?;
@@ -264,7 +270,7 @@ impl State {
         result::event::record(end.raw, stream.raw)?;
         let ev = Event::command(end, queue_id, None);
         self.marker = Some((self.submitted, ev.clone()));
-        Ok(ev)
+        Ok((self.submitted, ev))
     }
 
     /// Records a marker if commands were submitted since the last one: called before the
@@ -285,17 +291,61 @@ pub(crate) struct CommandEvent {
     state: Arc<Mutex<State>>,
     queue_id: u64,
     seq: u64,
-    recorded: std::sync::OnceLock<Event>,
+    /// The marker covering this command, and the sequence number the marker covers.
+    recorded: std::sync::OnceLock<(u64, Event)>,
 }
 
 impl CommandEvent {
     /// The CUDA event that completes with this command (recorded now if none covers it).
     pub(crate) fn recorded(&self) -> Result<Event> {
-        if let Some(e) = self.recorded.get() {
-            return Ok(e.clone());
+        self.marker().map(|(_, e)| e)
+    }
+
+    fn marker(&self) -> Result<(u64, Event)> {
+        if let Some(m) = self.recorded.get() {
+            return Ok(m.clone());
         }
-        let e = lock(&self.state).marker_for(self.seq, &self.ctx, &self.stream, self.queue_id)?;
-        Ok(self.recorded.get_or_init(|| e).clone())
+        let m = lock(&self.state).marker_for(self.seq, &self.ctx, &self.stream, self.queue_id)?;
+        Ok(self.recorded.get_or_init(|| m).clone())
+    }
+
+    /// Whether the command is known to have completed, without asking the driver.
+    pub(crate) fn known_complete(&self) -> bool {
+        lock(&self.state).completed >= self.seq
+    }
+
+    /// Notes that the commands up to `covers` completed.
+    fn completed_up_to(&self, covers: u64) {
+        let mut st = lock(&self.state);
+        st.completed = st.completed.max(covers);
+    }
+
+    /// Whether the command has completed. When no marker covers it yet, an idle stream
+    /// answers first (it has completed every command submitted so far): a marker recorded
+    /// only to be queried at once would rarely have completed yet, which would leave callers
+    /// that prune finished commands, such as USM owners, holding them one more round.
+    fn query(&self) -> Result<bool> {
+        {
+            let mut st = lock(&self.state);
+            if st.completed >= self.seq {
+                return Ok(true);
+            }
+            let covered = self.recorded.get().is_some()
+                || st.marker.as_ref().is_some_and(|m| m.0 >= self.seq);
+            if !covered {
+                self.ctx.make_current()?;
+                if result::stream::query(self.stream.raw)? {
+                    st.completed = st.submitted;
+                    return Ok(true);
+                }
+            }
+        }
+        let (covers, e) = self.marker()?;
+        let done = e.query()?;
+        if done {
+            self.completed_up_to(covers);
+        }
+        Ok(done)
     }
 }
 
@@ -309,15 +359,33 @@ impl sycl_backend::Event for CommandEvent {
     }
 
     fn status(&self) -> Result<EventStatus> {
-        sycl_backend::Event::status(&self.recorded()?)
+        Ok(if self.query()? {
+            EventStatus::Complete
+        } else {
+            EventStatus::Submitted
+        })
     }
 
     fn wait(&self) -> Result<()> {
-        sycl_backend::Event::wait(&self.recorded()?)
+        if self.known_complete() {
+            return Ok(());
+        }
+        let (covers, e) = self.marker()?;
+        sycl_backend::Event::wait(&e)?;
+        self.completed_up_to(covers);
+        Ok(())
     }
 
     fn wait_timeout(&self, timeout: std::time::Duration) -> Result<bool> {
-        sycl_backend::Event::wait_timeout(&self.recorded()?, timeout)
+        if self.known_complete() {
+            return Ok(true);
+        }
+        let (covers, e) = self.marker()?;
+        let done = sycl_backend::Event::wait_timeout(&e, timeout)?;
+        if done {
+            self.completed_up_to(covers);
+        }
+        Ok(done)
     }
 
     fn profiling(&self) -> Result<ProfilingInfo> {
@@ -409,7 +477,8 @@ impl Queue {
         for dep in deps {
             if dep.backend() == BackendKind::Cuda {
                 if let Some(c) = dep.as_any().downcast_ref::<CommandEvent>() {
-                    if c.queue_id == self.id {
+                    // The stream orders this queue's own commands; completed ones need no wait.
+                    if c.queue_id == self.id || c.known_complete() {
                         continue;
                     }
                 }
@@ -837,9 +906,15 @@ impl sycl_backend::Queue for Queue {
 
     #[doc(alias = "cuStreamSynchronize")]
     fn wait(&self) -> Result<()> {
-        drop(self.lock_after_host_tasks());
+        let submitted = {
+            let st = self.lock_after_host_tasks();
+            st.submitted
+        };
         self.ctx.make_current()?;
-        result::stream::synchronize(self.stream.raw)
+        result::stream::synchronize(self.stream.raw)?;
+        let mut st = lock(&self.state);
+        st.completed = st.completed.max(submitted);
+        Ok(())
     }
 }
 

@@ -325,6 +325,17 @@ pub(crate) mod stream {
         check(r, "cuStreamSynchronize")
     }
 
+    /// `cuStreamQuery`: whether every command submitted to `s` has completed.
+    pub(crate) fn query(s: sys::CUstream) -> Result<bool> {
+        need!("cuStreamQuery");
+        // SAFETY: callers pass a live stream owned by a queue.
+        match unsafe { sys::cuStreamQuery(s) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            code => Err(error(code, "cuStreamQuery")),
+        }
+    }
+
     /// `cuStreamWaitEvent(s, e, 0)`.
     pub(crate) fn wait_event(s: sys::CUstream, e: sys::CUevent) -> Result<()> {
         need!("cuStreamWaitEvent");

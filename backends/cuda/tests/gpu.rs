@@ -388,6 +388,89 @@ extern "C" __global__ void scale2d(float* m, int w, int h, float f) {
 }
 "#;
 
+/// Command events answer from what their queue knows is complete (an idle stream, a
+/// completed marker, a queue wait) and are then skipped as dependencies: every answer must
+/// still be right, or the copies below would read data not yet written.
+#[test]
+fn command_events_answer_from_what_the_queue_knows() {
+    let Some(fx) = setup("command_events_answer_from_what_the_queue_knows") else {
+        return;
+    };
+    let (q1, q2) = (queue(&fx, false), queue(&fx, false));
+    let n = 16 << 20;
+    let big_n = 256 << 20;
+    let alloc = |size| {
+        fx.ctx
+            .usm_alloc(UsmKind::Device, Some(&fx.device), size, 0)
+            .unwrap()
+    };
+    let (a, b, big) = (alloc(n), alloc(n), alloc(big_n));
+    // q2 copies a -> b after `dep` (skipped by q2 when known complete) and checks b.
+    let copied_after = |dep: &Arc<dyn sycl_backend::Event>, value: u8, what: &str| {
+        // SAFETY: live allocations of n bytes; q2 waits before the next use.
+        let e = unsafe { q2.memcpy(b, a, n, std::slice::from_ref(dep)) }.unwrap();
+        e.wait().unwrap();
+        let got = read(&q2, b, n);
+        let bad = got.iter().position(|&x| x != value);
+        assert_eq!(
+            bad,
+            None,
+            "{what}: b[{:?}] is not {value}",
+            bad.map(|i| got[i])
+        );
+    };
+
+    // An idle stream answers for a command no marker covers.
+    // SAFETY: live allocations, used only by these queues in the order below.
+    let e1 = unsafe { q1.fill(a, &[1], n, &[]) }.unwrap();
+    while e1.status().unwrap() != EventStatus::Complete {
+        std::hint::spin_loop();
+    }
+    copied_after(&e1, 1, "after polling status");
+
+    // A busy stream does not: the command behind many large fills completes with them.
+    // SAFETY: as above.
+    let e2 = unsafe { q1.fill(a, &[2], n, &[]) }.unwrap();
+    let mut busy = Vec::new();
+    for i in 0..64u8 {
+        // SAFETY: as above.
+        busy.push(unsafe { q1.fill(big, &[i], big_n, &[]) }.unwrap());
+    }
+    while e2.status().unwrap() != EventStatus::Complete {
+        std::hint::spin_loop();
+    }
+    copied_after(&e2, 2, "after polling status behind a busy stream");
+    // Every earlier command is complete once a later one is.
+    busy.last().unwrap().wait().unwrap();
+    for (i, e) in busy.iter().enumerate() {
+        assert_eq!(e.status().unwrap(), EventStatus::Complete, "busy fill {i}");
+        assert!(e.wait_timeout(Duration::ZERO).unwrap(), "busy fill {i}");
+    }
+    let last = read(&q1, big, 4096);
+    assert!(last.iter().all(|&x| x == 63), "the last fill of `big` won");
+
+    // A queue wait covers everything submitted before it.
+    // SAFETY: as above.
+    let e3 = unsafe { q1.fill(a, &[3], n, &[]) }.unwrap();
+    q1.wait().unwrap();
+    assert_eq!(e3.status().unwrap(), EventStatus::Complete);
+    copied_after(&e3, 3, "after a queue wait");
+
+    // Commands submitted after what is known complete are not taken for complete.
+    for i in 0..16u8 {
+        // SAFETY: as above.
+        let e = unsafe { q1.fill(big, &[i], big_n, &[]) }.unwrap();
+        // SAFETY: as above; ordered after the fill of `big` by the in-order queue.
+        let e4 = unsafe { q1.fill(a, &[4 + i], n, std::slice::from_ref(&e)) }.unwrap();
+        copied_after(&e4, 4 + i, "a new command after known-complete ones");
+    }
+
+    for p in [a, b, big] {
+        // SAFETY: every command using them completed above.
+        unsafe { fx.ctx.usm_free(p) }.unwrap();
+    }
+}
+
 #[test]
 fn nvrtc_kernels_launch_and_compute() {
     let Some(fx) = setup("nvrtc_kernels_launch_and_compute") else {
