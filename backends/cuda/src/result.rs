@@ -151,6 +151,14 @@ pub(crate) fn check(code: sys::CUresult, what: &str) -> Result<()> {
     }
 }
 
+/// The answer of a query call: `Ok(true)` done, `Ok(false)` not ready yet.
+fn check_ready(code: sys::CUresult, what: &str) -> Result<bool> {
+    match code {
+        sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        code => check(code, what).map(|()| true),
+    }
+}
+
 /// `cuInit`, `cuDriverGetVersion`.
 pub(crate) mod init {
     use super::*;
@@ -329,11 +337,7 @@ pub(crate) mod stream {
     pub(crate) fn query(s: sys::CUstream) -> Result<bool> {
         need!("cuStreamQuery");
         // SAFETY: callers pass a live stream owned by a queue.
-        match unsafe { sys::cuStreamQuery(s) } {
-            sys::CUresult::CUDA_SUCCESS => Ok(true),
-            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            code => Err(error(code, "cuStreamQuery")),
-        }
+        check_ready(unsafe { sys::cuStreamQuery(s) }, "cuStreamQuery")
     }
 
     /// `cuStreamWaitEvent(s, e, 0)`.
@@ -415,11 +419,7 @@ pub(crate) mod event {
     pub(crate) fn query(e: sys::CUevent) -> Result<bool> {
         need!("cuEventQuery");
         // SAFETY: callers pass a live event.
-        match unsafe { sys::cuEventQuery(e) } {
-            sys::CUresult::CUDA_SUCCESS => Ok(true),
-            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            code => Err(error(code, "cuEventQuery")),
-        }
+        check_ready(unsafe { sys::cuEventQuery(e) }, "cuEventQuery")
     }
 
     /// `cuEventSynchronize`.
