@@ -281,7 +281,6 @@ pub(crate) mod ctx {
         check(r, "cuDevicePrimaryCtxRelease_v2")
     }
 
-    /// `cuCtxSetCurrent`.
     /// `cuCtxEnablePeerAccess(peer)` from the current context; already enabled is success.
     pub(crate) fn enable_peer_access(peer: sys::CUcontext) -> Result<()> {
         need!("cuCtxEnablePeerAccess");
@@ -293,6 +292,7 @@ pub(crate) mod ctx {
         check(r, "cuCtxEnablePeerAccess")
     }
 
+    /// `cuCtxSetCurrent`.
     pub(crate) fn set_current(c: sys::CUcontext) -> Result<()> {
         need!("cuCtxSetCurrent");
         // SAFETY: `c` is a retained primary context (or null, which unbinds).
