@@ -39,7 +39,7 @@ for line in open(src):
         # libtest harnesses: integration tests, and unit tests of libs and bins.
         name = {"test": "test-", "lib": "test-lib-", "bin": "test-bin-"}.get(kind, "test-x-") + t["name"]
     else:
-        name = {"bench": "bench-", "example": "", "bin": ""}.get(kind, "") + t["name"]
+        name = t["name"]  # examples and binaries
     shutil.copy(m["executable"], os.path.join(dst, name))
 PY
     rm -f "$json"
@@ -102,6 +102,12 @@ device)
     done
     # Only a few files come back from the device machine: pack the logs into one.
     (cd "$out" && tar czf logs.tar.gz ./*.log && rm -f ./*.log)
+    # The run fails when any step did (benchmark targets print PASS/MISS but do not fail it).
+    if grep -Eqv ' rc=0( |$)' "$summary"; then
+        echo "---- FAILED steps:"
+        grep -Ev ' rc=0( |$)' "$summary"
+        exit 1
+    fi
     ;;
 *)
     echo "usage: $0 build|device" >&2

@@ -1,7 +1,8 @@
 //! CUDA benchmarks, each beside the raw CUDA driver call in the same run.
 //!
 //! `cargo bench -p sycl-rs --bench cuda` (add `-- --quick` for a short run). Runs on the first
-//! CUDA device (`cuda:0`); without one it prints "no CUDA device: skipped" and exits 0.
+//! CUDA device (`cuda:0`); without one it prints "no CUDA device: skipped" and exits 0, unless
+//! `SYCL_RS_REQUIRE_BACKENDS` names `cuda` (then it fails).
 //! Prints one line per measurement (ours, raw, ours/raw) and a PASS/MISS line per target.
 //! The raw side uses `cudarc::driver::sys` in the same primary context as sycl-rs.
 //! Child processes are the bench binary itself, started with `std::process::Command` (never
@@ -9,7 +10,7 @@
 #![allow(unsafe_code)]
 
 mod common;
-use common::{median, row, us_since};
+use common::{median, row, skip, us_since};
 use std::ffi::{c_char, c_void, CString};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -163,8 +164,15 @@ fn mem_handle_bytes(h: &sys::CUipcMemHandle) -> Vec<u8> {
     h.reserved.iter().map(|&b| b as u8).collect()
 }
 
-fn mem_handle_from(bytes: &[u8]) -> R<sys::CUipcMemHandle> {
-    let arr: [u8; 64] = bytes
+/// A sycl-rs IPC handle from its hex form on a child's command line.
+fn handle_from(hex_bytes: &str) -> R<Handle> {
+    Handle::from_bytes(hex::decode(hex_bytes).map_err(|e| e.to_string())?).map_err(e2s)
+}
+
+/// A raw `CUipcMemHandle` from its hex form on a child's command line.
+fn mem_handle_from(hex_bytes: &str) -> R<sys::CUipcMemHandle> {
+    let bytes = hex::decode(hex_bytes).map_err(|e| e.to_string())?;
+    let arr: [u8; 64] = bytes[..]
         .try_into()
         .map_err(|_| "a raw IPC handle must be 64 bytes")?;
     Ok(sys::CUipcMemHandle {
@@ -205,16 +213,15 @@ fn open_child(args: &[String]) -> R<()> {
     let dev = select().ok_or("child: no CUDA device")?;
     let q = Queue::in_order(&dev).map_err(e2s)?;
     let raw = RawCuda::init(&dev)?;
-    let handle =
-        Handle::from_bytes(hex::decode(ours_hex).map_err(|e| e.to_string())?).map_err(e2s)?;
-    let raw_handle = mem_handle_from(&hex::decode(raw_hex).map_err(|e| e.to_string())?)?;
+    let handle = handle_from(ours_hex)?;
+    let raw_handle = mem_handle_from(raw_hex)?;
     let lazy = sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32;
     // Make sure both sides start with the context created and current, and that the driver's
     // one-time IPC set-up of this process is done (a raw open and close of a third buffer), so
     // that "cold" means: the first open of this handle in this process.
     q.wait().map_err(e2s)?;
     raw.current()?;
-    let warm = mem_handle_from(&hex::decode(warm_hex).map_err(|e| e.to_string())?)?;
+    let warm = mem_handle_from(warm_hex)?;
     let mut warm_ptr = 0;
     // SAFETY: valid out-pointer; a handle of a live allocation of the parent; closed at once.
     let r = unsafe { sys::cuIpcOpenMemHandle_v2(&mut warm_ptr, warm, lazy) };
@@ -224,8 +231,7 @@ fn open_child(args: &[String]) -> R<()> {
     ck(r, "cuIpcCloseMemHandle (warm-up)")?;
     // The same warm-up for our path (first-use costs of the runtime's own code and tables), with
     // a handle of a fourth buffer, so both sides' "cold" is the first open of a new handle.
-    let warm_ours =
-        Handle::from_bytes(hex::decode(warm_ours_hex).map_err(|e| e.to_string())?).map_err(e2s)?;
+    let warm_ours = handle_from(warm_ours_hex)?;
     ipc::memory::close(ipc::memory::open::<u8>(&warm_ours, q.context(), &dev).map_err(e2s)?)
         .map_err(e2s)?;
 
@@ -757,12 +763,15 @@ fn empty_kernel(q: &Queue, raw: &RawCuda, quick: bool, targets: &mut Vec<Target>
 
 fn run(quick: bool) -> R<()> {
     let Some(dev) = select() else {
-        println!("no CUDA device: skipped");
+        skip("cuda", "no CUDA device");
         return Ok(());
     };
     // SAFETY: only dlopens candidate library names.
     if !unsafe { sys::is_culib_present() } {
-        println!("no CUDA device: skipped (libcuda not loadable for the raw side)");
+        skip(
+            "cuda",
+            "no CUDA device (libcuda not loadable for the raw side)",
+        );
         return Ok(());
     }
     let q = Queue::in_order(&dev).map_err(e2s)?;

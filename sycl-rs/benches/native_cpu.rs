@@ -55,19 +55,17 @@ fn bandwidth(q: &Queue, reps: usize) {
         unsafe { std::ptr::copy_nonoverlapping(black_box(src), dst, BYTES) };
     }));
     let gbs = |t: f64| BYTES as f64 / t / 1e9;
-    println!(
-        "{:<44} ours {:>10.2} GB/s  raw {:>10.2} GB/s  ours/raw {:>6.3}",
+    row(
         "memcpy 256 MiB (vs memcpy, same buffers)",
+        "GB/s",
         gbs(ours),
         gbs(same),
-        same / ours
     );
-    println!(
-        "{:<44} ours {:>10.2} GB/s  raw {:>10.2} GB/s  ours/raw {:>6.3}",
+    row(
         "memcpy 256 MiB (device->device vs memcpy)",
+        "GB/s",
         gbs(ours),
         gbs(raw),
-        raw / ours
     );
     let ours = median(time_it(reps, || {
         q.memset(&a, 0x5a, &[]).unwrap().wait().unwrap()
@@ -77,13 +75,7 @@ fn bandwidth(q: &Queue, reps: usize) {
         unsafe { std::ptr::write_bytes(black_box(dst.as_mut_ptr()), 0x5a, BYTES) };
         black_box(&dst);
     }));
-    println!(
-        "{:<44} ours {:>10.2} GB/s  raw {:>10.2} GB/s  ours/raw {:>6.3}",
-        "memset 256 MiB (vs memset)",
-        gbs(ours),
-        gbs(raw),
-        raw / ours
-    );
+    row("memset 256 MiB (vs memset)", "GB/s", gbs(ours), gbs(raw));
     let ours = median(time_it(reps, || {
         q.fill(&a.full().cast::<u32>().unwrap(), 0x1234_5678u32, &[])
             .unwrap()
@@ -95,12 +87,11 @@ fn bandwidth(q: &Queue, reps: usize) {
         words.fill(black_box(0x1234_5678));
         black_box(&dst);
     }));
-    println!(
-        "{:<44} ours {:>10.2} GB/s  raw {:>10.2} GB/s  ours/raw {:>6.3}",
+    row(
         "fill u32 256 MiB (vs slice::fill)",
+        "GB/s",
         gbs(ours),
         gbs(raw),
-        raw / ours
     );
 }
 

@@ -10,11 +10,12 @@
 #![allow(unsafe_code)]
 
 mod common;
-use common::{median, row, time_it};
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use common::{median, row, skip, time_it};
+use std::ffi::{c_void, CString};
 use std::time::Instant;
 
 use sycl::{Aspect, BackendKind, Device, KernelBundle, Queue, Range};
+use sycl_backend_opencl::result::info_string;
 use sycl_backend_opencl::sys::{self, cl_int, cl_uint, Api};
 
 const SRC: &str = "__kernel void empty() {}";
@@ -34,107 +35,8 @@ fn gb_row(name: &str, ours_t: f64, raw_t: f64) {
 
 // ---------------------------------------------------------------- raw OpenCL
 
-/// `sys::Api` has no `cl_mem` buffer entry points, so these are resolved here from the same
-/// ICD loader.
-type CreateBuffer = unsafe extern "C" fn(
-    sys::cl_context,
-    sys::cl_bitfield,
-    usize,
-    *mut c_void,
-    *mut cl_int,
-) -> sys::cl_mem;
-type RwBuffer = unsafe extern "C" fn(
-    sys::cl_command_queue,
-    sys::cl_mem,
-    sys::cl_bool,
-    usize,
-    usize,
-    *mut c_void,
-    cl_uint,
-    *const sys::cl_event,
-    *mut sys::cl_event,
-) -> cl_int;
-type FillBuffer = unsafe extern "C" fn(
-    sys::cl_command_queue,
-    sys::cl_mem,
-    *const c_void,
-    usize,
-    usize,
-    usize,
-    cl_uint,
-    *const sys::cl_event,
-    *mut sys::cl_event,
-) -> cl_int;
-type ReleaseMem = unsafe extern "C" fn(sys::cl_mem) -> cl_int;
-
-struct BufferFns {
-    create: CreateBuffer,
-    write: RwBuffer,
-    read: RwBuffer,
-    fill: FillBuffer,
-    release: ReleaseMem,
-}
-
-extern "C" {
-    fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void;
-    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
-}
-
-impl BufferFns {
-    fn load() -> Result<BufferFns, String> {
-        let name = match std::env::var("SYCL_RS_OPENCL_LIBRARY") {
-            Ok(p) if !p.is_empty() => p,
-            _ => "libOpenCL.so.1".to_string(),
-        };
-        let cname = CString::new(name.clone()).map_err(|e| e.to_string())?;
-        const RTLD_NOW: c_int = 2;
-        // SAFETY: the same ICD loader `Api::load` opened (so already initialised); the handle
-        // is never closed.
-        let lib = unsafe { dlopen(cname.as_ptr(), RTLD_NOW) };
-        if lib.is_null() {
-            return Err(format!("dlopen {name} failed"));
-        }
-        let sym = |s: &CStr| -> Result<*mut c_void, String> {
-            // SAFETY: live handle, NUL-terminated name.
-            let p = unsafe { dlsym(lib, s.as_ptr()) };
-            if p.is_null() {
-                Err(format!("{s:?} missing from {name}"))
-            } else {
-                Ok(p)
-            }
-        };
-        // SAFETY: each symbol is the Khronos entry point whose C signature the type repeats.
-        unsafe {
-            Ok(BufferFns {
-                create: std::mem::transmute::<*mut c_void, CreateBuffer>(sym(c"clCreateBuffer")?),
-                write: std::mem::transmute::<*mut c_void, RwBuffer>(sym(c"clEnqueueWriteBuffer")?),
-                read: std::mem::transmute::<*mut c_void, RwBuffer>(sym(c"clEnqueueReadBuffer")?),
-                fill: std::mem::transmute::<*mut c_void, FillBuffer>(sym(c"clEnqueueFillBuffer")?),
-                release: std::mem::transmute::<*mut c_void, ReleaseMem>(sym(
-                    c"clReleaseMemObject",
-                )?),
-            })
-        }
-    }
-}
-
 fn ok(rc: cl_int, what: &str) {
     assert_eq!(rc, sys::CL_SUCCESS, "{what} failed: {rc}");
-}
-
-fn info_string(f: impl Fn(usize, *mut c_void, *mut usize) -> cl_int) -> String {
-    let mut n = 0usize;
-    if f(0, std::ptr::null_mut(), &mut n) != sys::CL_SUCCESS {
-        return String::new();
-    }
-    let mut buf = vec![0u8; n];
-    if f(n, buf.as_mut_ptr().cast(), std::ptr::null_mut()) != sys::CL_SUCCESS {
-        return String::new();
-    }
-    String::from_utf8_lossy(&buf)
-        .trim_end_matches('\0')
-        .trim()
-        .to_string()
 }
 
 /// The `cl_platform_id` and `cl_device_id` of `dev`: its platform by name, then the device at
@@ -148,9 +50,12 @@ fn find_raw_device(api: &Api, dev: &Device) -> Option<(sys::cl_platform_id, sys:
     unsafe { (api.clGetPlatformIDs)(n, plats.as_mut_ptr(), std::ptr::null_mut()) };
     for p in plats {
         // SAFETY: platform id from clGetPlatformIDs; buffer sizes from the helper.
-        let pname = info_string(|s, v, r| unsafe {
-            (api.clGetPlatformInfo)(p, sys::CL_PLATFORM_NAME, s, v, r)
-        });
+        let pname = info_string(
+            &|param, s, v, r| unsafe { (api.clGetPlatformInfo)(p, param, s, v, r) },
+            sys::CL_PLATFORM_NAME,
+            "clGetPlatformInfo",
+        )
+        .unwrap_or_default();
         if pname != dev.platform().name().trim() {
             continue;
         }
@@ -171,8 +76,13 @@ fn find_raw_device(api: &Api, dev: &Device) -> Option<(sys::cl_platform_id, sys:
             )
         };
         let name_of = |d: sys::cl_device_id| {
-            // SAFETY: device id from clGetDeviceIDs.
-            info_string(|s, v, r| unsafe { (api.clGetDeviceInfo)(d, sys::CL_DEVICE_NAME, s, v, r) })
+            info_string(
+                // SAFETY: device id from clGetDeviceIDs; buffer sizes from the helper.
+                &|param, s, v, r| unsafe { (api.clGetDeviceInfo)(d, param, s, v, r) },
+                sys::CL_DEVICE_NAME,
+                "clGetDeviceInfo",
+            )
+            .unwrap_or_default()
         };
         let want = dev.name().trim();
         if let Some(&d) = ids.get(dev.index_in_platform()) {
@@ -433,7 +343,18 @@ fn check_all(v: &[u32], f: impl Fn(usize) -> u32, what: &str) {
     );
 }
 
-fn bandwidth(q: &Queue, raw: &Raw<'_>, bufs: &BufferFns, reps: usize) {
+fn bandwidth(q: &Queue, raw: &Raw<'_>, reps: usize) {
+    let api = raw.api;
+    let (Some(create), Some(write), Some(read), Some(fill), Some(release)) = (
+        api.clCreateBuffer,
+        api.clEnqueueWriteBuffer,
+        api.clEnqueueReadBuffer,
+        api.clEnqueueFillBuffer,
+        api.clReleaseMemObject,
+    ) else {
+        println!("256 MiB transfers: skipped (the ICD loader lacks the buffer entry points)");
+        return;
+    };
     let dev = q.device();
     if !dev.has(Aspect::UsmDeviceAllocations) {
         println!("256 MiB transfers: skipped (no usm_device_allocations)");
@@ -456,7 +377,7 @@ fn bandwidth(q: &Queue, raw: &Raw<'_>, bufs: &BufferFns, reps: usize) {
     let mut rc = 0;
     // SAFETY: live context; no host pointer.
     let mem = unsafe {
-        (bufs.create)(
+        create(
             raw.ctx,
             sys::CL_MEM_READ_WRITE,
             BYTES,
@@ -475,13 +396,13 @@ fn bandwidth(q: &Queue, raw: &Raw<'_>, bufs: &BufferFns, reps: usize) {
     let raw_write = || {
         // SAFETY: blocking write of BYTES bytes from `src`, which holds BYTES bytes.
         let rc = unsafe {
-            (bufs.write)(
+            write(
                 raw.q,
                 mem,
                 sys::CL_TRUE,
                 0,
                 BYTES,
-                src.as_ptr() as *mut c_void,
+                src.as_ptr().cast(),
                 0,
                 std::ptr::null(),
                 std::ptr::null_mut(),
@@ -493,7 +414,7 @@ fn bandwidth(q: &Queue, raw: &Raw<'_>, bufs: &BufferFns, reps: usize) {
     let raw_fill = || {
         // SAFETY: live buffer of BYTES bytes; the 4-byte pattern is copied at enqueue time.
         let rc = unsafe {
-            (bufs.fill)(
+            fill(
                 raw.q,
                 mem,
                 (&PATTERN as *const u32).cast(),
@@ -511,7 +432,7 @@ fn bandwidth(q: &Queue, raw: &Raw<'_>, bufs: &BufferFns, reps: usize) {
     let raw_read = |dst: &mut [u32]| {
         // SAFETY: blocking read of BYTES bytes into `dst`, which holds BYTES bytes.
         let rc = unsafe {
-            (bufs.read)(
+            read(
                 raw.q,
                 mem,
                 sys::CL_TRUE,
@@ -556,7 +477,7 @@ fn bandwidth(q: &Queue, raw: &Raw<'_>, bufs: &BufferFns, reps: usize) {
     gb_row("fill u32 256 MiB (fill vs FillBuffer)", ours_t, raw_t);
 
     // SAFETY: the buffer is idle (blocking calls, clFinish) and released once.
-    unsafe { (bufs.release)(mem) };
+    unsafe { release(mem) };
     drop(usm);
     same_path(raw, reps, &src, &mut dst);
 }
@@ -565,64 +486,27 @@ fn bandwidth(q: &Queue, raw: &Raw<'_>, bufs: &BufferFns, reps: usize) {
 /// on the raw context, blocking: separates the runtime's cost from the memory kind's.
 fn same_path(raw: &Raw<'_>, reps: usize, src: &[u32], dst: &mut [u32]) {
     let api = raw.api;
+    // Intel USM and SVM copy and fill entry points share their C signatures.
+    type Memcpy = sys::clEnqueueMemcpyINTEL_fn;
+    type MemFill = sys::clEnqueueMemFillINTEL_fn;
+    type Free<'a> = Box<dyn Fn(*mut c_void) + 'a>;
     // SAFETY: the platform id came from clGetPlatformIDs of `api`.
     let intel = unsafe { sys::UsmFns::load(api, raw.platform) };
-    let mut rc = 0;
-    type CopyFn<'a> = Box<dyn Fn(*mut c_void, *const c_void) + 'a>;
-    type PtrFn<'a> = Box<dyn Fn(*mut c_void) + 'a>;
-    let (ptr, copy, fill, free, label): (*mut c_void, CopyFn<'_>, PtrFn<'_>, PtrFn<'_>, &str) =
+    let ctx = raw.ctx;
+    let (ptr, memcpy, mem_fill, free, label): (*mut c_void, Memcpy, MemFill, Free<'_>, &str) =
         if let Some(f) = intel {
+            let mut rc = 0;
             // SAFETY: live context and its device; no properties.
-            let p =
-                unsafe { (f.device_alloc)(raw.ctx, raw.dev, std::ptr::null(), BYTES, 0, &mut rc) };
+            let p = unsafe { (f.device_alloc)(ctx, raw.dev, std::ptr::null(), BYTES, 0, &mut rc) };
             if rc != sys::CL_SUCCESS || p.is_null() {
                 println!("  (same-path rows skipped: clDeviceMemAllocINTEL failed: {rc})");
                 return;
             }
-            let qq = raw.q;
-            let ctx = raw.ctx;
-            (
-                p,
-                Box::new(move |d, s| {
-                    // SAFETY: both ranges hold BYTES bytes; blocking.
-                    let rc = unsafe {
-                        (f.memcpy)(
-                            qq,
-                            sys::CL_TRUE,
-                            d,
-                            s,
-                            BYTES,
-                            0,
-                            std::ptr::null(),
-                            std::ptr::null_mut(),
-                        )
-                    };
-                    ok(rc, "clEnqueueMemcpyINTEL");
-                }),
-                Box::new(move |d| {
-                    // SAFETY: `d` holds BYTES bytes; the pattern is copied at enqueue time.
-                    let rc = unsafe {
-                        (f.mem_fill)(
-                            qq,
-                            d,
-                            (&PATTERN as *const u32).cast(),
-                            4,
-                            BYTES,
-                            0,
-                            std::ptr::null(),
-                            std::ptr::null_mut(),
-                        )
-                    };
-                    ok(rc, "clEnqueueMemFillINTEL");
-                    // SAFETY: live queue.
-                    ok(unsafe { (api.clFinish)(qq) }, "clFinish");
-                }),
-                // SAFETY: an idle allocation of this context, freed once.
-                Box::new(move |d| unsafe {
-                    (f.blocking_free)(ctx, d);
-                }),
-                "Intel USM",
-            )
+            // SAFETY: an idle allocation of this context, freed once.
+            let free = Box::new(move |d| unsafe {
+                (f.blocking_free)(ctx, d);
+            });
+            (p, f.memcpy, f.mem_fill, free, "Intel USM")
         } else {
             let (Some(alloc), Some(svm_free), Some(svm_copy), Some(svm_fill)) = (
                 api.clSVMAlloc,
@@ -652,58 +536,53 @@ fn same_path(raw: &Raw<'_>, reps: usize, src: &[u32], dst: &mut [u32]) {
                     0
                 };
             // SAFETY: live context.
-            let p = unsafe { alloc(raw.ctx, flags, BYTES, 0) };
+            let p = unsafe { alloc(ctx, flags, BYTES, 0) };
             if p.is_null() {
                 println!("  (same-path rows skipped: clSVMAlloc of 256 MiB failed)");
                 return;
             }
-            let qq = raw.q;
-            let ctx = raw.ctx;
-            (
-                p,
-                Box::new(move |d, s| {
-                    // SAFETY: both ranges hold BYTES bytes; blocking.
-                    let rc = unsafe {
-                        svm_copy(
-                            qq,
-                            sys::CL_TRUE,
-                            d,
-                            s,
-                            BYTES,
-                            0,
-                            std::ptr::null(),
-                            std::ptr::null_mut(),
-                        )
-                    };
-                    ok(rc, "clEnqueueSVMMemcpy");
-                }),
-                Box::new(move |d| {
-                    // SAFETY: `d` holds BYTES bytes; the pattern is copied at enqueue time.
-                    let rc = unsafe {
-                        svm_fill(
-                            qq,
-                            d,
-                            (&PATTERN as *const u32).cast(),
-                            4,
-                            BYTES,
-                            0,
-                            std::ptr::null(),
-                            std::ptr::null_mut(),
-                        )
-                    };
-                    ok(rc, "clEnqueueSVMMemFill");
-                    // SAFETY: live queue.
-                    ok(unsafe { (api.clFinish)(qq) }, "clFinish");
-                }),
-                // SAFETY: an idle SVM allocation of this context, freed once.
-                Box::new(move |d| unsafe { svm_free(ctx, d) }),
-                if fine {
-                    "fine-grain SVM"
-                } else {
-                    "coarse-grain SVM"
-                },
+            // SAFETY: an idle SVM allocation of this context, freed once.
+            let free = Box::new(move |d| unsafe { svm_free(ctx, d) });
+            let label = if fine {
+                "fine-grain SVM"
+            } else {
+                "coarse-grain SVM"
+            };
+            (p, svm_copy, svm_fill, free, label)
+        };
+    let copy = |d: *mut c_void, s: *const c_void| {
+        // SAFETY: both ranges hold BYTES bytes; blocking.
+        let rc = unsafe {
+            memcpy(
+                raw.q,
+                sys::CL_TRUE,
+                d,
+                s,
+                BYTES,
+                0,
+                std::ptr::null(),
+                std::ptr::null_mut(),
             )
         };
+        ok(rc, "same-path memcpy");
+    };
+    let fill = |d: *mut c_void| {
+        // SAFETY: `d` holds BYTES bytes; the pattern is copied at enqueue time.
+        let rc = unsafe {
+            mem_fill(
+                raw.q,
+                d,
+                (&PATTERN as *const u32).cast(),
+                4,
+                BYTES,
+                0,
+                std::ptr::null(),
+                std::ptr::null_mut(),
+            )
+        };
+        ok(rc, "same-path fill");
+        raw.finish();
+    };
     let s = src.as_ptr().cast::<c_void>();
     let d = dst.as_mut_ptr().cast::<c_void>();
     copy(ptr, s);
@@ -729,17 +608,16 @@ fn main() {
         .filter(|d| d.backend() == BackendKind::OpenCl)
         .collect();
     if devices.is_empty() {
-        println!("no OpenCL device: skipped");
+        skip("opencl", "no OpenCL device");
         return;
     }
     let api = match Api::load() {
         Ok(a) => a,
         Err(e) => {
-            println!("no OpenCL device: skipped (raw API: {e})");
+            skip("opencl", &format!("no OpenCL device (raw API: {e})"));
             return;
         }
     };
-    let bufs = BufferFns::load().expect("buffer entry points");
     println!("OpenCL benchmarks: latency rows ours/raw of times, bandwidth rows ours/raw of GB/s");
     for dev in &devices {
         println!();
@@ -760,6 +638,6 @@ fn main() {
         let q = Queue::in_order(dev).unwrap();
         let raw = Raw::new(&api, platform, raw_dev);
         kernel_latency(&q, &raw, lat_reps, trials);
-        bandwidth(&q, &raw, &bufs, bw_reps);
+        bandwidth(&q, &raw, bw_reps);
     }
 }

@@ -31,6 +31,11 @@ fn s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
+/// The handle a parent passed on a child's command line (hex).
+fn handle_arg(arg: &str) -> Result<Handle, String> {
+    Handle::from_bytes(hex::decode(arg).map_err(s)?).map_err(s)
+}
+
 fn allow_children() -> R {
     // pidfd_getfd from a child needs ptrace rights over us under Yama; grant them explicitly.
     ipc::allow_fd_access_from(FdAccess::AnyProcess).map_err(fail)
@@ -59,8 +64,7 @@ fn verify(q: &Queue, mem: &impl sycl::AsUsmRange<u32>, salt: u32) -> Result<(), 
 
 fn child_open_verify_write(args: &[String]) -> ChildResult {
     let d = device_from_selector(&args[0])?;
-    let handle =
-        Handle::from_bytes(hex::decode(&args[1]).map_err(|e| e.to_string())?).map_err(s)?;
+    let handle = handle_arg(&args[1])?;
     let (read_salt, write_salt): (u32, u32) =
         (args[2].parse().map_err(s)?, args[3].parse().map_err(s)?);
     let q = Queue::in_order(&d).map_err(s)?;
@@ -143,8 +147,7 @@ fn memory_round_trip_channel(d: &Device) -> R {
 
 fn child_open_many(args: &[String]) -> ChildResult {
     let d = device_from_selector(&args[0])?;
-    let handle =
-        Handle::from_bytes(hex::decode(&args[1]).map_err(|e| e.to_string())?).map_err(s)?;
+    let handle = handle_arg(&args[1])?;
     let q = Queue::in_order(&d).map_err(s)?;
     let opened: Vec<_> = (0..5)
         .map(|_| ipc::memory::open::<u32>(&handle, q.context(), &d))
@@ -211,8 +214,7 @@ fn memory_open_in_exporter(d: &Device) -> R {
 
 fn child_open_after_put(args: &[String]) -> ChildResult {
     let d = device_from_selector(&args[0])?;
-    let handle =
-        Handle::from_bytes(hex::decode(&args[1]).map_err(|e| e.to_string())?).map_err(s)?;
+    let handle = handle_arg(&args[1])?;
     match ipc::memory::open::<u32>(&handle, &sycl::Context::default_for(&d).map_err(s)?, &d) {
         Err(e) if e.code() == Errc::Invalid => {
             println!("refused: {e}");
@@ -231,8 +233,7 @@ fn child_open_after_put(args: &[String]) -> ChildResult {
 
 fn child_hold_until_told(args: &[String]) -> ChildResult {
     let d = device_from_selector(&args[0])?;
-    let handle =
-        Handle::from_bytes(hex::decode(&args[1]).map_err(|e| e.to_string())?).map_err(s)?;
+    let handle = handle_arg(&args[1])?;
     let q = Queue::in_order(&d).map_err(s)?;
     let mem = ipc::memory::open::<u32>(&handle, q.context(), &d).map_err(s)?;
     println!("opened");
@@ -535,8 +536,7 @@ fn event_ping_pong(d: &Device) -> R {
 fn child_physical(args: &[String]) -> ChildResult {
     use sycl::virtual_mem::VirtualRange;
     let d = device_from_selector(&args[0])?;
-    let handle =
-        Handle::from_bytes(hex::decode(&args[1]).map_err(|e| e.to_string())?).map_err(s)?;
+    let handle = handle_arg(&args[1])?;
     let q = Queue::in_order(&d).map_err(s)?;
     let pm = ipc::physical_memory::open(&handle, q.context(), &d).map_err(s)?;
     if !pm.ipc_enabled() {
@@ -617,8 +617,7 @@ fn count_fds_and_maps() -> (usize, usize) {
 
 fn child_cycles(args: &[String]) -> ChildResult {
     let d = device_from_selector(&args[0])?;
-    let handle =
-        Handle::from_bytes(hex::decode(&args[1]).map_err(|e| e.to_string())?).map_err(s)?;
+    let handle = handle_arg(&args[1])?;
     let cycles: usize = args[2].parse().map_err(s)?;
     let ctx = sycl::Context::default_for(&d).map_err(s)?;
     for _ in 0..10 {

@@ -5,7 +5,7 @@
 
 use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use cudarc::driver::sys;
 use sycl_backend::ipc::{IpcExport, IpcImport};
@@ -22,11 +22,14 @@ pub(crate) struct PrimaryContext {
     pub(crate) dev: sys::CUdevice,
     pub(crate) ordinal: i32,
     ctx: sys::CUcontext,
-    /// The embedded fill kernel, loaded once per context on first use.
+    /// The embedded fill kernel, loaded with the context (see `Device::primary_context`).
     pub(crate) fill: Mutex<Option<crate::queue::FillKernel>>,
     /// Released `DISABLE_TIMING` command events, reused so that a submission does not pay
     /// `cuEventCreate` + `cuEventDestroy` (stored as addresses to stay `Send`).
     pub(crate) event_pool: Mutex<Vec<usize>>,
+    /// Contexts of other devices this one has peer access to: it lasts while both are
+    /// retained, so it is enabled once per pair, not on every open.
+    peers: Mutex<Vec<Weak<PrimaryContext>>>,
 }
 
 // SAFETY: a CUcontext handle may be used from any thread (the driver API is thread-safe and
@@ -45,6 +48,7 @@ impl PrimaryContext {
             ctx,
             fill: Mutex::new(None),
             event_pool: Mutex::new(Vec::new()),
+            peers: Mutex::new(Vec::new()),
         })
     }
 
@@ -54,12 +58,22 @@ impl PrimaryContext {
     }
 
     /// Lets kernels and copies of this context reach memory that lives on `owner`'s device.
-    pub(crate) fn enable_peer_access_to(&self, owner: &PrimaryContext) -> Result<()> {
+    pub(crate) fn enable_peer_access_to(&self, owner: &Arc<PrimaryContext>) -> Result<()> {
         if owner.dev == self.dev {
             return Ok(());
         }
+        let mut peers = lock(&self.peers);
+        peers.retain(|p| p.strong_count() > 0);
+        if peers
+            .iter()
+            .any(|p| std::ptr::eq(p.as_ptr(), Arc::as_ptr(owner)))
+        {
+            return Ok(());
+        }
         self.make_current()?;
-        result::ctx::enable_peer_access(owner.ctx)
+        result::ctx::enable_peer_access(owner.ctx)?;
+        peers.push(Arc::downgrade(owner));
+        Ok(())
     }
 }
 
@@ -171,14 +185,19 @@ impl Context {
         self.cuda_devices.iter().position(|d| &d.identity() == id)
     }
 
-    /// Makes the primary context of device `index` current and returns it.
-    pub(crate) fn with_ctx(&self, index: usize) -> Result<&Arc<PrimaryContext>> {
-        let p = self.primaries.get(index).ok_or_else(|| {
+    /// The primary context of device `index`.
+    pub(crate) fn primary(&self, index: usize) -> Result<&Arc<PrimaryContext>> {
+        self.primaries.get(index).ok_or_else(|| {
             Error::new(
                 Errc::Runtime,
                 format!("device index {index} is out of range"),
             )
-        })?;
+        })
+    }
+
+    /// Makes the primary context of device `index` current and returns it.
+    pub(crate) fn with_ctx(&self, index: usize) -> Result<&Arc<PrimaryContext>> {
+        let p = self.primary(index)?;
         p.make_current()?;
         Ok(p)
     }

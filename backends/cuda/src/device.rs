@@ -189,8 +189,9 @@ impl Device {
             return Ok(p);
         }
         let p = Arc::new(PrimaryContext::retain(self.cu, self.ordinal)?);
-        // Load the embedded fill kernel now, before any stream of this context can be held
-        // back by a host task (see `load`: module loading next to a blocked stream deadlocked).
+        // Load the embedded fill kernel with the context, so that no fill pays module loading.
+        // (It was first moved here when host tasks blocked streams, and loading a module next
+        // to a blocked stream deadlocked; host tasks no longer block streams.)
         p.make_current()?;
         match crate::queue::FillKernel::load() {
             Ok(k) => *lock(&p.fill) = Some(k),

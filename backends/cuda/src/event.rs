@@ -1,8 +1,8 @@
 //! Events. Every event of this backend but one kind is a CUDA event (`CUevent`):
 //!
-//! * command events: recorded on the queue's stream right after the command; created with
-//!   `CU_EVENT_DISABLE_TIMING` unless the queue profiles, in which case a second timing event
-//!   is recorded before the command;
+//! * command events of profiling queues: a timing event recorded before the command and one
+//!   after it (other queues' commands have a `queue::CommandEvent`, which shares one
+//!   `DISABLE_TIMING` marker recorded only when needed: see the queue module);
 //! * standalone events (`make_event`): never recorded, hence complete, until
 //!   `enqueue_signal_event` records them; `enable_ipc` makes them `INTERPROCESS|DISABLE_TIMING`;
 //! * imported IPC events (`cuIpcOpenEventHandle`).
@@ -346,10 +346,7 @@ impl sycl_backend::Event for Event {
 
     fn profiling(&self) -> Result<ProfilingInfo> {
         if !self.inner.timing {
-            return Err(Error::new(
-                Errc::Profiling,
-                "the event has no profiling information (queue or event made without enable_profiling)",
-            ));
+            return Err(no_profiling("queue or event made without enable_profiling"));
         }
         sycl_backend::Event::wait(self)?;
         let guard = lock(&self.inner.profile);
@@ -377,6 +374,14 @@ impl sycl_backend::Event for Event {
     fn ipc_enabled(&self) -> bool {
         self.inner.ipc
     }
+}
+
+/// `Errc::Profiling` for an event without timestamps, saying `why`.
+pub(crate) fn no_profiling(why: &str) -> Error {
+    Error::new(
+        Errc::Profiling,
+        format!("the event has no profiling information ({why})"),
+    )
 }
 
 /// What a host task's thread reports.
@@ -497,10 +502,7 @@ impl sycl_backend::Event for HostTaskEvent {
 
     fn profiling(&self) -> Result<ProfilingInfo> {
         if !self.profiling {
-            return Err(Error::new(
-                Errc::Profiling,
-                "the event has no profiling information (queue made without enable_profiling)",
-            ));
+            return Err(no_profiling("queue made without enable_profiling"));
         }
         self.state.wait()?;
         let p = lock(&self.state.progress);

@@ -193,7 +193,7 @@ fn open_cached(
     size: Option<u64>,
     same_process: bool,
 ) -> Result<u64> {
-    let pctx = ctx.with_ctx(index)?;
+    let pctx = ctx.primary(index)?;
     let mut st = lock(mem_state());
     let key = if let Some(&(base, alloc_size, owner)) = st.exported.get(handle) {
         // Our own allocation (the driver refuses to open it here). Another device of this
@@ -233,8 +233,8 @@ fn open_cached(
             e.refs += 1;
         } else {
             // A mapping of this context: kernels of this device can use it (on another GPU
-            // than the exporter's, with peer access enabled lazily by the driver). `with_ctx`
-            // made the context current above.
+            // than the exporter's, with peer access enabled lazily by the driver).
+            pctx.make_current()?;
             let base = result::ipc::open_mem_handle(handle)?;
             st.opened.insert(
                 key,

@@ -54,7 +54,9 @@ use sycl_backend::{
 
 use crate::context::PrimaryContext;
 use crate::device::Device;
-use crate::event::{now_ns, Calibration, Event, HostTaskEvent, HostTaskState, OwnedEvent, Profile};
+use crate::event::{
+    no_profiling, now_ns, Calibration, Event, HostTaskEvent, HostTaskState, OwnedEvent, Profile,
+};
 use crate::{lock, result};
 
 type DynEvent = Arc<dyn sycl_backend::Event>;
@@ -314,10 +316,16 @@ impl CommandEvent {
         lock(&self.state).completed >= self.seq
     }
 
-    /// Notes that the commands up to `covers` completed.
-    fn completed_up_to(&self, covers: u64) {
-        let mut st = lock(&self.state);
-        st.completed = st.completed.max(covers);
+    /// Asks `done` about the marker covering this command; a `true` answer marks every
+    /// command the marker covers complete.
+    fn through_marker(&self, done: impl FnOnce(&Event) -> Result<bool>) -> Result<bool> {
+        let (covers, e) = self.marker()?;
+        let reached = done(&e)?;
+        if reached {
+            let mut st = lock(&self.state);
+            st.completed = st.completed.max(covers);
+        }
+        Ok(reached)
     }
 
     /// Whether the command has completed. When no marker covers it yet, an idle stream
@@ -340,12 +348,7 @@ impl CommandEvent {
                 }
             }
         }
-        let (covers, e) = self.marker()?;
-        let done = e.query()?;
-        if done {
-            self.completed_up_to(covers);
-        }
-        Ok(done)
+        self.through_marker(Event::query)
     }
 }
 
@@ -367,32 +370,19 @@ impl sycl_backend::Event for CommandEvent {
     }
 
     fn wait(&self) -> Result<()> {
-        if self.known_complete() {
-            return Ok(());
+        if !self.known_complete() {
+            self.through_marker(|e| sycl_backend::Event::wait(e).map(|()| true))?;
         }
-        let (covers, e) = self.marker()?;
-        sycl_backend::Event::wait(&e)?;
-        self.completed_up_to(covers);
         Ok(())
     }
 
     fn wait_timeout(&self, timeout: std::time::Duration) -> Result<bool> {
-        if self.known_complete() {
-            return Ok(true);
-        }
-        let (covers, e) = self.marker()?;
-        let done = sycl_backend::Event::wait_timeout(&e, timeout)?;
-        if done {
-            self.completed_up_to(covers);
-        }
-        Ok(done)
+        Ok(self.known_complete()
+            || self.through_marker(|e| sycl_backend::Event::wait_timeout(e, timeout))?)
     }
 
     fn profiling(&self) -> Result<ProfilingInfo> {
-        Err(Error::new(
-            Errc::Profiling,
-            "the event has no profiling information (queue made without enable_profiling)",
-        ))
+        Err(no_profiling("queue made without enable_profiling"))
     }
 
     fn ipc_enabled(&self) -> bool {

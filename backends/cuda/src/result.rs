@@ -9,9 +9,7 @@
 //! The one CUresult -> [`Errc`] translation is [`error`].
 
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::sync::OnceLock;
-
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys;
 use sycl_backend::{BackendKind, Errc, Error, NativeError, Result};

@@ -72,15 +72,31 @@ fn setup(test: &str) -> Option<Fx> {
 }
 
 fn queue(fx: &Fx, profiling: bool) -> Arc<dyn Queue> {
-    fx.ctx
-        .create_queue(
-            &fx.device,
-            QueueProperties {
-                in_order: true,
-                enable_profiling: profiling,
-            },
-        )
-        .expect("queue")
+    queue_on(fx, &fx.device, profiling).expect("queue")
+}
+
+/// An in-order queue on `device` of the fixture's context.
+fn queue_on(
+    fx: &Fx,
+    device: &Arc<dyn Device>,
+    profiling: bool,
+) -> sycl_backend::Result<Arc<dyn Queue>> {
+    fx.ctx.create_queue(
+        device,
+        QueueProperties {
+            in_order: true,
+            enable_profiling: profiling,
+        },
+    )
+}
+
+/// A 1-D launch of `n` work-items, work-group size left to the backend.
+fn range1(n: usize) -> LaunchRange {
+    LaunchRange {
+        dims: 1,
+        global: [n, 1, 1],
+        local: None,
+    }
 }
 
 fn read(q: &Arc<dyn Queue>, ptr: u64, n: usize) -> Vec<u8> {
@@ -428,7 +444,7 @@ fn command_events_answer_from_what_the_queue_knows() {
     }
     copied_after(&e1, 1, "after polling status");
 
-    // A busy stream does not: the command behind many large fills completes with them.
+    // Queried while the stream is busy (a marker is recorded then), it still answers right.
     // SAFETY: as above.
     let e2 = unsafe { q1.fill(a, &[2], n, &[]) }.unwrap();
     let mut busy = Vec::new();
@@ -570,11 +586,7 @@ fn nvrtc_kernels_launch_and_compute() {
         .unwrap();
     assert_eq!(e.code(), Errc::NdRange);
     if k.num_args().is_some() {
-        let r = LaunchRange {
-            dims: 1,
-            global: [n, 1, 1],
-            local: None,
-        };
+        let r = range1(n);
         // SAFETY: refused before launching.
         let e = unsafe { q.launch(&k, r, &[KernelArg::Pointer(da)], &[]) }
             .err()
@@ -654,11 +666,7 @@ fn nvrtc_kernels_launch_and_compute() {
     let kc = from_cubin.kernel("vadd").unwrap();
     // SAFETY: as for the launches above.
     unsafe { q.fill(dc, &[0], bytes, &[]) }.unwrap();
-    let range = LaunchRange {
-        dims: 1,
-        global: [n, 1, 1],
-        local: None,
-    };
+    let range = range1(n);
     // SAFETY: the pointers are live device allocations of `n` floats.
     unsafe {
         q.launch(
@@ -760,13 +768,7 @@ DONE:
 
 /// Runs the `inc` kernel on `fx.devices[1]` over `n` u32 at `ptr`; returns the queue used.
 fn increment_on_second_device(fx: &Fx, ptr: u64, n: usize) -> sycl_backend::Result<Arc<dyn Queue>> {
-    let q1 = fx.ctx.create_queue(
-        &fx.devices[1],
-        QueueProperties {
-            in_order: true,
-            enable_profiling: false,
-        },
-    )?;
+    let q1 = queue_on(fx, &fx.devices[1], false)?;
     let bundle = fx
         .ctx
         .build_kernel_bundle(&fx.devices[1..2], &KernelSource::Ptx(PTX_INC), "")?;
@@ -776,11 +778,7 @@ fn increment_on_second_device(fx: &Fx, ptr: u64, n: usize) -> sycl_backend::Resu
     unsafe {
         q1.launch(
             &k,
-            LaunchRange {
-                dims: 1,
-                global: [n, 1, 1],
-                local: None,
-            },
+            range1(n),
             &[KernelArg::Pointer(ptr), KernelArg::Scalar(&nn)],
             &[],
         )
@@ -837,11 +835,7 @@ fn ptx_kernel_and_profiling() {
             unsafe {
                 q.launch(
                     &k,
-                    LaunchRange {
-                        dims: 1,
-                        global: [n, 1, 1],
-                        local: None,
-                    },
+                    range1(n),
                     &[KernelArg::Pointer(d), KernelArg::Scalar(&nn)],
                     &[],
                 )
@@ -1283,16 +1277,7 @@ fn child_process_side() {
         // A queue of the second GPU depends on the event imported on the first: the driver
         // crashed (SIGSEGV) in cuStreamWaitEvent with such an event, so the backend waits for
         // it on the host.
-        let q1w = fx
-            .ctx
-            .create_queue(
-                &fx.devices[1],
-                QueueProperties {
-                    in_order: true,
-                    enable_profiling: false,
-                },
-            )
-            .unwrap();
+        let q1w = queue_on(&fx, &fx.devices[1], false).unwrap();
         q1w.enqueue_wait_events(std::slice::from_ref(&ev))
             .expect("device 1 waits for the event imported on device 0");
         q1w.barrier(std::slice::from_ref(&ev))
@@ -1604,19 +1589,7 @@ fn child_holds_an_event() {
     let spin = bundle.kernel("spin").unwrap();
     let ns = 60_000_000_000u64.to_le_bytes();
     // SAFETY: the kernel only reads the clock.
-    unsafe {
-        q.launch(
-            &spin,
-            LaunchRange {
-                dims: 1,
-                global: [1, 1, 1],
-                local: None,
-            },
-            &[KernelArg::Scalar(&ns)],
-            &[],
-        )
-    }
-    .unwrap();
+    unsafe { q.launch(&spin, range1(1), &[KernelArg::Scalar(&ns)], &[]) }.unwrap();
     q.enqueue_signal_event(&ev).unwrap();
     let exp = fx.ctx.ipc_get_event(&ev).unwrap();
     let me = ExporterId::current();

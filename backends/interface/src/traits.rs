@@ -497,20 +497,6 @@ pub fn downcast<'a, T: Any>(any: &'a dyn Any, what: &str, backend: BackendKind) 
     })
 }
 
-/// Waits from the host for every event in `deps` that `is_own` does not claim; returns the
-/// rest. Backends call this to honour dependencies on other backends' events.
-pub fn wait_foreign(deps: &[Arc<dyn Event>], backend: BackendKind) -> Result<Vec<&Arc<dyn Event>>> {
-    let mut own = Vec::with_capacity(deps.len());
-    for dep in deps {
-        if dep.backend() == backend {
-            own.push(dep);
-        } else {
-            dep.wait()?;
-        }
-    }
-    Ok(own)
-}
-
 /// A wait that gives up: used by backends to implement [`Event::wait_timeout`] by polling a
 /// status function, and to wait on events whose owner may die (a driver's blocking wait would
 /// then hang). Polling reacts as fast as a driver's spin-wait: see [`poll_pause`].

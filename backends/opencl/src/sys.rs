@@ -261,6 +261,13 @@ function_table! {
         clCreateProgramWithIL: fn(cl_context, *const c_void, usize, *mut cl_int) -> cl_program;
         // OpenCL 1.2 (always present in practice; optional so an odd loader still loads)
         clGetExtensionFunctionAddressForPlatform: fn(cl_platform_id, *const std::ffi::c_char) -> *mut c_void;
+        // Buffers: the backend has no use for `cl_mem`, but the benchmarks compare USM with
+        // them through this same table.
+        clCreateBuffer: fn(cl_context, cl_bitfield, usize, *mut c_void, *mut cl_int) -> cl_mem;
+        clEnqueueWriteBuffer: fn(cl_command_queue, cl_mem, cl_bool, usize, usize, *const c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
+        clEnqueueReadBuffer: fn(cl_command_queue, cl_mem, cl_bool, usize, usize, *mut c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
+        clEnqueueFillBuffer: fn(cl_command_queue, cl_mem, *const c_void, usize, usize, usize, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
+        clReleaseMemObject: fn(cl_mem) -> cl_int;
     }
 }
 

@@ -29,6 +29,18 @@ pub fn us_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e6
 }
 
+/// Says a bench skips for `why`, or panics if `SYCL_RS_REQUIRE_BACKENDS` names `backend`:
+/// where a backend is required (CI, the GPU script), a bench that measured nothing fails.
+pub fn skip(backend: &str, why: &str) {
+    let required = std::env::var("SYCL_RS_REQUIRE_BACKENDS")
+        .is_ok_and(|list| list.split(',').any(|b| b.trim() == backend));
+    assert!(
+        !required,
+        "SYCL_RS_REQUIRE_BACKENDS names {backend}, but the bench cannot run: {why}"
+    );
+    println!("{why}: skipped");
+}
+
 /// One measurement beside its raw counterpart.
 pub fn row(name: &str, unit: &str, ours: f64, raw: f64) {
     println!(
