@@ -101,17 +101,21 @@ fn scale_in_place(
     let kernel = bundle.kernel("scale")?;
     let n = mem.len();
     let global = n.div_ceil(256) * 256;
-    q.launch(
-        &kernel,
-        Range::d1(global).with_local([256, 1, 1]),
-        &[
-            KernelArg::usm(mem),
-            KernelArg::scalar(&(n as u64)),
-            KernelArg::scalar(&k),
-            KernelArg::scalar(&add),
-        ],
-        deps,
-    )
+    // SAFETY: scale(float* x, u64 n, float k, float add) touches x[i] only for i < n, the
+    // range's length; the arguments match its parameters.
+    unsafe {
+        q.launch(
+            &kernel,
+            Range::d1(global).with_local([256, 1, 1]),
+            &[
+                KernelArg::usm(mem),
+                KernelArg::scalar(&(n as u64)),
+                KernelArg::scalar(&k),
+                KernelArg::scalar(&add),
+            ],
+            deps,
+        )
+    }
 }
 
 fn worker(channel_name: &str, rank: usize, selector: &str) -> Result<(), String> {

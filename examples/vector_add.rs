@@ -43,12 +43,16 @@ fn main() -> Result<(), sycl::Error> {
             KernelArg::usm(&dc),
             KernelArg::scalar(&(n as u32)),
         ];
-        q.launch(
-            &k,
-            Range::d1(n.div_ceil(256) * 256).with_local([256, 1, 1]),
-            &args,
-            &[],
-        )?
+        // SAFETY: vadd reads a[i], b[i] and writes c[i] only for i < n, the length of all three;
+        // the arguments match its parameters.
+        unsafe {
+            q.launch(
+                &k,
+                Range::d1(n.div_ceil(256) * 256).with_local([256, 1, 1]),
+                &args,
+                &[],
+            )
+        }?
         .wait()?;
     }
     let elapsed = start.elapsed();

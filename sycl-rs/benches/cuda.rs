@@ -699,7 +699,10 @@ fn empty_kernel(q: &Queue, raw: &RawCuda, quick: bool, targets: &mut Vec<Target>
         let r = unsafe { sys::cuLaunchKernel(func, 1, 1, 1, 1, 1, 1, 0, s, null, null) };
         ck(r, "cuLaunchKernel")
     };
-    let launch_ours = || -> R<Event> { q.launch(&kernel, Range::d1(1), &[], &[]).map_err(e2s) };
+    let launch_ours = || -> R<Event> {
+        // SAFETY: `empty` takes no parameters and touches no memory.
+        unsafe { q.launch(&kernel, Range::d1(1), &[], &[]) }.map_err(e2s)
+    };
     for _ in 0..1000 {
         launch_ours()?;
         launch_raw()?;

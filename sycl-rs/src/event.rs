@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sycl_backend::{EventProperties, EventStatus, ProfilingInfo};
 
+use crate::ipc::ExportSet;
 use crate::{Context, Device, Errc, Error, Result};
 
 /// An event: the completion of a command, or a standalone event that queues signal and wait on.
@@ -15,6 +16,8 @@ use crate::{Context, Device, Errc, Error, Result};
 pub struct Event {
     pub(crate) inner: Arc<dyn sycl_backend::Event>,
     pub(crate) context: Context,
+    /// IPC exports of a standalone event made with `enable_ipc` (`None` for every other).
+    pub(crate) exports: Option<Arc<ExportSet>>,
 }
 
 /// The checks of `make_event`: `enable_ipc` excludes `enable_profiling`, and every device
@@ -40,7 +43,24 @@ fn check_standalone(devices: &[crate::Device], props: EventProperties) -> Result
 
 impl Event {
     pub(crate) fn from_raw(inner: Arc<dyn sycl_backend::Event>, context: Context) -> Self {
-        Event { inner, context }
+        Event {
+            inner,
+            context,
+            exports: None,
+        }
+    }
+
+    /// A standalone event: exportable when made with `enable_ipc`.
+    fn standalone(
+        inner: Arc<dyn sycl_backend::Event>,
+        context: Context,
+        props: EventProperties,
+    ) -> Self {
+        Event {
+            inner,
+            context,
+            exports: props.enable_ipc.then(Default::default),
+        }
     }
 
     /// `make_event`: a standalone event in the complete state, with properties.
@@ -58,10 +78,7 @@ impl Event {
     pub fn new(context: &Context, props: EventProperties) -> Result<Event> {
         check_standalone(context.devices(), props)?;
         let inner = context.raw().create_event(props)?;
-        Ok(Event {
-            inner,
-            context: context.clone(),
-        })
+        Ok(Event::standalone(inner, context.clone(), props))
     }
 
     /// A standalone event in `queue`'s context that `queue` (and other queues of its device)
@@ -74,10 +91,7 @@ impl Event {
             .context()
             .raw()
             .create_event_on(&device.inner, props)?;
-        Ok(Event {
-            inner,
-            context: queue.context().clone(),
-        })
+        Ok(Event::standalone(inner, queue.context().clone(), props))
     }
 
     /// A standalone event on the default context of `device`'s platform.

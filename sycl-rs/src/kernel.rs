@@ -12,7 +12,11 @@ use crate::{Context, Device, Errc, Error, Result};
 ///
 /// ```
 /// let r = sycl::Range::d2(64, 32).with_local([8, 8, 1]);
-/// assert_eq!(r.total(), 64 * 32);
+/// assert_eq!(r.total()?, 64 * 32);
+/// // A range whose work-item count overflows is an error, not a wrapped number.
+/// let huge = sycl::Range::d3(1 << 32, 1 << 32, 2);
+/// assert_eq!(huge.total().unwrap_err().code(), sycl::Errc::NdRange);
+/// # Ok::<(), sycl::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Range {
@@ -59,9 +63,17 @@ impl Range {
         self
     }
 
-    /// Number of work-items.
-    pub fn total(&self) -> usize {
-        self.inner.total()
+    /// Number of work-items; `Errc::NdRange` when it does not fit in `usize`.
+    pub fn total(&self) -> Result<usize> {
+        self.inner.total().ok_or_else(|| {
+            Error::new(
+                Errc::NdRange,
+                format!(
+                    "range {:?} has more work-items than fit in usize",
+                    self.inner.global
+                ),
+            )
+        })
     }
 
     /// Dimensions (1 to 3).

@@ -62,7 +62,7 @@ pub use runtime::{backend_load_failures, BackendLoadFailure};
 pub use selector::{DeviceFilter, DeviceSelector};
 pub use usm::{
     get_pointer_device, get_pointer_type, malloc_device, malloc_host, malloc_shared, AsUsmRange,
-    Usm, UsmRange, UsmView,
+    HostSlice, HostSliceMut, Usm, UsmRange, UsmView,
 };
 pub use virtual_mem::PhysicalMem;
 

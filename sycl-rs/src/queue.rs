@@ -8,7 +8,7 @@ use bytemuck::Pod;
 use sycl_backend::{Aspect, QueueProperties};
 
 use crate::kernel::{ArgInner, Item, Kernel, KernelArg, Range};
-use crate::usm::{AsUsmRange, MemoryRecord};
+use crate::usm::{AsUsmRange, MemoryRecord, Use};
 use crate::{Context, Device, DeviceSelector, Errc, Error, Event, Result};
 
 /// A queue of commands for one device.
@@ -99,11 +99,18 @@ impl Queue {
         self.inner.properties()
     }
 
-    fn finish(&self, raw: Arc<dyn sycl_backend::Event>, memory: &[&Arc<MemoryRecord>]) -> Event {
-        for record in memory {
-            record.track(&raw);
+    /// Submits a command over `uses` (checked and tracked by their records, see
+    /// [`MemoryRecord::submit`]) and wraps its event.
+    fn submit_using(
+        &self,
+        uses: &[(&Arc<MemoryRecord>, Use)],
+        submit: impl FnOnce() -> Result<Arc<dyn sycl_backend::Event>>,
+    ) -> Result<Event> {
+        for (record, _) in uses {
+            record.check_queue(self)?;
         }
-        Event::from_raw(raw, self.context.clone())
+        let raw = MemoryRecord::submit(uses, submit)?;
+        Ok(Event::from_raw(raw, self.context.clone()))
     }
 
     /// Copies `src` into `dst` (same length; any USM kinds, IPC-opened memory, mappings).
@@ -121,19 +128,20 @@ impl Queue {
                 dst.len()
             )));
         }
-        src.record.check_queue(self)?;
-        dst.record.check_queue(self)?;
-        // SAFETY: both ranges are inside live records (bounds checked when the ranges were
-        // made) that `finish` keeps alive until the event completes.
-        let raw = unsafe {
-            self.inner.memcpy(
-                dst.as_ptr(),
-                src.as_ptr(),
-                src.byte_len(),
-                &Event::raw_list(deps),
-            )?
-        };
-        Ok(self.finish(raw, &[&src.record, &dst.record]))
+        let deps = Event::raw_list(deps);
+        self.submit_using(
+            &[(&src.record, Use::Read), (&dst.record, Use::Write)],
+            || {
+                // SAFETY: both ranges lie inside their records (bounds checked when the ranges
+                // were made); each record frees nothing before the commands it tracks (this one
+                // included) completed; the records admitted the uses, so no host borrow reads or
+                // writes `dst` meanwhile (spec/soundness.md).
+                unsafe {
+                    self.inner
+                        .memcpy(dst.as_ptr(), src.as_ptr(), src.byte_len(), &deps)
+                }
+            },
+        )
     }
 
     /// Sets every byte of `dst` to `value` (`memset`).
@@ -144,17 +152,14 @@ impl Queue {
         deps: &[&Event],
     ) -> Result<Event> {
         let dst = dst.usm_range();
-        dst.record.check_queue(self)?;
-        // SAFETY: as in `copy`.
-        let raw = unsafe {
-            self.inner.fill(
-                dst.as_ptr(),
-                &[value],
-                dst.byte_len(),
-                &Event::raw_list(deps),
-            )?
-        };
-        Ok(self.finish(raw, &[&dst.record]))
+        let deps = Event::raw_list(deps);
+        self.submit_using(&[(&dst.record, Use::Write)], || {
+            // SAFETY: as in `copy`.
+            unsafe {
+                self.inner
+                    .fill(dst.as_ptr(), &[value], dst.byte_len(), &deps)
+            }
+        })
     }
 
     /// Writes `value` into every element of `dst` (`fill`).
@@ -165,33 +170,29 @@ impl Queue {
         deps: &[&Event],
     ) -> Result<Event> {
         let dst = dst.usm_range();
-        dst.record.check_queue(self)?;
         let pattern = bytemuck::bytes_of(&value);
         if pattern.is_empty() {
+            dst.record.check_queue(self)?;
             return self.barrier(deps);
         }
-        // SAFETY: as in `copy`.
-        let raw = unsafe {
-            self.inner.fill(
-                dst.as_ptr(),
-                pattern,
-                dst.byte_len(),
-                &Event::raw_list(deps),
-            )?
-        };
-        Ok(self.finish(raw, &[&dst.record]))
+        let deps = Event::raw_list(deps);
+        self.submit_using(&[(&dst.record, Use::Write)], || {
+            // SAFETY: as in `copy`.
+            unsafe {
+                self.inner
+                    .fill(dst.as_ptr(), pattern, dst.byte_len(), &deps)
+            }
+        })
     }
 
     /// Hints that `range` is about to be used on the device (`prefetch`).
     pub fn prefetch<T: Pod>(&self, range: &impl AsUsmRange<T>, deps: &[&Event]) -> Result<Event> {
         let range = range.usm_range();
-        range.record.check_queue(self)?;
-        // SAFETY: as in `copy`.
-        let raw = unsafe {
-            self.inner
-                .prefetch(range.as_ptr(), range.byte_len(), &Event::raw_list(deps))?
-        };
-        Ok(self.finish(raw, &[&range.record]))
+        let deps = Event::raw_list(deps);
+        self.submit_using(&[(&range.record, Use::Read)], || {
+            // SAFETY: as in `copy`; a prefetch changes no byte.
+            unsafe { self.inner.prefetch(range.as_ptr(), range.byte_len(), &deps) }
+        })
     }
 
     /// Copies host data into `dst` and waits for the copy.
@@ -204,18 +205,18 @@ impl Queue {
                 dst.len()
             )));
         }
-        dst.record.check_queue(self)?;
-        // SAFETY: `src` is borrowed until we return, and we return only after the copy
-        // completed (or failed); `dst` as in `copy`.
-        let raw = unsafe {
-            self.inner.memcpy(
-                dst.as_ptr(),
-                src.as_ptr() as usize as u64,
-                dst.byte_len(),
-                &[],
-            )?
-        };
-        let event = self.finish(raw, &[&dst.record]);
+        let event = self.submit_using(&[(&dst.record, Use::Write)], || {
+            // SAFETY: `src` is borrowed until we return, and we return only after the copy
+            // completed (or failed); `dst` as in `copy`.
+            unsafe {
+                self.inner.memcpy(
+                    dst.as_ptr(),
+                    src.as_ptr() as usize as u64,
+                    dst.byte_len(),
+                    &[],
+                )
+            }
+        })?;
         wait_or_block(&event)
     }
 
@@ -229,17 +230,14 @@ impl Queue {
                 dst.len()
             )));
         }
-        src.record.check_queue(self)?;
-        // SAFETY: as in `write`, with `dst` mutably borrowed until the copy completed.
-        let raw = unsafe {
-            self.inner.memcpy(
-                dst.as_mut_ptr() as usize as u64,
-                src.as_ptr(),
-                src.byte_len(),
-                &[],
-            )?
-        };
-        let event = self.finish(raw, &[&src.record]);
+        let dst_addr = dst.as_mut_ptr() as usize as u64;
+        let event = self.submit_using(&[(&src.record, Use::Read)], || {
+            // SAFETY: as in `write`, with `dst` mutably borrowed until the copy completed.
+            unsafe {
+                self.inner
+                    .memcpy(dst_addr, src.as_ptr(), src.byte_len(), &[])
+            }
+        })?;
         wait_or_block(&event)
     }
 
@@ -318,8 +316,29 @@ impl Queue {
         Ok(Event::from_raw(raw, self.context.clone()))
     }
 
-    /// Launches a kernel of a bundle over `range` with `args`.
-    pub fn launch(
+    /// Launches a kernel of a bundle over `range` with `args`. The kernel sees exactly
+    /// `range` on every backend (without a work-group size, the backend picks one that
+    /// divides it).
+    ///
+    /// The runtime checks what it can: the platform, the range, the argument count and sizes
+    /// where the driver reports them (`Errc::KernelArgument`), that every USM argument's
+    /// memory is reachable from this queue and admits a write now (no host borrow, a
+    /// read-write mapping), and it keeps that memory alive until the kernel completed. It
+    /// cannot see what the kernel does.
+    ///
+    /// # Safety
+    /// The kernel is compiled source the runtime cannot inspect, so the caller guarantees:
+    /// - `args` match the kernel's parameters in order, count and type (a scalar's bytes are
+    ///   a valid value of the parameter's type; a USM argument is passed to a pointer
+    ///   parameter, a local argument to local memory);
+    /// - the kernel reads and writes only inside the USM ranges passed to it (from the
+    ///   range's first element to its last), never through a read-only mapping's range, and
+    ///   only memory of its own device or memory that device can reach;
+    /// - no other command, view or process writes memory the kernel reads, or accesses memory
+    ///   the kernel writes, while it runs, unless the program accepts unspecified values
+    ///   there (a data race on the device);
+    /// - the kernel terminates, and it indexes only work-items of `range`.
+    pub unsafe fn launch(
         &self,
         kernel: &Kernel,
         range: Range,
@@ -347,21 +366,18 @@ impl Queue {
                 ArgInner::Local(n) => sycl_backend::KernelArg::Local(*n),
             })
             .collect();
-        for r in &records {
-            r.check_queue(self)?;
-        }
-        // SAFETY: every pointer argument is the start of a live range whose record `finish`
-        // keeps alive until the kernel completes; what the kernel does with it is the kernel's
-        // contract, as in SYCL.
-        let raw = unsafe {
-            self.inner.launch(
-                &kernel.inner,
-                range.inner,
-                &raw_args,
-                &Event::raw_list(deps),
-            )?
-        };
-        Ok(self.finish(raw, &records))
+        let uses: Vec<(&Arc<MemoryRecord>, Use)> =
+            records.iter().map(|r| (*r, Use::Write)).collect();
+        let deps = Event::raw_list(deps);
+        self.submit_using(&uses, || {
+            // SAFETY: every pointer argument is the start of a live range whose record frees
+            // nothing before this command completed; what the kernel does with the arguments is
+            // this function's caller's contract (# Safety).
+            unsafe {
+                self.inner
+                    .launch(&kernel.inner, range.inner, &raw_args, &deps)
+            }
+        })
     }
 
     /// An event that completes when `deps` (and, in order, all earlier commands) completed

@@ -18,7 +18,8 @@ use std::sync::Arc;
 use bytemuck::Pod;
 use sycl_backend::{AccessMode, Aspect, GranularityMode, PhysicalMemProperties, UsmKind};
 
-use crate::usm::{MemoryRecord, Release, UsmRange};
+use crate::ipc::ExportSet;
+use crate::usm::{MemoryRecord, RecordSpec, Release, UsmRange};
 use crate::{Context, Device, Errc, Error, Result};
 
 fn require_vm(context: &Context, what: &str) -> Result<()> {
@@ -112,6 +113,8 @@ pub struct PhysicalMem {
     pub(crate) inner: Arc<dyn sycl_backend::PhysicalMem>,
     pub(crate) context: Context,
     pub(crate) device: Device,
+    /// Its IPC exports, shared by the clones; revoked when the last clone goes.
+    pub(crate) exports: Arc<ExportSet>,
 }
 
 impl PhysicalMem {
@@ -142,11 +145,20 @@ impl PhysicalMem {
         let inner = context
             .raw()
             .create_physical_mem(&device.inner, size, props)?;
-        Ok(PhysicalMem {
+        Ok(PhysicalMem::from_parts(inner, context, device))
+    }
+
+    pub(crate) fn from_parts(
+        inner: Arc<dyn sycl_backend::PhysicalMem>,
+        context: &Context,
+        device: &Device,
+    ) -> PhysicalMem {
+        PhysicalMem {
             inner,
             context: context.clone(),
             device: device.clone(),
-        })
+            exports: Arc::new(ExportSet::default()),
+        }
     }
 
     /// Size in bytes.
@@ -211,15 +223,18 @@ impl PhysicalMem {
             .map_physical(ptr, size, &self.inner, offset, mode)?;
         let anchor: Box<dyn std::any::Any + Send + Sync> =
             Box::new((self.inner.clone(), range.inner.clone()));
-        let record = MemoryRecord::new(
-            range.inner.context.clone(),
+        let record = MemoryRecord::new(RecordSpec {
+            context: range.inner.context.clone(),
             ptr,
             size,
-            UsmKind::Device,
-            Some(self.device.clone()),
-            Release::Unmap,
-            Some(anchor),
-        );
+            kind: UsmKind::Device,
+            device: Some(self.device.clone()),
+            release: Release::Unmap,
+            // Physical memory made with enable_ipc may be mapped by other processes too.
+            shared: self.ipc_enabled(),
+            mode,
+            anchor: Some(anchor),
+        });
         Ok(Mapping {
             record,
             context: range.inner.context.clone(),
@@ -252,11 +267,18 @@ impl Mapping {
         )
     }
 
-    /// `set_access_mode` over the whole mapping.
+    /// `set_access_mode` over the whole mapping. Waits for the commands that use the mapping
+    /// first; afterwards commands, views and kernels that the new mode forbids are refused
+    /// (`Errc::Invalid`) instead of faulting.
+    ///
+    /// Errors: `Errc::Invalid` while views of the mapping are alive (they could be used after
+    /// the change) or another thread is changing the mode.
     pub fn set_access_mode(&self, mode: AccessMode) -> Result<()> {
-        self.context
-            .raw()
-            .set_access_mode(self.record.ptr, self.record.size, mode)
+        self.record.change_mode(mode, || {
+            self.context
+                .raw()
+                .set_access_mode(self.record.ptr, self.record.size, mode)
+        })
     }
 
     /// `get_access_mode` of the whole mapping.
@@ -267,8 +289,11 @@ impl Mapping {
     }
 
     /// Unmaps now (after pending commands), reporting errors.
+    ///
+    /// Errors: `Errc::Invalid` while ranges, views or kernel arguments of the mapping are
+    /// alive: it is then unmapped when the last of them goes, not now.
     pub fn unmap(self) -> Result<()> {
-        self.record.release_now()
+        MemoryRecord::release_explicitly(self.record, "Mapping::unmap")
     }
 }
 

@@ -481,7 +481,7 @@ fn usm_copy_sizes(d: &Device) -> R {
             if kind != UsmKind::Device || d.is_cpu() {
                 check!(a.is_host_accessible());
                 check!(
-                    a.as_slice().map_err(fail)? == src.as_slice(),
+                    *a.as_slice().map_err(fail)? == *src.as_slice(),
                     "{kind} size {n}: host view mismatch"
                 );
             }
@@ -706,7 +706,7 @@ fn closure_ranges(d: &Device) -> R {
         Range::d3(7, 11, 13),
         Range::d3(64, 8, 4).with_local([8, 4, 2]),
     ] {
-        let n = range.total();
+        let n = range.total().map_err(fail)?;
         let counts = Arc::new((0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>());
         let c = counts.clone();
         let out = sycl::malloc_shared::<u32>(n, &q).map_err(fail)?;
@@ -845,17 +845,21 @@ fn source_vector_add(d: &Device) -> R {
     q.write(&b, &(0..n).map(|i| 0.5 * i as f32).collect::<Vec<_>>())
         .map_err(fail)?;
     let global = n.div_ceil(128) * 128;
-    q.launch(
-        &k,
-        Range::d1(global).with_local([128, 1, 1]),
-        &[
-            KernelArg::usm(&a),
-            KernelArg::usm(&b),
-            KernelArg::usm(&c),
-            KernelArg::scalar(&(n as u32)),
-        ],
-        &[],
-    )
+    // SAFETY: vadd(const float*, const float*, float*, uint n) reads a[i], b[i] and writes
+    // c[i] only for i < n, the length of all three.
+    unsafe {
+        q.launch(
+            &k,
+            Range::d1(global).with_local([128, 1, 1]),
+            &[
+                KernelArg::usm(&a),
+                KernelArg::usm(&b),
+                KernelArg::usm(&c),
+                KernelArg::scalar(&(n as u32)),
+            ],
+            &[],
+        )
+    }
     .map_err(fail)?
     .wait()
     .map_err(fail)?;
@@ -867,9 +871,8 @@ fn source_vector_add(d: &Device) -> R {
     );
     check!(bundle.kernel("no_such_kernel").is_err());
     // Wrong argument count is refused before launch.
-    let err = q
-        .launch(&k, Range::d1(128), &[KernelArg::usm(&a)], &[])
-        .unwrap_err();
+    // SAFETY: refused before launch (too few arguments), as the test checks.
+    let err = unsafe { q.launch(&k, Range::d1(128), &[KernelArg::usm(&a)], &[]) }.unwrap_err();
     check!(
         matches!(err.code(), Errc::KernelArgument | Errc::Invalid),
         "{err}"
@@ -925,12 +928,16 @@ fn source_local_memory(d: &Device) -> R {
     .map_err(fail)?;
     let mut args = vec![KernelArg::usm(&input), KernelArg::usm(&out)];
     args.push(KernelArg::local::<u32>(64).map_err(fail)?);
-    q.launch(
-        &k,
-        Range::d1(groups * 64).with_local([64, 1, 1]),
-        &args,
-        &[],
-    )
+    // SAFETY: gsum reads in[0..groups*64) and writes out[0..groups), the sizes allocated, and
+    // 64 u32 of local memory per group.
+    unsafe {
+        q.launch(
+            &k,
+            Range::d1(groups * 64).with_local([64, 1, 1]),
+            &args,
+            &[],
+        )
+    }
     .map_err(fail)?
     .wait()
     .map_err(fail)?;
@@ -1042,7 +1049,15 @@ fn virtual_memory(d: &Device) -> R {
         }
         Err(e) => check_eq!(e.code(), Errc::FeatureNotSupported),
     }
-    m.unmap().map_err(fail)?;
+    // An unmap while a range of the mapping is alive is refused and left to the last
+    // reference: the range still reads the memory (it was unmapped at once before).
+    let err = m
+        .unmap()
+        .err()
+        .ok_or_else(|| fail("unmap with a live range"))?;
+    check_eq!(err.code(), Errc::Invalid);
+    check!(q.to_vec(&view).map_err(fail)? == data);
+    drop(view);
     // Errors.
     check_eq!(
         PhysicalMem::new(d, ctx, g + 1, PhysicalMemProperties::default())

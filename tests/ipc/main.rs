@@ -555,6 +555,7 @@ fn child_physical(args: &[String]) -> ChildResult {
         .map_err(s)?
         .wait()
         .map_err(s)?;
+    drop(view); // the last other reference: unmap now, not when it goes
     map.unmap().map_err(s)
 }
 

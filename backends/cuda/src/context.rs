@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use cudarc::driver::sys;
-use sycl_backend::ipc::{IpcExport, IpcImport};
+use sycl_backend::ipc::{IpcExport, IpcImport, OpenedMemory};
 use sycl_backend::{
     AccessMode, BackendKind, Errc, Error, EventProperties, GranularityMode, KernelSource,
     PhysicalMemProperties, PointerInfo, QueueProperties, Result, UsmKind,
@@ -332,7 +332,7 @@ impl sycl_backend::Context for Context {
         &self,
         device: &Arc<dyn sycl_backend::Device>,
         import: IpcImport<'_>,
-    ) -> Result<u64> {
+    ) -> Result<OpenedMemory> {
         crate::ipc::open_mem(self, device, import)
     }
 

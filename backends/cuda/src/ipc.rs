@@ -41,7 +41,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use sycl_backend::ipc::{IpcExport, IpcImport, PayloadReader};
+use sycl_backend::ipc::{IpcExport, IpcImport, OpenedMemory, PayloadReader};
 use sycl_backend::{Aspect, BackendKind, Error, Result, UsmKind};
 
 use crate::context::{Context, PrimaryContext};
@@ -56,6 +56,8 @@ type OpenKey = (Handle, i32);
 
 struct OpenEntry {
     base: u64,
+    /// Bytes of the allocation from `base`, as the driver reports them.
+    size: usize,
     refs: usize,
     /// The context the driver mapped it in; `None` for our own allocation (same process).
     ctx: Option<Arc<PrimaryContext>>,
@@ -70,6 +72,10 @@ struct MemState {
     opened: HashMap<OpenKey, OpenEntry>,
     /// Addresses returned by open -> (key, how many opens returned it).
     by_ptr: HashMap<u64, (OpenKey, usize)>,
+    /// Our own allocations freed by their owner while this process still had them open
+    /// through IPC (an open in the exporting process is the allocation itself): base -> the
+    /// context to free them in, once the last open closes.
+    deferred_free: HashMap<u64, Arc<PrimaryContext>>,
 }
 
 fn mem_state() -> &'static Mutex<MemState> {
@@ -89,12 +95,21 @@ fn phys_registry() -> &'static Mutex<HashMap<u64, Weak<dyn sycl_backend::Physica
 
 static NEXT_EXPORT: AtomicU64 = AtomicU64::new(1);
 
-/// Called when a USM allocation is freed: its handles may no longer be opened in-process
-/// (the driver gives a new allocation at the same address a different handle).
-pub(crate) fn forget_allocation(raw_base: u64) {
-    lock(mem_state())
-        .exported
-        .retain(|_, (base, _, _)| *base != raw_base);
+/// Called when the owner frees a USM allocation: its handles may no longer be opened
+/// in-process (the driver gives a new allocation at the same address a different handle).
+/// Returns `true` when the allocation is still open through IPC in this process: the caller
+/// must not free it then; the last close does, in `ctx`.
+pub(crate) fn forget_allocation(raw_base: u64, ctx: &Arc<PrimaryContext>) -> bool {
+    let mut st = lock(mem_state());
+    st.exported.retain(|_, (base, _, _)| *base != raw_base);
+    let open_here = st
+        .opened
+        .values()
+        .any(|e| e.ctx.is_none() && e.base == raw_base && e.refs > 0);
+    if open_here {
+        st.deferred_free.insert(raw_base, ctx.clone());
+    }
+    open_here
 }
 
 /// Called when an exported event is destroyed.
@@ -183,8 +198,9 @@ pub(crate) fn put_mem(payload: &[u8]) -> Result<()> {
     parse_mem(payload).map(|_| ())
 }
 
-/// Opens `handle` (through the cache) for device `index` of `ctx`; returns `base + offset`.
-/// `size`: the allocation size the payload claims (checked against our own allocations).
+/// Opens `handle` (through the cache) for device `index` of `ctx`; returns `base + offset` and
+/// the bytes the driver says the allocation has from there. `size`: the allocation size the
+/// payload claims, refused when the driver mapped less.
 fn open_cached(
     ctx: &Context,
     index: usize,
@@ -192,7 +208,7 @@ fn open_cached(
     offset: u64,
     size: Option<u64>,
     same_process: bool,
-) -> Result<u64> {
+) -> Result<OpenedMemory> {
     let pctx = ctx.primary(index)?;
     let mut st = lock(mem_state());
     let key = if let Some(&(base, alloc_size, owner)) = st.exported.get(handle) {
@@ -203,12 +219,6 @@ fn open_cached(
                 "the IPC memory handle does not match its allocation's size",
             ));
         }
-        let size = alloc_size;
-        if offset >= size as u64 {
-            return Err(Error::invalid(format!(
-                "offset {offset} lies outside the {size}-byte allocation"
-            )));
-        }
         if let Some(o) = ctx.cuda_devices.iter().position(|d| d.ordinal == owner) {
             pctx.enable_peer_access_to(&ctx.primaries[o])
                 .map_err(|e| unreachable_memory(e, pctx.ordinal, owner))?;
@@ -218,6 +228,7 @@ fn open_cached(
             .entry(key)
             .or_insert(OpenEntry {
                 base,
+                size: alloc_size,
                 refs: 0,
                 ctx: None,
             })
@@ -236,10 +247,32 @@ fn open_cached(
             // than the exporter's, with peer access enabled lazily by the driver).
             pctx.make_current()?;
             let base = result::ipc::open_mem_handle(handle)?;
+            // What the driver mapped, not what the payload claims: accesses are bounded by it.
+            let mapped = result::mem::address_range(base).and_then(|(b, n)| {
+                if b == base {
+                    Ok(n)
+                } else {
+                    Err(Error::new(
+                        sycl_backend::Errc::Runtime,
+                        format!("the driver mapped an IPC handle at {base:#x} inside {b:#x}"),
+                    ))
+                }
+            });
+            let mapped = match mapped {
+                Ok(n) => n,
+                Err(e) => {
+                    // SAFETY: just mapped, not handed out.
+                    if let Err(close) = unsafe { result::ipc::close_mem_handle(base) } {
+                        log::warn!("closing an IPC mapping after a failed check: {close}");
+                    }
+                    return Err(e);
+                }
+            };
             st.opened.insert(
                 key,
                 OpenEntry {
                     base,
+                    size: mapped,
                     refs: 1,
                     ctx: Some(pctx.clone()),
                 },
@@ -247,7 +280,18 @@ fn open_cached(
         }
         key
     };
-    let ptr = st.opened[&key].base + offset;
+    let (base, mapped) = (st.opened[&key].base, st.opened[&key].size);
+    let claimed_ok = size.map_or(true, |s| s <= mapped as u64);
+    if !claimed_ok || offset >= mapped as u64 {
+        // SAFETY: the reference taken above is unused.
+        unsafe { release_entry(&mut st, &key)? };
+        return Err(Error::invalid(format!(
+            "the IPC memory handle claims an allocation of {} bytes at offset {offset}; the \
+             driver mapped {mapped} bytes",
+            size.map_or("unknown".into(), |s| s.to_string())
+        )));
+    }
+    let ptr = base + offset;
     let slot = st.by_ptr.entry(ptr).or_insert((key, 0));
     if slot.0 != key {
         // SAFETY: the reference taken above is unused.
@@ -258,7 +302,10 @@ fn open_cached(
         ));
     }
     slot.1 += 1;
-    Ok(ptr)
+    Ok(OpenedMemory {
+        ptr,
+        size: mapped - offset as usize,
+    })
 }
 
 /// Drops one reference to an open-cache entry; the last one unmaps it.
@@ -274,10 +321,21 @@ unsafe fn release_entry(st: &mut MemState, key: &OpenKey) -> Result<()> {
         return Ok(());
     }
     let entry = st.opened.remove(key).expect("present above");
-    if let Some(pctx) = entry.ctx {
-        pctx.make_current()?;
-        // SAFETY: the last owner closed; the caller guarantees no pending use.
-        unsafe { result::ipc::close_mem_handle(entry.base)? };
+    match entry.ctx {
+        Some(pctx) => {
+            pctx.make_current()?;
+            // SAFETY: the last owner closed; the caller guarantees no pending use.
+            unsafe { result::ipc::close_mem_handle(entry.base)? };
+        }
+        None => {
+            if let Some(pctx) = st.deferred_free.remove(&entry.base) {
+                // Our own allocation, freed by its owner while open here: the last close frees.
+                pctx.make_current()?;
+                // SAFETY: the owner freed it (and waited for its commands); this was the last
+                // open of it in this process, and the caller guarantees no pending use.
+                unsafe { result::mem::free(entry.base)? };
+            }
+        }
     }
     Ok(())
 }
@@ -293,7 +351,7 @@ pub(crate) fn open_mem(
     ctx: &Context,
     device: &Arc<dyn sycl_backend::Device>,
     import: IpcImport<'_>,
-) -> Result<u64> {
+) -> Result<OpenedMemory> {
     let p = parse_mem(import.payload)?;
     let index = ctx.device_index(device)?;
     if !ctx.cuda_devices[index].info_has(Aspect::ExtOneapiIpcMemory) {
@@ -332,12 +390,13 @@ pub(crate) unsafe fn close_mem(ptr: u64) -> Result<()> {
 
 /// Opens a raw 64-byte `CUipcMemHandle` produced by any CUDA program (offset 0) through the
 /// same open cache as `ipc::memory::open`; close the result with `Context::ipc_close_mem`.
-/// A handle this process exported through sycl-rs resolves to its own allocation.
+/// A handle this process exported through sycl-rs resolves to its own allocation. The size is
+/// the allocation's, as the driver reports it.
 pub fn open_raw_ipc_mem_handle(
     ctx: &dyn sycl_backend::Context,
     device: &Arc<dyn sycl_backend::Device>,
     raw: &[u8; 64],
-) -> Result<u64> {
+) -> Result<OpenedMemory> {
     let ctx = sycl_backend::downcast::<Context>(ctx.as_any(), "context", BackendKind::Cuda)?;
     let index = ctx.device_index(device)?;
     if !ctx.cuda_devices[index].info_has(Aspect::ExtOneapiIpcMemory) {

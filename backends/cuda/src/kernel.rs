@@ -11,9 +11,12 @@
 //! * cubin/fatbin images are loaded as they are.
 //!
 //! Launch geometry: work-item dimension 0 is CUDA's `x`, 1 is `y`, 2 is `z`. With a local
-//! range the grid is exactly `global / local`. Without one the backend picks the block
-//! (256 for 1-D, 16x16 for 2-D, 8x8x4 for 3-D, shrunk to the global size) and the grid is
-//! `ceil(global / block)`, so **kernels must bounds-check** their global id.
+//! range the grid is exactly `global / local`. Without one the backend picks, per dimension,
+//! the largest block extent up to 256 (1-D), 16x16 (2-D) or 8x8x4 (3-D) that **divides** the
+//! global extent (as Unified Runtime's CUDA adapter does), so the grid is exactly
+//! `global / block` and a kernel sees exactly the range it was given, as on OpenCL and the
+//! native CPU device. A global extent without small divisors (a large prime) gets small
+//! blocks: slow but exact; give an nd-range for speed.
 //!
 //! Arguments: `Scalar` bytes and `Pointer` values become kernel parameters in order. `Local`
 //! arguments are not parameters: CUDA has one dynamic shared-memory buffer
@@ -296,6 +299,7 @@ pub(crate) fn geometry(range: &LaunchRange, dev: &Device) -> Result<([u32; 3], [
             format!("global range {global:?} has an empty dimension"),
         ));
     }
+    let limits = sycl_backend::Device::info(dev).max_work_item_sizes;
     let block: [usize; 3] = match range.local {
         Some(l) => l,
         None => {
@@ -304,14 +308,24 @@ pub(crate) fn geometry(range: &LaunchRange, dev: &Device) -> Result<([u32; 3], [
                 2 => [16, 16, 1],
                 _ => [8, 8, 4],
             };
-            [
-                pick[0].min(global[0]),
-                pick[1].min(global[1]),
-                pick[2].min(global[2]),
-            ]
+            let mut block = [1usize; 3];
+            for d in 0..3 {
+                block[d] =
+                    exact_block(global[d], pick[d], limits[d], dev.caps.max_grid[d] as usize)?;
+            }
+            let items = block.iter().product::<usize>();
+            if items > max_wg {
+                return Err(Error::new(
+                    Errc::NdRange,
+                    format!(
+                        "global range {global:?} needs work-groups of {block:?} to fit the grid; \
+                         that exceeds the device's {max_wg} work-items: give an nd-range"
+                    ),
+                ));
+            }
+            block
         }
     };
-    let limits = sycl_backend::Device::info(dev).max_work_item_sizes;
     let mut grid = [1u32; 3];
     for d in 0..3 {
         if block[d] > limits[d] {
@@ -336,6 +350,31 @@ pub(crate) fn geometry(range: &LaunchRange, dev: &Device) -> Result<([u32; 3], [
         grid[d] = g as u32;
     }
     Ok((grid, [block[0] as u32, block[1] as u32, block[2] as u32]))
+}
+
+/// The block extent for a global extent `global` without a local range: the largest divisor
+/// of `global` up to `pick`, or, when that many blocks exceed the grid limit, the smallest
+/// divisor that fits the grid (up to the device's `limit` per block).
+fn exact_block(global: usize, pick: usize, limit: usize, max_grid: usize) -> Result<usize> {
+    let small = (1..=pick.min(global).max(1))
+        .rev()
+        .find(|b| global % b == 0)
+        .unwrap_or(1);
+    if global / small <= max_grid.max(1) {
+        return Ok(small);
+    }
+    let need = global.div_ceil(max_grid.max(1));
+    (need..=limit.min(global))
+        .find(|b| global % b == 0)
+        .ok_or_else(|| {
+            Error::new(
+                Errc::NdRange,
+                format!(
+                    "global extent {global} has no divisor between {need} and {limit}, so no \
+                     exact grid of at most {max_grid} blocks covers it: give an nd-range"
+                ),
+            )
+        })
 }
 
 /// [`sycl_backend::Queue::launch`] for CUDA queues.
@@ -444,6 +483,29 @@ mod tests {
         assert!(check_image(&fat).is_err());
         fat.resize(116, 0);
         assert!(check_image(&fat).is_ok());
+    }
+
+    #[test]
+    fn blocks_divide_the_global_range_exactly() {
+        // Without a local range the grid covers exactly the global range: no rounding up.
+        for (global, want) in [
+            (1_000_000usize, 250usize),
+            (1 << 20, 256),
+            (1000, 250),
+            (97, 97),
+            (257, 1),
+            (3, 3),
+        ] {
+            let b = exact_block(global, 256, 1024, i32::MAX as usize).unwrap();
+            assert_eq!((global % b, b), (0, want), "{global}");
+        }
+        // A prime larger than the grid allows is refused, not rounded.
+        assert_eq!(
+            exact_block(65_537, 16, 1024, 65_535).unwrap_err().code(),
+            Errc::NdRange
+        );
+        // Too many blocks of the preferred size: the smallest divisor that fits the grid.
+        assert_eq!(exact_block(200_000, 1, 1024, 65_535).unwrap(), 4);
     }
 
     #[test]

@@ -94,7 +94,14 @@ impl Context {
         let alloc = lock(&self.allocs).remove(&ptr).ok_or_else(|| {
             Error::invalid(format!("{ptr:#x} is not a USM allocation of this context"))
         })?;
-        crate::ipc::forget_allocation(alloc.raw);
+        if alloc.kind == UsmKind::Device {
+            let pctx = self.primary(alloc.device.unwrap_or(0))?;
+            if crate::ipc::forget_allocation(alloc.raw, pctx) {
+                // Still open through IPC in this process (as the allocation itself): the last
+                // close frees it.
+                return Ok(());
+            }
+        }
         self.with_ctx(alloc.device.unwrap_or(0))?;
         match alloc.kind {
             // SAFETY: `raw` came from the matching allocation call and the caller guarantees

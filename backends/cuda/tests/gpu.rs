@@ -997,27 +997,48 @@ fn ipc_memory_in_the_exporting_process() {
     let exp = fx.ctx.ipc_get_mem(buf + 4096).unwrap();
     assert!(exp.fds.is_empty());
     assert_eq!(exp.payload.len(), 96);
-    let p1 = fx
+    let opened = fx
         .ctx
         .ipc_open_mem(&fx.device, import(&exp.payload, vec![]))
         .expect("open in the exporter");
+    let p1 = opened.ptr;
     assert_eq!(p1, buf + 4096);
+    assert!(
+        opened.size >= size - 4096,
+        "the opened size covers the rest of the allocation: {}",
+        opened.size
+    );
     let p2 = fx
         .ctx
         .ipc_open_mem(&fx.device, import(&exp.payload, vec![]))
-        .expect("second open");
+        .expect("second open")
+        .ptr;
     assert_eq!(p2, p1, "the open cache returns the same address");
     assert_eq!(read(&q, p1, 4), vec![0x5A, 0xA5, 0x5A, 0xA5]);
     // The raw-handle helper goes through the same cache (offset 0 = the base).
     let raw: [u8; 64] = exp.payload[..64].try_into().unwrap();
-    let r = sycl_backend_cuda::open_raw_ipc_mem_handle(&*fx.ctx, &fx.device, &raw).unwrap();
+    let r = sycl_backend_cuda::open_raw_ipc_mem_handle(&*fx.ctx, &fx.device, &raw)
+        .unwrap()
+        .ptr;
     assert_eq!(r, buf);
+    // A payload that claims a larger allocation than the exporter's is refused.
+    let mut forged = exp.payload.clone();
+    forged[72..80].copy_from_slice(&(2 * size as u64).to_le_bytes());
+    assert_eq!(
+        fx.ctx
+            .ipc_open_mem(&fx.device, import(&forged, vec![]))
+            .err()
+            .unwrap()
+            .code(),
+        Errc::Invalid
+    );
     if fx.devices.len() >= 2 {
         // Opened for the second GPU: the allocation itself, which a kernel there reaches.
         let p3 = fx
             .ctx
             .ipc_open_mem(&fx.devices[1], import(&exp.payload, vec![]))
-            .expect("open in the exporter for device 1");
+            .expect("open in the exporter for device 1")
+            .ptr;
         assert_eq!(p3, p1);
         let q1 = increment_on_second_device(&fx, p3 + 64, 16)
             .expect("a kernel on device 1 reaches the exporter's allocation");
@@ -1257,15 +1278,40 @@ fn child_process_side() {
         exporter,
         same_process: false,
     };
-    let p = fx
+    let opened = fx
         .ctx
         .ipc_open_mem(&fx.device, imp())
         .expect("child: open memory");
+    let p = opened.ptr;
+    // The parent exported at offset 8192 of a 1 MiB allocation: the driver's size bounds it.
+    assert!(
+        opened.size >= (1 << 20) - 8192,
+        "child: opened size {}",
+        opened.size
+    );
     let p2 = fx
         .ctx
         .ipc_open_mem(&fx.device, imp())
-        .expect("child: open memory twice");
+        .expect("child: open memory twice")
+        .ptr;
     assert_eq!(p, p2);
+    // A payload claiming more than the exporter allocated is refused against the driver's
+    // size, also across processes (a forged handle cannot widen the mapping).
+    let mut forged = payload.clone();
+    forged[72..80].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let err = fx
+        .ctx
+        .ipc_open_mem(
+            &fx.device,
+            IpcImport {
+                payload: &forged,
+                fds: vec![],
+                exporter,
+                same_process: false,
+            },
+        )
+        .expect_err("child: a forged size is refused");
+    assert_eq!(err.code(), Errc::Invalid, "{err}");
     let got = read(&q, p, 256);
     assert_eq!(
         got,
@@ -1289,12 +1335,14 @@ fn child_process_side() {
         let p3 = fx
             .ctx
             .ipc_open_mem(&fx.devices[1], imp())
-            .expect("child: open memory for device 1");
+            .expect("child: open memory for device 1")
+            .ptr;
         assert_ne!(p3, p, "each device gets its own mapping");
         let p4 = fx
             .ctx
             .ipc_open_mem(&fx.devices[1], imp())
-            .expect("child: open memory for device 1 again");
+            .expect("child: open memory for device 1 again")
+            .ptr;
         assert_eq!(p4, p3, "the open cache reuses the device's mapping");
         let n = 64usize;
         let q1 = increment_on_second_device(&fx, p3 + 256, n)

@@ -63,6 +63,35 @@ pub struct IpcExport {
     pub fds: Vec<RawFd>,
 }
 
+/// Memory that [`crate::Context::ipc_open_mem`] mapped into this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenedMemory {
+    /// The address of the exported element in this process (base of the mapping + offset).
+    pub ptr: u64,
+    /// Bytes from `ptr` to the end of the mapping, as the backend verified them against the
+    /// driver or the kernel (never taken from the payload alone): the most any access through
+    /// `ptr` may cover.
+    pub size: usize,
+}
+
+/// The largest pid Linux hands out (`PID_MAX_LIMIT` on 64-bit kernels, the ceiling of
+/// `/proc/sys/kernel/pid_max`).
+pub const PID_MAX_LIMIT: u32 = 1 << 22;
+
+/// `pid` as a [`Pid`], or `Errc::Invalid` when no Linux process can have that number (0, or
+/// above [`PID_MAX_LIMIT`]). Numbers from handles and callers go through this before any
+/// system call: a pid of 2^31 or more would otherwise turn negative, and `-1` means "any
+/// process" to `prctl(PR_SET_PTRACER)`.
+pub fn checked_pid(pid: u32) -> Result<Pid> {
+    if pid == 0 || pid > PID_MAX_LIMIT {
+        return Err(Error::invalid(format!(
+            "pid {pid} cannot exist (Linux pids are 1 to {PID_MAX_LIMIT})"
+        )));
+    }
+    // In range, so positive as an i32.
+    Pid::from_raw(pid as i32).ok_or_else(|| Error::invalid(format!("pid {pid} cannot exist")))
+}
+
 /// Largest payload a backend may produce.
 pub const MAX_PAYLOAD: usize = 4096;
 /// Most descriptors one handle may carry.
@@ -145,76 +174,121 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
-/// Obtains a descriptor that an exporter holds: `dup` in the same process, else
-/// `pidfd_open` + `pidfd_getfd`, which needs ptrace permission over the exporter (see
-/// [`allow_fd_access_from`]). Errors are `Errc::Invalid` when the exporter is gone or the
-/// descriptor is not open there, and `Errc::Runtime` when permission is denied, with a message
-/// naming the fix.
+/// Where an importer takes an exporter's descriptors from: this very process (`dup`), or the
+/// exporting process through a pidfd (`pidfd_getfd`, which needs ptrace permission over it:
+/// see [`allow_fd_access_from`]).
+///
+/// A pidfd names one process for good, even after its pid is reused: once one descriptor
+/// taken through it has proven the process is the exporter (the `sycl` layer's export ticket),
+/// every later descriptor comes from that same process.
+pub enum ExporterFds {
+    /// The exporter is this process.
+    SameProcess,
+    /// Another process, by pidfd.
+    Remote {
+        /// Its pid, for messages.
+        pid: u32,
+        /// `pidfd_open` of it.
+        pidfd: OwnedFd,
+    },
+}
+
+impl ExporterFds {
+    /// Opens the exporter: `Errc::Invalid` when its pid cannot exist or no process has it.
+    pub fn open(exporter: &ExporterId, backend: BackendKind) -> Result<ExporterFds> {
+        if exporter.is_current_process() {
+            return Ok(ExporterFds::SameProcess);
+        }
+        // No /proc reads here (they cost more than the rest of an open): a dead exporter fails
+        // pidfd_open or pidfd_getfd with ESRCH, and a pid reused by another process is caught
+        // by the first descriptor the caller checks (the export ticket).
+        let pid = checked_pid(exporter.pid)?;
+        let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).map_err(|e| {
+            Error::os(
+                Errc::Invalid,
+                format!("the exporting process {} no longer exists", exporter.pid),
+                e,
+                backend,
+            )
+        })?;
+        Ok(ExporterFds::Remote {
+            pid: exporter.pid,
+            pidfd,
+        })
+    }
+
+    /// A copy of the exporter's descriptor `fd`. Errors are `Errc::Invalid` when the exporter
+    /// is gone or the descriptor is not open there, and `Errc::Runtime` when permission is
+    /// denied, with a message naming the fix.
+    pub fn take(&self, fd: RawFd, backend: BackendKind) -> Result<OwnedFd> {
+        if fd < 0 {
+            return Err(Error::invalid(format!(
+                "handle names descriptor {fd}, which cannot exist"
+            )));
+        }
+        let (pid, pidfd) = match self {
+            ExporterFds::SameProcess => {
+                // SAFETY: only the number is borrowed, for the duration of the dup. It is one
+                // of this process's descriptors that an export named; if it was closed since,
+                // the dup fails with EBADF, and if it was reused, the copy is of another file,
+                // which the caller's checks (ticket, file identity) refuse. Duplicating it has
+                // no effect on its owner.
+                let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+                return rustix::io::fcntl_dupfd_cloexec(borrowed, 0).map_err(|e| {
+                    Error::os(
+                        Errc::Invalid,
+                        format!(
+                            "descriptor {fd} of this process is not open (export put or freed?)"
+                        ),
+                        e,
+                        backend,
+                    )
+                });
+            }
+            ExporterFds::Remote { pid, pidfd } => (*pid, pidfd),
+        };
+        rustix::process::pidfd_getfd(pidfd.as_fd(), fd, PidfdGetfdFlags::empty()).map_err(|e| {
+            match e {
+                rustix::io::Errno::PERM | rustix::io::Errno::ACCESS => Error::os(
+                    Errc::Runtime,
+                    format!(
+                        "no permission to take descriptor {fd} from process {pid} (pidfd_getfd \
+                         needs ptrace rights: call sycl::ipc::allow_fd_access_from in the \
+                         exporter, or send the handle through sycl::ipc::transport)"
+                    ),
+                    e,
+                    backend,
+                ),
+                rustix::io::Errno::BADF => Error::os(
+                    Errc::Invalid,
+                    format!(
+                        "descriptor {fd} is not open in process {pid} (export put or object \
+                         freed?)"
+                    ),
+                    e,
+                    backend,
+                ),
+                rustix::io::Errno::SRCH => Error::os(
+                    Errc::Invalid,
+                    format!("the exporting process {pid} no longer exists"),
+                    e,
+                    backend,
+                ),
+                other => Error::os(Errc::Runtime, "pidfd_getfd", other, backend),
+            }
+        })
+    }
+}
+
+/// One descriptor of an exporter: [`ExporterFds::open`] then [`ExporterFds::take`] (for tools
+/// and tests that take a single descriptor; an import that takes several opens the exporter
+/// once).
 pub fn acquire_remote_fd(
     exporter: &ExporterId,
     fd: RawFd,
     backend: BackendKind,
 ) -> Result<OwnedFd> {
-    if fd < 0 {
-        return Err(Error::invalid(format!(
-            "handle names descriptor {fd}, which cannot exist"
-        )));
-    }
-    if exporter.is_current_process() {
-        // SAFETY: only the number is borrowed for the duration of the dup; the backend keeps
-        // the exported descriptor open until `put`, and a closed one fails with EBADF below.
-        let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        return rustix::io::fcntl_dupfd_cloexec(borrowed, 0).map_err(|e| {
-            Error::os(
-                Errc::Invalid,
-                format!("descriptor {fd} of this process is not open (handle already put?)"),
-                e,
-                backend,
-            )
-        });
-    }
-    // No /proc reads here (they cost more than the rest of an open): a dead exporter fails
-    // pidfd_open or pidfd_getfd with ESRCH, and a pid reused by another process hands out a
-    // descriptor whose file identity the backend checks against the payload.
-    let pid = Pid::from_raw(exporter.pid as i32)
-        .ok_or_else(|| Error::invalid(format!("handle names pid {}", exporter.pid)))?;
-    let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).map_err(|e| {
-        Error::os(
-            Errc::Invalid,
-            format!("the exporting process {} no longer exists", exporter.pid),
-            e,
-            backend,
-        )
-    })?;
-    rustix::process::pidfd_getfd(pidfd.as_fd(), fd, PidfdGetfdFlags::empty()).map_err(|e| match e {
-        rustix::io::Errno::PERM | rustix::io::Errno::ACCESS => Error::os(
-            Errc::Runtime,
-            format!(
-                "no permission to take descriptor {fd} from process {} (pidfd_getfd needs ptrace \
-                 rights: call sycl::ipc::allow_fd_access_from in the exporter, or send the handle \
-                 through sycl::ipc::transport)",
-                exporter.pid
-            ),
-            e,
-            backend,
-        ),
-        rustix::io::Errno::BADF => Error::os(
-            Errc::Invalid,
-            format!(
-                "descriptor {fd} is not open in process {} (handle already put or object freed?)",
-                exporter.pid
-            ),
-            e,
-            backend,
-        ),
-        rustix::io::Errno::SRCH => Error::os(
-            Errc::Invalid,
-            format!("the exporting process {} no longer exists", exporter.pid),
-            e,
-            backend,
-        ),
-        other => Error::os(Errc::Runtime, "pidfd_getfd", other, backend),
-    })
+    ExporterFds::open(exporter, backend)?.take(fd, backend)
 }
 
 /// Which processes may take descriptors from this one with `pidfd_getfd` under the Yama LSM.
@@ -233,10 +307,7 @@ pub enum FdAccess {
 pub fn allow_fd_access_from(access: FdAccess) -> Result<()> {
     use rustix::process::PTracer;
     let tracer = match access {
-        FdAccess::Process(pid) => PTracer::ProcessID(
-            Pid::from_raw(pid as i32)
-                .ok_or_else(|| Error::invalid(format!("pid {pid} is not valid")))?,
-        ),
+        FdAccess::Process(pid) => PTracer::ProcessID(checked_pid(pid)?),
         FdAccess::AnyProcess => PTracer::Any,
         FdAccess::Default => PTracer::None,
     };
@@ -349,8 +420,32 @@ mod tests {
             nonce: 7,
         };
         assert!(!id.is_alive());
-        let err = acquire_remote_fd(&id, 3, BackendKind::NativeCpu).unwrap_err();
+        let err = ExporterFds::open(&id, BackendKind::NativeCpu)
+            .and_then(|x| x.take(3, BackendKind::NativeCpu))
+            .map(drop)
+            .unwrap_err();
         assert_eq!(err.code(), Errc::Invalid);
+    }
+
+    #[test]
+    fn impossible_pids_are_refused_before_any_system_call() {
+        for pid in [0, PID_MAX_LIMIT + 1, 1 << 31, u32::MAX] {
+            assert_eq!(checked_pid(pid).unwrap_err().code(), Errc::Invalid, "{pid}");
+            // u32::MAX would be -1 as an i32: PR_SET_PTRACER_ANY. It must be refused.
+            let err = allow_fd_access_from(FdAccess::Process(pid)).unwrap_err();
+            assert_eq!(err.code(), Errc::Invalid, "{pid}");
+            let id = ExporterId {
+                pid,
+                start_time: 1,
+                nonce: 2,
+            };
+            let err = ExporterFds::open(&id, BackendKind::NativeCpu)
+                .map(drop)
+                .unwrap_err();
+            assert_eq!(err.code(), Errc::Invalid, "{pid}");
+        }
+        assert!(checked_pid(1).is_ok());
+        assert!(checked_pid(PID_MAX_LIMIT).is_ok());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ipc::{IpcExport, IpcImport};
+use crate::ipc::{IpcExport, IpcImport, OpenedMemory};
 use crate::{
     AccessMode, Aspect, BackendKind, ClosureKernel, DeviceInfo, Error, EventProperties,
     EventStatus, GranularityMode, HostTask, KernelArg, KernelSource, LaunchRange,
@@ -237,8 +237,14 @@ pub trait Context: Send + Sync + Any {
             "ipc::memory::put",
         ))
     }
-    /// Opens exported memory on `device`; returns the address in this process (already offset).
-    fn ipc_open_mem(&self, device: &Arc<dyn Device>, import: IpcImport<'_>) -> Result<u64> {
+    /// Opens exported memory on `device`: the address in this process (already offset) and
+    /// the bytes from there that the backend checked are really mapped (a payload's claimed
+    /// size is never trusted).
+    fn ipc_open_mem(
+        &self,
+        device: &Arc<dyn Device>,
+        import: IpcImport<'_>,
+    ) -> Result<OpenedMemory> {
         let _ = (device, import);
         Err(Error::unsupported(
             Aspect::ExtOneapiIpcMemory,

@@ -305,17 +305,28 @@ pub struct LaunchRange {
 }
 
 impl LaunchRange {
-    /// Number of work-items.
-    pub fn total(&self) -> usize {
-        self.global.iter().product()
+    /// Number of work-items, or `None` when the product of the extents overflows `usize`.
+    pub fn total(&self) -> Option<usize> {
+        self.global
+            .iter()
+            .try_fold(1usize, |acc, &g| acc.checked_mul(g))
     }
 
-    /// Checks dimensions and divisibility; `Errc::NdRange` on failure.
+    /// Checks dimensions, the work-item count and divisibility; `Errc::NdRange` on failure.
     pub fn validate(&self, max_work_group_size: usize) -> Result<(), Error> {
         if !(1..=3).contains(&self.dims) {
             return Err(Error::new(
                 Errc::NdRange,
                 format!("{} dimensions (1 to 3 allowed)", self.dims),
+            ));
+        }
+        if self.total().is_none() {
+            return Err(Error::new(
+                Errc::NdRange,
+                format!(
+                    "global range {:?} has more work-items than fit in usize",
+                    self.global
+                ),
             ));
         }
         if let Some(local) = self.local {
@@ -330,7 +341,12 @@ impl LaunchRange {
                     ));
                 }
             }
-            let group: usize = local.iter().product();
+            // Each extent divides its global extent, so the product cannot overflow once the
+            // global one did not; checked all the same.
+            let group = local
+                .iter()
+                .try_fold(1usize, |acc, &l| acc.checked_mul(l))
+                .unwrap_or(usize::MAX);
             if group > max_work_group_size {
                 return Err(Error::new(
                     Errc::NdRange,
@@ -386,3 +402,34 @@ pub type ClosureKernel = std::sync::Arc<dyn Fn(std::ops::Range<usize>) + Send + 
 
 /// A host task.
 pub type HostTask = Box<dyn FnOnce() + Send>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_that_overflow_are_errors_not_wraps_or_panics() {
+        let huge = LaunchRange {
+            dims: 3,
+            global: [1 << 32, 1 << 32, 2],
+            local: None,
+        };
+        assert_eq!(huge.total(), None);
+        assert_eq!(huge.validate(1024).unwrap_err().code(), Errc::NdRange);
+        // A work-group whose product overflows (possible over an empty global dimension).
+        let group = LaunchRange {
+            dims: 3,
+            global: [0, 0, 0],
+            local: Some([usize::MAX, usize::MAX, 2]),
+        };
+        assert_eq!(group.total(), Some(0));
+        assert_eq!(group.validate(1024).unwrap_err().code(), Errc::NdRange);
+        let fine = LaunchRange {
+            dims: 2,
+            global: [64, 32, 1],
+            local: Some([8, 8, 1]),
+        };
+        assert_eq!(fine.total(), Some(2048));
+        assert!(fine.validate(1024).is_ok());
+    }
+}

@@ -7,7 +7,7 @@ use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use level_zero_sys::*;
-use sycl_backend::ipc::{IpcExport, IpcImport};
+use sycl_backend::ipc::{IpcExport, IpcImport, OpenedMemory};
 use sycl_backend::{
     AccessMode, BackendKind, Errc, Error, EventProperties, GranularityMode, KernelSource,
     PhysicalMemProperties, PointerInfo, QueueProperties, Result, UsmKind,
@@ -310,7 +310,7 @@ impl sycl_backend::Context for Context {
         &self,
         device: &Arc<dyn sycl_backend::Device>,
         import: IpcImport<'_>,
-    ) -> Result<u64> {
+    ) -> Result<OpenedMemory> {
         crate::ipc::open_mem(&self.inner, device, import)
     }
     unsafe fn ipc_close_mem(&self, ptr: u64) -> Result<()> {

@@ -13,7 +13,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
 use level_zero_sys::*;
-use sycl_backend::ipc::{IpcExport, IpcImport, PayloadReader};
+use sycl_backend::ipc::{IpcExport, IpcImport, OpenedMemory, PayloadReader};
 use sycl_backend::{BackendKind, Errc, Error, Result};
 
 use crate::context::{lock, ContextInner};
@@ -314,7 +314,7 @@ pub(crate) fn open_mem(
     ctx: &ContextInner,
     device: &Arc<dyn sycl_backend::Device>,
     import: IpcImport<'_>,
-) -> Result<u64> {
+) -> Result<OpenedMemory> {
     let p = MemPayload::decode(import.payload)?;
     let dev = ctx.our_device(device)?;
     let local_fd = one_fd(&import, "memory")?;
@@ -327,9 +327,35 @@ pub(crate) fn open_mem(
     let r = unsafe { (ctx.loader.zeMemOpenIpcHandle)(ctx.handle, dev.handle, h, 0, &mut base) };
     drop(import); // closes the local descriptor; the driver holds its own reference
     check(r, "zeMemOpenIpcHandle")?;
+    // What the driver mapped bounds every access, not what the payload claims.
+    let (mut range_base, mut mapped) = (std::ptr::null_mut(), 0usize);
+    // SAFETY: `base` was just returned by zeMemOpenIpcHandle on this context; out-pointers valid.
+    let r = unsafe {
+        (ctx.loader.zeMemGetAddressRange)(ctx.handle, base, &mut range_base, &mut mapped)
+    };
+    let fits = r == ZE_RESULT_SUCCESS
+        && range_base == base
+        && p.size <= mapped as u64
+        && p.offset < mapped as u64;
+    if !fits {
+        // SAFETY: just opened on this context, not handed out.
+        let close = unsafe { (ctx.loader.zeMemCloseIpcHandle)(ctx.handle, base) };
+        if close != ZE_RESULT_SUCCESS {
+            log::warn!("zeMemCloseIpcHandle after a failed size check: {close:#x}");
+        }
+        check(r, "zeMemGetAddressRange (of an opened IPC handle)")?;
+        return Err(Error::invalid(format!(
+            "the IPC memory handle claims an allocation of {} bytes (offset {}); the driver \
+             mapped {mapped}",
+            p.size, p.offset
+        )));
+    }
     let ptr = base as u64 + p.offset;
     lock(&ctx.opened_mem).insert(ptr, base as u64);
-    Ok(ptr)
+    Ok(OpenedMemory {
+        ptr,
+        size: mapped - p.offset as usize,
+    })
 }
 
 pub(crate) fn close_mem(ctx: &ContextInner, ptr: u64) -> Result<()> {

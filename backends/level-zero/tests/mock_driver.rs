@@ -377,6 +377,12 @@ fn ipc_memory_in_one_process() {
     let opened = ctx
         .ipc_open_mem(&env.device, import(&export.payload, &export.fds))
         .unwrap();
+    assert_eq!(
+        opened.size,
+        8192 - 256,
+        "the driver's size from the exported address"
+    );
+    let opened = opened.ptr;
     assert_ne!(opened, dev + 256, "an open maps the memory again");
     assert_eq!(ctx.usm_pointer_info(opened).kind, UsmKind::Device);
     // Writes through the opened pointer (at the exported offset) reach the original.
@@ -390,8 +396,20 @@ fn ipc_memory_in_one_process() {
     // A second open gives another pointer; both are closed.
     let again = ctx
         .ipc_open_mem(&env.device, import(&export.payload, &export.fds))
-        .unwrap();
+        .unwrap()
+        .ptr;
     assert_ne!(again, opened);
+    // A payload claiming a larger allocation than the driver mapped is refused (and the
+    // mapping it made closed again).
+    let mut forged = export.payload.clone();
+    let size_at = 4 + 64 + 8;
+    forged[size_at..size_at + 8].copy_from_slice(&(1u64 << 30).to_le_bytes());
+    assert_eq!(
+        ctx.ipc_open_mem(&env.device, import(&forged, &export.fds))
+            .err_()
+            .code(),
+        Errc::Invalid
+    );
     // SAFETY: nothing pending on them.
     unsafe {
         ctx.ipc_close_mem(opened).unwrap();
@@ -461,7 +479,8 @@ fn ipc_memory_child_importer() {
                 same_process: false,
             },
         )
-        .unwrap();
+        .unwrap()
+        .ptr;
     let seen = read_back(&q, &ctx, ptr, 8);
     // SAFETY: waited for.
     unsafe { q.fill(ptr, &[0x77], 8, &[]) }

@@ -4,7 +4,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use sycl_backend::ipc::{IpcExport, IpcImport};
+use sycl_backend::ipc::{IpcExport, IpcImport, OpenedMemory};
 use sycl_backend::{
     downcast, AccessMode, Aspect, BackendKind, Error, EventProperties, GranularityMode,
     PhysicalMemProperties, PointerInfo, QueueProperties, Result, UsmKind,
@@ -12,7 +12,6 @@ use sycl_backend::{
 
 use crate::device::Device;
 use crate::event::Event;
-use crate::ipc::Exports;
 use crate::queue::Queue;
 use crate::sys;
 use crate::usm::{self, MemEntry, Registry};
@@ -23,7 +22,6 @@ pub struct Context {
     devices: Vec<Arc<dyn sycl_backend::Device>>,
     pub(crate) mem: Mutex<Registry>,
     pub(crate) vm: Mutex<VirtualSpace>,
-    pub(crate) exports: Mutex<Exports>,
 }
 
 impl Context {
@@ -32,7 +30,6 @@ impl Context {
             devices,
             mem: Mutex::new(Registry::default()),
             vm: Mutex::new(VirtualSpace::default()),
-            exports: Mutex::new(Exports::default()),
         }
     }
 
@@ -90,9 +87,7 @@ impl sycl_backend::Context for Context {
 
     unsafe fn usm_free(&self, ptr: u64) -> Result<()> {
         let alloc = self.mem.lock().remove_usm(ptr)?;
-        // Freeing releases the exports too (put is optional, as in SYCL).
-        self.exports.lock().forget(crate::ipc::TAG_MEM, alloc.id);
-        // Unmapped and closed outside the lock.
+        // Unmapped and closed (which ends its exports) outside the lock.
         drop(alloc);
         Ok(())
     }
@@ -178,7 +173,7 @@ impl sycl_backend::Context for Context {
         &self,
         device: &Arc<dyn sycl_backend::Device>,
         import: IpcImport<'_>,
-    ) -> Result<u64> {
+    ) -> Result<OpenedMemory> {
         self.ipc_open_mem_impl(device, import)
     }
 

@@ -148,6 +148,7 @@ impl Event {
                 "ipc::event: descriptor does not match the handle (stale or reused)",
             ));
         }
+        sys::check_sealed(&fd, "ipc::event::open")?;
         let map = Mapping::shared(&fd, page, 0, ProtFlags::READ | ProtFlags::WRITE)?;
         let storage = Storage::Shared { map, fd: None, id };
         if shared_state(&storage).magic.load(Ordering::Acquire) != SHARED_MAGIC {

@@ -1,17 +1,20 @@
 //! IPC of USM device memory, physical memory and events.
 //!
-//! Every exported object is a memfd. The payload names the file's inode and device number
-//! (so an importer can prove the descriptor it received is the exported file, not a stale or
-//! reused number) plus sizes and offsets; the descriptor itself travels beside the payload.
-//! Everything an importer needs is in the payload and the descriptors, so imports work across
-//! processes and outlive the exporter.
+//! Every exported object is a memfd, sealed against resizing from its creation on. The
+//! payload names the file's inode and device number (so an importer can prove the descriptor
+//! it received is the exported file, not a stale or reused number) plus sizes and offsets; the
+//! descriptor itself travels beside the payload. `get` exports the object's own descriptor: it
+//! stays open exactly as long as the object, so an export costs no descriptor of its own, and
+//! revoking an export before that (`put`) is the `sycl` layer's export ticket. Importers refuse
+//! descriptors that are not sealed memfds, and map no more than the file holds. Everything an
+//! importer needs is in the payload and the descriptors, so imports work across processes and
+//! outlive the exporter.
 
-use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
-use sycl_backend::ipc::{IpcExport, IpcImport, PayloadReader};
-use sycl_backend::{downcast, BackendKind, Errc, Error, Result, UsmKind};
+use sycl_backend::ipc::{IpcExport, IpcImport, OpenedMemory, PayloadReader};
+use sycl_backend::{downcast, BackendKind, Error, Result, UsmKind};
 
 use crate::context::Context;
 use crate::event::Event;
@@ -19,51 +22,11 @@ use crate::sys::{self, FileId};
 use crate::usm::{self, MemEntry};
 use crate::virtual_mem::PhysicalMem;
 
-pub(crate) const TAG_MEM: u32 = u32::from_le_bytes(*b"NCM1");
+const TAG_MEM: u32 = u32::from_le_bytes(*b"NCM1");
 const TAG_PHYS: u32 = u32::from_le_bytes(*b"NCP1");
 const TAG_EVENT: u32 = u32::from_le_bytes(*b"NCE1");
 
 const STALE: &str = "descriptor does not match the handle (stale or reused)";
-
-/// Outstanding exports of a context. Every `get` exports a descriptor of its own (a dup of the
-/// object's), which the payload names and which `put` closes, so that bytes of a put handle can
-/// no longer be opened (the importer gets EBADF, or a reused number whose file identity does
-/// not match). Freeing a USM allocation closes the descriptors of its exports too.
-#[derive(Default)]
-pub(crate) struct Exports {
-    fds: HashMap<(u32, FileId, i32), OwnedFd>,
-}
-
-impl Exports {
-    /// Dups `object_fd` for one export and remembers it; returns the exported number.
-    fn add(&mut self, tag: u32, id: FileId, object_fd: BorrowedFd<'_>) -> Result<i32> {
-        let dup = rustix::io::fcntl_dupfd_cloexec(object_fd, 0).map_err(|e| {
-            Error::os(
-                Errc::MemoryAllocation,
-                "duplicating a descriptor for export",
-                e,
-                BackendKind::NativeCpu,
-            )
-        })?;
-        let n = dup.as_raw_fd();
-        self.fds.insert((tag, id, n), dup);
-        Ok(n)
-    }
-
-    fn remove(&mut self, tag: u32, id: FileId, fd: i32, what: &str) -> Result<()> {
-        match self.fds.remove(&(tag, id, fd)) {
-            Some(_closed) => Ok(()),
-            None => Err(Error::invalid(format!(
-                "{what}: the payload names no live export of this context (already put, or freed)"
-            ))),
-        }
-    }
-
-    /// Closes every export of the file `id` (its object is being freed).
-    pub(crate) fn forget(&mut self, tag: u32, id: FileId) {
-        self.fds.retain(|&(t, i, _), _| !(t == tag && i == id));
-    }
-}
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
@@ -182,10 +145,7 @@ impl Context {
                 alloc.kind
             )));
         }
-        let fd = self
-            .exports
-            .lock()
-            .add(TAG_MEM, alloc.id, alloc.fd.as_fd())?;
+        let fd = alloc.fd.as_raw_fd();
         let payload = mem_payload(alloc.id, alloc.size as u64, ptr - base, fd);
         Ok(IpcExport {
             payload,
@@ -193,18 +153,16 @@ impl Context {
         })
     }
 
+    /// Nothing to release: the export is the allocation's own descriptor.
     pub(crate) fn ipc_put_mem_impl(&self, payload: &[u8]) -> Result<()> {
-        let (id, _, _, fd) = parse_mem(payload)?;
-        self.exports
-            .lock()
-            .remove(TAG_MEM, id, fd, "ipc::memory::put")
+        parse_mem(payload).map(|_| ())
     }
 
     pub(crate) fn ipc_open_mem_impl(
         &self,
         device: &Arc<dyn sycl_backend::Device>,
         import: IpcImport<'_>,
-    ) -> Result<u64> {
+    ) -> Result<OpenedMemory> {
         let device_index = self.device_position(device)?;
         let (id, size, offset, _) = parse_mem(import.payload)?;
         let fd = single_fd(import, "ipc::memory::open")?;
@@ -214,14 +172,19 @@ impl Context {
         if actual != id || file_size < size as u64 {
             return Err(Error::invalid(format!("ipc::memory::open: {STALE}")));
         }
+        // Sealed, so the file keeps at least `file_size` bytes for as long as it is mapped.
+        sys::check_sealed(&fd, "ipc::memory::open")?;
         let len = sys::round_up(size, sys::page_size())
             .filter(|&len| len as u64 <= file_size)
             .ok_or_else(|| Error::invalid(format!("ipc::memory::open: {STALE}")))?;
         let (base, opened) = usm::map_import(&fd, len, size, device_index, offset)?;
         let ptr = opened.user_ptr;
         self.mem.lock().insert(base, MemEntry::Opened(opened));
-        // `fd` closes here; the mapping keeps the file alive.
-        Ok(ptr)
+        // `fd` closes here; the mapping keeps the file alive. `offset < size` (parse_mem).
+        Ok(OpenedMemory {
+            ptr,
+            size: size - offset as usize,
+        })
     }
 
     /// # Safety
@@ -242,10 +205,7 @@ impl Context {
                 "ipc::physical_memory::get: the physical_mem was not made with the enable_ipc property",
             ));
         }
-        let fd = self
-            .exports
-            .lock()
-            .add(TAG_PHYS, phys.id, phys.fd.as_fd())?;
+        let fd = phys.fd.as_raw_fd();
         let payload = phys_payload(phys.id, sycl_backend::PhysicalMem::size(phys) as u64, fd);
         Ok(IpcExport {
             payload,
@@ -253,11 +213,9 @@ impl Context {
         })
     }
 
+    /// Nothing to release: the export is the object's own descriptor.
     pub(crate) fn ipc_put_physical_mem_impl(&self, payload: &[u8]) -> Result<()> {
-        let (id, _, fd) = parse_phys(payload)?;
-        self.exports
-            .lock()
-            .remove(TAG_PHYS, id, fd, "ipc::physical_memory::put")
+        parse_phys(payload).map(|_| ())
     }
 
     pub(crate) fn ipc_open_physical_mem_impl(
@@ -274,6 +232,7 @@ impl Context {
                 "ipc::physical_memory::open: {STALE}"
             )));
         }
+        sys::check_sealed(&fd, "ipc::physical_memory::open")?;
         let size = usize::try_from(size)
             .ok()
             .filter(|&s| s > 0 && s % sys::page_size() == 0)
@@ -291,21 +250,16 @@ impl Context {
         event: &Arc<dyn sycl_backend::Event>,
     ) -> Result<IpcExport> {
         let ours = downcast::<Event>(event.as_any(), "event", BackendKind::NativeCpu)?;
-        let (id, object_fd) = ours.export_info()?;
-        // SAFETY: `object_fd` is the event's own descriptor, open while `ours` lives (we hold it).
-        let object_fd = unsafe { BorrowedFd::borrow_raw(object_fd) };
-        let fd = self.exports.lock().add(TAG_EVENT, id, object_fd)?;
+        let (id, fd) = ours.export_info()?;
         Ok(IpcExport {
             payload: event_payload(id, fd),
             fds: vec![fd],
         })
     }
 
+    /// Nothing to release: the export is the event page's own descriptor.
     pub(crate) fn ipc_put_event_impl(&self, payload: &[u8]) -> Result<()> {
-        let (id, fd) = parse_event(payload)?;
-        self.exports
-            .lock()
-            .remove(TAG_EVENT, id, fd, "ipc::event::put")
+        parse_event(payload).map(|_| ())
     }
 
     pub(crate) fn ipc_open_event_impl(

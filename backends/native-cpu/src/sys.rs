@@ -7,7 +7,7 @@
 use std::ffi::c_void;
 use std::os::fd::{AsFd, OwnedFd};
 
-use rustix::fs::MemfdFlags;
+use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::io::Errno;
 use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
 use sycl_backend::{AccessMode, BackendKind, Errc, Error, Result};
@@ -67,9 +67,17 @@ pub(crate) fn now_ns() -> u64 {
         .wrapping_add(t.tv_nsec as u64)
 }
 
-/// A new memfd (close-on-exec) of `size` bytes.
+/// The seals every memfd of this backend carries from its creation on: its size can never
+/// change (a process that shrank a shared file would make every other mapper of it die of
+/// `SIGBUS`), and no further seal can be added (`F_SEAL_FUTURE_WRITE` would stop later
+/// importers from mapping it writable).
+pub(crate) const SEALS: SealFlags = SealFlags::SHRINK
+    .union(SealFlags::GROW)
+    .union(SealFlags::SEAL);
+
+/// A new memfd (close-on-exec) of `size` bytes, sealed with [`SEALS`].
 pub(crate) fn memfd(name: &str, size: usize) -> Result<OwnedFd> {
-    let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC)
+    let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
         .map_err(|e| os_err(alloc_errc(e), "memfd_create", e))?;
     rustix::fs::ftruncate(&fd, size as u64).map_err(|e| {
         os_err(
@@ -78,7 +86,30 @@ pub(crate) fn memfd(name: &str, size: usize) -> Result<OwnedFd> {
             e,
         )
     })?;
+    rustix::fs::fcntl_add_seals(&fd, SEALS)
+        .map_err(|e| os_err(Errc::Runtime, "sealing a memfd (F_ADD_SEALS)", e))?;
     Ok(fd)
+}
+
+/// Checks that a received descriptor is a memfd sealed like ours ([`SEALS`]): only then can
+/// no other process change its size under our mappings. Anything else (an unsealed memfd,
+/// a regular file, a socket) is `Errc::Invalid`.
+pub(crate) fn check_sealed(fd: impl AsFd, what: &str) -> Result<()> {
+    let seals = rustix::fs::fcntl_get_seals(fd).map_err(|e| {
+        os_err(
+            Errc::Invalid,
+            format!("{what}: the descriptor is not a sealable memfd"),
+            e,
+        )
+    })?;
+    if seals.contains(SEALS) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{what}: the memfd is not sealed against resizing (seals {seals:?}); refusing to map \
+             a file another process could shrink"
+        )))
+    }
 }
 
 /// What identifies a file: checked on import so a descriptor is known to be the exported one.

@@ -377,7 +377,7 @@ fn dependencies_across_queues_and_barrier() {
 }
 
 fn check_cover(e: &common::Env, range: LaunchRange) {
-    let total = range.total();
+    let total = range.total().expect("a range that fits usize");
     let counts: Arc<Vec<AtomicU32>> = Arc::new((0..total).map(|_| AtomicU32::new(0)).collect());
     let c = counts.clone();
     let kernel: ClosureKernel = Arc::new(move |r: std::ops::Range<usize>| {

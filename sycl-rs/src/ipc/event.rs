@@ -3,36 +3,54 @@
 
 use sycl_backend::Aspect;
 
-use super::{check_put, default_device_for, prepare_import, Handle, IpcObjectKind};
+use super::{default_device_for, prepare_import, ExportSpec, Handle, IpcObjectKind};
 use crate::{Context, Device, Error, Event, Result};
 
-/// `ipc::event::get`.
+/// `ipc::event::get`. Getting the same event again returns the same handle and counts one
+/// more get.
 ///
 /// Errors: `Errc::FeatureNotSupported` when a device of the event's context lacks
-/// `ext_oneapi_ipc_event`; `Errc::Invalid` for an event made without `enable_ipc`.
+/// `ext_oneapi_ipc_event`; `Errc::Invalid` for an event made without `enable_ipc`, or one
+/// opened through IPC.
 pub fn get(event: &Event) -> Result<Handle> {
     for d in event.context.devices() {
         d.require(Aspect::ExtOneapiIpcEvent, "ipc::event::get")?;
     }
-    if !event.ipc_enabled() {
-        return Err(Error::invalid(
-            "the event was created without the enable_ipc property",
-        ));
-    }
-    let export = event.context.raw().ipc_get_event(&event.inner)?;
+    let exports =
+        match (&event.exports, event.ipc_enabled()) {
+            (Some(exports), true) => exports,
+            (None, true) => return Err(Error::invalid(
+                "an event opened through IPC cannot be exported again; share the original handle",
+            )),
+            _ => {
+                return Err(Error::invalid(
+                    "the event was created without the enable_ipc property",
+                ))
+            }
+        };
     let identity = event
         .context
         .devices()
         .first()
         .map(Device::identity)
         .unwrap_or_default();
-    Handle::new_export(&event.context, IpcObjectKind::Event, identity, 0, export)
+    exports.get(
+        ExportSpec {
+            context: &event.context,
+            kind: IpcObjectKind::Event,
+            offset: 0,
+            device_identity: identity,
+            object_size: 0,
+        },
+        || event.context.raw().ipc_get_event(&event.inner),
+    )
 }
 
-/// `ipc::event::put`.
+/// `ipc::event::put`: counts one `get` down; the last revokes the export.
 pub fn put(handle: Handle) -> Result<()> {
-    let context = check_put(&handle, IpcObjectKind::Event)?;
-    context.raw().ipc_put_event(handle.payload())
+    super::put(handle, IpcObjectKind::Event, |ctx, payload| {
+        ctx.raw().ipc_put_event(payload)
+    })
 }
 
 /// `ipc::event::open`: an [`Event`] sharing the exporter's event; released on drop.

@@ -1,20 +1,23 @@
 //! The wire format of IPC handles: a fixed, checksummed header followed by the backend payload.
 //! `spec/ipc-handle-format.md` documents it byte by byte.
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 
 use sycl_backend::ipc::{ExporterId, IpcObjectKind, MAX_FDS, MAX_PAYLOAD};
 use sycl_backend::BackendKind;
 
-use crate::{Context, Errc, Error, Result};
+use super::export::ExportRef;
+use crate::{Errc, Error, Result};
 
 /// "SYCLRSIP".
 pub(crate) const MAGIC: [u8; 8] = *b"SYCLRSIP";
 /// The only version this build reads and writes.
-pub(crate) const VERSION: u16 = 1;
+pub(crate) const VERSION: u16 = 2;
 /// Bytes before the payload.
-pub(crate) const HEADER_LEN: usize = 108;
-const CHECKSUM_AT: usize = 104;
+pub(crate) const HEADER_LEN: usize = 116;
+const CHECKSUM_AT: usize = 112;
+/// Flag bit: the last descriptor is the export ticket (set exactly when there are descriptors).
+const FLAG_TICKET: u8 = 1;
 
 /// The decoded, validated header.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,7 +28,10 @@ pub(crate) struct Header {
     pub(crate) device_identity: [u8; 16],
     pub(crate) object_size: u64,
     pub(crate) payload_len: usize,
+    /// The backend's descriptors, then the export ticket (when there are any).
     pub(crate) fds: Vec<RawFd>,
+    /// Names this export among the exporter's (`ipc::export`); never 0.
+    pub(crate) export_nonce: u64,
 }
 
 fn invalid(why: impl std::fmt::Display) -> Error {
@@ -91,14 +97,26 @@ impl Header {
             return Err(invalid("header length field does not match this version"));
         }
         let pid = le_u32(bytes, 16);
-        if pid == 0 {
-            return Err(invalid("exporter pid 0"));
+        if pid == 0 || pid > sycl_backend::ipc::PID_MAX_LIMIT {
+            return Err(invalid(format!("exporter pid {pid} cannot exist")));
         }
         let fd_count = bytes[68] as usize;
         if fd_count > MAX_FDS {
             return Err(invalid(format!(
                 "{fd_count} descriptors (at most {MAX_FDS})"
             )));
+        }
+        let flags = bytes[69];
+        let want_flags = if fd_count > 0 { FLAG_TICKET } else { 0 };
+        if flags != want_flags {
+            return Err(invalid(format!(
+                "flags {flags:#x} for {fd_count} descriptors (a handle with descriptors names its \
+                 export ticket last, one without has none)"
+            )));
+        }
+        let export_nonce = le_u64(bytes, 104);
+        if export_nonce == 0 {
+            return Err(invalid("export nonce 0"));
         }
         let fds: Vec<RawFd> = (0..fd_count)
             .map(|i| le_u32(bytes, 72 + 4 * i) as i32)
@@ -118,6 +136,7 @@ impl Header {
             object_size: le_u64(bytes, 56),
             payload_len,
             fds,
+            export_nonce,
         })
     }
 
@@ -154,9 +173,11 @@ impl Header {
         b[56..64].copy_from_slice(&self.object_size.to_le_bytes());
         b[64..68].copy_from_slice(&(payload.len() as u32).to_le_bytes());
         b[68] = self.fds.len() as u8;
+        b[69] = if self.fds.is_empty() { 0 } else { FLAG_TICKET };
         for (i, fd) in self.fds.iter().enumerate() {
             b[72 + 4 * i..76 + 4 * i].copy_from_slice(&fd.to_le_bytes());
         }
+        b[104..112].copy_from_slice(&self.export_nonce.to_le_bytes());
         b[HEADER_LEN..].copy_from_slice(payload);
         let sum = checksum(&b);
         b[CHECKSUM_AT..HEADER_LEN].copy_from_slice(&sum.to_le_bytes());
@@ -174,36 +195,20 @@ impl Header {
 pub struct Handle {
     bytes: Vec<u8>,
     pub(crate) header: Header,
-    /// Set on the exporter's side: the context `get` used, for `put`.
-    pub(crate) origin: Option<Context>,
-    /// Descriptors received with the handle (SCM_RIGHTS).
+    /// Set on the exporter's side: the export `get` made or counted, for `put` and sending.
+    pub(crate) origin: Option<ExportRef>,
+    /// Descriptors received with the handle (SCM_RIGHTS), the ticket last.
     pub(crate) fds: Vec<OwnedFd>,
 }
 
 impl Handle {
-    pub(crate) fn new_export(
-        context: &Context,
-        kind: IpcObjectKind,
-        device_identity: [u8; 16],
-        object_size: u64,
-        export: sycl_backend::ipc::IpcExport,
-    ) -> Result<Handle> {
-        let header = Header {
-            backend: context.backend(),
-            kind,
-            exporter: ExporterId::current(),
-            device_identity,
-            object_size,
-            payload_len: export.payload.len(),
-            fds: export.fds,
-        };
-        let bytes = header.encode(&export.payload)?;
-        Ok(Handle {
+    pub(crate) fn exported(bytes: Vec<u8>, header: Header, origin: ExportRef) -> Handle {
+        Handle {
             bytes,
             header,
-            origin: Some(context.clone()),
+            origin: Some(origin),
             fds: Vec::new(),
-        })
+        }
     }
 
     /// Checks received bytes and makes a handle of them. Errors are `Errc::Invalid` saying
@@ -271,20 +276,27 @@ impl Handle {
         &self.bytes[HEADER_LEN..]
     }
 
-    /// The descriptors to send with this handle: the ones it carries, or, in the exporting
-    /// process, the exporter's own.
-    pub(crate) fn raw_fds_for_sending(&self) -> Result<Vec<RawFd>> {
+    /// Runs `f` with the descriptors to send with this handle: the ones it carries, or, for
+    /// the handle `get` returned, the export's own (while the export is live).
+    pub(crate) fn with_fds_for_sending<R>(
+        &self,
+        f: impl FnOnce(&[BorrowedFd<'_>]) -> Result<R>,
+    ) -> Result<R> {
         if !self.fds.is_empty() {
-            return Ok(self.fds.iter().map(AsRawFd::as_raw_fd).collect());
+            let fds: Vec<BorrowedFd<'_>> = self.fds.iter().map(AsFd::as_fd).collect();
+            return f(&fds);
         }
-        if self.header.fds.is_empty() || self.header.exporter.is_current_process() {
-            return Ok(self.header.fds.clone());
+        if self.header.fds.is_empty() {
+            return f(&[]);
         }
-        Err(Error::new(
-            Errc::Invalid,
-            "this handle was received as bytes without its descriptors; only the exporter (or a \
-             process that received it through a channel) can forward it",
-        ))
+        match &self.origin {
+            Some(origin) => origin.with_fds(f),
+            None => Err(Error::new(
+                Errc::Invalid,
+                "this handle was made from bytes, without its descriptors: send the handle that \
+                 ipc get returned, or one received through a channel",
+            )),
+        }
     }
 }
 
@@ -313,6 +325,7 @@ mod tests {
             object_size: 4096,
             payload_len: 5,
             fds: vec![3, 9],
+            export_nonce: 77,
         }
         .encode(b"hello")
         .unwrap()

@@ -13,20 +13,29 @@
 //! ipc::memory::close(opened).unwrap();
 //! ipc::memory::put(handle).unwrap();
 //! ```
+// `open_cuda_raw` is an `unsafe fn`: its contract is one the runtime cannot check.
+#![allow(unsafe_code)]
 
 use bytemuck::Pod;
-use sycl_backend::{Aspect, UsmKind};
+use sycl_backend::ipc::OpenedMemory;
+use sycl_backend::{AccessMode, Aspect, UsmKind};
 
-use super::{check_put, default_device_for, prepare_import, Handle, IpcObjectKind};
-use crate::usm::{AsUsmRange, MemoryRecord, Release};
+use super::{default_device_for, prepare_import, ExportSpec, Handle, IpcObjectKind};
+use crate::usm::{AsUsmRange, MemoryRecord, RecordSpec, Release};
 use crate::{Context, Device, Errc, Error, Result, Usm};
 
 /// `ipc::memory::get`: a handle to the USM device memory starting at `memory`'s first element
 /// (interior pointers allowed; the importer sees from there to the end of the allocation).
 ///
+/// From the first `get` on, the memory counts as shared with other processes for good: they
+/// may write it at any time, so the host reaches it only through views and queue copies, never
+/// through a `&[T]` ([`Usm::as_slice`] refuses). Getting the same memory again returns the
+/// same handle and counts one more get: exporting in a loop holds one export's resources.
+///
 /// Errors: `Errc::FeatureNotSupported` when the device lacks `ext_oneapi_ipc_memory`;
 /// `Errc::Invalid` for host or shared USM, empty allocations, memory itself opened through IPC,
-/// and virtual-memory mappings (share those with [`crate::ipc::physical_memory`]).
+/// virtual-memory mappings (share those with [`crate::ipc::physical_memory`]), and memory the
+/// host currently borrows (`as_slice`).
 pub fn get<T: Pod>(memory: &impl AsUsmRange<T>) -> Result<Handle> {
     let range = memory.usm_range();
     let record = &range.record;
@@ -57,59 +66,97 @@ pub fn get<T: Pod>(memory: &impl AsUsmRange<T>) -> Result<Handle> {
         .ok_or_else(|| Error::new(Errc::Runtime, "device USM without a device"))?;
     device.require(Aspect::ExtOneapiIpcMemory, "ipc::memory::get")?;
     let ptr = range.as_ptr();
-    let object_size = record.size as u64 - (ptr - record.ptr);
-    let export = record.context.raw().ipc_get_mem(ptr)?;
-    Handle::new_export(
-        &record.context,
-        IpcObjectKind::Memory,
-        device.identity(),
-        object_size,
-        export,
+    let offset = ptr - record.ptr;
+    record.mark_shared()?;
+    record.exports.get(
+        ExportSpec {
+            context: &record.context,
+            kind: IpcObjectKind::Memory,
+            offset,
+            device_identity: device.identity(),
+            object_size: record.size as u64 - offset,
+        },
+        || record.context.raw().ipc_get_mem(ptr),
     )
 }
 
-/// `ipc::memory::put`: releases what `get` holds for this handle. Optional: freeing the memory
-/// releases it too. Memory already opened elsewhere stays valid. Dropping a `Handle` does not
-/// put it, so that bytes already sent stay openable until the memory is freed.
+/// `ipc::memory::put`: counts one `get` of the handle's export down; the last `put` revokes it
+/// (bytes already sent can no longer be opened where the handle names descriptors: native CPU,
+/// Level Zero; CUDA memory handles stay openable until the memory is freed, the driver's rule).
+/// Optional: freeing the memory revokes too. Memory already opened elsewhere stays valid.
+/// Dropping a `Handle` does not put it, so that bytes already sent stay openable.
 ///
-/// Errors: `Errc::Invalid` for a handle not returned by `get` in this process.
+/// Errors: `Errc::Invalid` for a handle not returned by `get` in this process, or whose memory
+/// was freed.
 pub fn put(handle: Handle) -> Result<()> {
-    let context = check_put(&handle, IpcObjectKind::Memory)?;
-    context.raw().ipc_put_mem(handle.payload())
+    super::put(handle, IpcObjectKind::Memory, |ctx, payload| {
+        ctx.raw().ipc_put_mem(payload)
+    })
 }
 
 /// `ipc::memory::open`: maps the memory `handle` names into this process on `device` of
 /// `context`; the returned owner closes it on drop (or with [`close`]). Opening the same handle
 /// N times gives N owners. Opening in the exporting process works.
 ///
+/// The owner is shared with other processes from the start: views and queue copies reach it,
+/// host borrows do not (see [`get`]). Its length is the handle's object size over
+/// `size_of::<T>()`, after the backend verified that many bytes are really mapped there.
+///
 /// Errors: `Errc::FeatureNotSupported` when `device` lacks `ext_oneapi_ipc_memory`;
-/// `Errc::Invalid` for a handle of another kind or an exporter that exited;
-/// `Errc::BackendMismatch` for a handle of another backend.
+/// `Errc::Invalid` for a handle of another kind, an exporter that exited, a revoked export,
+/// a handle claiming more memory than the exporter's allocation holds, or an address not
+/// aligned for `T`; `Errc::BackendMismatch` for a handle of another backend.
 pub fn open<T: Pod>(handle: &Handle, context: &Context, device: &Device) -> Result<Usm<T>> {
     context.check_device(device)?;
     device.require(Aspect::ExtOneapiIpcMemory, "ipc::memory::open")?;
     let import = prepare_import(handle, IpcObjectKind::Memory, context)?;
-    let size = usize::try_from(handle.object_size())
-        .map_err(|_| Error::invalid("object size overflows"))?;
-    let ptr = context
+    let opened = context
         .raw()
         .ipc_open_mem(&device.inner, import)
         .map_err(|e| super::explain_open_failure(handle, e))?;
-    Ok(opened(context, device, ptr, size))
+    let claimed = usize::try_from(handle.object_size()).unwrap_or(usize::MAX);
+    owner_of_opened(context, device, opened, claimed, "the handle")
 }
 
-/// The owner of `size` bytes of opened IPC memory at `ptr`: device USM that closes on drop.
-fn opened<T: Pod>(context: &Context, device: &Device, ptr: u64, size: usize) -> Usm<T> {
-    let record = MemoryRecord::new(
-        context.clone(),
-        ptr,
-        size,
-        UsmKind::Device,
-        Some(device.clone()),
-        Release::IpcClose,
-        None,
-    );
-    Usm::from_record(record, size / std::mem::size_of::<T>().max(1))
+/// The owner of opened IPC memory: device USM that closes on drop, shared with other
+/// processes, of `claimed` bytes. Refuses (and closes) memory smaller than the claim or not
+/// aligned for `T`.
+fn owner_of_opened<T: Pod>(
+    context: &Context,
+    device: &Device,
+    opened: OpenedMemory,
+    claimed: usize,
+    who: &str,
+) -> Result<Usm<T>> {
+    // The record owns the mapping from here on: every refusal below closes it on drop.
+    let record = MemoryRecord::new(RecordSpec {
+        context: context.clone(),
+        ptr: opened.ptr,
+        size: claimed.min(opened.size),
+        kind: UsmKind::Device,
+        device: Some(device.clone()),
+        release: Release::IpcClose,
+        shared: true,
+        mode: AccessMode::ReadWrite,
+        anchor: None,
+    });
+    if claimed > opened.size {
+        return Err(Error::invalid(format!(
+            "{who} claims {claimed} bytes, but only {} are mapped from the exported address \
+             (a forged or corrupted size)",
+            opened.size
+        )));
+    }
+    let align = std::mem::align_of::<T>();
+    if opened.ptr % align as u64 != 0 {
+        return Err(Error::invalid(format!(
+            "the exported address {:#x} is not aligned for a {align}-byte-aligned element type \
+             (exported at an interior offset?): open it as bytes or an element type it suits",
+            opened.ptr
+        )));
+    }
+    let len = claimed / std::mem::size_of::<T>().max(1);
+    Ok(Usm::from_record(record, len))
 }
 
 /// `open` on the default context of `device`'s platform.
@@ -125,26 +172,36 @@ pub fn open_default<T: Pod>(handle: &Handle) -> Result<Usm<T>> {
 
 /// `ipc::memory::close`: unmaps memory that [`open`] returned (after its pending commands).
 ///
-/// Errors: `Errc::Invalid` for memory that did not come from `open`.
+/// Errors: `Errc::Invalid` for memory that did not come from `open`, and while ranges, views or
+/// kernel arguments of it are alive (it is then closed when the last of them goes).
 pub fn close<T: Pod>(memory: Usm<T>) -> Result<()> {
     if memory.record.release != Release::IpcClose {
         return Err(Error::invalid(
             "ipc::memory::close takes memory returned by ipc::memory::open",
         ));
     }
-    memory.record.release_now()
+    MemoryRecord::release_explicitly(memory.record, "ipc::memory::close")
 }
 
 /// Opens a raw 64-byte `CUipcMemHandle` made by any CUDA program (`cudaIpcGetMemHandle` /
-/// `cuIpcGetMemHandle`) for an allocation of `size_bytes`, on a CUDA `device` of `context`:
-/// ranks written against the CUDA runtime can share with sycl-rs ranks. The owner closes on
-/// drop; opens of a handle already open in this process share one driver mapping.
+/// `cuIpcGetMemHandle`) for an allocation of at least `size_bytes`, on a CUDA `device` of
+/// `context`: ranks written against the CUDA runtime (or PyTorch, CuPy) can share with sycl-rs
+/// ranks. The owner closes on drop; opens of a handle already open in this process share one
+/// driver mapping. `size_bytes` is checked against the size the driver reports for the
+/// allocation.
 ///
 /// Errors: `Errc::BackendMismatch` for a device of another backend; `Errc::FeatureNotSupported`
-/// without `ext_oneapi_ipc_memory` (or without the CUDA backend compiled in); the driver's
-/// error (e.g. `Invalid` for a stale handle) otherwise. The size cannot be checked against
-/// the allocation: the handle does not carry it.
-pub fn open_cuda_raw<T: Pod>(
+/// without `ext_oneapi_ipc_memory` (or without the CUDA backend compiled in); `Errc::Invalid`
+/// when `size_bytes` exceeds the allocation; the driver's error (e.g. `Invalid` for a stale
+/// handle) otherwise.
+///
+/// # Safety
+/// Nothing in the 64 bytes says who made them or keeps the allocation alive, so the caller
+/// guarantees that the exporting program keeps the allocation allocated, and does not hand the
+/// same device memory to anything else, until the returned owner and every command that uses
+/// it are gone (a GPU access to freed memory faults the context, or reads another
+/// allocation's data).
+pub unsafe fn open_cuda_raw<T: Pod>(
     raw: &[u8; 64],
     size_bytes: usize,
     context: &Context,
@@ -163,9 +220,9 @@ pub fn open_cuda_raw<T: Pod>(
     device.require(Aspect::ExtOneapiIpcMemory, "ipc::memory::open_cuda_raw")?;
     #[cfg(feature = "cuda")]
     {
-        let ptr =
+        let opened =
             sycl_backend_cuda::open_raw_ipc_mem_handle(context.raw().as_ref(), &device.inner, raw)?;
-        Ok(opened(context, device, ptr, size_bytes))
+        owner_of_opened(context, device, opened, size_bytes, "size_bytes")
     }
     #[cfg(not(feature = "cuda"))]
     {
@@ -183,12 +240,15 @@ mod tests {
 
     #[test]
     fn raw_cuda_handles_need_a_cuda_device() {
-        let d = crate::DeviceSelector::filter("native_cpu:*")
-            .unwrap()
-            .select()
-            .unwrap();
+        // Picked from every device, not through ONEAPI_DEVICE_SELECTOR: the test must not
+        // depend on the caller's environment.
+        let d = Device::all()
+            .into_iter()
+            .find(|d| d.backend() == sycl_backend::BackendKind::NativeCpu)
+            .expect("the native CPU device always exists");
         let c = Context::default_for(&d).unwrap();
-        let err = open_cuda_raw::<u8>(&[0; 64], 64, &c, &d).unwrap_err();
+        // SAFETY: refused before the handle is looked at (not a CUDA device).
+        let err = unsafe { open_cuda_raw::<u8>(&[0; 64], 64, &c, &d) }.unwrap_err();
         assert_eq!(err.code(), Errc::BackendMismatch);
     }
 }

@@ -13,17 +13,19 @@
 //! (`SCM_RIGHTS`) and needs no such permission.
 
 pub mod event;
+mod export;
 mod handle;
 pub mod memory;
 pub mod physical_memory;
 pub mod transport;
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 
+pub(crate) use export::{ExportSet, ExportSpec};
 pub use handle::Handle;
 pub use sycl_backend::ipc::{FdAccess, IpcObjectKind};
 
-use sycl_backend::ipc::{acquire_remote_fd, IpcImport};
+use sycl_backend::ipc::{ExporterFds, IpcImport};
 
 use crate::{Context, Device, Errc, Error, Result};
 
@@ -34,7 +36,9 @@ pub fn allow_fd_access_from(access: FdAccess) -> Result<()> {
     sycl_backend::ipc::allow_fd_access_from(access)
 }
 
-/// Checks that `handle` names `kind` of `context`'s backend, and gathers its descriptors.
+/// Checks that `handle` names `kind` of `context`'s backend, and gathers its descriptors:
+/// first the export ticket, which proves that the process is the exporter and the export is
+/// still live (`ipc::export`), then the backend's.
 pub(crate) fn prepare_import<'h>(
     handle: &'h Handle,
     kind: IpcObjectKind,
@@ -63,14 +67,16 @@ pub(crate) fn prepare_import<'h>(
     }
     let same_process = header.exporter.is_current_process();
     // Whether the exporter still runs is read from /proc, which costs more than a cached open:
-    // it is checked here only where descriptors are involved (acquire_remote_fd checks it
-    // itself), and otherwise only after a failed open (see `explain_open_failure`).
+    // it is checked here only for descriptors received with the handle (taking them from the
+    // exporter fails by itself when it is gone), and otherwise only after a failed open (see
+    // `explain_open_failure`).
     if !same_process && !handle.fds.is_empty() && !header.exporter.is_alive() {
         return Err(dead_exporter(header.exporter.pid));
     }
-    let fds: Vec<OwnedFd> = if !handle.fds.is_empty() {
-        handle
-            .fds
+    let fds: Vec<OwnedFd> = if let Some((ticket, backend_fds)) = handle.fds.split_last() {
+        // Received with the handle: the sender's copies, ticket included.
+        export::check_ticket(ticket.as_fd(), &header.exporter, header.export_nonce)?;
+        backend_fds
             .iter()
             .map(|fd| {
                 fd.try_clone().map_err(|e| {
@@ -81,12 +87,18 @@ pub(crate) fn prepare_import<'h>(
                 })
             })
             .collect::<Result<_>>()?
-    } else {
-        header
-            .fds
+    } else if let Some((&ticket, backend_fds)) = header.fds.split_last() {
+        // Taken from the exporter: the ticket first, so nothing else is taken from a process
+        // that is not the exporter, or for an export that was revoked.
+        let source = ExporterFds::open(&header.exporter, header.backend)?;
+        let ticket = source.take(ticket, header.backend)?;
+        export::check_ticket(ticket.as_fd(), &header.exporter, header.export_nonce)?;
+        backend_fds
             .iter()
-            .map(|&fd| acquire_remote_fd(&header.exporter, fd, header.backend))
-            .collect::<Result<_>>()?
+            .map(|&fd| source.take(fd, header.backend))
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        Vec::new()
     };
     Ok(IpcImport {
         payload: handle.payload(),
@@ -113,8 +125,14 @@ pub(crate) fn explain_open_failure(handle: &Handle, err: Error) -> Error {
     }
 }
 
-/// Checks that `handle` came from `get` in this process, of `kind`, for `put`.
-pub(crate) fn check_put(handle: &Handle, kind: IpcObjectKind) -> Result<Context> {
+/// `put` of a handle that `get` returned in this process, of `kind`: counts one get of its
+/// export down; when that was the last, revokes the export and hands its payload to
+/// `backend_put`.
+pub(crate) fn put(
+    handle: Handle,
+    kind: IpcObjectKind,
+    backend_put: impl FnOnce(&Context, &[u8]) -> Result<()>,
+) -> Result<()> {
     if handle.header.kind != kind {
         return Err(Error::invalid(format!(
             "the handle names {}, not {}",
@@ -122,10 +140,14 @@ pub(crate) fn check_put(handle: &Handle, kind: IpcObjectKind) -> Result<Context>
             kind.name()
         )));
     }
-    handle
+    let origin = handle
         .origin
-        .clone()
-        .ok_or_else(|| Error::invalid("put takes a handle that get returned in this process"))
+        .as_ref()
+        .ok_or_else(|| Error::invalid("put takes a handle that get returned in this process"))?;
+    match origin.put()? {
+        Some(payload) => backend_put(&origin.context, &payload),
+        None => Ok(()),
+    }
 }
 
 /// The device a default-context `open` uses: the one whose identity the handle records, if it is

@@ -86,6 +86,7 @@ proptest! {
             object_size,
             payload_len: payload.len(),
             fds,
+            export_nonce: 1,
         };
         let bytes = header.encode(&payload).unwrap();
         let handle = Handle::from_bytes(bytes).unwrap();

@@ -2,6 +2,13 @@
 //! their file descriptors (`SCM_RIGHTS`), plus plain messages. Opening a handle received this
 //! way needs no ptrace permission over the exporter.
 //!
+//! Both ends authenticate each other by the credentials the kernel records for the socket
+//! (`SO_PEERCRED`): a listener accepts only peers whose user it allows ([`PeerPolicy`]: by
+//! default its own user), and a connecting rank talks only to a listener of a user it allows.
+//! Abstract socket names are visible to every user of the network namespace, so without this
+//! any local user could connect and receive the descriptors (or bind the name first and
+//! receive a rank's).
+//!
 //! ```
 //! use sycl::ipc::transport::Channel;
 //! let (a, b) = Channel::pair().unwrap();
@@ -13,7 +20,7 @@
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -37,15 +44,111 @@ fn os_err(what: &str, e: rustix::io::Errno) -> Error {
     Error::new(Errc::Runtime, format!("{what}: {e}"))
 }
 
+/// The credentials of the process at the other end of a channel, as the kernel recorded
+/// them when the connection was made (`SO_PEERCRED`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCredentials {
+    /// Its process id (in this process's pid namespace; 0 if it has none there).
+    pub pid: u32,
+    /// Its effective user id.
+    pub uid: u32,
+    /// Its effective group id.
+    pub gid: u32,
+}
+
+impl PeerCredentials {
+    fn of(fd: &OwnedFd) -> Result<PeerCredentials> {
+        // Not rustix's `socket_peercred`: it reads the pid into a non-zero `Pid`, and the kernel
+        // answers 0 for a peer whose pid is not visible in our pid namespace.
+        let mut cred = libc::ucred {
+            pid: 0,
+            uid: 0,
+            gid: 0,
+        };
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        // SAFETY: `fd` is an open socket we own; `cred` and `len` are valid for writes and
+        // `len` is the size of `cred`, as SO_PEERCRED expects.
+        let r = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERCRED,
+                (&mut cred as *mut libc::ucred).cast(),
+                &mut len,
+            )
+        };
+        if r != 0 || len as usize != std::mem::size_of::<libc::ucred>() {
+            return Err(Error::new(
+                Errc::Runtime,
+                format!("SO_PEERCRED: {}", std::io::Error::last_os_error()),
+            ));
+        }
+        Ok(PeerCredentials {
+            pid: cred.pid.max(0) as u32,
+            uid: cred.uid,
+            gid: cred.gid,
+        })
+    }
+}
+
+/// Which users a rank channel talks to, judged by [`PeerCredentials`]. The default is
+/// [`PeerPolicy::same_user`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerPolicy {
+    uids: Vec<u32>,
+}
+
+impl PeerPolicy {
+    /// Only processes running as this process's effective user.
+    pub fn same_user() -> PeerPolicy {
+        PeerPolicy {
+            uids: vec![rustix::process::geteuid().as_raw()],
+        }
+    }
+
+    /// Processes running as this process's effective user or as one of `uids`.
+    pub fn users(uids: impl IntoIterator<Item = u32>) -> PeerPolicy {
+        let mut policy = PeerPolicy::same_user();
+        for uid in uids {
+            if !policy.uids.contains(&uid) {
+                policy.uids.push(uid);
+            }
+        }
+        policy
+    }
+
+    /// Whether a peer of `uid` is allowed.
+    pub fn allows(&self, uid: u32) -> bool {
+        self.uids.contains(&uid)
+    }
+
+    /// The allowed user ids.
+    pub fn uids(&self) -> &[u32] {
+        &self.uids
+    }
+}
+
+impl Default for PeerPolicy {
+    fn default() -> Self {
+        PeerPolicy::same_user()
+    }
+}
+
 /// A listening endpoint with an abstract-namespace name (no file to clean up).
 pub struct Listener {
     fd: OwnedFd,
     name: String,
+    policy: PeerPolicy,
 }
 
 impl Listener {
-    /// Listens on `name` (abstract namespace).
+    /// Listens on `name` (abstract namespace), accepting peers of this user only.
     pub fn bind(name: &str) -> Result<Listener> {
+        Listener::bind_with(name, PeerPolicy::same_user())
+    }
+
+    /// Listens on `name`, accepting peers that `policy` allows.
+    pub fn bind_with(name: &str, policy: PeerPolicy) -> Result<Listener> {
         let fd = rustix::net::socket_with(
             AddressFamily::UNIX,
             SocketType::SEQPACKET,
@@ -60,11 +163,18 @@ impl Listener {
         Ok(Listener {
             fd,
             name: name.to_string(),
+            policy,
         })
     }
 
-    /// Listens on a fresh name made of this process's pid and a counter.
+    /// Listens on a fresh name made of this process's pid and a counter, accepting peers of
+    /// this user only.
     pub fn bind_unique() -> Result<Listener> {
+        Listener::bind_unique_with(PeerPolicy::same_user())
+    }
+
+    /// Listens on a fresh name, accepting peers that `policy` allows.
+    pub fn bind_unique_with(policy: PeerPolicy) -> Result<Listener> {
         use std::sync::atomic::{AtomicU32, Ordering};
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let me = sycl_backend::ipc::ExporterId::current();
@@ -74,7 +184,7 @@ impl Listener {
             me.nonce,
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        Listener::bind(&name)
+        Listener::bind_with(&name, policy)
     }
 
     /// The name to pass to [`Channel::connect`].
@@ -82,26 +192,58 @@ impl Listener {
         &self.name
     }
 
-    /// Waits for the next connection, at most `timeout` (`None`: forever).
+    /// Waits for the next connection of an allowed peer, at most `timeout` (`None`: forever).
+    /// Connections of peers the policy does not allow are closed at once (they receive
+    /// nothing) and waiting goes on; if the time runs out, the error says how many were
+    /// refused.
     pub fn accept(&self, timeout: Option<Duration>) -> Result<Channel> {
-        if let Some(t) = timeout {
-            let mut fds = [rustix::event::PollFd::new(
-                &self.fd,
-                rustix::event::PollFlags::IN,
-            )];
-            let ts = rustix::event::Timespec::try_from(t)
-                .map_err(|_| Error::invalid("timeout too large"))?;
-            let n = rustix::event::poll(&mut fds, Some(&ts)).map_err(|e| os_err("poll", e))?;
-            if n == 0 {
-                return Err(Error::new(
-                    Errc::Runtime,
-                    format!("no rank connected to `{}` within {t:?}", self.name),
-                ));
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut refused: Vec<PeerCredentials> = Vec::new();
+        loop {
+            if let Some(deadline) = deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let mut fds = [rustix::event::PollFd::new(
+                    &self.fd,
+                    rustix::event::PollFlags::IN,
+                )];
+                let ts = rustix::event::Timespec::try_from(left)
+                    .map_err(|_| Error::invalid("timeout too large"))?;
+                let n = rustix::event::poll(&mut fds, Some(&ts)).map_err(|e| os_err("poll", e))?;
+                if n == 0 {
+                    let also = if refused.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; refused {} connection(s) of users not allowed: {:?}",
+                            refused.len(),
+                            refused
+                        )
+                    };
+                    return Err(Error::new(
+                        Errc::Runtime,
+                        format!(
+                            "no allowed rank connected to `{}` within {:?}{also}",
+                            self.name,
+                            timeout.unwrap_or_default()
+                        ),
+                    ));
+                }
             }
+            let fd = rustix::net::accept_with(&self.fd, SocketFlags::CLOEXEC)
+                .map_err(|e| os_err("accept", e))?;
+            let peer = PeerCredentials::of(&fd)?;
+            if self.policy.allows(peer.uid) {
+                return Ok(Channel { fd });
+            }
+            log::warn!(
+                "sycl-rs: refused a connection to `{}` from pid {} of uid {} (allowed: {:?})",
+                self.name,
+                peer.pid,
+                peer.uid,
+                self.policy.uids
+            );
+            refused.push(peer);
         }
-        let fd = rustix::net::accept_with(&self.fd, SocketFlags::CLOEXEC)
-            .map_err(|e| os_err("accept", e))?;
-        Ok(Channel { fd })
     }
 }
 
@@ -111,8 +253,16 @@ pub struct Channel {
 }
 
 impl Channel {
-    /// Connects to a [`Listener`] by name.
+    /// Connects to a [`Listener`] by name, if it belongs to this user.
     pub fn connect(name: &str) -> Result<Channel> {
+        Channel::connect_with(name, PeerPolicy::same_user())
+    }
+
+    /// Connects to a [`Listener`] by name, if `policy` allows its user.
+    ///
+    /// Errors: `Errc::Invalid` when the listener's user is not allowed (another user bound
+    /// the name first): nothing was sent to it.
+    pub fn connect_with(name: &str, policy: PeerPolicy) -> Result<Channel> {
         let fd = rustix::net::socket_with(
             AddressFamily::UNIX,
             SocketType::SEQPACKET,
@@ -123,7 +273,20 @@ impl Channel {
         let addr = SocketAddrUnix::new_abstract_name(name.as_bytes())
             .map_err(|e| os_err("socket name", e))?;
         rustix::net::connect(&fd, &addr).map_err(|e| os_err(&format!("connect to `{name}`"), e))?;
+        let peer = PeerCredentials::of(&fd)?;
+        if !policy.allows(peer.uid) {
+            return Err(Error::invalid(format!(
+                "the listener `{name}` belongs to uid {} (pid {}), which is not allowed \
+                 (allowed: {:?})",
+                peer.uid, peer.pid, policy.uids
+            )));
+        }
         Ok(Channel { fd })
+    }
+
+    /// The credentials of the process at the other end.
+    pub fn peer_credentials(&self) -> Result<PeerCredentials> {
+        PeerCredentials::of(&self.fd)
     }
 
     /// Two connected ends (e.g. one kept, one inherited by a child through
@@ -216,18 +379,13 @@ impl Channel {
         }
     }
 
-    /// Sends `handle` with its descriptors.
+    /// Sends `handle` with its descriptors: the ones it carries (received through a channel),
+    /// or, for the handle `get` returned, the export's own.
+    ///
+    /// Errors: `Errc::Invalid` for an export that was put or whose object was freed, and for a
+    /// handle made from bytes (it has no descriptors to send).
     pub fn send_handle(&self, handle: &Handle) -> Result<()> {
-        let raw: Vec<RawFd> = handle.raw_fds_for_sending()?;
-        // SAFETY: the numbers are only borrowed for this sendmsg. Either the handle owns the
-        // descriptors, or this process exported it and its backend keeps them open until `put`.
-        // After a `put` the number may be closed (sendmsg fails with EBADF) or reused by another
-        // file, which the importer's `open` rejects by checking the file's identity.
-        let borrowed: Vec<BorrowedFd<'_>> = raw
-            .iter()
-            .map(|&fd| unsafe { BorrowedFd::borrow_raw(fd) })
-            .collect();
-        self.send_tagged(TAG_HANDLE, handle.as_bytes(), &borrowed)
+        handle.with_fds_for_sending(|fds| self.send_tagged(TAG_HANDLE, handle.as_bytes(), fds))
     }
 
     /// Receives a handle with its descriptors.
@@ -255,23 +413,30 @@ impl Channel {
 
     /// Adopts an inherited descriptor (see [`Channel::into_raw_fd_inheritable`]); checks that it
     /// is a Unix seqpacket socket.
-    pub fn from_inherited_fd(fd: RawFd) -> Result<Channel> {
+    ///
+    /// # Safety
+    /// `fd` is an open descriptor that this process owns and that nothing else will use or
+    /// close from now on (one inherited from the parent, named on the command line, say): the
+    /// channel closes it when dropped. A number that is not open, or not a seqpacket socket, is
+    /// refused without being closed; one that is open but owned elsewhere cannot be told apart,
+    /// hence this contract.
+    pub unsafe fn from_inherited_fd(fd: RawFd) -> Result<Channel> {
         if fd < 0 {
             return Err(Error::invalid("negative descriptor"));
         }
-        // SAFETY: the caller names a descriptor it inherited and nothing else owns; a number
-        // that is not open fails the checks below without being closed twice, since we forget
-        // the OwnedFd on failure.
-        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        let ok = rustix::net::sockopt::socket_type(&owned)
+        // SAFETY: the number is only borrowed for the checks below; the caller guarantees it
+        // is open and ours (a number that is not open fails the checks).
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        let ok = rustix::net::sockopt::socket_type(borrowed)
             .map(|t| t == SocketType::SEQPACKET)
             .unwrap_or(false);
         if !ok {
-            std::mem::forget(owned);
             return Err(Error::invalid(format!(
                 "descriptor {fd} is not a rank channel"
             )));
         }
+        // SAFETY: an open seqpacket socket that the caller gives us to own (# Safety).
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
         let _ = rustix::io::fcntl_setfd(&owned, rustix::io::FdFlags::CLOEXEC);
         Ok(Channel { fd: owned })
     }

@@ -1,143 +1,26 @@
-//! Unified shared memory: typed owners that free on drop, ranges and views.
+//! Unified shared memory: typed owners that free on drop, ranges, views and host borrows.
 //!
 //! Every piece of memory sycl-rs hands out (a USM allocation, memory opened through IPC, a
-//! virtual-memory mapping) is a [`MemoryRecord`] behind an `Arc`. Commands that use memory
-//! clone the `Arc` and register their event with it, and the record waits for those events
-//! before it frees, closes or unmaps: dropping an owner while the device still uses it is safe.
-#![allow(unsafe_code)]
+//! virtual-memory mapping) is a [`MemoryRecord`] behind an `Arc`, shared by its owner and by
+//! every range, view and kernel argument made from it. Commands register their event with the
+//! record; the record is released (freed, closed, unmapped) only when its last reference goes,
+//! after those commands. Who may touch the memory when is decided by the record
+//! ([`record`], spec/soundness.md).
+
+mod access;
+pub(crate) mod record;
 
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytemuck::Pod;
-use parking_lot::Mutex;
-use sycl_backend::{Aspect, EventStatus, PointerInfo, UsmKind};
+use sycl_backend::{AccessMode, Aspect, PointerInfo, UsmKind};
+
+pub use access::{HostSlice, HostSliceMut, UsmView};
+pub(crate) use record::{MemoryRecord, RecordSpec, Release, Use};
 
 use crate::{Context, Device, Errc, Error, Queue, Result};
-
-/// What happens to a record's memory when its last owner goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Release {
-    /// `usm_free`.
-    Free,
-    /// `ipc_close_mem`.
-    IpcClose,
-    /// `unmap` of a virtual-memory mapping.
-    Unmap,
-    /// Nothing (zero-sized).
-    Nothing,
-}
-
-pub(crate) struct MemoryRecord {
-    pub(crate) context: Context,
-    pub(crate) ptr: u64,
-    pub(crate) size: usize,
-    pub(crate) kind: UsmKind,
-    pub(crate) device: Option<Device>,
-    pub(crate) host_accessible: bool,
-    pub(crate) release: Release,
-    released: AtomicBool,
-    pending: Mutex<Vec<Arc<dyn sycl_backend::Event>>>,
-    /// Keeps what the memory depends on alive (the physical memory of a mapping).
-    _anchor: Option<Box<dyn std::any::Any + Send + Sync>>,
-}
-
-impl MemoryRecord {
-    pub(crate) fn new(
-        context: Context,
-        ptr: u64,
-        size: usize,
-        kind: UsmKind,
-        device: Option<Device>,
-        release: Release,
-        anchor: Option<Box<dyn std::any::Any + Send + Sync>>,
-    ) -> Arc<MemoryRecord> {
-        let host_accessible = match kind {
-            UsmKind::Host | UsmKind::Shared => true,
-            UsmKind::Device | UsmKind::Unknown => device.as_ref().is_some_and(Device::is_cpu),
-        };
-        Arc::new(MemoryRecord {
-            context,
-            ptr,
-            size,
-            kind,
-            device,
-            host_accessible,
-            release,
-            released: AtomicBool::new(false),
-            pending: Mutex::new(Vec::new()),
-            _anchor: anchor,
-        })
-    }
-
-    /// Remembers that `event` uses this memory.
-    pub(crate) fn track(&self, event: &Arc<dyn sycl_backend::Event>) {
-        let mut pending = self.pending.lock();
-        if pending.len() >= 8 {
-            pending.retain(|e| !matches!(e.status(), Ok(EventStatus::Complete)));
-        }
-        pending.push(event.clone());
-    }
-
-    /// Waits for every command that uses this memory.
-    pub(crate) fn wait_pending(&self) {
-        let pending = std::mem::take(&mut *self.pending.lock());
-        for event in pending {
-            // A failed command is reported by its own event; here it only must have ended.
-            if let Err(err) = event.wait() {
-                log::debug!(
-                    "sycl-rs: a command using memory at {:#x} failed: {err}",
-                    self.ptr
-                );
-            }
-        }
-    }
-
-    /// Releases the memory once (explicit `free`/`close`/`unmap`, or drop).
-    pub(crate) fn release_now(&self) -> Result<()> {
-        if self.released.swap(true, Ordering::AcqRel) {
-            return Ok(());
-        }
-        self.wait_pending();
-        let ctx = self.context.raw();
-        match self.release {
-            Release::Nothing => Ok(()),
-            // SAFETY: the record owns `ptr`, released it at most once (the swap above), and
-            // every command that used it has completed (wait_pending).
-            Release::Free => unsafe { ctx.usm_free(self.ptr) },
-            // SAFETY: as above; `ptr` is what `ipc_open_mem` returned.
-            Release::IpcClose => unsafe { ctx.ipc_close_mem(self.ptr) },
-            // SAFETY: as above; `[ptr, ptr+size)` is exactly one mapping made by `map_physical`.
-            Release::Unmap => unsafe { ctx.unmap(self.ptr, self.size) },
-        }
-    }
-
-    pub(crate) fn check_queue(&self, queue: &Queue) -> Result<()> {
-        let same_platform = self.context.platform() == queue.context().platform();
-        if same_platform || self.host_accessible {
-            Ok(())
-        } else {
-            Err(Error::new(
-                Errc::Invalid,
-                format!(
-                    "memory of the {} backend is not accessible from a {} queue",
-                    self.context.backend(),
-                    queue.backend()
-                ),
-            ))
-        }
-    }
-}
-
-impl Drop for MemoryRecord {
-    fn drop(&mut self) {
-        if let Err(err) = self.release_now() {
-            log::warn!("sycl-rs: releasing memory at {:#x} failed: {err}", self.ptr);
-        }
-    }
-}
 
 /// A typed USM allocation that frees itself on drop (`malloc_device`, `malloc_host`,
 /// `malloc_shared`), or memory opened with [`crate::ipc::memory::open`], which closes on drop.
@@ -185,17 +68,20 @@ impl<T: Pod> Usm<T> {
             )
         })?;
         let record_device = (kind != UsmKind::Host).then(|| device.clone());
+        let spec = |ptr, size, release| RecordSpec {
+            context: context.clone(),
+            ptr,
+            size,
+            kind,
+            device: record_device.clone(),
+            release,
+            shared: false,
+            mode: AccessMode::ReadWrite,
+            anchor: None,
+        };
         if bytes == 0 {
             return Ok(Usm::from_record(
-                MemoryRecord::new(
-                    context.clone(),
-                    0,
-                    0,
-                    kind,
-                    record_device,
-                    Release::Nothing,
-                    None,
-                ),
+                MemoryRecord::new(spec(0, 0, Release::Nothing)),
                 count,
             ));
         }
@@ -212,15 +98,7 @@ impl<T: Pod> Usm<T> {
         let raw_device = (kind != UsmKind::Host).then_some(&device.inner);
         let ptr = context.raw().usm_alloc(kind, raw_device, bytes, align)?;
         Ok(Usm::from_record(
-            MemoryRecord::new(
-                context.clone(),
-                ptr,
-                bytes,
-                kind,
-                record_device,
-                Release::Free,
-                None,
-            ),
+            MemoryRecord::new(spec(ptr, bytes, Release::Free)),
             count,
         ))
     }
@@ -280,60 +158,46 @@ impl<T: Pod> Usm<T> {
         }
     }
 
-    /// The elements, read on the host. Only for host-accessible memory; wait for device work
-    /// that writes it first (values read while a device writes are unspecified).
-    pub fn as_slice(&self) -> Result<&[T]> {
-        self.host_check()?;
-        self.record.wait_pending();
-        if self.len == 0 {
-            return Ok(&[]);
-        }
-        // SAFETY: the record owns `len * size_of::<T>()` host-accessible bytes at `ptr`,
-        // aligned to at least align_of::<T>() (allocated with that alignment), alive while
-        // `self` is borrowed; T is Pod so every bit pattern is a valid T.
-        Ok(unsafe { std::slice::from_raw_parts(self.record.ptr as usize as *const T, self.len) })
+    /// Borrows the elements on the host (`&[T]` through the returned guard): waits for the
+    /// commands that write the memory first, and while the guard lives, commands that would
+    /// write the memory are refused. Like a SYCL host accessor, with refusals instead of
+    /// blocking.
+    ///
+    /// Errors (`Errc::Invalid`): memory the host cannot access; memory shared with other
+    /// processes (exported or opened through IPC: they may write it at any time, so use a
+    /// [`UsmView`] or queue copies); live views of the memory; a `HostSliceMut` of it.
+    pub fn as_slice(&self) -> Result<HostSlice<'_, T>> {
+        HostSlice::new(&self.record, self.len)
     }
 
-    /// The elements, written on the host. As [`Usm::as_slice`].
-    pub fn as_mut_slice(&mut self) -> Result<&mut [T]> {
-        self.host_check()?;
-        self.record.wait_pending();
-        if self.len == 0 {
-            return Ok(&mut []);
-        }
-        // SAFETY: as in `as_slice`; `&mut self` makes this the only host borrow, and pending
-        // device commands finished above.
-        Ok(unsafe { std::slice::from_raw_parts_mut(self.record.ptr as usize as *mut T, self.len) })
+    /// Borrows the elements mutably on the host (`&mut [T]` through the returned guard):
+    /// waits for every command that uses the memory, and while the guard lives, every command
+    /// that uses the memory is refused. Errors as [`Usm::as_slice`], plus any other host
+    /// borrow of it.
+    pub fn as_mut_slice(&mut self) -> Result<HostSliceMut<'_, T>> {
+        HostSliceMut::new(&self.record, self.len)
     }
 
-    /// A shareable handle for closure kernels (`parallel_for`); host-accessible memory only.
+    /// A shareable element view for closure kernels and host threads (atomic accesses);
+    /// host-accessible memory only. Errors (`Errc::Invalid`): memory the host cannot access,
+    /// a live host borrow of it.
     pub fn view(&self) -> Result<UsmView<T>> {
-        self.host_check()?;
-        Ok(UsmView {
-            record: self.record.clone(),
-            ptr: self.record.ptr as usize as *mut T,
-            len: self.len,
-        })
+        UsmView::new(self.record.clone(), self.record.ptr, self.len)
     }
 
-    fn host_check(&self) -> Result<()> {
-        if self.record.host_accessible {
-            Ok(())
-        } else {
-            Err(Error::new(
-                Errc::Invalid,
-                format!(
-                    "{} USM on a {} device is not accessible from the host",
-                    self.record.kind,
-                    self.record.context.backend()
-                ),
-            ))
-        }
+    /// Whether another process may map this memory (it was exported with
+    /// [`crate::ipc::memory::get`], or opened from such an export). Such memory has no host
+    /// borrows, only views and queue copies.
+    pub fn is_shared_with_other_processes(&self) -> bool {
+        self.record.is_shared()
     }
 
     /// Frees now and reports errors (dropping frees too, logging errors).
+    ///
+    /// Errors: `Errc::Invalid` while other references to the memory are alive (ranges, views,
+    /// kernel arguments): the memory is then freed when the last of them goes, not now.
     pub fn free(self) -> Result<()> {
-        self.record.release_now()
+        MemoryRecord::release_explicitly(self.record, "usm::free")
     }
 }
 
@@ -427,23 +291,10 @@ impl<T: Pod> UsmRange<T> {
         self.record.host_accessible
     }
 
-    /// A view for closure kernels over this range; host-accessible memory only.
+    /// A view for closure kernels and host threads over this range (atomic accesses);
+    /// host-accessible memory only. Errors as [`Usm::view`].
     pub fn view(&self) -> Result<UsmView<T>> {
-        if !self.record.host_accessible {
-            return Err(Error::new(
-                Errc::Invalid,
-                format!(
-                    "{} USM on a {} device is not accessible from the host",
-                    self.record.kind,
-                    self.record.context.backend()
-                ),
-            ));
-        }
-        Ok(UsmView {
-            record: self.record.clone(),
-            ptr: self.as_ptr() as usize as *mut T,
-            len: self.len,
-        })
+        UsmView::new(self.record.clone(), self.as_ptr(), self.len)
     }
 
     /// The same bytes seen as another element type (length rounded down).
@@ -481,68 +332,6 @@ impl<T: Pod> AsUsmRange<T> for Usm<T> {
 impl<T: Pod> AsUsmRange<T> for UsmRange<T> {
     fn usm_range(&self) -> UsmRange<T> {
         self.clone()
-    }
-}
-
-/// Element access for closure kernels: cheap to clone, `Send + Sync`, bounds-checked, and it
-/// keeps the memory alive. Work-items that write the same element race (unspecified value).
-pub struct UsmView<T> {
-    record: Arc<MemoryRecord>,
-    ptr: *mut T,
-    len: usize,
-}
-
-// SAFETY: the view only reads and writes Pod values in memory kept alive by `record`; sharing it
-// between threads is what kernels do (as with SYCL accessors, the program orders conflicting
-// writes).
-unsafe impl<T: Pod + Send> Send for UsmView<T> {}
-// SAFETY: see `Send`.
-unsafe impl<T: Pod + Sync> Sync for UsmView<T> {}
-
-impl<T> Clone for UsmView<T> {
-    fn clone(&self) -> Self {
-        UsmView {
-            record: self.record.clone(),
-            ptr: self.ptr,
-            len: self.len,
-        }
-    }
-}
-
-impl<T: Pod> UsmView<T> {
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Reads element `i` (panics when out of bounds; inside a kernel that panic becomes an
-    /// `Errc::Kernel` error of the command).
-    #[inline]
-    pub fn get(&self, i: usize) -> T {
-        assert!(
-            i < self.len,
-            "index {i} out of bounds of {} elements",
-            self.len
-        );
-        // SAFETY: `i < len`, the record keeps `len` host-accessible elements alive at `ptr`.
-        unsafe { self.ptr.add(i).read() }
-    }
-
-    /// Writes element `i` (bounds-checked like [`UsmView::get`]).
-    #[inline]
-    pub fn set(&self, i: usize, value: T) {
-        assert!(
-            i < self.len,
-            "index {i} out of bounds of {} elements",
-            self.len
-        );
-        // SAFETY: as in `get`; Pod values have no drop glue, so overwriting is fine.
-        unsafe { self.ptr.add(i).write(value) }
     }
 }
 
@@ -593,15 +382,6 @@ impl<T> std::fmt::Debug for UsmRange<T> {
         f.debug_struct("UsmRange")
             .field("base", &format_args!("{:#x}", self.record.ptr))
             .field("offset", &self.offset)
-            .field("len", &self.len)
-            .finish()
-    }
-}
-
-impl<T> std::fmt::Debug for UsmView<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UsmView")
-            .field("ptr", &self.ptr)
             .field("len", &self.len)
             .finish()
     }

@@ -1,0 +1,500 @@
+//! The record behind every piece of memory sycl-rs hands out, and the rules of who may touch
+//! it when (spec/soundness.md).
+//!
+//! A [`MemoryRecord`] is shared (`Arc`) by its owner (`Usm`, `Mapping`) and by every range,
+//! view and kernel argument made from it; the memory is released when the last of them goes,
+//! never before (an explicit `free`, `close` or `unmap` that is not the last reference is
+//! refused). Its [`AccessState`] arbitrates between the agents that can touch the memory:
+//!
+//! | agent | how it is tracked | excludes |
+//! |---|---|---|
+//! | device commands (copies, fills, kernels) | an in-flight count while submitting, then their events | host writers; host readers for commands that write |
+//! | host borrows (`HostSlice`, `HostSliceMut`) | a reader count or a writer flag | everything but device reads, for readers |
+//! | views (`UsmView`, for closure kernels and host threads) | a count of live views | host borrows |
+//! | other processes | the `shared` flag, set once exported or opened | host borrows, for ever |
+//!
+//! Views use atomic accesses, so views, device commands and other processes may race with
+//! each other without undefined behaviour (the values are unspecified, as on a device). Host
+//! borrows are plain Rust references: they exist only while nothing else can write.
+#![allow(unsafe_code)]
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+use sycl_backend::{AccessMode, EventStatus, UsmKind};
+
+use crate::ipc::ExportSet;
+use crate::{Context, Device, Errc, Error, Queue, Result};
+
+/// What happens to a record's memory when its last reference goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// `usm_free`.
+    Free,
+    /// `ipc_close_mem`.
+    IpcClose,
+    /// `unmap` of a virtual-memory mapping.
+    Unmap,
+    /// Nothing (zero-sized).
+    Nothing,
+}
+
+/// How a device command uses a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Use {
+    /// Only reads it (a copy's source, a prefetch).
+    Read,
+    /// May write it (a copy's destination, a fill, a kernel argument).
+    Write,
+}
+
+/// The host's borrow of a record's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HostBorrow {
+    None,
+    /// `HostSlice`s alive.
+    Readers(usize),
+    /// A `HostSliceMut` alive.
+    Writer,
+}
+
+/// The access mode of the memory, for mappings (USM is always read-write).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Set(AccessMode),
+    /// `set_access_mode` is waiting for commands before it changes the protection.
+    Changing,
+}
+
+/// A command that uses the memory and may not have completed.
+struct Pending {
+    event: Arc<dyn sycl_backend::Event>,
+    writes: bool,
+}
+
+/// Everything the access rules decide on, under one lock.
+struct AccessState {
+    pending: Vec<Pending>,
+    /// Submissions admitted but not yet tracked (their event does not exist yet).
+    in_flight: usize,
+    host: HostBorrow,
+    /// Another process may map this memory (it was exported, or opened from an export).
+    shared: bool,
+    mode: Mode,
+}
+
+pub(crate) struct MemoryRecord {
+    pub(crate) context: Context,
+    pub(crate) ptr: u64,
+    pub(crate) size: usize,
+    pub(crate) kind: UsmKind,
+    pub(crate) device: Option<Device>,
+    pub(crate) host_accessible: bool,
+    pub(crate) release: Release,
+    released: AtomicBool,
+    state: Mutex<AccessState>,
+    /// Signalled when `in_flight` drops to 0.
+    settled: Condvar,
+    /// Live `UsmView`s. Counted outside the lock: a view is only *made* under it (after the
+    /// host-borrow check), and clones and drops of existing views cannot change whether the
+    /// count is zero in a way a borrow check could miss.
+    views: AtomicUsize,
+    /// IPC exports of this memory (`ipc::memory::get`), revoked on release.
+    pub(crate) exports: Arc<ExportSet>,
+    /// Keeps what the memory depends on alive (the physical memory of a mapping).
+    _anchor: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+/// Describes a record for [`MemoryRecord::new`].
+pub(crate) struct RecordSpec {
+    pub(crate) context: Context,
+    pub(crate) ptr: u64,
+    pub(crate) size: usize,
+    pub(crate) kind: UsmKind,
+    pub(crate) device: Option<Device>,
+    pub(crate) release: Release,
+    /// Another process may map it from the start (opened through IPC, IPC physical memory).
+    pub(crate) shared: bool,
+    pub(crate) mode: AccessMode,
+    pub(crate) anchor: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+fn refuse(why: impl Into<String>) -> Error {
+    Error::new(Errc::Invalid, why)
+}
+
+impl MemoryRecord {
+    pub(crate) fn new(spec: RecordSpec) -> Arc<MemoryRecord> {
+        let host_accessible = match spec.kind {
+            UsmKind::Host | UsmKind::Shared => true,
+            UsmKind::Device | UsmKind::Unknown => spec.device.as_ref().is_some_and(Device::is_cpu),
+        };
+        Arc::new(MemoryRecord {
+            context: spec.context,
+            ptr: spec.ptr,
+            size: spec.size,
+            kind: spec.kind,
+            device: spec.device,
+            host_accessible,
+            release: spec.release,
+            released: AtomicBool::new(false),
+            state: Mutex::new(AccessState {
+                pending: Vec::new(),
+                in_flight: 0,
+                host: HostBorrow::None,
+                shared: spec.shared,
+                mode: Mode::Set(spec.mode),
+            }),
+            settled: Condvar::new(),
+            views: AtomicUsize::new(0),
+            exports: Arc::new(ExportSet::default()),
+            _anchor: spec.anchor,
+        })
+    }
+
+    // ---- device commands
+
+    /// Submits a command that uses `uses` (records may repeat: the strongest use counts):
+    /// checks that each record admits the use now, runs `submit`, and tracks the event it
+    /// returns on every record, so that host borrows and the release wait for it.
+    ///
+    /// The records are not locked while `submit` runs (a backend may wait there, e.g. for a
+    /// host task that itself submits); they count the submission as in flight instead, which
+    /// a host borrow waits out.
+    pub(crate) fn submit(
+        uses: &[(&Arc<MemoryRecord>, Use)],
+        submit: impl FnOnce() -> Result<Arc<dyn sycl_backend::Event>>,
+    ) -> Result<Arc<dyn sycl_backend::Event>> {
+        let mut merged: Vec<(&Arc<MemoryRecord>, Use)> = Vec::with_capacity(uses.len());
+        for &(record, use_) in uses {
+            match merged.iter_mut().find(|(r, _)| Arc::ptr_eq(r, record)) {
+                Some((_, u)) if use_ == Use::Write => *u = Use::Write,
+                Some(_) => {}
+                None => merged.push((record, use_)),
+            }
+        }
+        for (admitted, (record, use_)) in merged.iter().enumerate() {
+            if let Err(e) = record.admit(*use_) {
+                for (r, _) in &merged[..admitted] {
+                    r.settle(None);
+                }
+                return Err(e);
+            }
+        }
+        let result = submit();
+        for (record, use_) in &merged {
+            let tracked = result.as_ref().ok().map(|e| Pending {
+                event: e.clone(),
+                writes: *use_ == Use::Write,
+            });
+            record.settle(tracked);
+        }
+        result
+    }
+
+    fn admit(&self, use_: Use) -> Result<()> {
+        let mut st = self.state.lock();
+        match st.mode {
+            Mode::Changing => {
+                return Err(refuse(
+                    "the mapping's access mode is being changed by another thread",
+                ))
+            }
+            Mode::Set(AccessMode::None) => {
+                return Err(refuse(
+                    "the mapping's access mode is none: no command may read or write it",
+                ))
+            }
+            Mode::Set(AccessMode::Read) if use_ == Use::Write => {
+                return Err(refuse(
+                    "the mapping's access mode is read: no command may write it",
+                ))
+            }
+            Mode::Set(_) => {}
+        }
+        match (st.host, use_) {
+            (HostBorrow::Writer, _) => {
+                return Err(refuse(
+                    "the memory is borrowed by the host (a HostSliceMut is alive): drop it before \
+                     submitting commands that use the memory",
+                ))
+            }
+            (HostBorrow::Readers(_), Use::Write) => {
+                return Err(refuse(
+                    "the memory is borrowed by the host (a HostSlice is alive): drop it before \
+                     submitting commands that write the memory",
+                ))
+            }
+            _ => {}
+        }
+        st.in_flight += 1;
+        Ok(())
+    }
+
+    fn settle(&self, tracked: Option<Pending>) {
+        let mut st = self.state.lock();
+        if let Some(p) = tracked {
+            if st.pending.len() >= 8 {
+                st.pending
+                    .retain(|p| !matches!(p.event.status(), Ok(EventStatus::Complete)));
+            }
+            st.pending.push(p);
+        }
+        st.in_flight -= 1;
+        if st.in_flight == 0 {
+            self.settled.notify_all();
+        }
+    }
+
+    /// Waits until no submission is in flight, under the lock.
+    fn settle_in_flight(&self, st: &mut parking_lot::MutexGuard<'_, AccessState>) {
+        while st.in_flight > 0 {
+            self.settled.wait(st);
+        }
+    }
+
+    /// Waits for `events` (commands that used the memory). A failed command is reported by
+    /// its own event; here it only must have ended.
+    fn wait_all(&self, events: Vec<Arc<dyn sycl_backend::Event>>) {
+        for event in events {
+            if let Err(err) = event.wait() {
+                log::debug!(
+                    "sycl-rs: a command using memory at {:#x} failed: {err}",
+                    self.ptr
+                );
+            }
+        }
+    }
+
+    // ---- host borrows
+
+    /// Starts a host borrow (shared for `write == false`): waits for the commands that
+    /// conflict with it, and refuses while views exist, another process may write the memory,
+    /// or a conflicting borrow exists. Pair with [`MemoryRecord::end_host_borrow`].
+    pub(crate) fn begin_host_borrow(&self, write: bool) -> Result<()> {
+        if !self.host_accessible {
+            return Err(self.not_host_accessible());
+        }
+        let conflicting = {
+            let mut st = self.state.lock();
+            if st.shared {
+                return Err(refuse(
+                    "the memory is shared with other processes (exported or opened through \
+                     IPC), which may write it at any time: a Rust slice over it would be \
+                     unsound. Read and write it through a UsmView (atomic accesses) or with \
+                     queue copies",
+                ));
+            }
+            let views = self.views.load(Ordering::Acquire);
+            if views > 0 {
+                return Err(refuse(format!(
+                    "{views} UsmView(s) of the memory are alive (kernels or threads may write \
+                     through them): drop them, and wait for the kernels that hold them, first"
+                )));
+            }
+            match (st.host, write) {
+                (HostBorrow::Writer, _) => {
+                    return Err(refuse("the memory is already borrowed mutably by the host"))
+                }
+                (HostBorrow::Readers(_), true) => {
+                    return Err(refuse("the memory is already borrowed by the host"))
+                }
+                _ => {}
+            }
+            self.settle_in_flight(&mut st);
+            st.host = match st.host {
+                HostBorrow::Readers(n) if !write => HostBorrow::Readers(n + 1),
+                _ if write => HostBorrow::Writer,
+                _ => HostBorrow::Readers(1),
+            };
+            st.pending
+                .retain(|p| !matches!(p.event.status(), Ok(EventStatus::Complete)));
+            st.pending
+                .iter()
+                .filter(|p| write || p.writes)
+                .map(|p| p.event.clone())
+                .collect::<Vec<_>>()
+        };
+        self.wait_all(conflicting);
+        Ok(())
+    }
+
+    pub(crate) fn end_host_borrow(&self) {
+        let mut st = self.state.lock();
+        st.host = match st.host {
+            HostBorrow::Readers(n) if n > 1 => HostBorrow::Readers(n - 1),
+            _ => HostBorrow::None,
+        };
+    }
+
+    // ---- views
+
+    /// Counts a new view: refused while the host borrows the memory or the mapping is not
+    /// read-write.
+    pub(crate) fn begin_view(&self) -> Result<()> {
+        if !self.host_accessible {
+            return Err(self.not_host_accessible());
+        }
+        let st = self.state.lock();
+        match st.mode {
+            Mode::Set(AccessMode::ReadWrite) => {}
+            _ => {
+                return Err(refuse(
+                    "a view needs a read-write mapping (its access mode is not read_write)",
+                ))
+            }
+        }
+        if st.host != HostBorrow::None {
+            return Err(refuse(
+                "the memory is borrowed by the host (a HostSlice or HostSliceMut is alive)",
+            ));
+        }
+        self.views.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Another view of a record that already has one.
+    pub(crate) fn clone_view(&self) {
+        self.views.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn end_view(&self) {
+        self.views.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    // ---- sharing with other processes and access modes
+
+    /// Marks the memory as reachable by other processes (before its first export): refused
+    /// while the host borrows it.
+    pub(crate) fn mark_shared(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        if st.host != HostBorrow::None {
+            return Err(refuse(
+                "the memory is borrowed by the host (a HostSlice or HostSliceMut is alive): \
+                 another process could write it under the borrow",
+            ));
+        }
+        st.shared = true;
+        Ok(())
+    }
+
+    /// Whether another process may map the memory.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.state.lock().shared
+    }
+
+    /// Changes the access mode with `apply` (the backend's `set_access_mode`) once the commands
+    /// that use the memory completed; refused while views exist. Commands submitted meanwhile
+    /// are refused.
+    pub(crate) fn change_mode(
+        &self,
+        mode: AccessMode,
+        apply: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let (old, pending) = {
+            let mut st = self.state.lock();
+            let views = self.views.load(Ordering::Acquire);
+            if views > 0 {
+                return Err(refuse(format!(
+                    "{views} UsmView(s) of the mapping are alive: drop them before changing its \
+                     access mode"
+                )));
+            }
+            let Mode::Set(old) = st.mode else {
+                return Err(refuse(
+                    "the mapping's access mode is being changed by another thread",
+                ));
+            };
+            self.settle_in_flight(&mut st);
+            st.mode = Mode::Changing;
+            let pending = st.pending.drain(..).map(|p| p.event).collect::<Vec<_>>();
+            (old, pending)
+        };
+        self.wait_all(pending);
+        let result = apply();
+        self.state.lock().mode = Mode::Set(if result.is_ok() { mode } else { old });
+        result
+    }
+
+    // ---- release
+
+    /// Releases the memory once: waits for every command that used it, revokes its exports,
+    /// then frees, closes or unmaps. Only called when no other reference exists (the last
+    /// drop, or an explicit release that owns the only `Arc`).
+    pub(crate) fn release_now(&self) -> Result<()> {
+        if self.released.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let pending = {
+            let mut st = self.state.lock();
+            st.pending.drain(..).map(|p| p.event).collect::<Vec<_>>()
+        };
+        self.wait_all(pending);
+        self.exports.revoke_all();
+        let ctx = self.context.raw();
+        match self.release {
+            Release::Nothing => Ok(()),
+            // SAFETY: no other reference to the record exists (its last `Arc` is being dropped
+            // or was unwrapped), so no range, view or kernel argument can reach `ptr` any more;
+            // the swap above makes this the only release; every command that used it
+            // completed (wait_all); `ptr` came from `usm_alloc` of this context.
+            Release::Free => unsafe { ctx.usm_free(self.ptr) },
+            // SAFETY: as above; `ptr` is what `ipc_open_mem` returned.
+            Release::IpcClose => unsafe { ctx.ipc_close_mem(self.ptr) },
+            // SAFETY: as above; `[ptr, ptr+size)` is exactly one mapping made by `map_physical`.
+            Release::Unmap => unsafe { ctx.unmap(self.ptr, self.size) },
+        }
+    }
+
+    /// The explicit release (`free`, `close`, `unmap`) of a record owned through `record`:
+    /// releases now if that is the last reference; otherwise refuses with `Errc::Invalid` and
+    /// leaves the release to the last reference.
+    pub(crate) fn release_explicitly(record: Arc<MemoryRecord>, what: &str) -> Result<()> {
+        match Arc::try_unwrap(record) {
+            Ok(record) => record.release_now(),
+            Err(record) => {
+                let others = Arc::strong_count(&record) - 1;
+                Err(refuse(format!(
+                    "{what}: {others} other reference(s) to the memory (ranges, views, kernel \
+                     arguments or opened copies) are alive; it is released when the last of \
+                     them is dropped, not now"
+                )))
+            }
+        }
+    }
+
+    // ---- checks
+
+    pub(crate) fn check_queue(&self, queue: &Queue) -> Result<()> {
+        let same_platform = self.context.platform() == queue.context().platform();
+        if same_platform || self.host_accessible {
+            Ok(())
+        } else {
+            Err(Error::new(
+                Errc::Invalid,
+                format!(
+                    "memory of the {} backend is not accessible from a {} queue",
+                    self.context.backend(),
+                    queue.backend()
+                ),
+            ))
+        }
+    }
+
+    pub(crate) fn not_host_accessible(&self) -> Error {
+        refuse(format!(
+            "{} USM on a {} device is not accessible from the host",
+            self.kind,
+            self.context.backend()
+        ))
+    }
+}
+
+impl Drop for MemoryRecord {
+    fn drop(&mut self) {
+        if let Err(err) = self.release_now() {
+            log::warn!("sycl-rs: releasing memory at {:#x} failed: {err}", self.ptr);
+        }
+    }
+}
