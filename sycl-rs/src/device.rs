@@ -13,6 +13,7 @@ use crate::{Platform, Result};
 /// Devices compare equal when they are the same device of the same platform.
 ///
 /// ```
+/// # std::env::remove_var("ONEAPI_DEVICE_SELECTOR"); // doctests must not depend on the caller's environment
 /// let device = sycl::Device::default_device().unwrap();
 /// println!("{} on {}", device.name(), device.backend());
 /// assert!(device.has(sycl::Aspect::UsmDeviceAllocations) || !device.aspects().is_empty());
@@ -31,6 +32,22 @@ impl Device {
     /// Every device of every platform, unfiltered.
     pub fn all() -> Vec<Device> {
         Platform::all().iter().flat_map(Platform::devices).collect()
+    }
+
+    /// The native CPU device: sycl-rs' own backend, present on every machine. Unlike the
+    /// selectors, this ignores `ONEAPI_DEVICE_SELECTOR` (an explicit request), so code and tests
+    /// that need this very device do not depend on the caller's environment.
+    ///
+    /// ```
+    /// let cpu = sycl::Device::native_cpu();
+    /// assert_eq!(cpu.backend(), sycl::BackendKind::NativeCpu);
+    /// ```
+    pub fn native_cpu() -> Device {
+        Platform::all()
+            .iter()
+            .find(|p| p.backend() == BackendKind::NativeCpu)
+            .and_then(|p| p.devices().into_iter().next())
+            .expect("the native CPU backend never fails to load (sycl-backend-native-cpu::load)")
     }
 
     /// The device the default selector picks: a GPU when one exists, else the native CPU device,

@@ -70,6 +70,7 @@ impl Event {
     /// (for `enable_ipc`) or `ext_oneapi_reusable_events`.
     ///
     /// ```
+    /// # std::env::remove_var("ONEAPI_DEVICE_SELECTOR"); // doctests must not depend on the caller's environment
     /// let device = sycl::Device::default_device().unwrap();
     /// let ctx = sycl::Context::default_for(&device).unwrap();
     /// let both = sycl::EventProperties { enable_ipc: true, enable_profiling: true };

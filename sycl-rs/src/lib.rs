@@ -30,6 +30,7 @@
 //! | `ipc::memory`, `ipc::physical_memory`, `ipc::event` | [`ipc`] |
 //!
 //! ```
+//! # std::env::remove_var("ONEAPI_DEVICE_SELECTOR"); // doctests must not depend on the caller's environment
 //! use sycl::{Device, Queue, Range};
 //! let q = Queue::in_order(&Device::default_device()?)?;
 //! let a = sycl::malloc_device::<f32>(1 << 16, &q)?;

@@ -18,7 +18,7 @@ use crate::{Context, Device, DeviceSelector, Errc, Error, Event, Result};
 ///
 /// ```
 /// use sycl::{Queue, Range, Device};
-/// let q = Queue::in_order(&Device::default_device().unwrap()).unwrap();
+/// let q = Queue::in_order(&Device::native_cpu()).unwrap();
 /// let data = sycl::malloc_shared::<f32>(1000, &q).unwrap();
 /// q.fill(&data, 1.5f32, &[]).unwrap();
 /// q.wait().unwrap();
@@ -283,8 +283,8 @@ impl Queue {
     /// an `Errc::Kernel` error of the returned event.
     ///
     /// ```
-    /// use sycl::{Device, DeviceSelector, Queue, Range};
-    /// let dev = DeviceSelector::filter("native_cpu:*").unwrap().select().unwrap();
+    /// use sycl::{Device, Queue, Range};
+    /// let dev = Device::native_cpu();
     /// let q = Queue::in_order(&dev).unwrap();
     /// let out = sycl::malloc_shared::<u32>(100, &q).unwrap();
     /// let view = out.view().unwrap();
@@ -338,6 +338,13 @@ impl Queue {
     ///   the kernel writes, while it runs, unless the program accepts unspecified values
     ///   there (a data race on the device);
     /// - the kernel terminates, and it indexes only work-items of `range`.
+    ///
+    /// Being `unsafe`, a launch needs an `unsafe` block and a reason:
+    /// ```compile_fail,E0133
+    /// fn go(q: &sycl::Queue, k: &sycl::Kernel) -> sycl::Result<sycl::Event> {
+    ///     q.launch(k, sycl::Range::d1(1), &[], &[])
+    /// }
+    /// ```
     pub unsafe fn launch(
         &self,
         kernel: &Kernel,

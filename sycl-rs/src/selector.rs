@@ -11,6 +11,9 @@ use crate::{Device, Errc, Error, Result};
 /// How to pick a device.
 ///
 /// ```
+/// # // Selectors work within the devices ONEAPI_DEVICE_SELECTOR leaves visible: this example
+/// # // must not depend on the caller's (the process is still single-threaded here).
+/// # std::env::remove_var("ONEAPI_DEVICE_SELECTOR");
 /// use sycl::DeviceSelector;
 /// // Any device the filter allows, best score first (GPU before CPU).
 /// let device = DeviceSelector::filter("native_cpu:*").unwrap().select().unwrap();

@@ -4,7 +4,7 @@
 //! ```
 //! use sycl::virtual_mem::*;
 //! use sycl::{AccessMode, Context, Device, PhysicalMemProperties};
-//! let dev = sycl::DeviceSelector::filter("native_cpu:*").unwrap().select().unwrap();
+//! let dev = sycl::Device::native_cpu();
 //! let ctx = Context::default_for(&dev).unwrap();
 //! let gran = get_mem_granularity(&dev, &ctx, sycl::GranularityMode::Recommended).unwrap();
 //! let phys = PhysicalMem::new(&dev, &ctx, gran, PhysicalMemProperties::default()).unwrap();

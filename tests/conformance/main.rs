@@ -1,5 +1,7 @@
 //! Conformance suite: every test runs on every device of every backend present.
 
+mod soundness;
+
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,9 +14,9 @@ use sycl::{
 };
 use sycl_tests::{check, check_eq, fail, run_suite, DeviceTest, GlobalTest};
 
-type R = Result<(), Failed>;
+pub(crate) type R = Result<(), Failed>;
 
-fn in_order(d: &Device) -> Result<Queue, Failed> {
+pub(crate) fn in_order(d: &Device) -> Result<Queue, Failed> {
     Queue::in_order(d).map_err(fail)
 }
 
@@ -1224,6 +1226,34 @@ fn main() -> ExitCode {
             needs: &[Aspect::ExtOneapiVirtualMem],
             run: virtual_memory,
         },
+        DeviceTest {
+            name: "soundness::release_waits_for_the_last_reference",
+            needs: &[Aspect::UsmDeviceAllocations],
+            run: soundness::release_waits_for_the_last_reference,
+        },
+        DeviceTest {
+            name: "soundness::host_borrows_exclude_device_writes",
+            needs: &[Aspect::UsmSharedAllocations],
+            run: soundness::host_borrows_exclude_device_writes,
+        },
+        DeviceTest {
+            name: "soundness::racing_views_are_defined",
+            needs: &[
+                Aspect::ExtSyclRsClosureKernels,
+                Aspect::UsmSharedAllocations,
+            ],
+            run: soundness::racing_views_are_defined,
+        },
+        DeviceTest {
+            name: "soundness::access_modes_refuse_instead_of_faulting",
+            needs: &[Aspect::ExtOneapiVirtualMem],
+            run: soundness::access_modes_refuse_instead_of_faulting,
+        },
+        DeviceTest {
+            name: "soundness::source_kernels_see_exactly_their_range",
+            needs: &[Aspect::OnlineCompiler, Aspect::UsmDeviceAllocations],
+            run: soundness::source_kernels_see_exactly_their_range,
+        },
     ];
     let global_tests = [
         GlobalTest {
@@ -1241,6 +1271,10 @@ fn main() -> ExitCode {
         GlobalTest {
             name: "aspect::names_round_trip",
             run: aspect_names,
+        },
+        GlobalTest {
+            name: "soundness::overflowing_ranges_are_errors",
+            run: soundness::overflowing_ranges_are_errors,
         },
     ];
     run_suite(&device_tests, &global_tests)

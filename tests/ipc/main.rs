@@ -1,6 +1,8 @@
 //! Multi-process IPC suite: real child processes (this binary re-executed in a child role)
 //! share memory, physical memory and events with the test process.
 
+mod soundness;
+
 use std::io::BufRead;
 use std::process::{ExitCode, Stdio};
 use std::sync::Arc;
@@ -18,30 +20,30 @@ use sycl_tests::{
     DeviceTest, GlobalTest,
 };
 
-type R = Result<(), Failed>;
-type ChildResult = Result<(), String>;
+pub(crate) type R = Result<(), Failed>;
+pub(crate) type ChildResult = Result<(), String>;
 
-const N: usize = 1 << 18;
+pub(crate) const N: usize = 1 << 18;
 
-fn value(i: usize, salt: u32) -> u32 {
+pub(crate) fn value(i: usize, salt: u32) -> u32 {
     (i as u32).wrapping_mul(2654435761).wrapping_add(salt)
 }
 
-fn s<E: std::fmt::Display>(e: E) -> String {
+pub(crate) fn s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
 /// The handle a parent passed on a child's command line (hex).
-fn handle_arg(arg: &str) -> Result<Handle, String> {
+pub(crate) fn handle_arg(arg: &str) -> Result<Handle, String> {
     Handle::from_bytes(hex::decode(arg).map_err(s)?).map_err(s)
 }
 
-fn allow_children() -> R {
+pub(crate) fn allow_children() -> R {
     // pidfd_getfd from a child needs ptrace rights over us under Yama; grant them explicitly.
     ipc::allow_fd_access_from(FdAccess::AnyProcess).map_err(fail)
 }
 
-fn exporter_buffer(d: &Device, salt: u32) -> Result<(Queue, sycl::Usm<u32>), Failed> {
+pub(crate) fn exporter_buffer(d: &Device, salt: u32) -> Result<(Queue, sycl::Usm<u32>), Failed> {
     let q = Queue::in_order(d).map_err(fail)?;
     let buf = sycl::malloc_device::<u32>(N, &q).map_err(fail)?;
     q.write(&buf, &(0..N).map(|i| value(i, salt)).collect::<Vec<_>>())
@@ -49,7 +51,7 @@ fn exporter_buffer(d: &Device, salt: u32) -> Result<(Queue, sycl::Usm<u32>), Fai
     Ok((q, buf))
 }
 
-fn verify(q: &Queue, mem: &impl sycl::AsUsmRange<u32>, salt: u32) -> Result<(), String> {
+pub(crate) fn verify(q: &Queue, mem: &impl sycl::AsUsmRange<u32>, salt: u32) -> Result<(), String> {
     let got = q.to_vec(mem).map_err(s)?;
     match got.iter().enumerate().find(|(i, &v)| v != value(*i, salt)) {
         None => Ok(()),
@@ -696,10 +698,7 @@ fn concurrent_open_close(d: &Device) -> R {
 // ---- garbage handles through the public API (the exhaustive property test lives in sycl-rs)
 
 fn garbage_handles() -> R {
-    let d = sycl::DeviceSelector::filter("native_cpu:*")
-        .map_err(fail)?
-        .select()
-        .map_err(fail)?;
+    let d = Device::native_cpu();
     let q = Queue::in_order(&d).map_err(fail)?;
     let buf = sycl::malloc_device::<u8>(4096, &q).map_err(fail)?;
     let good = ipc::memory::get(&buf).map_err(fail)?.to_vec();
@@ -755,7 +754,7 @@ fn garbage_handles() -> R {
 }
 
 fn main() -> ExitCode {
-    sycl_tests::run_child_role_if_any(&[
+    let roles: &[(&str, sycl_tests::ChildRole)] = &[
         ("open_verify_write", child_open_verify_write),
         ("channel_open", child_channel_open),
         ("open_many", child_open_many),
@@ -767,7 +766,8 @@ fn main() -> ExitCode {
         ("physical", child_physical),
         ("cycles", child_cycles),
         ("ping_pong", child_ping_pong),
-    ]);
+    ];
+    sycl_tests::run_child_role_if_any(&[roles, soundness::ROLES].concat());
     const MEM: &[Aspect] = &[Aspect::ExtOneapiIpcMemory, Aspect::UsmDeviceAllocations];
     const EVT: &[Aspect] = &[
         Aspect::ExtOneapiIpcEvent,
@@ -782,6 +782,13 @@ fn main() -> ExitCode {
     // Tests of guarantees only the native CPU backend makes carry its private aspect set.
     const NATIVE_MEM: &[Aspect] = &[Aspect::ExtOneapiIpcMemory, Aspect::ExtSyclRsClosureKernels];
     const NATIVE_EVT: &[Aspect] = &[Aspect::ExtOneapiIpcEvent, Aspect::ExtSyclRsClosureKernels];
+    // Memory, physical memory and events shared as memfds (the native CPU backend).
+    const NATIVE_FDS: &[Aspect] = &[
+        Aspect::ExtOneapiIpcMemory,
+        Aspect::ExtOneapiIpcPhysicalMemory,
+        Aspect::ExtOneapiIpcEvent,
+        Aspect::ExtSyclRsClosureKernels,
+    ];
     let device_tests = [
         DeviceTest {
             name: "ipc::memory::round_trip_pidfd",
@@ -843,10 +850,56 @@ fn main() -> ExitCode {
             needs: PHYS,
             run: physical_memory_round_trip,
         },
+        DeviceTest {
+            name: "soundness::opened_in_exporter_outlives_its_owner",
+            needs: MEM,
+            run: soundness::opened_in_exporter_outlives_its_owner,
+        },
+        DeviceTest {
+            name: "soundness::shared_memory_has_no_host_slices",
+            needs: NATIVE_MEM,
+            run: soundness::shared_memory_has_no_host_slices,
+        },
+        DeviceTest {
+            name: "soundness::open_checks_alignment",
+            needs: MEM,
+            run: soundness::open_checks_alignment,
+        },
+        DeviceTest {
+            name: "soundness::forged_sizes_are_refused",
+            needs: MEM,
+            run: soundness::forged_sizes_are_refused,
+        },
+        DeviceTest {
+            name: "soundness::peers_cannot_resize_shared_memory",
+            needs: NATIVE_FDS,
+            run: soundness::peers_cannot_resize_shared_memory,
+        },
+        DeviceTest {
+            name: "soundness::put_revokes_exactly",
+            needs: NATIVE_MEM,
+            run: soundness::put_revokes_exactly,
+        },
+        DeviceTest {
+            name: "soundness::exporter_identity_is_checked",
+            needs: NATIVE_MEM,
+            run: soundness::exporter_identity_is_checked,
+        },
+        DeviceTest {
+            name: "soundness::exporting_in_a_loop_holds_one_export",
+            needs: MEM,
+            run: soundness::exporting_in_a_loop_holds_one_export,
+        },
     ];
-    let global = [GlobalTest {
-        name: "ipc::garbage_handles_are_errors",
-        run: garbage_handles,
-    }];
+    let global = [
+        GlobalTest {
+            name: "ipc::garbage_handles_are_errors",
+            run: garbage_handles,
+        },
+        GlobalTest {
+            name: "soundness::channel_refuses_other_users",
+            run: soundness::channel_refuses_other_users,
+        },
+    ];
     run_suite(&device_tests, &global)
 }

@@ -47,18 +47,22 @@ macro_rules! check {
     };
 }
 
-/// `assert_eq!` for tests returning `Result<(), Failed>`.
+/// `assert_eq!` for tests returning `Result<(), Failed>`, with an optional message.
 #[macro_export]
 macro_rules! check_eq {
-    ($a:expr, $b:expr $(,)?) => {{
+    ($a:expr, $b:expr $(,)?) => {
+        $crate::check_eq!($a, $b, "")
+    };
+    ($a:expr, $b:expr, $($fmt:tt)+) => {{
         let (a, b) = (&$a, &$b);
         if a != b {
             return Err(libtest_mimic::Failed::from(format!(
-                "check failed at {}:{}: {} == {}\n  left: {:?}\n right: {:?}",
+                "check failed at {}:{}: {} == {} {}\n  left: {:?}\n right: {:?}",
                 file!(),
                 line!(),
                 stringify!($a),
                 stringify!($b),
+                format!($($fmt)+),
                 a,
                 b
             )));
@@ -177,7 +181,13 @@ fn with_watchdog(
 }
 
 /// Runs a suite: device tests × devices, global tests, and the `require_*` checks.
+///
+/// The suites run on every device: `ONEAPI_DEVICE_SELECTOR` from the caller's environment is
+/// removed first (tests of the selector set it themselves, in children), so that no test
+/// depends on it.
 pub fn run_suite(device_tests: &[DeviceTest], global_tests: &[GlobalTest]) -> ExitCode {
+    // Before any thread starts (the harness is single-threaded until it runs the trials).
+    std::env::remove_var("ONEAPI_DEVICE_SELECTOR");
     let args = Arguments::from_args();
     let mut trials = require_trials();
     for g in global_tests {
@@ -284,11 +294,19 @@ pub fn selector_for(device: &Device) -> String {
     format!("{}:{}", device.backend(), index)
 }
 
-/// The device a selector string (from [`selector_for`]) names.
+/// The device a selector string (from [`selector_for`]) names, among every device: children
+/// find the parent's device whatever `ONEAPI_DEVICE_SELECTOR` says.
 pub fn device_from_selector(spec: &str) -> Result<Device, String> {
-    sycl::DeviceSelector::filter(spec)
-        .and_then(|s| s.select())
-        .map_err(|e| e.to_string())
+    let (backend, index) = spec
+        .split_once(':')
+        .ok_or_else(|| format!("`{spec}` is not backend:index"))?;
+    let backend: BackendKind = backend.parse().map_err(|e: sycl::Error| e.to_string())?;
+    let index: usize = index.parse().map_err(|e| format!("`{spec}`: {e}"))?;
+    devices()
+        .into_iter()
+        .find(|(i, d)| d.backend() == backend && *i == index)
+        .map(|(_, d)| d)
+        .ok_or_else(|| format!("no device {spec}"))
 }
 
 /// Kernel source for a vector add `c[i] = a[i] + b[i]` (f32) for `device`'s compiler, if any.
@@ -306,4 +324,55 @@ pub fn vector_add_source(device: &Device) -> Option<sycl::Source<'static>> {
     } else {
         None
     }
+}
+
+/// Offsets of header fields in IPC handle bytes (format version 2, spec/ipc-handle-format.md),
+/// for tests that forge handles as a hostile peer would.
+pub mod wire {
+    /// Exporter pid (u32).
+    pub const PID: usize = 16;
+    /// Exporter start time (u64).
+    pub const START_TIME: usize = 24;
+    /// Exporter nonce (u64).
+    pub const NONCE: usize = 32;
+    /// Object size (u64).
+    pub const OBJECT_SIZE: usize = 56;
+    /// Descriptor count (u8).
+    pub const FD_COUNT: usize = 68;
+    /// Descriptor numbers (8 x i32).
+    pub const FDS: usize = 72;
+    /// CRC-32 (u32) of bytes 0..112 and the payload.
+    pub const CRC: usize = 112;
+    /// Header length.
+    pub const HEADER_LEN: usize = 116;
+
+    /// `bytes` with `value` written at `at` and the checksum recomputed: a forgery that passes
+    /// `Handle::from_bytes`.
+    pub fn forge(bytes: &[u8], at: usize, value: &[u8]) -> Vec<u8> {
+        let mut b = bytes.to_vec();
+        b[at..at + value.len()].copy_from_slice(value);
+        let mut h = crc32fast::Hasher::new();
+        h.update(&b[..CRC]);
+        h.update(&b[HEADER_LEN..]);
+        let sum = h.finalize();
+        b[CRC..CRC + 4].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    /// The descriptor numbers a handle names (in the exporter), the export ticket last.
+    pub fn fds(bytes: &[u8]) -> Vec<i32> {
+        (0..bytes[FD_COUNT] as usize)
+            .map(|i| {
+                let at = FDS + 4 * i;
+                i32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+            })
+            .collect()
+    }
+}
+
+/// Start time of process `pid` (`/proc/PID/stat` field 22), as IPC handles record it.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
 }

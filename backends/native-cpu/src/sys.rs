@@ -92,8 +92,9 @@ pub(crate) fn memfd(name: &str, size: usize) -> Result<OwnedFd> {
 }
 
 /// Checks that a received descriptor is a memfd sealed like ours ([`SEALS`]): only then can
-/// no other process change its size under our mappings. Anything else (an unsealed memfd,
-/// a regular file, a socket) is `Errc::Invalid`.
+/// no other process change its size under our mappings. A memfd sealed against writes cannot
+/// be mapped writable, so it is no export of ours either. Anything else (an unsealed or
+/// write-sealed memfd, a regular file, a socket) is `Errc::Invalid`.
 pub(crate) fn check_sealed(fd: impl AsFd, what: &str) -> Result<()> {
     let seals = rustix::fs::fcntl_get_seals(fd).map_err(|e| {
         os_err(
@@ -102,14 +103,19 @@ pub(crate) fn check_sealed(fd: impl AsFd, what: &str) -> Result<()> {
             e,
         )
     })?;
-    if seals.contains(SEALS) {
-        Ok(())
-    } else {
-        Err(Error::invalid(format!(
+    if !seals.contains(SEALS) {
+        return Err(Error::invalid(format!(
             "{what}: the memfd is not sealed against resizing (seals {seals:?}); refusing to map \
              a file another process could shrink"
-        )))
+        )));
     }
+    if seals.intersects(SealFlags::WRITE | SealFlags::FUTURE_WRITE) {
+        return Err(Error::invalid(format!(
+            "{what}: the memfd is sealed against writes (seals {seals:?}): not an export of \
+             sycl-rs, which shares writable memory"
+        )));
+    }
+    Ok(())
 }
 
 /// What identifies a file: checked on import so a descriptor is known to be the exported one.

@@ -361,6 +361,86 @@ fn ipc_memory_refusals() {
     }
 }
 
+/// A memory payload of this backend (tag, inode, device, size, offset, descriptor number),
+/// written by hand as a hostile exporter would.
+fn hostile_mem_payload(fd: &OwnedFd, size: u64) -> Vec<u8> {
+    let st = rustix::fs::fstat(fd).unwrap();
+    let mut p = b"NCM1".to_vec();
+    p.extend_from_slice(&(st.st_ino as u64).to_le_bytes());
+    p.extend_from_slice(&(st.st_dev as u64).to_le_bytes());
+    p.extend_from_slice(&size.to_le_bytes());
+    p.extend_from_slice(&0u64.to_le_bytes());
+    p.extend_from_slice(&(fd.as_raw_fd() as u32).to_le_bytes());
+    p
+}
+
+#[test]
+fn ipc_refuses_unsealed_memfds() {
+    // A hostile exporter could send a memfd it can still shrink: every mapping of it would
+    // then fault (SIGBUS) on access. Imports take only memfds sealed against resizing.
+    let e = env();
+    let page = 4096u64;
+    use rustix::fs::SealFlags;
+    let ours = SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL;
+    let seals = [
+        None,
+        Some(SealFlags::SHRINK),
+        Some(SealFlags::SHRINK | SealFlags::GROW),
+        // Sealed against writes: could never be mapped writable (found by the fuzzer, which
+        // then saw mmap fail as Errc::Runtime).
+        Some(ours | SealFlags::WRITE),
+        Some(ours | SealFlags::FUTURE_WRITE),
+    ];
+    for seal in seals {
+        let fd = rustix::fs::memfd_create(
+            "hostile",
+            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
+        )
+        .unwrap();
+        rustix::fs::ftruncate(&fd, page).unwrap();
+        if let Some(seal) = seal {
+            rustix::fs::fcntl_add_seals(&fd, seal).unwrap();
+        }
+        let payload = hostile_mem_payload(&fd, page);
+        let import = IpcImport {
+            payload: &payload,
+            fds: vec![fd],
+            exporter: ExporterId::current(),
+            same_process: true,
+        };
+        let err = e.ctx.ipc_open_mem(&e.device, import).unwrap_err();
+        assert_eq!(err.code(), Errc::Invalid, "{seal:?}: {err}");
+        assert!(err.message().contains("sealed"), "{seal:?}: {err}");
+    }
+    // A regular file is no memfd at all.
+    let file = std::fs::File::open("/proc/self/exe").unwrap();
+    let fd = OwnedFd::from(file);
+    let payload = hostile_mem_payload(&fd, page);
+    let import = IpcImport {
+        payload: &payload,
+        fds: vec![fd],
+        exporter: ExporterId::current(),
+        same_process: true,
+    };
+    assert_eq!(
+        e.ctx.ipc_open_mem(&e.device, import).unwrap_err().code(),
+        Errc::Invalid
+    );
+    // Our own exports are sealed, and stay so for whoever receives them.
+    let p = e
+        .ctx
+        .usm_alloc(UsmKind::Device, Some(&e.device), 4096, 0)
+        .unwrap();
+    let export = e.ctx.ipc_get_mem(p).unwrap();
+    let theirs = dup(export.fds[0]);
+    assert!(rustix::fs::ftruncate(&theirs, 0).is_err());
+    assert!(rustix::fs::ftruncate(&theirs, 1 << 20).is_err());
+    assert!(rustix::fs::fcntl_add_seals(&theirs, rustix::fs::SealFlags::FUTURE_WRITE).is_err());
+    drop(theirs);
+    // SAFETY: live allocation, no command uses it.
+    unsafe { e.ctx.usm_free(p).unwrap() };
+}
+
 #[test]
 fn ipc_physical_memory_round_trip() {
     let e = env();

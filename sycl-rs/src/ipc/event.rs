@@ -59,6 +59,12 @@ pub fn open(handle: &Handle, context: &Context) -> Result<Event> {
         d.require(Aspect::ExtOneapiIpcEvent, "ipc::event::open")?;
     }
     let import = prepare_import(handle, IpcObjectKind::Event, context)?;
+    if handle.object_size() != 0 {
+        return Err(Error::invalid(format!(
+            "an event handle names no memory, but this one claims {} bytes",
+            handle.object_size()
+        )));
+    }
     let inner = context
         .raw()
         .ipc_open_event(import)

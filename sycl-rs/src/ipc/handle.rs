@@ -356,4 +356,31 @@ mod tests {
         *c.last_mut().unwrap() ^= 0x40;
         assert!(msg(&c).contains("checksum"));
     }
+
+    #[test]
+    fn impossible_fields_are_refused_not_panicked_on() {
+        // A forger recomputes the checksum; the decoder still refuses what cannot be.
+        let forge = |edit: &dyn Fn(&mut Header)| {
+            let mut h = Header::decode(&sample()).unwrap();
+            edit(&mut h);
+            Header::decode(&h.encode(b"hello").unwrap())
+        };
+        for pid in [
+            0u32,
+            1 << 31,
+            u32::MAX,
+            sycl_backend::ipc::PID_MAX_LIMIT + 1,
+        ] {
+            let err = forge(&|h| h.exporter.pid = pid).unwrap_err();
+            assert!(err.message().contains("cannot exist"), "{pid}: {err}");
+        }
+        assert!(forge(&|h| h.export_nonce = 0).is_err());
+        // Descriptors without the ticket flag, or the flag without descriptors.
+        let mut b = sample();
+        b[69] = 0;
+        let sum = checksum(&b);
+        b[CHECKSUM_AT..HEADER_LEN].copy_from_slice(&sum.to_le_bytes());
+        assert!(Header::decode(&b).unwrap_err().message().contains("flags"));
+        assert!(forge(&|h| h.fds.clear()).is_ok());
+    }
 }

@@ -1,6 +1,7 @@
 //! `ipc::memory`: share USM device memory.
 //!
 //! ```
+//! # std::env::remove_var("ONEAPI_DEVICE_SELECTOR"); // doctests must not depend on the caller's environment
 //! use sycl::{ipc, Device, Queue};
 //! let q = Queue::in_order(&Device::default_device().unwrap()).unwrap();
 //! # if !q.device().has(sycl::Aspect::ExtOneapiIpcMemory) { return; }
@@ -201,6 +202,12 @@ pub fn close<T: Pod>(memory: Usm<T>) -> Result<()> {
 /// same device memory to anything else, until the returned owner and every command that uses
 /// it are gone (a GPU access to freed memory faults the context, or reads another
 /// allocation's data).
+///
+/// ```compile_fail,E0133
+/// fn go(raw: &[u8; 64], c: &sycl::Context, d: &sycl::Device) -> sycl::Result<sycl::Usm<f32>> {
+///     sycl::ipc::memory::open_cuda_raw::<f32>(raw, 4096, c, d)
+/// }
+/// ```
 pub unsafe fn open_cuda_raw<T: Pod>(
     raw: &[u8; 64],
     size_bytes: usize,

@@ -420,6 +420,10 @@ impl Channel {
     /// channel closes it when dropped. A number that is not open, or not a seqpacket socket, is
     /// refused without being closed; one that is open but owned elsewhere cannot be told apart,
     /// hence this contract.
+    ///
+    /// ```compile_fail,E0133
+    /// let ch = sycl::ipc::transport::Channel::from_inherited_fd(3);
+    /// ```
     pub unsafe fn from_inherited_fd(fd: RawFd) -> Result<Channel> {
         if fd < 0 {
             return Err(Error::invalid("negative descriptor"));

@@ -123,14 +123,16 @@ impl<T: std::fmt::Debug> std::fmt::Debug for HostSliceMut<'_, T> {
 /// Element access to host-accessible USM for closure kernels and host threads: cheap to
 /// clone, `Send + Sync`, bounds-checked, and it keeps the memory alive.
 ///
-/// Every access is atomic (relaxed): work-items that write the same element, other views,
-/// device commands and other processes may race without undefined behaviour; the value read
-/// is then one some writer wrote (for elements wider than 8 bytes, per aligned part). While
-/// any view of the memory is alive, host borrows (`as_slice`, `as_mut_slice`) are refused.
+/// Every access is atomic (relaxed), in parts of the element's alignment (at most 8 bytes):
+/// work-items that write the same element, other views, device commands and other processes
+/// may race without undefined behaviour; the value read is then one some writer wrote (per
+/// part, for elements wider than their alignment). While any view of the memory is alive, host
+/// borrows (`as_slice`, `as_mut_slice`) are refused, and so are views that would access it in
+/// parts of another width (a `u8` view beside a live `u32` view).
 ///
 /// ```
-/// use sycl::{DeviceSelector, Queue, Range};
-/// let dev = DeviceSelector::filter("native_cpu:*")?.select()?;
+/// use sycl::{Device, Queue, Range};
+/// let dev = Device::native_cpu();
 /// let q = Queue::in_order(&dev)?;
 /// let hist = sycl::malloc_shared::<u32>(4, &q)?;
 /// q.fill(&hist, 0u32, &[])?.wait()?;
@@ -159,7 +161,7 @@ impl<T: Pod> UsmView<T> {
     /// A view of `len` elements at `ptr` inside `record` (the caller checked the bounds and
     /// that `ptr` is aligned for `T`).
     pub(crate) fn new(record: Arc<MemoryRecord>, ptr: u64, len: usize) -> Result<Self> {
-        record.begin_view()?;
+        record.begin_view(part_width::<T>())?;
         Ok(UsmView {
             record,
             ptr: ptr as usize as *mut T,
@@ -360,28 +362,65 @@ mod tests {
         b: u16,
     }
 
+    /// Stores `value` into fresh memory and loads it back (one buffer per type: mixing atomic
+    /// widths on the same bytes is what views of one record are kept from doing).
+    fn round_trip<T: Pod + PartialEq + std::fmt::Debug>(value: T) {
+        let mut buf = [0u64; 4];
+        let p = buf.as_mut_ptr().cast::<T>();
+        assert!(size_of::<T>() <= 32);
+        // SAFETY: buf holds 32 bytes aligned to 8, enough for T (asserted), used only here.
+        unsafe {
+            atomic_store(p, value);
+            assert_eq!(atomic_load(p), value);
+        }
+    }
+
     #[test]
     fn parts_cover_any_pod_width() {
-        let mut buf = [0u64; 4];
-        let p = buf.as_mut_ptr().cast::<u8>();
-        // SAFETY: buf holds 32 bytes aligned to 8, enough for each value below.
-        unsafe {
-            atomic_store(p.cast::<f64>(), 1.5);
-            assert_eq!(atomic_load(p.cast::<f64>()), 1.5);
-            atomic_store(p.cast::<[u32; 3]>(), [1, 2, 3]);
-            assert_eq!(atomic_load(p.cast::<[u32; 3]>()), [1, 2, 3]);
-            let c = Rgb { r: 1, g: 2, b: 3 };
-            atomic_store(p.cast::<Rgb>(), c);
-            assert_eq!(atomic_load(p.cast::<Rgb>()), c);
-            atomic_store(p.cast::<[u8; 5]>(), [9; 5]);
-            assert_eq!(atomic_load(p.cast::<[u8; 5]>()), [9; 5]);
-            atomic_store(p.cast::<[u64; 4]>(), [7; 4]);
-            assert_eq!(atomic_load(p.cast::<[u64; 4]>()), [7; 4]);
-            atomic_store(p.cast::<()>(), ());
-        }
+        round_trip(1.5f64);
+        round_trip([1u32, 2, 3]);
+        round_trip(Rgb { r: 1, g: 2, b: 3 });
+        round_trip([9u8; 5]);
+        round_trip([7u64; 4]);
+        round_trip(());
         assert_eq!(part_width::<u8>(), 1);
         assert_eq!(part_width::<Rgb>(), 2);
         assert_eq!(part_width::<[f32; 3]>(), 4);
         assert_eq!(part_width::<u128>(), 8);
+    }
+
+    /// Threads racing on the same elements through the accessors views use: defined behaviour
+    /// (each value read is one some thread wrote, per part). Miri checks it:
+    /// `cargo +nightly miri test -p sycl-rs --lib usm::access` (a plain `ptr::write`, as
+    /// `UsmView::set` was, is reported there as a data race).
+    #[test]
+    fn racing_accesses_are_atomic() {
+        struct Shared(*mut [u64; 4]);
+        // SAFETY: the threads below only access the memory through the atomic accessors.
+        unsafe impl Sync for Shared {}
+        let mem = Shared(Box::into_raw(Box::new([0u64; 4])));
+        std::thread::scope(|s| {
+            for t in 1..=3u32 {
+                let mem = &mem;
+                s.spawn(move || {
+                    let word = mem.0.cast::<u64>();
+                    let third = mem.0.cast::<u32>().wrapping_add(2).cast::<[u32; 3]>();
+                    for _ in 0..50 {
+                        // SAFETY: 32 live bytes, aligned to 8; bytes 0..8 are only accessed as
+                        // u64 parts and bytes 8..20 only as u32 parts, atomically.
+                        unsafe {
+                            atomic_store(word, u64::from(t) * 0x1_0000_0001);
+                            let v = atomic_load(word);
+                            assert_eq!(v >> 32, v & 0xffff_ffff);
+                            atomic_store(third, [t; 3]);
+                            let w = atomic_load(third);
+                            assert!(w.iter().all(|&x| (1..=3).contains(&x)));
+                        }
+                    }
+                });
+            }
+        });
+        // SAFETY: made by Box::into_raw above, no thread uses it any more.
+        drop(unsafe { Box::from_raw(mem.0) });
     }
 }

@@ -26,6 +26,7 @@ use crate::{Context, Device, Errc, Error, Queue, Result};
 /// `malloc_shared`), or memory opened with [`crate::ipc::memory::open`], which closes on drop.
 ///
 /// ```
+/// # std::env::remove_var("ONEAPI_DEVICE_SELECTOR"); // doctests must not depend on the caller's environment
 /// let q = sycl::Queue::new(&sycl::Device::default_device().unwrap()).unwrap();
 /// let buf = sycl::malloc_device::<u32>(1024, &q).unwrap();
 /// q.fill(&buf, 7u32, &[]).unwrap().wait().unwrap();

@@ -82,6 +82,8 @@ struct AccessState {
     /// Another process may map this memory (it was exported, or opened from an export).
     shared: bool,
     mode: Mode,
+    /// The width of the atomic parts the live views use (see `begin_view`).
+    view_width: usize,
 }
 
 pub(crate) struct MemoryRecord {
@@ -145,6 +147,7 @@ impl MemoryRecord {
                 host: HostBorrow::None,
                 shared: spec.shared,
                 mode: Mode::Set(spec.mode),
+                view_width: 0,
             }),
             settled: Condvar::new(),
             views: AtomicUsize::new(0),
@@ -330,13 +333,24 @@ impl MemoryRecord {
 
     // ---- views
 
-    /// Counts a new view: refused while the host borrows the memory or the mapping is not
-    /// read-write.
-    pub(crate) fn begin_view(&self) -> Result<()> {
+    /// Counts a new view whose atomic accesses are `part_width` bytes wide: refused while the
+    /// host borrows the memory, the mapping is not read-write, or live views use another
+    /// width (racing atomic accesses of different sizes to the same bytes are undefined
+    /// behaviour; views of one element width never mix them).
+    pub(crate) fn begin_view(&self, part_width: usize) -> Result<()> {
         if !self.host_accessible {
             return Err(self.not_host_accessible());
         }
-        let st = self.state.lock();
+        let mut st = self.state.lock();
+        if self.views.load(Ordering::Acquire) > 0 && st.view_width != part_width {
+            return Err(refuse(format!(
+                "live views of this memory access it in {}-byte parts; a view accessing it in \
+                 {part_width}-byte parts could race with them (mixed-size atomics): drop them, \
+                 or view it with an element type of the same alignment",
+                st.view_width
+            )));
+        }
+        st.view_width = part_width;
         match st.mode {
             Mode::Set(AccessMode::ReadWrite) => {}
             _ => {
