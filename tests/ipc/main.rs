@@ -17,7 +17,7 @@ use sycl::ipc::{
 use sycl::{Aspect, BackendKind, Device, Errc, Event, EventProperties, Queue};
 use sycl_tests::{
     check, check_eq, child_command, device_from_selector, fail, run_child, run_suite, selector_for,
-    DeviceTest, GlobalTest,
+    start_child, DeviceTest, GlobalTest,
 };
 
 pub(crate) type R = Result<(), Failed>;
@@ -251,18 +251,14 @@ fn memory_put_lifetime(d: &Device) -> R {
     let (_q, buf) = exporter_buffer(d, 40)?;
     // Put after the importer opened: the import stays valid.
     let handle = ipc::memory::get(&buf).map_err(fail)?;
-    let mut child = child_command(
-        "hold_until_told",
-        &[selector_for(d), hex::encode(handle.as_bytes())],
-    )
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .spawn()
-    .map_err(fail)?;
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).map_err(fail)?;
-    check_eq!(line.trim(), "opened");
+    let mut child = start_child(
+        child_command(
+            "hold_until_told",
+            &[selector_for(d), hex::encode(handle.as_bytes())],
+        )
+        .stdin(Stdio::piped()),
+        "opened",
+    )?;
     ipc::memory::put(handle).map_err(fail)?;
     use std::io::Write;
     writeln!(child.stdin.take().unwrap(), "go").map_err(fail)?;

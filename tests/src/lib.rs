@@ -268,6 +268,29 @@ pub fn child_command(role: &str, args: &[String]) -> Command {
     cmd
 }
 
+/// Starts `cmd` with its stdout piped and waits for the first line it prints, which must be
+/// `ready_line` (a child announcing that it is set up).
+pub fn start_child(cmd: &mut Command, ready_line: &str) -> Result<std::process::Child, Failed> {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(fail)?;
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    out.read_line(&mut line).map_err(fail)?;
+    if line.trim() != ready_line {
+        let _ = child.kill();
+        return Err(Failed::from(format!(
+            "the child said `{}` instead of `{ready_line}`",
+            line.trim()
+        )));
+    }
+    // Give the pipe back, so that what the child prints later has a reader.
+    child.stdout = Some(out.into_inner());
+    Ok(child)
+}
+
 /// Runs child `role` to completion; its failure (with stderr) is the test's failure.
 pub fn run_child(role: &str, args: &[String]) -> Result<String, Failed> {
     let out = child_command(role, args).output().map_err(fail)?;

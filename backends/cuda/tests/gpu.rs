@@ -1071,6 +1071,31 @@ fn ipc_memory_in_the_exporting_process() {
             .code(),
         Errc::Invalid
     );
+    // Freed by its owner while opened in this process (where an open is the allocation
+    // itself): the memory stays until the last close (it used to be freed under the opened
+    // copy).
+    let other = fx
+        .ctx
+        .usm_alloc(UsmKind::Device, Some(&fx.device), size, 0)
+        .unwrap();
+    // SAFETY: live, idle.
+    unsafe { q.fill(other, &[0x3C], size, &[]) }
+        .unwrap()
+        .wait()
+        .unwrap();
+    let oexp = fx.ctx.ipc_get_mem(other).unwrap();
+    let held = fx
+        .ctx
+        .ipc_open_mem(&fx.device, import(&oexp.payload, vec![]))
+        .unwrap()
+        .ptr;
+    // SAFETY: no command uses `other` (the opened copy keeps the memory).
+    unsafe { fx.ctx.usm_free(other).unwrap() };
+    assert_eq!(read(&q, held, 4), vec![0x3C; 4], "freed under an open");
+    write(&q, held + 8, &[0x4D; 4]);
+    assert_eq!(read(&q, held + 8, 4), vec![0x4D; 4]);
+    // SAFETY: idle; the last close frees the allocation.
+    unsafe { fx.ctx.ipc_close_mem(held).unwrap() };
     // SAFETY: idle.
     unsafe {
         fx.ctx.usm_free(h).unwrap();
@@ -1403,6 +1428,32 @@ fn child_process_side() {
     // SAFETY: idle.
     unsafe { fx.ctx.unmap(va, size) }.unwrap();
     fx.ctx.free_virtual_mem(va, size).unwrap();
+    // A payload claiming twice the object's size: the import or the mapping is refused by the
+    // driver (the importer cannot map more than was exported).
+    let mut forged = ph.clone();
+    forged[..8].copy_from_slice(&(2 * size as u64).to_le_bytes());
+    let fd = acquire_remote_fd(&exporter, fdnum, BackendKind::Cuda).expect("child: pidfd_getfd");
+    let imported = fx.ctx.ipc_open_physical_mem(
+        &fx.device,
+        IpcImport {
+            payload: &forged,
+            fds: vec![fd],
+            exporter,
+            same_process: false,
+        },
+    );
+    match imported {
+        Err(e) => eprintln!("child: forged physical size refused at import: {e}"),
+        Ok(m) => {
+            let va2 = fx.ctx.reserve_virtual_mem(0, 2 * size).unwrap();
+            let mapped = fx
+                .ctx
+                .map_physical(va2, 2 * size, &m, 0, AccessMode::ReadWrite);
+            let e = mapped.expect_err("child: a forged physical size must not map");
+            eprintln!("child: forged physical size refused at map: {e}");
+            fx.ctx.free_virtual_mem(va2, 2 * size).unwrap();
+        }
+    }
     eprintln!("child: all IPC checks passed");
 }
 

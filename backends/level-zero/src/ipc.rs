@@ -458,6 +458,18 @@ pub(crate) fn open_physical_mem(
     let p = PhysPayload::decode(import.payload)?;
     let dev = ctx.our_device(device)?;
     let local_fd = one_fd(&import, "physical memory")?;
+    // A DMA-BUF (and the mock's memfd) reports its size: a payload that claims more than the
+    // file holds is refused before the driver sees it. A descriptor that reports no size is
+    // left to the driver's own check.
+    if let Some(fd) = import.fds.first() {
+        let held = rustix::fs::fstat(fd).map(|st| st.st_size).unwrap_or(0);
+        if held > 0 && (held as u64) < p.size {
+            return Err(Error::invalid(format!(
+                "the physical memory handle claims {} bytes; its descriptor holds {held}",
+                p.size
+            )));
+        }
+    }
     let import_fd = ze_external_memory_import_fd_t {
         stype: ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_FD,
         pNext: std::ptr::null(),

@@ -662,6 +662,19 @@ fn virtual_memory_and_physical_memory_import() {
         fd: file.as_raw_fd(),
     }
     .encode();
+    // A payload claiming more than the descriptor holds is refused before the driver sees it.
+    let forged = PhysPayload {
+        size: 2 * min as u64,
+        device_uuid: [0; 16],
+        fd: file.as_raw_fd(),
+    }
+    .encode();
+    assert_eq!(
+        ctx.ipc_open_physical_mem(&env.device, import(&forged, &[file.as_raw_fd()]))
+            .err_()
+            .code(),
+        Errc::Invalid
+    );
     let imported = ctx
         .ipc_open_physical_mem(&env.device, import(&payload, &[file.as_raw_fd()]))
         .unwrap();

@@ -361,17 +361,23 @@ fn ipc_memory_refusals() {
     }
 }
 
-/// A memory payload of this backend (tag, inode, device, size, offset, descriptor number),
-/// written by hand as a hostile exporter would.
-fn hostile_mem_payload(fd: &OwnedFd, size: u64) -> Vec<u8> {
-    let st = rustix::fs::fstat(fd).unwrap();
+/// Opens `fd` as exported memory of `size` bytes, with a payload written by hand as a hostile
+/// exporter would (tag, inode, device, size, offset, descriptor number).
+fn open_hostile(e: &common::Env, fd: OwnedFd, size: u64) -> sycl_backend::Result<u64> {
+    let st = rustix::fs::fstat(&fd).unwrap();
     let mut p = b"NCM1".to_vec();
     p.extend_from_slice(&(st.st_ino as u64).to_le_bytes());
     p.extend_from_slice(&(st.st_dev as u64).to_le_bytes());
     p.extend_from_slice(&size.to_le_bytes());
     p.extend_from_slice(&0u64.to_le_bytes());
     p.extend_from_slice(&(fd.as_raw_fd() as u32).to_le_bytes());
-    p
+    let import = IpcImport {
+        payload: &p,
+        fds: vec![fd],
+        exporter: ExporterId::current(),
+        same_process: true,
+    };
+    e.ctx.ipc_open_mem(&e.device, import).map(|m| m.ptr)
 }
 
 #[test]
@@ -401,29 +407,16 @@ fn ipc_refuses_unsealed_memfds() {
         if let Some(seal) = seal {
             rustix::fs::fcntl_add_seals(&fd, seal).unwrap();
         }
-        let payload = hostile_mem_payload(&fd, page);
-        let import = IpcImport {
-            payload: &payload,
-            fds: vec![fd],
-            exporter: ExporterId::current(),
-            same_process: true,
-        };
-        let err = e.ctx.ipc_open_mem(&e.device, import).unwrap_err();
+        let err = open_hostile(&e, fd, page).unwrap_err();
         assert_eq!(err.code(), Errc::Invalid, "{seal:?}: {err}");
         assert!(err.message().contains("sealed"), "{seal:?}: {err}");
     }
     // A regular file is no memfd at all.
     let file = std::fs::File::open("/proc/self/exe").unwrap();
-    let fd = OwnedFd::from(file);
-    let payload = hostile_mem_payload(&fd, page);
-    let import = IpcImport {
-        payload: &payload,
-        fds: vec![fd],
-        exporter: ExporterId::current(),
-        same_process: true,
-    };
     assert_eq!(
-        e.ctx.ipc_open_mem(&e.device, import).unwrap_err().code(),
+        open_hostile(&e, OwnedFd::from(file), page)
+            .unwrap_err()
+            .code(),
         Errc::Invalid
     );
     // Our own exports are sealed, and stay so for whoever receives them.

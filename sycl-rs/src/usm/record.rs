@@ -177,26 +177,21 @@ impl MemoryRecord {
                 None => merged.push((record, use_)),
             }
         }
-        for (admitted, (record, use_)) in merged.iter().enumerate() {
-            if let Err(e) = record.admit(*use_) {
-                for (r, _) in &merged[..admitted] {
-                    r.settle(None);
-                }
-                return Err(e);
-            }
+        let mut in_flight = InFlight {
+            admitted: &merged[..0],
+            event: None,
+        };
+        for (i, (record, use_)) in merged.iter().enumerate() {
+            record.admit(*use_)?;
+            in_flight.admitted = &merged[..=i];
         }
-        let result = submit();
-        for (record, use_) in &merged {
-            let tracked = result.as_ref().ok().map(|e| Pending {
-                event: e.clone(),
-                writes: *use_ == Use::Write,
-            });
-            record.settle(tracked);
-        }
-        result
+        let event = submit()?;
+        in_flight.event = Some(event.clone());
+        Ok(event)
     }
 
     fn admit(&self, use_: Use) -> Result<()> {
+        // (Counted as in flight on success; `InFlight` settles it, whatever happens next.)
         let mut st = self.state.lock();
         match st.mode {
             Mode::Changing => {
@@ -502,6 +497,26 @@ impl MemoryRecord {
             self.kind,
             self.context.backend()
         ))
+    }
+}
+
+/// The records a submission was admitted to: settled when it ends, with its event when it
+/// made one, also if the backend's submission fails or panics (a count left in flight would
+/// make every later host borrow of the memory wait for ever).
+struct InFlight<'a> {
+    admitted: &'a [(&'a Arc<MemoryRecord>, Use)],
+    event: Option<Arc<dyn sycl_backend::Event>>,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        for (record, use_) in self.admitted {
+            let tracked = self.event.as_ref().map(|e| Pending {
+                event: e.clone(),
+                writes: *use_ == Use::Write,
+            });
+            record.settle(tracked);
+        }
     }
 }
 
