@@ -69,7 +69,7 @@ pub fn get<T: Pod>(memory: &impl AsUsmRange<T>) -> Result<Handle> {
     let ptr = range.as_ptr();
     let offset = ptr - record.ptr;
     record.mark_shared()?;
-    record.exports.get(
+    record.exports.get_or_init(Default::default).get(
         ExportSpec {
             context: &record.context,
             kind: IpcObjectKind::Memory,

@@ -19,7 +19,7 @@
 #![allow(unsafe_code)]
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Condvar, Mutex};
 use sycl_backend::{AccessMode, EventStatus, UsmKind};
@@ -102,8 +102,9 @@ pub(crate) struct MemoryRecord {
     /// host-borrow check), and clones and drops of existing views cannot change whether the
     /// count is zero in a way a borrow check could miss.
     views: AtomicUsize,
-    /// IPC exports of this memory (`ipc::memory::get`), revoked on release.
-    pub(crate) exports: Arc<ExportSet>,
+    /// IPC exports of this memory (`ipc::memory::get`), revoked on release; made by the
+    /// first export (most memory is never exported: no allocation for it).
+    pub(crate) exports: OnceLock<Arc<ExportSet>>,
     /// Keeps what the memory depends on alive (the physical memory of a mapping).
     _anchor: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
@@ -151,7 +152,7 @@ impl MemoryRecord {
             }),
             settled: Condvar::new(),
             views: AtomicUsize::new(0),
-            exports: Arc::new(ExportSet::default()),
+            exports: OnceLock::new(),
             _anchor: spec.anchor,
         })
     }
@@ -440,7 +441,9 @@ impl MemoryRecord {
             st.pending.drain(..).map(|p| p.event).collect::<Vec<_>>()
         };
         self.wait_all(pending);
-        self.exports.revoke_all();
+        if let Some(exports) = self.exports.get() {
+            exports.revoke_all();
+        }
         let ctx = self.context.raw();
         match self.release {
             Release::Nothing => Ok(()),
