@@ -991,11 +991,13 @@ fuzz_target!(|m: Mutation| {
         Ok(h) => open_all(fx, &h, m.wide),
         Err(e) => trace("decode", Err(e.to_string())),
     }
-    // Nothing an input opened may outlive it.
+    // Nothing an input opened may outlive it. (The importer keeps the pidfd and the checked
+    // tickets of exporters a ticket proved, bounded: here this process is the only exporter,
+    // with a handful of exports.)
     if RUNS.fetch_add(1, Ordering::Relaxed).is_multiple_of(64) {
         let now = open_fd_count();
         assert!(
-            now <= fx.baseline_fds + 4,
+            now <= fx.baseline_fds + 16,
             "descriptor leak: {now} open, {} after the fixture was made",
             fx.baseline_fds
         );

@@ -331,6 +331,23 @@ fn child_open_revoked(args: &[String]) -> ChildResult {
     Ok(())
 }
 
+fn child_reopen_after_put(args: &[String]) -> ChildResult {
+    let d = device_from_selector(&args[0])?;
+    let ctx = sycl::Context::default_for(&d).map_err(s)?;
+    let handle = handle_arg(&args[1])?;
+    // Opened once: this process keeps the checked ticket and reads it on the next open.
+    drop(ipc::memory::open::<u32>(&handle, &ctx, &d).map_err(s)?);
+    println!("opened");
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).map_err(s)?; // the exporter has put now
+    let e = refused(
+        ipc::memory::open::<u32>(&handle, &ctx, &d),
+        "a put handle, opened before",
+    )?;
+    println!("refused: {e}");
+    Ok(())
+}
+
 /// Item 13: after `put`, the handle's bytes do not open, even when a later export of the same
 /// memory (an interior range) got the same descriptor number; in this process and another.
 /// Before, the put handle opened again, with its old, larger extent.
@@ -362,6 +379,23 @@ pub fn put_revokes_exactly(d: &Device) -> R {
         ],
     )?;
     print!("{out}");
+    // An importer that opened the handle before the put keeps its checked ticket: the put
+    // reaches it too (the ticket says revoked).
+    let again = ipc::memory::get(&buf).map_err(fail)?;
+    let mut child = start_child(
+        child_command(
+            "reopen_after_put",
+            &[selector_for(d), hex::encode(again.as_bytes())],
+        )
+        .stdin(Stdio::piped()),
+        "opened",
+    )?;
+    ipc::memory::put(again).map_err(fail)?;
+    writeln!(child.stdin.take().unwrap(), "put").map_err(fail)?;
+    check!(
+        child.wait().map_err(fail)?.success(),
+        "a kept ticket outlived its put"
+    );
     // Put twice, or put a handle made from bytes: refused.
     ipc::memory::put(tail).map_err(fail)?;
     refused(
@@ -671,6 +705,7 @@ pub const ROLES: &[(&str, sycl_tests::ChildRole)] = &[
     ("open_forged", child_open_forged),
     ("resize_attack", child_resize_attack),
     ("open_revoked", child_open_revoked),
+    ("reopen_after_put", child_reopen_after_put),
     ("export_loop", child_export_loop),
     ("impostor", child_impostor),
     ("intruder", child_intruder),

@@ -36,6 +36,7 @@
 //! the uuid (or the context's first device); in the exporting process it returns the very
 //! same event.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -211,7 +212,8 @@ fn open_cached(
 ) -> Result<OpenedMemory> {
     let pctx = ctx.primary(index)?;
     let mut st = lock(mem_state());
-    let key = if let Some(&(base, alloc_size, owner)) = st.exported.get(handle) {
+    let own = st.exported.get(handle).copied();
+    let (key, base, mapped) = if let Some((base, alloc_size, owner)) = own {
         // Our own allocation (the driver refuses to open it here). Another device of this
         // process reaches it through peer access to the allocation's device.
         if size.is_some_and(|s| s != alloc_size as u64) {
@@ -224,63 +226,53 @@ fn open_cached(
                 .map_err(|e| unreachable_memory(e, pctx.ordinal, owner))?;
         }
         let key = (*handle, owner);
-        st.opened
-            .entry(key)
-            .or_insert(OpenEntry {
-                base,
-                size: alloc_size,
-                refs: 0,
-                ctx: None,
-            })
-            .refs += 1;
-        key
+        let e = st.opened.entry(key).or_insert(OpenEntry {
+            base,
+            size: alloc_size,
+            refs: 0,
+            ctx: None,
+        });
+        e.refs += 1;
+        (key, e.base, e.size)
     } else if same_process {
         return Err(Error::invalid(
             "the IPC memory handle names an allocation of this process that was freed (or never exported)",
         ));
     } else {
         let key = (*handle, pctx.ordinal);
-        if let Some(e) = st.opened.get_mut(&key) {
-            e.refs += 1;
-        } else {
-            // A mapping of this context: kernels of this device can use it (on another GPU
-            // than the exporter's, with peer access enabled lazily by the driver).
-            pctx.make_current()?;
-            let base = result::ipc::open_mem_handle(handle)?;
-            // What the driver mapped, not what the payload claims: accesses are bounded by it.
-            let mapped = result::mem::address_range(base).and_then(|(b, n)| {
-                if b == base {
-                    Ok(n)
-                } else {
-                    Err(Error::new(
-                        sycl_backend::Errc::Runtime,
-                        format!("the driver mapped an IPC handle at {base:#x} inside {b:#x}"),
-                    ))
-                }
-            });
-            let mapped = match mapped {
-                Ok(n) => n,
-                Err(e) => {
-                    // SAFETY: just mapped, not handed out.
-                    if let Err(close) = unsafe { result::ipc::close_mem_handle(base) } {
-                        log::warn!("closing an IPC mapping after a failed check: {close}");
+        match st.opened.entry(key) {
+            Entry::Occupied(mut e) => {
+                let e = e.get_mut();
+                e.refs += 1;
+                (key, e.base, e.size)
+            }
+            Entry::Vacant(slot) => {
+                // A mapping of this context: kernels of this device can use it (on another
+                // GPU than the exporter's, with peer access enabled lazily by the driver).
+                pctx.make_current()?;
+                let base = result::ipc::open_mem_handle(handle)?;
+                // What the driver mapped, not what the payload claims, bounds every access
+                // (the one driver call beyond a raw open).
+                let mapped = match mapped_size(base) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        // SAFETY: just mapped, not handed out.
+                        if let Err(close) = unsafe { result::ipc::close_mem_handle(base) } {
+                            log::warn!("closing an IPC mapping after a failed check: {close}");
+                        }
+                        return Err(e);
                     }
-                    return Err(e);
-                }
-            };
-            st.opened.insert(
-                key,
-                OpenEntry {
+                };
+                slot.insert(OpenEntry {
                     base,
                     size: mapped,
                     refs: 1,
                     ctx: Some(pctx.clone()),
-                },
-            );
+                });
+                (key, base, mapped)
+            }
         }
-        key
     };
-    let (base, mapped) = (st.opened[&key].base, st.opened[&key].size);
     let claimed_ok = size.map_or(true, |s| s <= mapped as u64);
     if !claimed_ok || offset >= mapped as u64 {
         // SAFETY: the reference taken above is unused.
@@ -306,6 +298,19 @@ fn open_cached(
         ptr,
         size: mapped - offset as usize,
     })
+}
+
+/// The size of the mapping the driver made at `base` (`cuMemGetAddressRange`).
+fn mapped_size(base: u64) -> Result<usize> {
+    let (b, n) = result::mem::address_range(base)?;
+    if b == base {
+        Ok(n)
+    } else {
+        Err(Error::new(
+            sycl_backend::Errc::Runtime,
+            format!("the driver mapped an IPC handle at {base:#x} inside {b:#x}"),
+        ))
+    }
 }
 
 /// Drops one reference to an open-cache entry; the last one unmaps it.

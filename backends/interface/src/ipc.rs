@@ -97,6 +97,9 @@ pub const MAX_PAYLOAD: usize = 4096;
 /// Most descriptors one handle may carry.
 pub const MAX_FDS: usize = 8;
 
+/// The identity of the process that first asked for one (its forked children make their own).
+static CURRENT: std::sync::OnceLock<ExporterId> = std::sync::OnceLock::new();
+
 /// Who exported a handle: enough to find the process and to notice if its pid was reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ExporterId {
@@ -112,11 +115,9 @@ pub struct ExporterId {
 impl ExporterId {
     /// The identity of the calling process.
     pub fn current() -> ExporterId {
-        use std::sync::OnceLock;
-        static ME: OnceLock<ExporterId> = OnceLock::new();
         // A forked child must not inherit its parent's identity: compare pids every time.
         let pid = std::process::id();
-        let me = *ME.get_or_init(|| ExporterId::fresh(pid));
+        let me = *CURRENT.get_or_init(|| ExporterId::fresh(pid));
         if me.pid == pid {
             me
         } else {
@@ -143,6 +144,13 @@ impl ExporterId {
 
     /// Whether this identity is the calling process.
     pub fn is_current_process(&self) -> bool {
+        // Another nonce is another process: answered without `ExporterId::current`'s getpid
+        // (a system call on every IPC open otherwise).
+        if let Some(me) = CURRENT.get() {
+            if me.nonce != self.nonce {
+                return false;
+            }
+        }
         let me = ExporterId::current();
         me.pid == self.pid && me.nonce == self.nonce && me.start_time == self.start_time
     }
@@ -188,8 +196,9 @@ pub enum ExporterFds {
     Remote {
         /// Its pid, for messages.
         pid: u32,
-        /// `pidfd_open` of it.
-        pidfd: OwnedFd,
+        /// `pidfd_open` of it (shared: an importer may keep the pidfd of an exporter it has
+        /// verified).
+        pidfd: std::sync::Arc<OwnedFd>,
     },
 }
 
@@ -213,7 +222,7 @@ impl ExporterFds {
         })?;
         Ok(ExporterFds::Remote {
             pid: exporter.pid,
-            pidfd,
+            pidfd: std::sync::Arc::new(pidfd),
         })
     }
 

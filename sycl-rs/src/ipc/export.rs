@@ -6,14 +6,18 @@
 //! exporting in a loop holds no more than one export's resources; `put` counts one down, and
 //! the last `put` (or the object's release) revokes the export.
 //!
-//! A handle that names descriptors also names an **export ticket**: a tiny sealed memfd that
-//! the exporting process holds for exactly as long as the export is live, holding the
-//! exporter's nonce and the export's own nonce. An importer takes the ticket from the
-//! exporter (after `pidfd_open`, before any other descriptor) and checks both nonces: that
-//! proves the process behind the pid is the exporter (not a process that reused its pid) and
-//! that this export was not put or freed (a descriptor number reused by a later export holds
-//! another nonce). Handles without descriptors (CUDA memory and events) need no ticket: the
-//! driver checks them.
+//! A handle that names descriptors also names an **export ticket**: a one-page memfd that the
+//! exporting process holds for exactly as long as the export is live. It holds the exporter's
+//! nonce, the export's own nonce and a state word, *live* until the export is revoked. Only the
+//! exporter can change it: it is sealed against resizing and against new writable mappings
+//! (`F_SEAL_FUTURE_WRITE`), and the exporter writes the state through the one mapping it made
+//! before sealing. An importer takes the ticket from the exporter (after `pidfd_open`, before
+//! any other descriptor) and checks both nonces and the state: that proves the process behind
+//! the pid is the exporter (not a process that reused its pid) and that this export was not
+//! put or freed (a descriptor number reused by a later export holds another nonce; a revoked
+//! ticket says so). An importer may keep a ticket it has checked and read it again on later
+//! opens of the same export, instead of taking it anew. Handles without descriptors (CUDA
+//! memory and events) need no ticket: the driver checks them.
 #![allow(unsafe_code)]
 
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
@@ -22,6 +26,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use rustix::fs::{MemfdFlags, SealFlags};
+use rustix::mm::{MapFlags, ProtFlags};
 use sycl_backend::ipc::{ExporterId, IpcExport, IpcObjectKind};
 
 use super::handle::{Handle, Header};
@@ -29,12 +34,20 @@ use crate::{Context, Errc, Error, Result};
 
 /// The first bytes of a ticket.
 const TICKET_MAGIC: [u8; 8] = *b"SYCLRSTK";
-/// A ticket's size: magic, exporter nonce, export nonce.
-const TICKET_LEN: usize = 24;
-/// A ticket can never change: no resizing, no writes, no new seals.
+/// Bytes of a ticket that importers read: magic, exporter nonce, export nonce, state.
+const TICKET_LEN: usize = 32;
+/// Offset of the state word.
+const STATE_AT: usize = 24;
+/// States of a ticket.
+const LIVE: u64 = 1;
+const REVOKED: u64 = 2;
+/// The file's size (one page, so the exporter can map it).
+const TICKET_FILE: usize = 4096;
+/// Only the exporter's mapping can change a ticket: no resizing, no new writable mappings or
+/// `write`s, no new seals.
 const TICKET_SEALS: SealFlags = SealFlags::SHRINK
     .union(SealFlags::GROW)
-    .union(SealFlags::WRITE)
+    .union(SealFlags::FUTURE_WRITE)
     .union(SealFlags::SEAL);
 
 /// A nonce for a new export: unique in this process (a counter from a random start).
@@ -50,11 +63,12 @@ fn fresh_nonce() -> u64 {
     }
 }
 
-fn ticket_bytes(exporter_nonce: u64, export_nonce: u64) -> [u8; TICKET_LEN] {
+fn ticket_bytes(exporter_nonce: u64, export_nonce: u64, state: u64) -> [u8; TICKET_LEN] {
     let mut b = [0u8; TICKET_LEN];
     b[..8].copy_from_slice(&TICKET_MAGIC);
     b[8..16].copy_from_slice(&exporter_nonce.to_le_bytes());
-    b[16..].copy_from_slice(&export_nonce.to_le_bytes());
+    b[16..24].copy_from_slice(&export_nonce.to_le_bytes());
+    b[STATE_AT..].copy_from_slice(&state.to_le_bytes());
     b
 }
 
@@ -62,47 +76,89 @@ fn os(what: &str, e: rustix::io::Errno) -> Error {
     Error::new(Errc::Runtime, format!("{what}: {e}"))
 }
 
-/// A new ticket for an export of this process.
-fn create_ticket(export_nonce: u64) -> Result<OwnedFd> {
-    let fd = rustix::fs::memfd_create(
-        "sycl-rs-export-ticket",
-        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
-    )
-    .map_err(|e| os("memfd_create (export ticket)", e))?;
-    let bytes = ticket_bytes(ExporterId::current().nonce, export_nonce);
-    let written = rustix::io::pwrite(&fd, &bytes, 0).map_err(|e| os("writing a ticket", e))?;
-    if written != TICKET_LEN {
-        return Err(Error::new(Errc::Runtime, "short write of an export ticket"));
-    }
-    rustix::fs::fcntl_add_seals(&fd, TICKET_SEALS).map_err(|e| os("sealing a ticket", e))?;
-    Ok(fd)
+/// The exporter's side of a ticket: the descriptor it sends, and its writable mapping of the
+/// page. Dropping it revokes the export (the state word turns to revoked, for importers that
+/// kept the ticket), then unmaps and closes.
+struct Ticket {
+    fd: OwnedFd,
+    page: *mut u8,
 }
 
-/// Checks that `fd` is the ticket of export `export_nonce` of the process `exporter`.
+// SAFETY: the page is only written through `AtomicU64` stores of the state word, and the
+// mapping belongs to the ticket alone (unmapped once, in drop).
+unsafe impl Send for Ticket {}
+// SAFETY: see `Send`: `&Ticket` offers no access to the page.
+unsafe impl Sync for Ticket {}
+
+impl Ticket {
+    /// A new live ticket for an export of this process.
+    fn create(export_nonce: u64) -> Result<Ticket> {
+        let fd = rustix::fs::memfd_create(
+            "sycl-rs-export-ticket",
+            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+        )
+        .map_err(|e| os("memfd_create (export ticket)", e))?;
+        rustix::fs::ftruncate(&fd, TICKET_FILE as u64).map_err(|e| os("sizing a ticket", e))?;
+        // SAFETY: a new shared mapping chosen by the kernel (no address given): it replaces
+        // nothing; the ticket owns it and unmaps it once, in drop.
+        let page = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                TICKET_FILE,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &fd,
+                0,
+            )
+        }
+        .map_err(|e| os("mapping a ticket", e))?
+        .cast::<u8>();
+        let ticket = Ticket { fd, page };
+        let bytes = ticket_bytes(ExporterId::current().nonce, export_nonce, LIVE);
+        // SAFETY: the page is TICKET_FILE >= TICKET_LEN writable bytes, ours alone until the
+        // descriptor is sent (after this function returns).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ticket.page, TICKET_LEN) };
+        rustix::fs::fcntl_add_seals(&ticket.fd, TICKET_SEALS)
+            .map_err(|e| os("sealing a ticket", e))?;
+        Ok(ticket)
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        // SAFETY: the state word is 8-aligned (page + 24) inside our live mapping; importers
+        // only read the page, through their own descriptors.
+        let state = unsafe { &*self.page.add(STATE_AT).cast::<AtomicU64>() };
+        state.store(REVOKED.to_le(), Ordering::Release);
+        // SAFETY: our mapping of TICKET_FILE bytes, unmapped once; nothing borrows it.
+        if let Err(e) = unsafe { rustix::mm::munmap(self.page.cast(), TICKET_FILE) } {
+            log::warn!("sycl-rs: unmapping an export ticket: {e}");
+        }
+    }
+}
+
+/// Checks that `fd` is the live ticket of export `export_nonce` of the process `exporter`.
+/// The content is the proof (the nonces are unknown outside the processes that hold the
+/// handle); the seals only keep our own tickets from being changed by those who receive them.
 pub(crate) fn check_ticket(
     fd: BorrowedFd<'_>,
     exporter: &ExporterId,
     export_nonce: u64,
 ) -> Result<()> {
-    let gone = || {
-        Error::new(
+    let mut got = [0u8; TICKET_LEN];
+    let ok = matches!(rustix::io::pread(fd, &mut got, 0), Ok(TICKET_LEN))
+        && got == ticket_bytes(exporter.nonce, export_nonce, LIVE);
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::new(
             Errc::Invalid,
             format!(
                 "process {} holds no live export of this handle: the export was put or its \
                  object freed, or the exporter exited and its pid now belongs to another process",
                 exporter.pid
             ),
-        )
-    };
-    let seals = rustix::fs::fcntl_get_seals(fd).map_err(|_| gone())?;
-    let size = rustix::fs::fstat(fd).map_err(|_| gone())?.st_size;
-    if !seals.contains(TICKET_SEALS) || size != TICKET_LEN as i64 {
-        return Err(gone());
-    }
-    let mut got = [0u8; TICKET_LEN];
-    match rustix::io::pread(fd, &mut got, 0) {
-        Ok(TICKET_LEN) if got == ticket_bytes(exporter.nonce, export_nonce) => Ok(()),
-        _ => Err(gone()),
+        ))
     }
 }
 
@@ -115,9 +171,9 @@ struct Export {
     /// The handle bytes every get of this export returns.
     bytes: Vec<u8>,
     header: Header,
-    /// Held (open) while the export is live: closing it revokes the export. `None` for handles
+    /// Held while the export is live: dropping it revokes the export. `None` for handles
     /// without descriptors.
-    _ticket: Option<OwnedFd>,
+    _ticket: Option<Ticket>,
     /// Gets not yet put.
     gets: usize,
 }
@@ -168,8 +224,8 @@ impl ExportSet {
                 let ticket = if fds.is_empty() {
                     None
                 } else {
-                    let t = create_ticket(nonce)?;
-                    fds.push(t.as_raw_fd());
+                    let t = Ticket::create(nonce)?;
+                    fds.push(t.fd.as_raw_fd());
                     Some(t)
                 };
                 let header = Header {
@@ -270,10 +326,10 @@ mod tests {
     #[test]
     fn tickets_prove_exporter_and_export() {
         let me = ExporterId::current();
-        let t = create_ticket(42).unwrap();
-        check_ticket(t.as_fd(), &me, 42).unwrap();
+        let t = Ticket::create(42).unwrap();
+        check_ticket(t.fd.as_fd(), &me, 42).unwrap();
         assert_eq!(
-            check_ticket(t.as_fd(), &me, 43).unwrap_err().code(),
+            check_ticket(t.fd.as_fd(), &me, 43).unwrap_err().code(),
             Errc::Invalid
         );
         let other = ExporterId {
@@ -281,15 +337,34 @@ mod tests {
             ..me
         };
         assert_eq!(
-            check_ticket(t.as_fd(), &other, 42).unwrap_err().code(),
+            check_ticket(t.fd.as_fd(), &other, 42).unwrap_err().code(),
             Errc::Invalid
         );
         // Not a ticket: an unsealed file, or a socket.
         let f = std::fs::File::open("/proc/self/stat").unwrap();
         assert!(check_ticket(f.as_fd(), &me, 42).is_err());
-        // Tickets cannot be rewritten by whoever receives them.
-        assert!(rustix::io::pwrite(&t, b"x", 0).is_err());
-        assert!(rustix::fs::ftruncate(&t, 0).is_err());
+        // Whoever receives a ticket can neither rewrite nor resize it, nor map it writable.
+        assert!(rustix::io::pwrite(&t.fd, b"x", 0).is_err());
+        assert!(rustix::fs::ftruncate(&t.fd, 0).is_err());
+        // SAFETY: a new mapping chosen by the kernel; refused here (sealed).
+        let writable = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                TICKET_FILE,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &t.fd,
+                0,
+            )
+        };
+        assert!(writable.is_err());
+        // Revoking turns a kept copy of the ticket to revoked.
+        let kept = t.fd.try_clone().unwrap();
+        drop(t);
+        assert_eq!(
+            check_ticket(kept.as_fd(), &me, 42).unwrap_err().code(),
+            Errc::Invalid
+        );
         assert_ne!(fresh_nonce(), fresh_nonce());
     }
 }

@@ -19,13 +19,18 @@ pub mod memory;
 pub mod physical_memory;
 pub mod transport;
 
+use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+use sycl_backend::BackendKind;
 
 pub(crate) use export::{ExportSet, ExportSpec};
 pub use handle::Handle;
 pub use sycl_backend::ipc::{FdAccess, IpcObjectKind};
 
-use sycl_backend::ipc::{ExporterFds, IpcImport};
+use sycl_backend::ipc::{ExporterFds, ExporterId, IpcImport};
 
 use crate::{Context, Device, Errc, Error, Result};
 
@@ -90,13 +95,17 @@ pub(crate) fn prepare_import<'h>(
     } else if let Some((&ticket, backend_fds)) = header.fds.split_last() {
         // Taken from the exporter: the ticket first, so nothing else is taken from a process
         // that is not the exporter, or for an export that was revoked.
-        let source = ExporterFds::open(&header.exporter, header.backend)?;
-        let ticket = source.take(ticket, header.backend)?;
-        export::check_ticket(ticket.as_fd(), &header.exporter, header.export_nonce)?;
+        let source = verified_source(
+            &header.exporter,
+            ticket,
+            header.export_nonce,
+            header.backend,
+        )?;
         backend_fds
             .iter()
             .map(|&fd| source.take(fd, header.backend))
-            .collect::<Result<Vec<_>>>()?
+            .collect::<Result<Vec<_>>>()
+            .inspect_err(|_| forget_exporter(&header.exporter))?
     } else {
         Vec::new()
     };
@@ -106,6 +115,103 @@ pub(crate) fn prepare_import<'h>(
         exporter: header.exporter,
         same_process,
     })
+}
+
+/// An exporter whose identity an export ticket proved: its pidfd (a pidfd names one process
+/// for good, so later imports from it skip `pidfd_open`) and the tickets checked through it,
+/// by export nonce (a later open of the same export reads the kept ticket again, one `pread`,
+/// instead of taking it anew).
+struct Verified {
+    pidfd: Arc<OwnedFd>,
+    tickets: HashMap<u64, Arc<OwnedFd>>,
+}
+
+/// At most this many exporters are kept, each with at most this many tickets (each kept
+/// ticket is a descriptor of this process).
+const VERIFIED_EXPORTERS: usize = 32;
+const KEPT_TICKETS: usize = 16;
+
+/// Exporters are kept by pid and nonce: the start time proves nothing (the ticket does), so a
+/// handle that names another start time is the same exporter, not another entry.
+type ExporterKey = (u32, u64);
+
+fn key_of(exporter: &ExporterId) -> ExporterKey {
+    (exporter.pid, exporter.nonce)
+}
+
+fn verified_exporters() -> &'static Mutex<HashMap<ExporterKey, Verified>> {
+    static VERIFIED: OnceLock<Mutex<HashMap<ExporterKey, Verified>>> = OnceLock::new();
+    VERIFIED.get_or_init(Default::default)
+}
+
+/// The exporter's descriptors, once its ticket `ticket_fd` for export `nonce` proved it and the
+/// export live: through a kept ticket and pidfd, or by taking the ticket (this process: `dup`;
+/// another: a kept or new pidfd).
+fn verified_source(
+    exporter: &ExporterId,
+    ticket_fd: std::os::fd::RawFd,
+    nonce: u64,
+    backend: BackendKind,
+) -> Result<ExporterFds> {
+    if exporter.is_current_process() {
+        let source = ExporterFds::SameProcess;
+        let ticket = source.take(ticket_fd, backend)?;
+        export::check_ticket(ticket.as_fd(), exporter, nonce)?;
+        return Ok(source);
+    }
+    let (pidfd, kept) = {
+        let verified = verified_exporters().lock();
+        match verified.get(&key_of(exporter)) {
+            Some(v) => (Some(v.pidfd.clone()), v.tickets.get(&nonce).cloned()),
+            None => (None, None),
+        }
+    };
+    if let (Some(pidfd), Some(ticket)) = (&pidfd, kept) {
+        return match export::check_ticket(ticket.as_fd(), exporter, nonce) {
+            Ok(()) => Ok(ExporterFds::Remote {
+                pid: exporter.pid,
+                pidfd: pidfd.clone(),
+            }),
+            Err(e) => {
+                if let Some(v) = verified_exporters().lock().get_mut(&key_of(exporter)) {
+                    v.tickets.remove(&nonce);
+                }
+                Err(e)
+            }
+        };
+    }
+    let source = match pidfd {
+        Some(pidfd) => ExporterFds::Remote {
+            pid: exporter.pid,
+            pidfd,
+        },
+        None => ExporterFds::open(exporter, backend)?,
+    };
+    let ticket = source
+        .take(ticket_fd, backend)
+        .inspect_err(|_| forget_exporter(exporter))?;
+    export::check_ticket(ticket.as_fd(), exporter, nonce)?;
+    if let ExporterFds::Remote { pidfd, .. } = &source {
+        let mut verified = verified_exporters().lock();
+        let key = key_of(exporter);
+        if verified.len() >= VERIFIED_EXPORTERS && !verified.contains_key(&key) {
+            verified.clear();
+        }
+        let v = verified.entry(key).or_insert_with(|| Verified {
+            pidfd: pidfd.clone(),
+            tickets: HashMap::new(),
+        });
+        if v.tickets.len() >= KEPT_TICKETS {
+            v.tickets.clear();
+        }
+        v.tickets.insert(nonce, Arc::new(ticket));
+    }
+    Ok(source)
+}
+
+/// Drops what is kept of an exporter that failed us (exited, or refused a descriptor).
+fn forget_exporter(exporter: &ExporterId) {
+    verified_exporters().lock().remove(&key_of(exporter));
 }
 
 fn dead_exporter(pid: u32) -> Error {
