@@ -82,7 +82,7 @@ fn scale_in_place(
     let d = q.device();
     if d.has(Aspect::ExtSyclRsClosureKernels) && mem.is_host_accessible() {
         let view = mem.view()?;
-        return q.parallel_for(Range::d1(mem.len()), deps, move |it| {
+        return q.parallel_for(Range::d1(mem.len()), deps, move |it: sycl::Item| {
             let i = it.get(0);
             view.set(i, view.get(i) * k + add);
         });

@@ -24,7 +24,7 @@ fn main() -> Result<(), sycl::Error> {
     let start = std::time::Instant::now();
     if device.has(Aspect::ExtSyclRsClosureKernels) {
         let (va, vb, vc) = (da.view()?, db.view()?, dc.view()?);
-        q.parallel_for(Range::d1(n), &[], move |it| {
+        q.parallel_for(Range::d1(n), &[], move |it: sycl::Item| {
             let i = it.get(0);
             vc.set(i, va.get(i) + vb.get(i));
         })?

@@ -99,13 +99,13 @@ fn bandwidth(q: &Queue, reps: usize) {
 
 fn kernel_latency(q: &Queue, reps: usize) {
     for _ in 0..100 {
-        q.parallel_for(Range::d1(1), &[], |_| {})
+        q.parallel_for(Range::d1(1), &[], |_: sycl::Item| {})
             .unwrap()
             .wait()
             .unwrap();
     }
     let ours = median(time_it(reps, || {
-        q.parallel_for(Range::d1(1), &[], |_| {})
+        q.parallel_for(Range::d1(1), &[], |_: sycl::Item| {})
             .unwrap()
             .wait()
             .unwrap()
@@ -133,7 +133,8 @@ fn kernel_latency(q: &Queue, reps: usize) {
     );
     let t = Instant::now();
     for _ in 0..10_000 {
-        q.parallel_for(Range::d1(1), &[], |_| {}).unwrap();
+        q.parallel_for(Range::d1(1), &[], |_: sycl::Item| {})
+            .unwrap();
     }
     q.wait().unwrap();
     println!(

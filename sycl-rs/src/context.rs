@@ -9,6 +9,8 @@ pub(crate) struct ContextShared {
     pub(crate) inner: Arc<dyn sycl_backend::Context>,
     pub(crate) devices: Vec<Device>,
     pub(crate) platform: Platform,
+    /// Programs built from `#[sycl::kernel]` definitions, and their status words.
+    pub(crate) kernels: crate::kernel::KernelCache,
 }
 
 /// A context: the scope in which memory and events of one or more devices of one platform live.
@@ -44,6 +46,7 @@ impl Context {
                 inner,
                 devices: devices.to_vec(),
                 platform,
+                kernels: Default::default(),
             }),
         })
     }

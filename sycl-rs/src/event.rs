@@ -7,6 +7,7 @@ use std::time::Duration;
 use sycl_backend::{EventProperties, EventStatus, ProfilingInfo};
 
 use crate::ipc::ExportSet;
+use crate::kernel::KernelStatus;
 use crate::{Context, Device, Errc, Error, Result};
 
 /// An event: the completion of a command, or a standalone event that queues signal and wait on.
@@ -18,6 +19,8 @@ pub struct Event {
     pub(crate) context: Context,
     /// IPC exports of a standalone event made with `enable_ipc` (`None` for every other).
     pub(crate) exports: Option<Arc<ExportSet>>,
+    /// A `#[sycl::kernel]` launch on a GPU: where its work-items report failures.
+    pub(crate) kernel_status: Option<Arc<KernelStatus>>,
 }
 
 /// The checks of `make_event`: `enable_ipc` excludes `enable_profiling`, and every device
@@ -47,6 +50,7 @@ impl Event {
             inner,
             context,
             exports: None,
+            kernel_status: None,
         }
     }
 
@@ -60,6 +64,7 @@ impl Event {
             inner,
             context,
             exports: props.enable_ipc.then(Default::default),
+            kernel_status: None,
         }
     }
 
@@ -103,12 +108,25 @@ impl Event {
     /// Blocks until the event completes. Errors raised by the command (a panicking closure
     /// kernel, an exporter that died) come back here.
     pub fn wait(&self) -> Result<()> {
-        self.inner.wait()
+        self.inner.wait()?;
+        self.check_kernel()
     }
 
     /// Blocks until completion or `timeout`; `Ok(false)` when the time ran out.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<bool> {
-        self.inner.wait_timeout(timeout)
+        let done = self.inner.wait_timeout(timeout)?;
+        if done {
+            self.check_kernel()?;
+        }
+        Ok(done)
+    }
+
+    /// A completed `#[sycl::kernel]` launch: `Errc::Kernel` if a work-item failed.
+    fn check_kernel(&self) -> Result<()> {
+        match &self.kernel_status {
+            Some(status) => status.check(),
+            None => Ok(()),
+        }
     }
 
     /// Waits for every event in `events`.
@@ -118,7 +136,11 @@ impl Event {
 
     /// `info::event::command_execution_status`.
     pub fn status(&self) -> Result<EventStatus> {
-        self.inner.status()
+        let status = self.inner.status()?;
+        if status == EventStatus::Complete {
+            self.check_kernel()?;
+        }
+        Ok(status)
     }
 
     /// Profiling timestamps (`info::event_profiling::command_submit/start/end`), in ns.

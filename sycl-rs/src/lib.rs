@@ -24,7 +24,7 @@
 //! | `queue`, `property::queue::in_order` | [`Queue`], [`QueueProperties`] |
 //! | `event`, `make_event` | [`Event`] |
 //! | `malloc_device<T>` + `free` | [`malloc_device`] → [`Usm<T>`] (frees on drop) |
-//! | `parallel_for(range, lambda)` | [`Queue::parallel_for`] (closures, native CPU) |
+//! | `parallel_for(range, lambda)` | [`Queue::parallel_for`] with a [`macro@kernel`] function (every device) or a closure (native CPU) |
 //! | `kernel_bundle` from source | [`KernelBundle`], [`Queue::launch`] |
 //! | `physical_mem`, `reserve_virtual_mem` | [`virtual_mem`] |
 //! | `ipc::memory`, `ipc::physical_memory`, `ipc::event` | [`ipc`] |
@@ -41,11 +41,14 @@
 //! ```
 #![deny(unsafe_code)]
 
+// Generated kernel code names this crate `::sycl`, also inside it (unit tests).
+extern crate self as sycl;
+
 mod context;
 mod device;
 mod event;
 pub mod ipc;
-mod kernel;
+pub mod kernel;
 mod platform;
 mod queue;
 mod runtime;
@@ -56,11 +59,15 @@ pub mod virtual_mem;
 pub use context::Context;
 pub use device::Device;
 pub use event::Event;
-pub use kernel::{Item, Kernel, KernelArg, KernelBundle, Range, Source};
+pub use kernel::{Item, Kernel, KernelArg, KernelBundle, KernelFunctor, Range, Source};
 pub use platform::Platform;
 pub use queue::Queue;
 pub use runtime::{backend_load_failures, BackendLoadFailure};
 pub use selector::{DeviceFilter, DeviceSelector};
+/// Makes a function a kernel for every device: see [the kernel language](kernel#kernels-in-rust).
+pub use sycl_macros::kernel;
+/// Makes a function callable from kernels: see [the kernel language](kernel#kernels-in-rust).
+pub use sycl_macros::kernel_fn;
 pub use usm::{
     get_pointer_device, get_pointer_type, malloc_device, malloc_host, malloc_shared, AsUsmRange,
     HostSlice, HostSliceMut, Usm, UsmRange, UsmView,

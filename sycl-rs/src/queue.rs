@@ -26,9 +26,9 @@ use crate::{Context, Device, DeviceSelector, Errc, Error, Event, Result};
 /// ```
 #[derive(Clone)]
 pub struct Queue {
-    inner: Arc<dyn sycl_backend::Queue>,
-    context: Context,
-    device: Device,
+    pub(crate) inner: Arc<dyn sycl_backend::Queue>,
+    pub(crate) context: Context,
+    pub(crate) device: Device,
 }
 
 impl Queue {
@@ -101,7 +101,7 @@ impl Queue {
 
     /// Submits a command over `uses` (checked and tracked by their records, see
     /// [`MemoryRecord::submit`]) and wraps its event.
-    fn submit_using(
+    pub(crate) fn submit_using(
         &self,
         uses: &[(&Arc<MemoryRecord>, Use)],
         submit: impl FnOnce() -> Result<Arc<dyn sycl_backend::Event>>,
@@ -278,9 +278,17 @@ impl Queue {
         Ok(Event::from_raw(raw, self.context.clone()))
     }
 
-    /// Runs `kernel` for every work-item of `range` on all cores (closure kernels:
-    /// `ext_sycl_rs_closure_kernels`, the native CPU device). Panics inside the closure become
-    /// an `Errc::Kernel` error of the returned event.
+    /// Runs a kernel over `range` after `deps`: a [`macro@crate::kernel`] function's launch
+    /// (every device with native CPU, CUDA or OpenCL), or a closure over [`Item`]s (the native
+    /// CPU device: `ext_sycl_rs_closure_kernels`).
+    ///
+    /// A `#[sycl::kernel]` launch checks its arguments: each slice's memory must be reachable
+    /// from this queue and admit the use (read for `&[T]`, write for `&mut [T]`, under the
+    /// rules of spec/soundness.md), and a `&mut [T]` argument must not overlap another slice
+    /// argument (`Errc::Invalid`). Kernels that use work-groups need an nd-range
+    /// ([`Range::with_local`]), otherwise `Errc::NdRange`. A failed bounds check or division
+    /// in the kernel makes the returned event's wait report `Errc::Kernel`, as does a panic
+    /// in a closure kernel.
     ///
     /// ```
     /// use sycl::{Device, Queue, Range};
@@ -288,13 +296,28 @@ impl Queue {
     /// let q = Queue::in_order(&dev).unwrap();
     /// let out = sycl::malloc_shared::<u32>(100, &q).unwrap();
     /// let view = out.view().unwrap();
-    /// q.parallel_for(Range::d1(100), &[], move |item| view.set(item.get(0), item.get(0) as u32 * 2))
+    /// q.parallel_for(Range::d1(100), &[], move |item: sycl::Item| view.set(item.get(0), item.get(0) as u32 * 2))
     ///     .unwrap()
     ///     .wait()
     ///     .unwrap();
     /// assert_eq!(out.as_slice().unwrap()[42], 84);
     /// ```
-    pub fn parallel_for<F>(&self, range: Range, deps: &[&Event], kernel: F) -> Result<Event>
+    pub fn parallel_for(
+        &self,
+        range: Range,
+        deps: &[&Event],
+        kernel: impl crate::KernelFunctor,
+    ) -> Result<Event> {
+        kernel.submit(self, range, deps)
+    }
+
+    /// A closure kernel: every work-item of `range` on all cores.
+    pub(crate) fn parallel_for_closure<F>(
+        &self,
+        range: Range,
+        deps: &[&Event],
+        kernel: F,
+    ) -> Result<Event>
     where
         F: Fn(Item) + Send + Sync + 'static,
     {

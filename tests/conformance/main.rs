@@ -641,7 +641,8 @@ fn error_codes(d: &Device) -> R {
     for (aspect, result) in [
         (
             Aspect::ExtSyclRsClosureKernels,
-            q.parallel_for(Range::d1(1), &[], |_| {}).map(|_| ()),
+            q.parallel_for(Range::d1(1), &[], |_: sycl::Item| {})
+                .map(|_| ()),
         ),
         (
             Aspect::ExtOneapiIpcMemory,
@@ -714,7 +715,7 @@ fn closure_ranges(d: &Device) -> R {
         let out = sycl::malloc_shared::<u32>(n, &q).map_err(fail)?;
         let view = out.view().map_err(fail)?;
         let g = range.global();
-        q.parallel_for(range, &[], move |item| {
+        q.parallel_for(range, &[], move |item: sycl::Item| {
             let lin = item.linear_id();
             // SYCL's linearisation: last dimension fastest.
             let [i, j, k] = item.id();
@@ -741,7 +742,7 @@ fn closure_ranges(d: &Device) -> R {
     let range = Range::d1(64).with_local([16, 1, 1]);
     let groups = sycl::malloc_shared::<u32>(64, &q).map_err(fail)?;
     let v = groups.view().map_err(fail)?;
-    q.parallel_for(range, &[], move |it| {
+    q.parallel_for(range, &[], move |it: sycl::Item| {
         v.set(it.get(0), (it.group(0) * 100 + it.local_id(0)) as u32)
     })
     .map_err(fail)?
@@ -752,7 +753,7 @@ fn closure_ranges(d: &Device) -> R {
     check_eq!(g[63], 315);
     // Bad nd-range.
     check_eq!(
-        q.parallel_for(Range::d1(10).with_local([3, 1, 1]), &[], |_| {})
+        q.parallel_for(Range::d1(10).with_local([3, 1, 1]), &[], |_: sycl::Item| {})
             .unwrap_err()
             .code(),
         Errc::NdRange
@@ -775,7 +776,7 @@ fn closure_vector_add(d: &Device) -> R {
         b.view().map_err(fail)?,
         c.view().map_err(fail)?,
     );
-    q.parallel_for(Range::d1(n), &[], move |it| {
+    q.parallel_for(Range::d1(n), &[], move |it: sycl::Item| {
         let i = it.get(0);
         vc.set(i, va.get(i) + vb.get(i));
     })
@@ -790,7 +791,7 @@ fn closure_vector_add(d: &Device) -> R {
 fn closure_panic_is_an_error(d: &Device) -> R {
     let q = in_order(d)?;
     let e = q
-        .parallel_for(Range::d1(100), &[], |it| {
+        .parallel_for(Range::d1(100), &[], |it: sycl::Item| {
             if it.get(0) == 42 {
                 panic!("work-item 42 refuses");
             }
@@ -803,7 +804,7 @@ fn closure_panic_is_an_error(d: &Device) -> R {
     let small = sycl::malloc_shared::<u32>(4, &q).map_err(fail)?;
     let v = small.view().map_err(fail)?;
     let err = q
-        .parallel_for(Range::d1(8), &[], move |it| v.set(it.get(0), 1))
+        .parallel_for(Range::d1(8), &[], move |it: sycl::Item| v.set(it.get(0), 1))
         .map_err(fail)?
         .wait()
         .unwrap_err();
@@ -811,7 +812,7 @@ fn closure_panic_is_an_error(d: &Device) -> R {
     // The queue still works.
     let ok = Arc::new(AtomicUsize::new(0));
     let o = ok.clone();
-    q.parallel_for(Range::d1(10), &[], move |_| {
+    q.parallel_for(Range::d1(10), &[], move |_: sycl::Item| {
         o.fetch_add(1, Ordering::Relaxed);
     })
     .map_err(fail)?

@@ -137,7 +137,7 @@ pub fn host_borrows_exclude_device_writes(d: &Device) -> R {
     let go = Arc::new(AtomicBool::new(false));
     let g = go.clone();
     let kernel = q
-        .parallel_for(Range::d1(1), &[], move |_| {
+        .parallel_for(Range::d1(1), &[], move |_: sycl::Item| {
             while !g.load(Ordering::Acquire) {
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -164,7 +164,7 @@ pub fn racing_views_are_defined(d: &Device) -> R {
         .map_err(fail)?;
     let view = out.view().map_err(fail)?;
     let n = 100_000usize;
-    q.parallel_for(Range::d1(n), &[], move |item| {
+    q.parallel_for(Range::d1(n), &[], move |item: sycl::Item| {
         let i = item.get(0) as u64;
         // Both halves of the value come from the same writer.
         view.set(0, (i << 32) | i);
@@ -329,7 +329,7 @@ pub fn overflowing_ranges_are_errors() -> R {
         let ran = Arc::new(AtomicU32::new(0));
         let r = ran.clone();
         let err = q
-            .parallel_for(range, &[], move |_| {
+            .parallel_for(range, &[], move |_: sycl::Item| {
                 r.fetch_add(1, Ordering::Relaxed);
             })
             .err()

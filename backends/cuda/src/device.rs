@@ -134,6 +134,7 @@ impl Device {
         aspects.push(Aspect::ExtSyclRsKernelCompilerCuda);
         if result::nvrtc::available() {
             aspects.push(Aspect::OnlineCompiler);
+            aspects.push(Aspect::ExtSyclRsKernels);
         }
 
         let dims = [

@@ -81,6 +81,9 @@ aspects! {
     ExtSyclRsKernelCompilerCuda = "ext_sycl_rs_kernel_compiler_cuda",
     /// `parallel_for` with a Rust closure as the kernel (sycl-rs extension; native CPU).
     ExtSyclRsClosureKernels = "ext_sycl_rs_closure_kernels",
+    /// Kernels written in Rust with `#[sycl::kernel]` run here (sycl-rs extension): the native
+    /// CPU, and CUDA and OpenCL devices that can compile source.
+    ExtSyclRsKernels = "ext_sycl_rs_kernels",
     /// Standalone events count their completed signals, and waits can target a count
     /// (sycl-rs extension): cross-process hand-offs without a side channel.
     ExtSyclRsEventSignalCount = "ext_sycl_rs_event_signal_count",

@@ -382,6 +382,21 @@ pub trait Queue: Send + Sync + Any {
         ))
     }
 
+    /// Runs `kernel` over work-group indices `[0, groups)` on all cores, in chunks of at least
+    /// one group (`#[sycl::kernel]` kernels that use work-groups, on the native CPU).
+    fn parallel_for_work_groups(
+        &self,
+        groups: usize,
+        kernel: ClosureKernel,
+        deps: &[Arc<dyn Event>],
+    ) -> Result<Arc<dyn Event>> {
+        let _ = (groups, kernel, deps);
+        Err(Error::unsupported(
+            Aspect::ExtSyclRsClosureKernels,
+            "work-group kernels on the host",
+        ))
+    }
+
     /// Launches a kernel from a bundle with `args`.
     ///
     /// # Safety

@@ -75,6 +75,7 @@ impl Device {
                 Aspect::ExtOneapiIpcEvent,
                 Aspect::ExtOneapiReusableEvents,
                 Aspect::ExtSyclRsClosureKernels,
+                Aspect::ExtSyclRsKernels,
                 Aspect::ExtSyclRsEventSignalCount,
             ],
         };

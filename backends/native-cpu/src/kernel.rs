@@ -33,18 +33,22 @@ pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
     })
 }
 
-/// Calls `kernel` on chunks that cover `[0, total)` exactly once, over all cores.
-pub(crate) fn run_closure(kernel: &ClosureKernel, total: usize) -> Result<()> {
+/// The smallest chunk of work-items a closure kernel splits into.
+pub(crate) const MIN_CHUNK_ITEMS: usize = INLINE_ITEMS / 4;
+
+/// Calls `kernel` on chunks that cover `[0, total)` exactly once, over all cores; chunks hold
+/// at least `min_chunk` indices, and ranges up to four such chunks run inline.
+pub(crate) fn run_closure(kernel: &ClosureKernel, total: usize, min_chunk: usize) -> Result<()> {
     if total == 0 {
         return Ok(());
     }
     guarded("the kernel", || {
-        if total <= INLINE_ITEMS {
+        let threads = rayon::current_num_threads().max(1);
+        if total <= min_chunk * 4 || threads == 1 {
             kernel(0..total);
             return;
         }
-        let threads = rayon::current_num_threads().max(1);
-        let chunk = total.div_ceil(threads * 4).max(INLINE_ITEMS / 4);
+        let chunk = total.div_ceil(threads * 4).max(min_chunk);
         let chunks = total.div_ceil(chunk);
         (0..chunks).into_par_iter().for_each(|c| {
             let start = c * chunk;

@@ -38,6 +38,8 @@ enum Command {
     Closure {
         total: usize,
         kernel: ClosureKernel,
+        /// The smallest chunk worth a task of its own (1 for work-groups).
+        min_chunk: usize,
     },
     Signal(Arc<Event>),
 }
@@ -151,6 +153,9 @@ fn worker_main(rx: Receiver<Job>) {
             }
             Err(e) => {
                 log::warn!("native_cpu: a command did not run because a dependency failed: {e}");
+                // What the command holds (a kernel's argument guards) goes before the event
+                // completes, as it does when the command runs.
+                drop(cmd);
                 Err(e)
             }
         };
@@ -173,7 +178,11 @@ fn run(cmd: Command) -> Result<()> {
             Ok(())
         }
         Command::HostTask(task) => kernel::guarded("the host task", task),
-        Command::Closure { total, kernel } => kernel::run_closure(&kernel, total),
+        Command::Closure {
+            total,
+            kernel,
+            min_chunk,
+        } => kernel::run_closure(&kernel, total, min_chunk),
         Command::Signal(event) => {
             event.fire();
             Ok(())
@@ -268,7 +277,30 @@ impl sycl_backend::Queue for Queue {
         let total = total.ok_or_else(|| {
             Error::new(Errc::NdRange, format!("range {:?} overflows", range.global))
         })?;
-        self.submit(deps, Command::Closure { total, kernel })
+        self.submit(
+            deps,
+            Command::Closure {
+                total,
+                kernel,
+                min_chunk: kernel::MIN_CHUNK_ITEMS,
+            },
+        )
+    }
+
+    fn parallel_for_work_groups(
+        &self,
+        groups: usize,
+        kernel: ClosureKernel,
+        deps: &[Arc<dyn sycl_backend::Event>],
+    ) -> Result<Arc<dyn sycl_backend::Event>> {
+        self.submit(
+            deps,
+            Command::Closure {
+                total: groups,
+                kernel,
+                min_chunk: 1,
+            },
+        )
     }
 
     fn barrier(

@@ -199,6 +199,7 @@ impl Device {
         );
         add(compiler, Aspect::OnlineCompiler);
         add(compiler, Aspect::ExtOneapiKernelCompilerOpencl);
+        add(compiler, Aspect::ExtSyclRsKernels);
         add(
             !il_version.is_empty() && api.clCreateProgramWithIL.is_some(),
             Aspect::ExtOneapiKernelCompilerSpirv,

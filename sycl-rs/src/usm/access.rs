@@ -138,7 +138,7 @@ impl<T: std::fmt::Debug> std::fmt::Debug for HostSliceMut<'_, T> {
 /// q.fill(&hist, 0u32, &[])?.wait()?;
 /// let view = hist.view()?;
 /// // Every work-item writes element 0: a race, but a defined one.
-/// q.parallel_for(Range::d1(1000), &[], move |item| view.set(0, item.get(0) as u32))?
+/// q.parallel_for(Range::d1(1000), &[], move |item: sycl::Item| view.set(0, item.get(0) as u32))?
 ///     .wait()?;
 /// assert!(hist.as_slice()?[0] < 1000);
 /// # Ok::<(), sycl::Error>(())

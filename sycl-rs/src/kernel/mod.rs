@@ -1,4 +1,58 @@
-//! Ranges, work-items, kernel bundles and kernel arguments.
+//! Kernels: ranges and work-items, kernels written in Rust with [`macro@crate::kernel`], and
+//! kernel bundles built from source.
+//!
+//! # Kernels in Rust
+//!
+//! `#[sycl::kernel]` turns a Rust function into a kernel that runs on every device with one
+//! definition: the native CPU runs it as Rust, CUDA devices as CUDA C++ compiled by NVRTC,
+//! OpenCL devices as OpenCL C. The function becomes a constructor of a launch, which
+//! [`Queue::parallel_for`](crate::Queue::parallel_for) submits:
+//!
+//! ```
+//! # std::env::remove_var("ONEAPI_DEVICE_SELECTOR"); // doctests must not depend on the caller's environment
+//! #[sycl::kernel]
+//! fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
+//!     let i = global_id(0);
+//!     y[i] = a * x[i] + y[i];
+//! }
+//!
+//! let q = sycl::Queue::in_order(&sycl::Device::default_device()?)?;
+//! let x = sycl::malloc_device::<f32>(1000, &q)?;
+//! let y = sycl::malloc_device::<f32>(1000, &q)?;
+//! q.fill(&x, 1.0f32, &[])?;
+//! q.fill(&y, 2.0f32, &[])?;
+//! q.parallel_for(sycl::Range::d1(1000), &[], saxpy(3.0, &x, &y))?.wait()?;
+//! assert!(q.to_vec(&y)?.iter().all(|&v| v == 5.0));
+//! # Ok::<(), sycl::Error>(())
+//! ```
+//!
+//! The kernel language is a subset of Rust, checked at compile time (anything outside it is
+//! an error at its span):
+//! - types `bool`, `i32`, `u32`, `i64`, `u64`, `usize`, `f32`, `f64` (`f64` on devices with
+//!   aspect `fp64`); parameters are scalars by value, and USM slices: `&[T]` is read, `&mut [T]`
+//!   written; the launch passes any [`AsUsmRange`](crate::AsUsmRange) (`&Usm<T>`,
+//!   `&UsmRange<T>`) for either;
+//! - `let`, `let mut`, arithmetic (integers wrap; division by zero fails), bit operations,
+//!   comparisons, `as`, `if`/`else` (also as a value), `while`, `loop`, `for` over integer
+//!   ranges, `break`, `continue`, `return`; calls of [`macro@crate::kernel_fn`] helpers; the
+//!   methods `sqrt`, `exp`, `ln`, `sin`, `cos`, `powf`, `mul_add`, `min`, `max`, `abs`,
+//!   `floor`, `ceil`, and `len` of slices;
+//! - work-item queries [`global_id`], [`local_id`], [`group_id`], [`global_range`],
+//!   [`local_range`], [`group_range`] (dimension 0 to 2, a literal); work-group local arrays
+//!   (`let tile = local_array::<f32, 256>();` at the top of the kernel), [`barrier`], group
+//!   reductions [`group_sum`], [`group_min`], [`group_max`]; atomics [`atomic_fetch_add`],
+//!   [`atomic_fetch_min`], [`atomic_fetch_max`], [`atomic_compare_exchange`] on `&mut` slices
+//!   and local arrays;
+//! - indexing is bounds-checked: an index out of bounds ends the work-item and the launch's
+//!   event reports `Errc::Kernel`; `unsafe { *x.get_unchecked(i) }` opts out.
+//!
+//! spec/kernels.md has the whole language, how each construct maps to each backend, and the
+//! rules for barriers (they must be reached by every work-item of a group: at the top level of
+//! the kernel or in a `for` loop with uniform bounds, which the macro checks).
+//!
+//! Inside a kernel these names need no `use`: the macro knows them (as bare names or as
+//! `sycl::kernel::name`), so they are reserved there. The functions below document them;
+//! called outside a kernel, they panic.
 
 use std::sync::Arc;
 
@@ -6,7 +60,140 @@ use bytemuck::Pod;
 use sycl_backend::{Aspect, KernelSource, LaunchRange};
 
 use crate::usm::{AsUsmRange, MemoryRecord};
-use crate::{Context, Device, Errc, Error, Result};
+use crate::{Context, Device, Errc, Error, Event, Queue, Result};
+
+#[doc(hidden)]
+#[path = "rt.rs"]
+pub mod __rt;
+mod launch;
+
+pub(crate) use launch::{KernelCache, KernelStatus};
+
+/// What [`Queue::parallel_for`] runs: a closure over [`Item`]s (native CPU devices), or a
+/// launch made by a [`macro@crate::kernel`] function (every device).
+pub trait KernelFunctor {
+    /// Submits the kernel over `range` after `deps`.
+    fn submit(self, queue: &Queue, range: Range, deps: &[&Event]) -> Result<Event>;
+}
+
+impl<F> KernelFunctor for F
+where
+    F: Fn(Item) + Send + Sync + 'static,
+{
+    fn submit(self, queue: &Queue, range: Range, deps: &[&Event]) -> Result<Event> {
+        queue.parallel_for_closure(range, deps, self)
+    }
+}
+
+macro_rules! kernel_only {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $t:ty),*) -> $ret:ty) => {
+        $(#[$doc])*
+        ///
+        /// Only inside a [`macro@crate::kernel`] function (which translates the call); it panics
+        /// anywhere else.
+        pub fn $name($($arg: $t),*) -> $ret {
+            $(let _ = $arg;)*
+            panic!(concat!("sycl::kernel::", stringify!($name), " is only available inside #[sycl::kernel] functions"))
+        }
+    };
+}
+
+kernel_only!(
+    /// The work-item's global id in dimension `d` (a literal 0, 1 or 2).
+    fn global_id(d: usize) -> usize
+);
+kernel_only!(
+    /// The work-item's id inside its work-group in dimension `d` (nd-range launches).
+    fn local_id(d: usize) -> usize
+);
+kernel_only!(
+    /// The work-group's id in dimension `d` (nd-range launches).
+    fn group_id(d: usize) -> usize
+);
+kernel_only!(
+    /// The global range in dimension `d`.
+    fn global_range(d: usize) -> usize
+);
+kernel_only!(
+    /// The work-group size in dimension `d` (nd-range launches).
+    fn local_range(d: usize) -> usize
+);
+kernel_only!(
+    /// The number of work-groups in dimension `d` (nd-range launches).
+    fn group_range(d: usize) -> usize
+);
+kernel_only!(
+    /// Waits until every work-item of the group reached it; local and global memory written
+    /// before it is visible to the group after it.
+    fn barrier() -> ()
+);
+
+/// A work-group local array of `N` elements: `let tile = local_array::<f32, 256>();` at the
+/// top of a kernel body. Its elements start with unspecified values.
+///
+/// Only inside a [`macro@crate::kernel`] function; it panics anywhere else.
+pub fn local_array<T, const N: usize>() -> [T; N] {
+    panic!("sycl::kernel::local_array is only available inside #[sycl::kernel] functions")
+}
+
+macro_rules! group_only {
+    ($(#[$doc:meta])* fn $name:ident) => {
+        $(#[$doc])*
+        ///
+        /// Called by every work-item of the group together, as `let s = ...(x);` at the top
+        /// level of the kernel (or of a `for` loop with uniform bounds). Only inside a
+        /// [`macro@crate::kernel`] function; it panics anywhere else.
+        pub fn $name<T>(x: T) -> T {
+            let _ = x;
+            panic!(concat!("sycl::kernel::", stringify!($name), " is only available inside #[sycl::kernel] functions"))
+        }
+    };
+}
+
+group_only!(
+    /// The sum of `x` over the work-group (wrapping for integers), returned to every work-item.
+    fn group_sum
+);
+group_only!(
+    /// The minimum of `x` over the work-group, returned to every work-item.
+    fn group_min
+);
+group_only!(
+    /// The maximum of `x` over the work-group, returned to every work-item.
+    fn group_max
+);
+
+macro_rules! atomic_only {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $t:ty),*)) => {
+        $(#[$doc])*
+        ///
+        /// Relaxed, on an element of a `&mut` slice parameter or a local array (`i32`, `u32`,
+        /// `u64`; `atomic_fetch_add` also `f32`); bounds-checked. Returns the element's
+        /// previous value. Only inside a [`macro@crate::kernel`] function; it panics anywhere
+        /// else.
+        pub fn $name<T>(slice: &mut [T], index: usize, $($arg: $t),*) -> T {
+            let _ = (slice, index, $($arg),*);
+            panic!(concat!("sycl::kernel::", stringify!($name), " is only available inside #[sycl::kernel] functions"))
+        }
+    };
+}
+
+atomic_only!(
+    /// Adds `value` to `slice[index]`.
+    fn atomic_fetch_add(value: T)
+);
+atomic_only!(
+    /// Stores the minimum of `slice[index]` and `value`.
+    fn atomic_fetch_min(value: T)
+);
+atomic_only!(
+    /// Stores the maximum of `slice[index]` and `value`.
+    fn atomic_fetch_max(value: T)
+);
+atomic_only!(
+    /// Stores `new` if `slice[index]` is `current`.
+    fn atomic_compare_exchange(current: T, new: T)
+);
 
 /// A 1-, 2- or 3-D range of work-items, optionally with a work-group size (an nd-range).
 ///

@@ -1,0 +1,522 @@
+//! Checks that need the whole typed function, and what the emitters need to know about it:
+//! where work-group synchronisation happens (and that it happens in every work-item
+//! together), which locals live across it, the device features the kernel needs.
+
+use proc_macro2::Span;
+use syn::{Error, Result};
+
+use crate::ir::*;
+
+/// Where a local lives in a kernel that synchronises its work-group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// An ordinary local of one work-item's straight-line code.
+    Plain,
+    /// Declared at a synchronisation level and per work-item: kept across barriers (a field of
+    /// the CPU's per-item state; hoisted to the top of the GPU kernel).
+    Item,
+    /// Declared at a synchronisation level, immutable, and the same in every work-item of the
+    /// group (a uniform `let`, a group reduction's result, a synchronising loop's variable):
+    /// computed once per group on the CPU, by every work-item on GPUs.
+    Group,
+}
+
+/// A kernel that synchronises its group, cut at its synchronisation points.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// Statements that each work-item runs on its own (unless it returned).
+    Region(Vec<Stmt>),
+    /// `let x = <uniform>;` at a synchronisation level.
+    GroupLet(usize, Expr),
+    /// `barrier();`
+    Barrier,
+    /// `let x = group_sum(value);` (min, max).
+    Reduce {
+        local: usize,
+        op: Reduce,
+        value: Expr,
+    },
+    /// `for v in start..end { .. }` with uniform bounds and synchronisation inside.
+    SyncFor {
+        var: usize,
+        start: Expr,
+        end: Expr,
+        inclusive: bool,
+        body: Vec<Step>,
+    },
+}
+
+/// Which work-item queries a kernel makes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Queries {
+    pub global_id: bool,
+    pub local_id: bool,
+    pub group_id: bool,
+}
+
+pub struct Analysis {
+    /// Barriers or group reductions.
+    pub sync: bool,
+    /// Runs as work-groups (sync, or work-group local arrays): needs an nd-range.
+    pub group: bool,
+    /// Queries local or group ids or ranges: needs an nd-range.
+    pub nd_queries: bool,
+    /// The number of dimensions the kernel indexes (1 to 3): launches need at least these.
+    pub dims: u8,
+    pub fp64: bool,
+    pub atomic64: bool,
+    /// The widest type a group reduction reduces, in bytes (0: none).
+    pub reduce_bytes: usize,
+    /// Bytes of work-group local arrays.
+    pub local_bytes: usize,
+    pub class: Vec<Class>,
+    /// The body as steps (group kernels only; empty otherwise).
+    pub steps: Vec<Step>,
+    /// Distinct helpers called, in order of first call: `Call` paths index into it by their
+    /// token text.
+    pub helpers: Vec<syn::Path>,
+    pub queries: Queries,
+}
+
+fn err(span: Span, msg: impl std::fmt::Display) -> Error {
+    Error::new(span, msg)
+}
+
+const SYNC_RULE: &str =
+    "barrier() and group reductions run in all work-items of a group together: \
+write them at the top level of the kernel body, or of a `for` loop whose bounds are the same in \
+every work-item (see spec/kernels.md)";
+
+pub fn path_key(p: &syn::Path) -> String {
+    quote::quote!(#p).to_string()
+}
+
+/// Visits every expression of `body`, nested ones included.
+pub fn visit_exprs<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Expr)) {
+    for s in body {
+        stmt_exprs(s, f);
+        match &s.kind {
+            StmtKind::If(_, a, b) => {
+                visit_exprs(a, f);
+                visit_exprs(b, f);
+            }
+            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
+                visit_exprs(b, f)
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The expressions a statement evaluates itself (not those of nested statements), each with
+/// its sub-expressions.
+fn stmt_exprs<'a>(s: &'a Stmt, f: &mut dyn FnMut(&'a Expr)) {
+    match &s.kind {
+        StmtKind::Let(_, e) | StmtKind::Expr(e) | StmtKind::Return(Some(e)) => walk(e, f),
+        StmtKind::Assign(place, _, e) => {
+            walk(e, f);
+            if let Place::Elem { index, .. } = place {
+                walk(index, f);
+            }
+        }
+        StmtKind::If(c, ..) | StmtKind::While(c, _) => walk(c, f),
+        StmtKind::For { start, end, .. } => {
+            walk(start, f);
+            walk(end, f);
+        }
+        StmtKind::LocalArray
+        | StmtKind::Loop(_)
+        | StmtKind::Break
+        | StmtKind::Continue
+        | StmtKind::Return(None)
+        | StmtKind::Barrier => {}
+    }
+}
+
+/// `e` and its sub-expressions, outermost first.
+pub fn walk<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
+    f(e);
+    match &e.kind {
+        ExprKind::Load { index, .. } => walk(index, f),
+        ExprKind::Unary(_, a) | ExprKind::Cast(a, _) | ExprKind::Reduce(_, a) => walk(a, f),
+        ExprKind::Binary(_, a, b) => {
+            walk(a, f);
+            walk(b, f);
+        }
+        ExprKind::Math(_, args) | ExprKind::Call(_, args) => args.iter().for_each(|a| walk(a, f)),
+        ExprKind::Atomic { index, values, .. } => {
+            walk(index, f);
+            values.iter().for_each(|a| walk(a, f));
+        }
+        ExprKind::Select(c, a, b) => {
+            walk(c, f);
+            walk(a, f);
+            walk(b, f);
+        }
+        ExprKind::Lit(_)
+        | ExprKind::Local(_)
+        | ExprKind::Param(_)
+        | ExprKind::Len(_)
+        | ExprKind::Query(..) => {}
+    }
+}
+
+/// Whether evaluating `e` can fail (an index out of bounds, a division by zero, a helper that
+/// fails): the emitters check for failure after such statements.
+pub fn fallible(e: &Expr) -> bool {
+    let mut any = false;
+    walk(e, &mut |x| {
+        any |= match &x.kind {
+            ExprKind::Load { checked, .. } => *checked,
+            ExprKind::Atomic { base, .. } => matches!(base, Base::Param(_) | Base::Local(_)),
+            ExprKind::Binary(BinOp::Div | BinOp::Rem, ..) => true,
+            ExprKind::Call(..) => true,
+            _ => false,
+        }
+    });
+    any
+}
+
+/// Checks shared by kernels and helpers: literals fit their types, one atomic per statement.
+pub fn check_common(f: &Function) -> Result<()> {
+    let mut result = Ok(());
+    let mut check_stmt = |s: &Stmt| {
+        let mut atomics = 0;
+        stmt_exprs(s, &mut |e| {
+            if matches!(e.kind, ExprKind::Atomic { .. }) {
+                atomics += 1;
+            }
+        });
+        if atomics > 1 && result.is_ok() {
+            result = Err(err(
+                s.span,
+                "one atomic operation per statement (GPU backends do not order two in one expression): split it with `let`",
+            ));
+        }
+    };
+    fn each_stmt(body: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
+        for s in body {
+            f(s);
+            match &s.kind {
+                StmtKind::If(_, a, b) => {
+                    each_stmt(a, f);
+                    each_stmt(b, f);
+                }
+                StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
+                    each_stmt(b, f)
+                }
+                _ => {}
+            }
+        }
+    }
+    each_stmt(&f.body, &mut check_stmt);
+    result?;
+    let mut result = Ok(());
+    let mut negated: Vec<*const Expr> = Vec::new();
+    visit_exprs(&f.body, &mut |e| {
+        if let ExprKind::Unary(UnOp::Neg, inner) = &e.kind {
+            negated.push(&**inner as *const Expr);
+        }
+        if result.is_err() {
+            return;
+        }
+        match &e.kind {
+            ExprKind::Lit(Lit::Int(v)) => {
+                let ty = f.ty(e.ty);
+                let bits = ty.bits();
+                let max: u128 = if ty.is_signed() {
+                    let m = 1u128 << (bits - 1);
+                    if negated.contains(&(e as *const Expr)) {
+                        m
+                    } else {
+                        m - 1
+                    }
+                } else {
+                    (1u128 << bits) - 1
+                };
+                if *v > max {
+                    result = Err(err(
+                        e.span,
+                        format!("literal out of range for `{}`", ty.rust()),
+                    ));
+                }
+            }
+            ExprKind::Lit(Lit::Float(digits))
+                if f.ty(e.ty) == Ty::F32
+                    && digits.parse::<f32>().map_or(true, |x| !x.is_finite()) =>
+            {
+                result = Err(err(e.span, "literal out of range for `f32`"));
+            }
+            _ => {}
+        }
+    });
+    result
+}
+
+/// The full analysis of a kernel.
+pub fn kernel(f: &Function) -> Result<Analysis> {
+    check_common(f)?;
+    let mut a = Analysis {
+        sync: false,
+        group: false,
+        nd_queries: false,
+        dims: 1,
+        fp64: false,
+        atomic64: false,
+        reduce_bytes: 0,
+        local_bytes: 0,
+        class: vec![Class::Plain; f.locals.len()],
+        steps: Vec::new(),
+        helpers: Vec::new(),
+        queries: Queries::default(),
+    };
+    for p in &f.params {
+        if let ParamKind::Scalar(Ty::F64) | ParamKind::Slice { elem: Ty::F64, .. } = p.kind {
+            a.fp64 = true;
+        }
+    }
+    for l in &f.locals {
+        let ty = f.ty(l.ty);
+        a.fp64 |= ty == Ty::F64;
+        if let Some(len) = l.array {
+            a.group = true;
+            a.local_bytes += len * (ty.bits() as usize / 8);
+        }
+    }
+    let mut sync_seen = false;
+    visit_exprs(&f.body, &mut |e| {
+        a.fp64 |= f.types.resolve(e.ty) == Some(Ty::F64);
+        match &e.kind {
+            ExprKind::Query(q, d) => {
+                a.dims = a.dims.max(d + 1);
+                match q {
+                    Query::GlobalId => a.queries.global_id = true,
+                    Query::LocalId => a.queries.local_id = true,
+                    Query::GroupId => a.queries.group_id = true,
+                    Query::GlobalRange => {}
+                    Query::LocalRange | Query::GroupRange => {}
+                }
+                if !matches!(q, Query::GlobalId | Query::GlobalRange) {
+                    a.nd_queries = true;
+                }
+            }
+            ExprKind::Atomic { .. } if f.ty(e.ty).bits() == 64 => a.atomic64 = true,
+            ExprKind::Reduce(..) => {
+                sync_seen = true;
+                a.reduce_bytes = a.reduce_bytes.max(f.ty(e.ty).bits() as usize / 8);
+            }
+            ExprKind::Call(path, _) => {
+                let key = path_key(path);
+                if !a.helpers.iter().any(|h| path_key(h) == key) {
+                    a.helpers.push(path.clone());
+                }
+            }
+            _ => {}
+        }
+    });
+    fn has_barrier(body: &[Stmt]) -> bool {
+        body.iter().any(|s| match &s.kind {
+            StmtKind::Barrier => true,
+            StmtKind::If(_, x, y) => has_barrier(x) || has_barrier(y),
+            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
+                has_barrier(b)
+            }
+            _ => false,
+        })
+    }
+    a.sync = sync_seen || has_barrier(&f.body);
+    a.group |= a.sync;
+    if a.group {
+        let mut b = StepBuilder { f, a: &mut a };
+        let steps = b.steps(&f.body)?;
+        a.steps = steps;
+    }
+    Ok(a)
+}
+
+struct StepBuilder<'a> {
+    f: &'a Function,
+    a: &'a mut Analysis,
+}
+
+/// Whether a statement list synchronises anywhere inside.
+fn synchronises(body: &[Stmt]) -> bool {
+    body.iter().any(|s| match &s.kind {
+        StmtKind::Barrier => true,
+        StmtKind::Let(_, e) => matches!(e.kind, ExprKind::Reduce(..)),
+        StmtKind::If(_, x, y) => synchronises(x) || synchronises(y),
+        StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
+            synchronises(b)
+        }
+        _ => false,
+    })
+}
+
+impl StepBuilder<'_> {
+    /// A statement list at a synchronisation level, as steps.
+    fn steps(&mut self, body: &[Stmt]) -> Result<Vec<Step>> {
+        let mut steps = Vec::new();
+        let mut region: Vec<Stmt> = Vec::new();
+        let flush = |region: &mut Vec<Stmt>, steps: &mut Vec<Step>| {
+            if !region.is_empty() {
+                steps.push(Step::Region(std::mem::take(region)));
+            }
+        };
+        for s in body {
+            match &s.kind {
+                StmtKind::Barrier => {
+                    flush(&mut region, &mut steps);
+                    steps.push(Step::Barrier);
+                }
+                StmtKind::Let(id, e) => {
+                    if let ExprKind::Reduce(op, value) = &e.kind {
+                        self.no_sync_in_expr(value)?;
+                        flush(&mut region, &mut steps);
+                        self.a.class[*id] = if self.f.locals[*id].mutable {
+                            Class::Item
+                        } else {
+                            Class::Group
+                        };
+                        steps.push(Step::Reduce {
+                            local: *id,
+                            op: *op,
+                            value: (**value).clone(),
+                        });
+                    } else {
+                        self.no_sync_in_expr(e)?;
+                        if !self.f.locals[*id].mutable && self.uniform(e) {
+                            flush(&mut region, &mut steps);
+                            self.a.class[*id] = Class::Group;
+                            steps.push(Step::GroupLet(*id, e.clone()));
+                        } else {
+                            self.a.class[*id] = Class::Item;
+                            region.push(s.clone());
+                        }
+                    }
+                }
+                StmtKind::For {
+                    var,
+                    start,
+                    end,
+                    inclusive,
+                    body: inner,
+                } if synchronises(inner) => {
+                    for bound in [start, end] {
+                        self.no_sync_in_expr(bound)?;
+                        if !self.uniform(bound) {
+                            return Err(err(
+                                bound.span,
+                                format!("this loop synchronises the work-group, so its bounds must be the same in every work-item (parameters, literals, ranges, group ids, `len()`, and immutable locals made of those): {SYNC_RULE}"),
+                            ));
+                        }
+                    }
+                    no_escape(inner, 0)?;
+                    flush(&mut region, &mut steps);
+                    self.a.class[*var] = Class::Group;
+                    let body = self.steps(inner)?;
+                    steps.push(Step::SyncFor {
+                        var: *var,
+                        start: start.clone(),
+                        end: end.clone(),
+                        inclusive: *inclusive,
+                        body,
+                    });
+                }
+                _ => {
+                    self.no_sync_below(std::slice::from_ref(s))?;
+                    region.push(s.clone());
+                }
+            }
+        }
+        flush(&mut region, &mut steps);
+        Ok(steps)
+    }
+
+    fn no_sync_in_expr(&self, e: &Expr) -> Result<()> {
+        let mut found = None;
+        walk(e, &mut |x| {
+            if matches!(x.kind, ExprKind::Reduce(..)) && found.is_none() {
+                found = Some(x.span);
+            }
+        });
+        match found {
+            Some(span) => Err(err(
+                span,
+                format!("a group reduction stands alone in a `let` (`let s = group_sum(x);`): {SYNC_RULE}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// No barrier or reduction anywhere in `body` (statements below a synchronisation level).
+    fn no_sync_below(&self, body: &[Stmt]) -> Result<()> {
+        for s in body {
+            match &s.kind {
+                StmtKind::Barrier => return Err(err(s.span, SYNC_RULE)),
+                StmtKind::If(_, x, y) => {
+                    self.no_sync_below(x)?;
+                    self.no_sync_below(y)?;
+                }
+                StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
+                    self.no_sync_below(b)?
+                }
+                _ => {}
+            }
+            let mut found = None;
+            stmt_exprs(s, &mut |x| {
+                if matches!(x.kind, ExprKind::Reduce(..)) && found.is_none() {
+                    found = Some(x.span);
+                }
+            });
+            if let Some(span) = found {
+                return Err(err(span, SYNC_RULE));
+            }
+        }
+        Ok(())
+    }
+
+    /// The same value in every work-item of a group.
+    fn uniform(&self, e: &Expr) -> bool {
+        let mut ok = true;
+        walk(e, &mut |x| {
+            ok &= match &x.kind {
+                ExprKind::Lit(_)
+                | ExprKind::Param(_)
+                | ExprKind::Len(_)
+                | ExprKind::Unary(..)
+                | ExprKind::Binary(..)
+                | ExprKind::Cast(..)
+                | ExprKind::Math(..)
+                | ExprKind::Call(..)
+                | ExprKind::Select(..) => true,
+                ExprKind::Local(l) => self.a.class[*l] == Class::Group,
+                ExprKind::Query(q, _) => q.is_uniform(),
+                ExprKind::Load { .. } | ExprKind::Atomic { .. } | ExprKind::Reduce(..) => false,
+            };
+        });
+        ok
+    }
+}
+
+/// No `break`/`continue` leaves a synchronising loop (`depth`: loops entered below it).
+fn no_escape(body: &[Stmt], depth: usize) -> Result<()> {
+    for s in body {
+        match &s.kind {
+            StmtKind::Break | StmtKind::Continue if depth == 0 => {
+                return Err(err(
+                    s.span,
+                    "`break` and `continue` cannot leave a loop that synchronises the work-group (every work-item runs all its iterations); `return` ends a work-item's part instead",
+                ))
+            }
+            StmtKind::If(_, x, y) => {
+                no_escape(x, depth)?;
+                no_escape(y, depth)?;
+            }
+            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
+                no_escape(b, depth + 1)?
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,660 @@
+//! The native CPU form of a kernel, as Rust.
+//!
+//! A kernel without work-group features becomes a flat loop over work-items (a closure per
+//! item, which LLVM inlines into the runtime's loop). A kernel with local arrays, barriers or
+//! group reductions runs a work-group at a time on one thread: its body is cut at the
+//! synchronisation points ([`Step`]) and each region runs for every work-item of the group
+//! before the next begins, which is exactly what a barrier promises. Locals that live across a
+//! cut are fields of a per-item state; uniform values (loop bounds, reduction results) are
+//! computed once per group.
+//!
+//! Element accesses go through the runtime's slice types (`sycl::kernel::__rt`): relaxed
+//! atomic loads and stores, so a kernel whose work-items race on an element is still defined
+//! behaviour on the CPU, as it is on a GPU. Integer `+ - *` and negation wrap, shifts mask,
+//! division by zero and out-of-bounds indices panic, which the runtime turns into the launch's
+//! `Errc::Kernel`.
+
+use proc_macro2::{Literal, Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+
+use crate::analyze::{Analysis, Class, Step};
+use crate::ir::*;
+
+/// Where code is emitted: it decides how locals are named and what `return` does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ctx {
+    /// A work-item of a flat kernel (the body of its per-item closure).
+    Flat,
+    /// A work-item in a region of a group kernel (per-item closure with state `__st`).
+    Region,
+    /// Group-level code of a group kernel.
+    Group,
+    Helper,
+}
+
+pub struct RustEmitter<'a> {
+    f: &'a Function,
+    class: Vec<Class>,
+    ctx: Ctx,
+}
+
+fn rt() -> TokenStream {
+    quote!(::sycl::kernel::__rt)
+}
+
+pub fn ty_tokens(t: Ty) -> TokenStream {
+    let i = format_ident!("{}", t.rust());
+    quote!(#i)
+}
+
+pub fn param_ident(p: &Param) -> proc_macro2::Ident {
+    format_ident!("__sycl_p_{}", p.name)
+}
+
+impl<'a> RustEmitter<'a> {
+    fn new(f: &'a Function, an: Option<&Analysis>, ctx: Ctx) -> Self {
+        RustEmitter {
+            f,
+            class: an.map_or_else(|| vec![Class::Plain; f.locals.len()], |a| a.class.clone()),
+            ctx,
+        }
+    }
+
+    fn ty(&self, e: &Expr) -> Ty {
+        self.f.ty(e.ty)
+    }
+
+    fn local(&self, l: usize) -> TokenStream {
+        let name = format_ident!("__sycl_v{}", l);
+        if self.f.locals[l].array.is_some() {
+            return quote!(#name);
+        }
+        match (self.class[l], self.ctx) {
+            (Class::Item, Ctx::Region) => quote!(__st.#name),
+            _ => quote!(#name),
+        }
+    }
+
+    fn param(&self, i: usize) -> TokenStream {
+        let id = param_ident(&self.f.params[i]);
+        quote!(#id)
+    }
+
+    fn lit(&self, l: &Lit, t: Ty) -> TokenStream {
+        match l {
+            Lit::Bool(b) => quote!(#b),
+            Lit::Int(v) => {
+                let v = *v;
+                let lit = match t {
+                    Ty::I32 if v <= i32::MAX as u128 => Literal::i32_suffixed(v as i32),
+                    Ty::I32 => {
+                        let u = Literal::u32_suffixed(v as u32);
+                        return quote!((#u as i32));
+                    }
+                    Ty::U32 => Literal::u32_suffixed(v as u32),
+                    Ty::I64 if v <= i64::MAX as u128 => Literal::i64_suffixed(v as i64),
+                    Ty::I64 => {
+                        let u = Literal::u64_suffixed(v as u64);
+                        return quote!((#u as i64));
+                    }
+                    Ty::U64 => Literal::u64_suffixed(v as u64),
+                    Ty::Usize => Literal::usize_suffixed(v as usize),
+                    Ty::F32 => Literal::f32_suffixed(v as f32),
+                    Ty::F64 => Literal::f64_suffixed(v as f64),
+                    Ty::Bool => unreachable!("checked"),
+                };
+                quote!(#lit)
+            }
+            Lit::Float(digits) => {
+                let lit = match t {
+                    Ty::F32 => Literal::f32_suffixed(digits.parse().expect("checked")),
+                    _ => Literal::f64_suffixed(digits.parse().expect("checked")),
+                };
+                quote!(#lit)
+            }
+        }
+    }
+
+    pub fn expr(&self, e: &Expr) -> TokenStream {
+        let rt = rt();
+        let t = self.ty(e);
+        match &e.kind {
+            ExprKind::Lit(l) => {
+                // The user's span: a type error (a literal passed to a helper that takes
+                // another type) points at the literal.
+                let tokens = self.lit(l, t);
+                tokens
+                    .into_iter()
+                    .map(|mut tt| {
+                        tt.set_span(e.span);
+                        tt
+                    })
+                    .collect()
+            }
+            ExprKind::Local(l) => self.local(*l),
+            ExprKind::Param(i) => self.param(*i),
+            ExprKind::Load {
+                base,
+                index,
+                checked,
+            } => {
+                let i = self.expr(index);
+                match (base, checked) {
+                    (Base::Param(p), true) => {
+                        let p = self.param(*p);
+                        quote!(#p.load(#i))
+                    }
+                    (Base::Param(p), false) => {
+                        let p = self.param(*p);
+                        quote_spanned!(e.span=> unsafe { #p.load_unchecked(#i) })
+                    }
+                    (Base::Local(l), true) => {
+                        let a = self.local(*l);
+                        quote!(#a[#i])
+                    }
+                    (Base::Local(l), false) => {
+                        let a = self.local(*l);
+                        quote_spanned!(e.span=> unsafe { *#a.get_unchecked(#i) })
+                    }
+                }
+            }
+            ExprKind::Len(Base::Param(p)) => {
+                let p = self.param(*p);
+                quote!(#p.len())
+            }
+            ExprKind::Len(Base::Local(l)) => {
+                let n = Literal::usize_suffixed(self.f.locals[*l].array.expect("an array"));
+                quote!(#n)
+            }
+            ExprKind::Unary(UnOp::Neg, a) => {
+                let v = self.expr(a);
+                if t.is_int() {
+                    quote!((#v).wrapping_neg())
+                } else {
+                    quote!((-(#v)))
+                }
+            }
+            ExprKind::Unary(UnOp::Not, a) => {
+                let v = self.expr(a);
+                quote!((!(#v)))
+            }
+            ExprKind::Binary(op, a, b) => {
+                let (x, y) = (self.expr(a), self.expr(b));
+                binary(*op, self.ty(a), x, y)
+            }
+            ExprKind::Cast(a, to) => {
+                let v = self.expr(a);
+                let to = ty_tokens(*to);
+                quote!(((#v) as #to))
+            }
+            ExprKind::Math(m, args) => {
+                let vs: Vec<TokenStream> = args.iter().map(|a| self.expr(a)).collect();
+                let recv = &vs[0];
+                let rest = &vs[1..];
+                let name = if t.is_int() && *m == MathFn::Abs {
+                    format_ident!("wrapping_abs")
+                } else {
+                    format_ident!("{}", m.rust())
+                };
+                quote!((#recv).#name(#(#rest),*))
+            }
+            ExprKind::Query(q, d) => {
+                let d = Literal::usize_unsuffixed(*d as usize);
+                let v = match q {
+                    Query::GlobalId => quote!(__gid),
+                    Query::LocalId => quote!(__lid),
+                    Query::GroupId => quote!(__grp),
+                    Query::GlobalRange => quote!(__gr),
+                    Query::LocalRange => quote!(__lr),
+                    Query::GroupRange => quote!(__ngr),
+                };
+                quote!(#v[#d])
+            }
+            ExprKind::Atomic {
+                op,
+                base,
+                index,
+                values,
+            } => {
+                let i = self.expr(index);
+                let vs: Vec<TokenStream> = values.iter().map(|v| self.expr(v)).collect();
+                match base {
+                    Base::Param(p) => {
+                        let p = self.param(*p);
+                        let m = match op {
+                            AtomicOp::FetchAdd => quote!(atomic_fetch_add),
+                            AtomicOp::FetchMin => quote!(atomic_fetch_min),
+                            AtomicOp::FetchMax => quote!(atomic_fetch_max),
+                            AtomicOp::CompareExchange => quote!(atomic_compare_exchange),
+                        };
+                        quote!(#p.#m(#i, #(#vs),*))
+                    }
+                    Base::Local(l) => {
+                        // A work-group runs on one thread on the CPU: plain read-modify-write.
+                        let a = self.local(*l);
+                        let m = match op {
+                            AtomicOp::FetchAdd => quote!(local_fetch_add),
+                            AtomicOp::FetchMin => quote!(local_fetch_min),
+                            AtomicOp::FetchMax => quote!(local_fetch_max),
+                            AtomicOp::CompareExchange => quote!(local_compare_exchange),
+                        };
+                        quote!(#rt::#m(&mut #a[#i], #(#vs),*))
+                    }
+                }
+            }
+            ExprKind::Reduce(..) => unreachable!("reductions are steps"),
+            ExprKind::Call(path, args) => {
+                let vs: Vec<TokenStream> = args.iter().map(|a| self.expr(a)).collect();
+                quote!(#path(#(#vs),*))
+            }
+            ExprKind::Select(c, a, b) => {
+                let (c, a, b) = (self.expr(c), self.expr(a), self.expr(b));
+                quote!((if #c { #a } else { #b }))
+            }
+        }
+    }
+
+    fn block(&self, body: &[Stmt]) -> TokenStream {
+        let stmts = body.iter().map(|s| self.stmt(s));
+        quote!(#(#stmts)*)
+    }
+
+    fn stmt(&self, s: &Stmt) -> TokenStream {
+        let rt = rt();
+        match &s.kind {
+            StmtKind::Let(l, e) => {
+                let v = self.expr(e);
+                let local = &self.f.locals[*l];
+                let t = ty_tokens(self.f.ty(local.ty));
+                match (self.class[*l], self.ctx) {
+                    (Class::Item, Ctx::Region) => {
+                        let place = self.local(*l);
+                        quote!(#place = #v;)
+                    }
+                    _ => {
+                        let name = format_ident!("__sycl_v{}", l);
+                        if local.mutable {
+                            quote!(let mut #name: #t = #v;)
+                        } else {
+                            quote!(let #name: #t = #v;)
+                        }
+                    }
+                }
+            }
+            StmtKind::LocalArray => quote!(),
+            StmtKind::Assign(Place::Local(l), op, e) => {
+                let place = self.local(*l);
+                let v = self.expr(e);
+                match op {
+                    None => quote!(#place = #v;),
+                    Some(op) => {
+                        let t = self.f.ty(self.f.locals[*l].ty);
+                        let value = binary(*op, t, place.clone(), v);
+                        quote!(#place = #value;)
+                    }
+                }
+            }
+            StmtKind::Assign(
+                Place::Elem {
+                    base,
+                    index,
+                    checked,
+                },
+                op,
+                e,
+            ) => {
+                let v = self.expr(e);
+                let i = self.expr(index);
+                let elem = match base {
+                    Base::Param(p) => match self.f.params[*p].kind {
+                        ParamKind::Slice { elem, .. } => elem,
+                        ParamKind::Scalar(t) => t,
+                    },
+                    Base::Local(l) => self.f.ty(self.f.locals[*l].ty),
+                };
+                match base {
+                    Base::Param(p) => {
+                        let p = self.param(*p);
+                        let (load, store) = if *checked {
+                            (quote!(#p.load(__i)), quote!(#p.store(__i, __new)))
+                        } else {
+                            (
+                                quote_spanned!(s.span=> unsafe { #p.load_unchecked(__i) }),
+                                quote_spanned!(s.span=> unsafe { #p.store_unchecked(__i, __new) }),
+                            )
+                        };
+                        let new = match op {
+                            None => quote!(__v),
+                            Some(op) => binary(*op, elem, load, quote!(__v)),
+                        };
+                        quote!({ let __v = #v; let __i: usize = #i; let __new = #new; #store; })
+                    }
+                    Base::Local(l) => {
+                        let a = self.local(*l);
+                        let place = if *checked {
+                            quote!(#a[__i])
+                        } else {
+                            quote_spanned!(s.span=> *unsafe { #a.get_unchecked_mut(__i) })
+                        };
+                        let new = match op {
+                            None => quote!(__v),
+                            Some(op) => binary(*op, elem, place.clone(), quote!(__v)),
+                        };
+                        quote!({ let __v = #v; let __i: usize = #i; let __new = #new; #place = __new; })
+                    }
+                }
+            }
+            StmtKind::Expr(e) => {
+                let v = self.expr(e);
+                quote!(let _ = #v;)
+            }
+            StmtKind::If(c, a, b) => {
+                let c = self.expr(c);
+                let (a, b) = (self.block(a), self.block(b));
+                quote!(if #c { #a } else { #b })
+            }
+            StmtKind::While(c, body) => {
+                let c = self.expr(c);
+                let body = self.block(body);
+                quote!(while #c { #body })
+            }
+            StmtKind::Loop(body) => {
+                let body = self.block(body);
+                quote!(loop { #body })
+            }
+            StmtKind::For {
+                var,
+                start,
+                end,
+                inclusive,
+                body,
+            } => {
+                let name = format_ident!("__sycl_v{}", var);
+                let (s, e) = (self.expr(start), self.expr(end));
+                let body = self.block(body);
+                if *inclusive {
+                    quote!(for #name in (#s)..=(#e) { #body })
+                } else {
+                    quote!(for #name in (#s)..(#e) { #body })
+                }
+            }
+            StmtKind::Break => quote!(break;),
+            StmtKind::Continue => quote!(continue;),
+            StmtKind::Return(None) => match self.ctx {
+                Ctx::Region => quote!({
+                    __st.done = true;
+                    return;
+                }),
+                _ => quote!(return;),
+            },
+            StmtKind::Return(Some(e)) => {
+                let v = self.expr(e);
+                quote!(return #v;)
+            }
+            StmtKind::Barrier => {
+                let _ = rt;
+                unreachable!("barriers are steps")
+            }
+        }
+    }
+}
+
+/// `x op y` with the kernel language's semantics; `t` is the left operand's type.
+fn binary(op: BinOp, t: Ty, x: TokenStream, y: TokenStream) -> TokenStream {
+    let rt = rt();
+    match op {
+        BinOp::Add if t.is_int() => quote!((#x).wrapping_add(#y)),
+        BinOp::Sub if t.is_int() => quote!((#x).wrapping_sub(#y)),
+        BinOp::Mul if t.is_int() => quote!((#x).wrapping_mul(#y)),
+        BinOp::Div if t.is_int() => quote!(#rt::div(#x, #y)),
+        BinOp::Rem if t.is_int() => quote!(#rt::rem(#x, #y)),
+        BinOp::Shl => quote!((#x).wrapping_shl((#y) as u32)),
+        BinOp::Shr => quote!((#x).wrapping_shr((#y) as u32)),
+        BinOp::Add => quote!(((#x) + (#y))),
+        BinOp::Sub => quote!(((#x) - (#y))),
+        BinOp::Mul => quote!(((#x) * (#y))),
+        BinOp::Div => quote!(((#x) / (#y))),
+        BinOp::Rem => quote!(((#x) % (#y))),
+        BinOp::BitAnd => quote!(((#x) & (#y))),
+        BinOp::BitOr => quote!(((#x) | (#y))),
+        BinOp::BitXor => quote!(((#x) ^ (#y))),
+        BinOp::Eq => quote!(((#x) == (#y))),
+        BinOp::Ne => quote!(((#x) != (#y))),
+        BinOp::Lt => quote!(((#x) < (#y))),
+        BinOp::Le => quote!(((#x) <= (#y))),
+        BinOp::Gt => quote!(((#x) > (#y))),
+        BinOp::Ge => quote!(((#x) >= (#y))),
+        BinOp::And => quote!(((#x) && (#y))),
+        BinOp::Or => quote!(((#x) || (#y))),
+    }
+}
+
+/// The prologue that binds a kernel's parameters from the runtime's argument list.
+fn bind_params(f: &Function) -> TokenStream {
+    let binds = f.params.iter().enumerate().map(|(i, p)| {
+        let name = param_ident(p);
+        let i = Literal::usize_unsuffixed(i);
+        match p.kind {
+            ParamKind::Scalar(t) => {
+                let t = ty_tokens(t);
+                quote!(let #name: #t = __args.scalar::<#t>(#i);)
+            }
+            ParamKind::Slice { elem, mutable } => {
+                let t = ty_tokens(elem);
+                if mutable {
+                    quote!(let #name = __args.slice_mut::<#t>(#i);)
+                } else {
+                    quote!(let #name = __args.slice::<#t>(#i);)
+                }
+            }
+        }
+    });
+    quote!(#(#binds)*)
+}
+
+/// The native CPU entry of a kernel: `fn(&CpuArgs, Range<usize>)` over work-items (flat) or
+/// work-groups (group kernels).
+pub fn kernel_cpu(f: &Function, an: &Analysis, fn_name: &proc_macro2::Ident) -> TokenStream {
+    let params = bind_params(f);
+    let rt = rt();
+    if !an.group {
+        let e = RustEmitter::new(f, Some(an), Ctx::Flat);
+        let body = e.block(&f.body);
+        let lid = an.queries.local_id.then(|| {
+            quote!(let __lid: [usize; 3] = [__gid[0] % __lr[0], __gid[1] % __lr[1], __gid[2] % __lr[2]];)
+        });
+        let grp = an.queries.group_id.then(|| {
+            quote!(let __grp: [usize; 3] = [__gid[0] / __lr[0], __gid[1] / __lr[1], __gid[2] / __lr[2]];)
+        });
+        return quote! {
+            #[allow(unused, unused_mut, unused_variables, unreachable_code, clippy::all)]
+            fn #fn_name(__args: &#rt::CpuArgs, __chunk: ::core::ops::Range<usize>) {
+                #params
+                let __gr: [usize; 3] = __args.global_range();
+                let __lr: [usize; 3] = __args.local_range();
+                let __ngr: [usize; 3] = __args.group_range();
+                __args.for_each_item(__chunk, |__gid: [usize; 3]| {
+                    #lid
+                    #grp
+                    #body
+                });
+            }
+        };
+    }
+    // Group kernels: state, local arrays, steps.
+    let fields = f
+        .locals
+        .iter()
+        .enumerate()
+        .filter(|(l, local)| local.array.is_none() && an.class[*l] == Class::Item)
+        .map(|(l, local)| {
+            let name = format_ident!("__sycl_v{}", l);
+            let t = ty_tokens(f.ty(local.ty));
+            quote!(#name: #t,)
+        });
+    let arrays = f.locals.iter().enumerate().filter_map(|(l, local)| {
+        local.array.map(|len| {
+            let name = format_ident!("__sycl_v{}", l);
+            let t = ty_tokens(f.ty(local.ty));
+            let len = Literal::usize_unsuffixed(len);
+            quote!(let mut #name: ::std::vec::Vec<#t> = ::std::vec![<#t as ::core::default::Default>::default(); #len];)
+        })
+    });
+    let steps = steps(f, an, &an.steps);
+    quote! {
+        #[allow(unused, unused_mut, unused_variables, unreachable_code, non_snake_case, clippy::all)]
+        fn #fn_name(__args: &#rt::CpuArgs, __groups: ::core::ops::Range<usize>) {
+            #params
+            let __gr: [usize; 3] = __args.global_range();
+            let __lr: [usize; 3] = __args.local_range();
+            let __ngr: [usize; 3] = __args.group_range();
+            #[derive(Clone, Copy, Default)]
+            struct __SyclState { done: bool, #(#fields)* }
+            let mut __states: ::std::vec::Vec<__SyclState> =
+                ::std::vec![__SyclState::default(); __args.group_items()];
+            #(#arrays)*
+            '__sycl_groups: for __g in __groups {
+                let __grp: [usize; 3] = __args.group_coords(__g);
+                for __s in __states.iter_mut() {
+                    *__s = __SyclState::default();
+                }
+                #steps
+            }
+        }
+    }
+}
+
+fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
+    let region = RustEmitter::new(f, Some(an), Ctx::Region);
+    let group = RustEmitter::new(f, Some(an), Ctx::Group);
+    let all_done = quote! {
+        if __states.iter().all(|__s| __s.done) {
+            continue '__sycl_groups;
+        }
+    };
+    let mut out = TokenStream::new();
+    for step in steps_ {
+        let ts = match step {
+            Step::Region(stmts) => {
+                let body = region.block(stmts);
+                quote! {
+                    __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
+                        if __st.done {
+                            return;
+                        }
+                        #body
+                    });
+                }
+            }
+            Step::GroupLet(l, e) => {
+                let name = format_ident!("__sycl_v{}", l);
+                let t = ty_tokens(f.ty(f.locals[*l].ty));
+                let v = group.expr(e);
+                quote! {
+                    #all_done
+                    let #name: #t = #v;
+                }
+            }
+            Step::Barrier => quote!(),
+            Step::Reduce { local, op, value } => {
+                let name = format_ident!("__sycl_v{}", local);
+                let t = f.ty(value.ty);
+                let tt = ty_tokens(t);
+                let v = region.expr(value);
+                let (ident, combine) = match (op, t.is_float()) {
+                    (Reduce::Sum, true) => (quote!(0 as #tt), quote!(__acc + __x)),
+                    (Reduce::Sum, false) => (quote!(0 as #tt), quote!(__acc.wrapping_add(__x))),
+                    (Reduce::Min, true) => (quote!(#tt::INFINITY), quote!(__acc.min(__x))),
+                    (Reduce::Min, false) => (quote!(#tt::MAX), quote!(__acc.min(__x))),
+                    (Reduce::Max, true) => (quote!(#tt::NEG_INFINITY), quote!(__acc.max(__x))),
+                    (Reduce::Max, false) => (quote!(#tt::MIN), quote!(__acc.max(__x))),
+                };
+                let compute = quote! {
+                    {
+                        let mut __acc: #tt = #ident;
+                        __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
+                            if __st.done {
+                                return;
+                            }
+                            let __x: #tt = #v;
+                            __acc = #combine;
+                        });
+                        __acc
+                    }
+                };
+                if an.class[*local] == Class::Item {
+                    quote! {
+                        let __r: #tt = #compute;
+                        for __s in __states.iter_mut() {
+                            __s.#name = __r;
+                        }
+                    }
+                } else {
+                    quote!(let #name: #tt = #compute;)
+                }
+            }
+            Step::SyncFor {
+                var,
+                start,
+                end,
+                inclusive,
+                body,
+            } => {
+                let name = format_ident!("__sycl_v{}", var);
+                let t = ty_tokens(f.ty(start.ty));
+                let (s, e) = (group.expr(start), group.expr(end));
+                let inner = steps(f, an, body);
+                let range = if *inclusive {
+                    quote!(__s..=__e)
+                } else {
+                    quote!(__s..__e)
+                };
+                quote! {
+                    #all_done
+                    let __s: #t = #s;
+                    let __e: #t = #e;
+                    for #name in #range {
+                        #inner
+                    }
+                }
+            }
+        };
+        out.extend(ts);
+    }
+    out
+}
+
+/// A helper's Rust function (the same semantics as in kernels; failures panic).
+pub fn helper_fn(f: &Function, item: &syn::ItemFn) -> TokenStream {
+    let e = RustEmitter::new(f, None, Ctx::Helper);
+    let body = e.block(&f.body);
+    let attrs = &item.attrs;
+    let vis = &item.vis;
+    let name = &item.sig.ident;
+    let params = f.params.iter().map(|p| {
+        let ParamKind::Scalar(t) = p.kind else {
+            unreachable!("helpers take scalars")
+        };
+        let user = format_ident!("{}", p.name, span = Span::call_site());
+        let t = ty_tokens(t);
+        quote!(#user: #t)
+    });
+    let binds = f.params.iter().map(|p| {
+        let user = format_ident!("{}", p.name);
+        let inner = param_ident(p);
+        quote!(let #inner = #user;)
+    });
+    let ret = ty_tokens(f.ret.expect("helpers return"));
+    quote! {
+        #(#attrs)*
+        #[allow(unused, unused_mut, unused_variables, unreachable_code, clippy::all)]
+        #vis fn #name(#(#params),*) -> #ret {
+            #(#binds)*
+            #body
+            #[allow(unreachable_code)]
+            {
+                ::core::unreachable!("a kernel helper's body ends in `return`")
+            }
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! `#[sycl::kernel]` and `#[sycl::kernel_fn]`: one Rust function, compiled to the native CPU
+//! (as Rust), CUDA C++ (for NVRTC) and OpenCL C. Use them through the `sycl` crate, which
+//! documents the kernel language; spec/kernels.md describes the translation.
+//!
+//! The pipeline: [`parse`] checks the function against the kernel language and infers its
+//! types; [`analyze`] finds where the work-group synchronises and what the kernel needs of a
+//! device; [`emit_rust`] and [`emit_c`] write the backends' forms.
+
+use proc_macro::TokenStream;
+use proc_macro2::{Literal, TokenStream as TokenStream2};
+use quote::{format_ident, quote};
+
+mod analyze;
+mod emit_c;
+mod emit_rust;
+mod ir;
+mod parse;
+
+use emit_c::Dialect;
+use ir::{ParamKind, Ty};
+
+/// Makes a function a kernel for every device. See `sycl::kernel`.
+#[proc_macro_attribute]
+pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand(attr, item, kernel_impl)
+}
+
+/// Makes a function callable from kernels (and from host code). See `sycl::kernel`.
+#[proc_macro_attribute]
+pub fn kernel_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand(attr, item, helper_impl)
+}
+
+fn expand(
+    attr: TokenStream,
+    item: TokenStream,
+    f: fn(syn::ItemFn) -> syn::Result<TokenStream2>,
+) -> TokenStream {
+    let attr = TokenStream2::from(attr);
+    if !attr.is_empty() {
+        return syn::Error::new_spanned(attr, "this attribute takes no arguments")
+            .to_compile_error()
+            .into();
+    }
+    match syn::parse::<syn::ItemFn>(item) {
+        Ok(func) => f(func).unwrap_or_else(|e| e.to_compile_error()).into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn scalar_ty(t: Ty) -> TokenStream2 {
+    let v = format_ident!(
+        "{}",
+        match t {
+            Ty::Bool => "Bool",
+            Ty::I32 => "I32",
+            Ty::U32 => "U32",
+            Ty::I64 => "I64",
+            Ty::U64 => "U64",
+            Ty::Usize => "Usize",
+            Ty::F32 => "F32",
+            Ty::F64 => "F64",
+        }
+    );
+    quote!(::sycl::kernel::__rt::ScalarTy::#v)
+}
+
+fn helper_refs(paths: &[syn::Path]) -> TokenStream2 {
+    let refs = paths
+        .iter()
+        .map(|p| quote!(<#p as ::sycl::kernel::__rt::KernelFn>::definition));
+    quote!(&[#(#refs as fn() -> &'static ::sycl::kernel::__rt::HelperDef),*])
+}
+
+fn kernel_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
+    let f = parse::function(&item, parse::Role::Kernel)?;
+    let an = analyze::kernel(&f)?;
+    let cuda = emit_c::kernel(&f, &an, Dialect::Cuda);
+    let opencl = emit_c::kernel(&f, &an, Dialect::OpenCl);
+    let name = &item.sig.ident;
+    let vis = &item.vis;
+    let attrs = &item.attrs;
+    let cpu_name = format_ident!("__sycl_cpu_{}", name);
+    let cpu = emit_rust::kernel_cpu(&f, &an, &cpu_name);
+    let cpu_entry = if an.group {
+        quote!(::sycl::kernel::__rt::CpuEntry::Groups(#cpu_name))
+    } else {
+        quote!(::sycl::kernel::__rt::CpuEntry::Items(#cpu_name))
+    };
+
+    let mut ctor_params = Vec::new();
+    let mut ctor_args = Vec::new();
+    let mut specs = Vec::new();
+    for (p, input) in f.params.iter().zip(&item.sig.inputs) {
+        let syn::FnArg::Typed(pt) = input else {
+            unreachable!("the parser refused `self`")
+        };
+        let pat = &pt.pat;
+        match p.kind {
+            ParamKind::Scalar(t) => {
+                let tt = emit_rust::ty_tokens(t);
+                ctor_params.push(quote!(#pat: #tt));
+                ctor_args.push(quote!(::sycl::kernel::__rt::ArgValue::scalar::<#tt>(#pat)));
+                let st = scalar_ty(t);
+                specs.push(quote!(::sycl::kernel::__rt::ParamSpec::Scalar(#st)));
+            }
+            ParamKind::Slice { elem, mutable } => {
+                let tt = emit_rust::ty_tokens(elem);
+                ctor_params.push(quote!(#pat: &impl ::sycl::AsUsmRange<#tt>));
+                ctor_args
+                    .push(quote!(::sycl::kernel::__rt::ArgValue::slice::<#tt>(#pat, #mutable)));
+                let st = scalar_ty(elem);
+                specs.push(
+                    quote!(::sycl::kernel::__rt::ParamSpec::Slice { elem: #st, mutable: #mutable }),
+                );
+            }
+        }
+    }
+    let name_str = name.to_string();
+    let helpers = helper_refs(&an.helpers);
+    let dims = Literal::u8_unsuffixed(an.dims);
+    let (group, nd, fp64, atomic64) = (an.group, an.nd_queries, an.fp64, an.atomic64);
+    let reduce_bytes = Literal::usize_unsuffixed(an.reduce_bytes);
+    let local_bytes = Literal::usize_unsuffixed(an.local_bytes);
+    let doc_launch = format!(
+        "A launch of kernel `{name}` for [`sycl::Queue::parallel_for`]; made by the function `{name}`."
+    );
+    Ok(quote! {
+        #[doc = #doc_launch]
+        #[allow(non_camel_case_types)]
+        #vis struct #name {
+            #[doc(hidden)]
+            pub __sycl_args: ::sycl::kernel::__rt::Args,
+        }
+
+        #(#attrs)*
+        #[allow(non_snake_case, clippy::too_many_arguments)]
+        #[must_use = "a kernel launch does nothing until it is passed to `Queue::parallel_for`"]
+        #vis fn #name(#(#ctor_params),*) -> #name {
+            #name {
+                __sycl_args: ::sycl::kernel::__rt::Args::new(::std::vec![#(#ctor_args),*]),
+            }
+        }
+
+        const _: () = {
+            #cpu
+
+            impl ::sycl::kernel::__rt::GeneratedKernel for #name {
+                fn definition() -> &'static ::sycl::kernel::__rt::Definition {
+                    #[allow(unsafe_code)]
+                    // SAFETY: the sources below are #[sycl::kernel]'s translation of this
+                    // kernel, as is the CPU function.
+                    static DEFINITION: ::sycl::kernel::__rt::Definition = unsafe {
+                        ::sycl::kernel::__rt::Definition::new(::sycl::kernel::__rt::DefinitionParts {
+                            name: #name_str,
+                            params: &[#(#specs),*],
+                            cuda: #cuda,
+                            opencl: #opencl,
+                            helpers: #helpers,
+                            dims: #dims,
+                            group: #group,
+                            nd_queries: #nd,
+                            fp64: #fp64,
+                            atomic64: #atomic64,
+                            reduce_bytes: #reduce_bytes,
+                            local_bytes: #local_bytes,
+                            cpu: #cpu_entry,
+                        })
+                    };
+                    &DEFINITION
+                }
+            }
+
+            impl ::sycl::KernelFunctor for #name {
+                fn submit(
+                    self,
+                    queue: &::sycl::Queue,
+                    range: ::sycl::Range,
+                    deps: &[&::sycl::Event],
+                ) -> ::sycl::Result<::sycl::Event> {
+                    ::sycl::kernel::__rt::submit::<#name>(queue, range, deps, self.__sycl_args)
+                }
+            }
+        };
+    })
+}
+
+fn helper_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
+    let f = parse::function(&item, parse::Role::Helper)?;
+    analyze::check_common(&f)?;
+    let mut paths: Vec<syn::Path> = Vec::new();
+    let mut fp64 = f
+        .params
+        .iter()
+        .any(|p| p.kind == ParamKind::Scalar(Ty::F64))
+        || f.ret == Some(Ty::F64);
+    analyze::visit_exprs(&f.body, &mut |e| {
+        fp64 |= f.types.resolve(e.ty) == Some(Ty::F64);
+        if let ir::ExprKind::Call(path, _) = &e.kind {
+            let key = analyze::path_key(path);
+            if !paths.iter().any(|p| analyze::path_key(p) == key) {
+                paths.push(path.clone());
+            }
+        }
+    });
+    let (cuda_proto, cuda) = emit_c::helper(&f, &paths, Dialect::Cuda);
+    let (ocl_proto, ocl) = emit_c::helper(&f, &paths, Dialect::OpenCl);
+    let rust = emit_rust::helper_fn(&f, &item);
+    let name = &item.sig.ident;
+    let vis = &item.vis;
+    let name_str = name.to_string();
+    let helpers = helper_refs(&paths);
+    Ok(quote! {
+        #rust
+
+        #[doc(hidden)]
+        #[allow(non_camel_case_types)]
+        #vis struct #name {}
+
+        const _: () = {
+            impl ::sycl::kernel::__rt::KernelFn for #name {
+                fn definition() -> &'static ::sycl::kernel::__rt::HelperDef {
+                    #[allow(unsafe_code)]
+                    // SAFETY: the sources below are #[sycl::kernel_fn]'s translation of this
+                    // helper.
+                    static DEFINITION: ::sycl::kernel::__rt::HelperDef = unsafe {
+                        ::sycl::kernel::__rt::HelperDef::new(::sycl::kernel::__rt::HelperParts {
+                            name: #name_str,
+                            cuda: (#cuda_proto, #cuda),
+                            opencl: (#ocl_proto, #ocl),
+                            helpers: #helpers,
+                            fp64: #fp64,
+                        })
+                    };
+                    &DEFINITION
+                }
+            }
+        };
+    })
+}

@@ -1,0 +1,1447 @@
+//! From `syn` to the kernel language ([`crate::ir`]): checks that a function stays inside the
+//! subset (anything else is a compile error at its span) and infers every type, as Rust does
+//! for the subset (unsuffixed literals take their type from their use, then default to `i32`
+//! and `f64`).
+
+use std::collections::HashMap;
+
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::{Error, Result};
+
+use crate::ir::*;
+
+/// What a function is being parsed as.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Kernel,
+    Helper,
+}
+
+struct Parser {
+    role: Role,
+    params: Vec<Param>,
+    param_ty: Vec<TyId>,
+    locals: Vec<Local>,
+    types: Types,
+    scopes: Vec<HashMap<String, Binding>>,
+    /// Inside `unsafe { .. }`: `get_unchecked` is allowed.
+    unsafe_depth: usize,
+    /// Loops enclosing the current statement.
+    loop_depth: usize,
+    ret: Option<TyId>,
+}
+
+#[derive(Clone, Copy)]
+enum Binding {
+    Param(usize),
+    Local(usize),
+}
+
+fn err(span: Span, msg: impl std::fmt::Display) -> Error {
+    Error::new(span, msg)
+}
+
+/// The kernel language in a sentence, for error messages.
+const SUBSET: &str = "see the kernel language in spec/kernels.md";
+
+fn scalar_ty(ty: &syn::Type) -> Option<Ty> {
+    match ty {
+        syn::Type::Path(p) if p.qself.is_none() => {
+            let seg = p.path.segments.last()?;
+            if p.path.segments.len() == 1 && seg.arguments.is_none() {
+                Ty::from_name(&seg.ident.to_string())
+            } else {
+                None
+            }
+        }
+        syn::Type::Paren(p) => scalar_ty(&p.elem),
+        _ => None,
+    }
+}
+
+/// Parses `f` as a kernel or a helper.
+pub fn function(f: &syn::ItemFn, role: Role) -> Result<Function> {
+    let sig = &f.sig;
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        return Err(err(
+            sig.generics.span(),
+            "kernels and kernel helpers cannot be generic",
+        ));
+    }
+    if let Some(t) = &sig.asyncness {
+        return Err(err(t.span(), "kernels cannot be async"));
+    }
+    if let Some(t) = &sig.unsafety {
+        return Err(err(
+            t.span(),
+            "kernels cannot be `unsafe fn`: use `unsafe { .. }` blocks for unchecked indexing",
+        ));
+    }
+    if let Some(v) = &sig.variadic {
+        return Err(err(v.span(), "kernels cannot be variadic"));
+    }
+    let mut p = Parser {
+        role,
+        params: Vec::new(),
+        param_ty: Vec::new(),
+        locals: Vec::new(),
+        types: Types::default(),
+        scopes: vec![HashMap::new()],
+        unsafe_depth: 0,
+        loop_depth: 0,
+        ret: None,
+    };
+    for input in &sig.inputs {
+        let syn::FnArg::Typed(pt) = input else {
+            return Err(err(input.span(), "kernels take no `self`"));
+        };
+        let name = match &*pt.pat {
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                if pi.mutability.is_some() {
+                    return Err(err(
+                        pi.span(),
+                        "kernel parameters are immutable: copy into a `let mut` local",
+                    ));
+                }
+                pi.ident.to_string()
+            }
+            other => {
+                return Err(err(
+                    other.span(),
+                    "a kernel parameter is a plain name (no patterns)",
+                ))
+            }
+        };
+        let kind = match &*pt.ty {
+            syn::Type::Reference(r) => {
+                if r.lifetime.is_some() {
+                    return Err(err(r.span(), "kernel slices take no lifetime"));
+                }
+                let syn::Type::Slice(s) = &*r.elem else {
+                    return Err(err(
+                        r.span(),
+                        "a reference parameter must be a slice: `&[T]` (read) or `&mut [T]` (written)",
+                    ));
+                };
+                let elem = scalar_ty(&s.elem)
+                    .filter(|t| t.is_element())
+                    .ok_or_else(|| {
+                        err(
+                            s.elem.span(),
+                            "slice elements are i32, u32, i64, u64, f32 or f64",
+                        )
+                    })?;
+                if role == Role::Helper {
+                    return Err(err(
+                        pt.ty.span(),
+                        "kernel helpers take scalars only (pass the element, or do the indexing in the kernel)",
+                    ));
+                }
+                ParamKind::Slice {
+                    elem,
+                    mutable: r.mutability.is_some(),
+                }
+            }
+            other => ParamKind::Scalar(scalar_ty(other).ok_or_else(|| {
+                err(
+                    other.span(),
+                    "kernel parameters are bool, i32, u32, i64, u64, usize, f32, f64 or slices of them",
+                )
+            })?),
+        };
+        if p.scopes[0].contains_key(&name) {
+            return Err(err(pt.pat.span(), "parameter names must be distinct"));
+        }
+        let ty = match kind {
+            ParamKind::Scalar(t) | ParamKind::Slice { elem: t, .. } => p.types.known(t),
+        };
+        p.scopes[0].insert(name.clone(), Binding::Param(p.params.len()));
+        p.params.push(Param { name, kind });
+        p.param_ty.push(ty);
+    }
+    let ret = match (&sig.output, role) {
+        (syn::ReturnType::Default, Role::Kernel) => None,
+        (syn::ReturnType::Type(_, t), Role::Kernel) => {
+            return Err(err(
+                t.span(),
+                "kernels return nothing (write results into a `&mut [T]`)",
+            ))
+        }
+        (syn::ReturnType::Default, Role::Helper) => {
+            return Err(err(sig.span(), "a kernel helper returns a scalar"))
+        }
+        (syn::ReturnType::Type(_, t), Role::Helper) => {
+            Some(scalar_ty(t).ok_or_else(|| err(t.span(), "a kernel helper returns a scalar"))?)
+        }
+    };
+    p.ret = ret.map(|t| p.types.known(t));
+    let body = p.block_body(&f.block, role == Role::Helper)?;
+    let function = Function {
+        name: sig.ident.clone(),
+        params: p.params,
+        ret,
+        locals: p.locals,
+        body,
+        types: p.types,
+    };
+    check_resolved(&function)?;
+    Ok(function)
+}
+
+/// Every type must be decided once the whole function is read (a helper call whose result no
+/// use decides is the only way not to).
+fn check_resolved(f: &Function) -> Result<()> {
+    fn expr(f: &Function, e: &Expr) -> Result<()> {
+        if f.types.resolve(e.ty).is_none() {
+            return Err(err(
+                e.span,
+                "the type of this helper call's result is not known here: annotate it (`let x: f32 = ..`)",
+            ));
+        }
+        match &e.kind {
+            ExprKind::Load { index, .. } => expr(f, index),
+            ExprKind::Unary(_, a) | ExprKind::Cast(a, _) | ExprKind::Reduce(_, a) => expr(f, a),
+            ExprKind::Binary(_, a, b) => {
+                expr(f, a)?;
+                expr(f, b)
+            }
+            ExprKind::Math(_, args) | ExprKind::Call(_, args) => {
+                args.iter().try_for_each(|a| expr(f, a))
+            }
+            ExprKind::Atomic { index, values, .. } => {
+                expr(f, index)?;
+                values.iter().try_for_each(|a| expr(f, a))
+            }
+            ExprKind::Select(c, a, b) => {
+                expr(f, c)?;
+                expr(f, a)?;
+                expr(f, b)
+            }
+            ExprKind::Lit(_)
+            | ExprKind::Local(_)
+            | ExprKind::Param(_)
+            | ExprKind::Len(_)
+            | ExprKind::Query(..) => Ok(()),
+        }
+    }
+    fn stmts(f: &Function, body: &[Stmt]) -> Result<()> {
+        for s in body {
+            match &s.kind {
+                StmtKind::Let(_, e) | StmtKind::Expr(e) | StmtKind::Return(Some(e)) => expr(f, e)?,
+                StmtKind::Assign(place, _, e) => {
+                    if let Place::Elem { index, .. } = place {
+                        expr(f, index)?;
+                    }
+                    expr(f, e)?;
+                }
+                StmtKind::If(c, a, b) => {
+                    expr(f, c)?;
+                    stmts(f, a)?;
+                    stmts(f, b)?;
+                }
+                StmtKind::While(c, b) => {
+                    expr(f, c)?;
+                    stmts(f, b)?;
+                }
+                StmtKind::Loop(b) => stmts(f, b)?,
+                StmtKind::For {
+                    start, end, body, ..
+                } => {
+                    expr(f, start)?;
+                    expr(f, end)?;
+                    stmts(f, body)?;
+                }
+                StmtKind::LocalArray
+                | StmtKind::Break
+                | StmtKind::Continue
+                | StmtKind::Return(None)
+                | StmtKind::Barrier => {}
+            }
+        }
+        Ok(())
+    }
+    for l in &f.locals {
+        if f.types.resolve(l.ty).is_none() {
+            return Err(err(
+                Span::call_site(),
+                format!("the type of `{}` is not known: annotate it", l.name),
+            ));
+        }
+    }
+    stmts(f, &f.body)
+}
+
+/// The last segment of a single-segment-or-`sycl::..`-path call, if any.
+fn call_name(path: &syn::Path) -> String {
+    path.segments
+        .last()
+        .map(|s| s.ident.to_string())
+        .unwrap_or_default()
+}
+
+/// Whether a path names one of the kernel language's functions: a bare name, or a path
+/// through `sycl` / `kernel` (`sycl::kernel::barrier`).
+fn is_builtin_path(path: &syn::Path) -> bool {
+    let n = path.segments.len();
+    n == 1
+        || path
+            .segments
+            .iter()
+            .take(n - 1)
+            .all(|s| s.ident == "sycl" || s.ident == "kernel")
+}
+
+impl Parser {
+    fn unify(&mut self, a: TyId, b: TyId, span: Span, what: &str) -> Result<()> {
+        self.types
+            .unify(a, b)
+            .map_err(|(x, y)| err(span, format!("mismatched types in {what}: {x} and {y}")))
+    }
+
+    fn expect_ty(&mut self, e: &Expr, ty: Ty, what: &str) -> Result<()> {
+        let t = self.types.known(ty);
+        self.unify(e.ty, t, e.span, what)
+    }
+
+    fn lookup(&self, name: &str) -> Option<Binding> {
+        self.scopes.iter().rev().find_map(|s| s.get(name).copied())
+    }
+
+    fn new_local(&mut self, name: String, ty: TyId, mutable: bool, array: Option<usize>) -> usize {
+        self.locals.push(Local {
+            name: name.clone(),
+            ty,
+            mutable,
+            array,
+        });
+        let id = self.locals.len() - 1;
+        self.scopes
+            .last_mut()
+            .expect("a scope")
+            .insert(name, Binding::Local(id));
+        id
+    }
+
+    /// A block's statements; `tail_returns`: its tail expression is the function's value.
+    fn block_body(&mut self, block: &syn::Block, tail_returns: bool) -> Result<Vec<Stmt>> {
+        self.scopes.push(HashMap::new());
+        let mut out = Vec::new();
+        let n = block.stmts.len();
+        for (i, s) in block.stmts.iter().enumerate() {
+            let last = i + 1 == n;
+            match s {
+                syn::Stmt::Local(l) => out.push(self.local(l)?),
+                syn::Stmt::Expr(e, semi) => {
+                    if last
+                        && semi.is_none()
+                        && tail_returns
+                        && (!is_block_like(e) || is_value_if(e))
+                    {
+                        let v = self.expr(e)?;
+                        let ret = self.ret.expect("helpers return a value");
+                        self.unify(v.ty, ret, v.span, "the returned value")?;
+                        out.push(Stmt {
+                            span: e.span(),
+                            kind: StmtKind::Return(Some(v)),
+                        });
+                    } else {
+                        out.extend(self.stmt_expr(e)?);
+                    }
+                }
+                syn::Stmt::Item(item) => {
+                    return Err(err(
+                        item.span(),
+                        "items (fn, struct, use, ..) cannot be declared inside a kernel",
+                    ))
+                }
+                syn::Stmt::Macro(m) => {
+                    return Err(err(
+                        m.span(),
+                        format!("macros cannot be used inside a kernel ({SUBSET})"),
+                    ))
+                }
+            }
+        }
+        self.scopes.pop();
+        Ok(out)
+    }
+
+    fn local(&mut self, l: &syn::Local) -> Result<Stmt> {
+        let (pat, annotated) = match &l.pat {
+            syn::Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
+            other => (other, None),
+        };
+        let syn::Pat::Ident(pi) = pat else {
+            return Err(err(
+                pat.span(),
+                "`let` binds one name (no tuple or struct patterns)",
+            ));
+        };
+        if pi.by_ref.is_some() || pi.subpat.is_some() {
+            return Err(err(pi.span(), "`let` binds one name by value"));
+        }
+        let name = pi.ident.to_string();
+        let Some(init) = &l.init else {
+            return Err(err(l.span(), "a `let` needs an initial value"));
+        };
+        if init.diverge.is_some() {
+            return Err(err(l.span(), "`let .. else` is not supported in kernels"));
+        }
+        // `let tile = local_array::<f32, 256>();`
+        if let Some((elem, len)) = local_array_call(&init.expr)? {
+            if self.role == Role::Helper {
+                return Err(err(
+                    init.expr.span(),
+                    "work-group local memory belongs to kernels, not helpers",
+                ));
+            }
+            if self.scopes.len() != 2 {
+                return Err(err(
+                    init.expr.span(),
+                    "work-group local arrays are declared at the top of the kernel body",
+                ));
+            }
+            let ty = self.types.known(elem);
+            self.new_local(name, ty, false, Some(len));
+            return Ok(Stmt {
+                span: l.span(),
+                kind: StmtKind::LocalArray,
+            });
+        }
+        let value = self.expr(&init.expr)?;
+        if let Some(t) = annotated {
+            let ty = scalar_ty(t).ok_or_else(|| {
+                err(
+                    t.span(),
+                    "locals are bool, i32, u32, i64, u64, usize, f32 or f64",
+                )
+            })?;
+            self.expect_ty(&value, ty, "this `let`")?;
+        }
+        let id = self.new_local(name, value.ty, pi.mutability.is_some(), None);
+        Ok(Stmt {
+            span: l.span(),
+            kind: StmtKind::Let(id, value),
+        })
+    }
+
+    /// An expression in statement position: control flow, assignments, calls.
+    fn stmt_expr(&mut self, e: &syn::Expr) -> Result<Vec<Stmt>> {
+        let span = e.span();
+        let one = |kind| Ok(vec![Stmt { kind, span }]);
+        match e {
+            syn::Expr::Assign(a) => {
+                let value = self.expr(&a.right)?;
+                let (place, ty) = self.place(&a.left)?;
+                self.unify(value.ty, ty, a.span(), "this assignment")?;
+                one(StmtKind::Assign(place, None, value))
+            }
+            syn::Expr::Binary(b) if compound_op(&b.op).is_some() => {
+                let op = compound_op(&b.op).expect("checked");
+                let value = self.expr(&b.right)?;
+                let (place, ty) = self.place(&b.left)?;
+                self.check_binary(op, ty, value.ty, b.span())?;
+                if !matches!(op, BinOp::Shl | BinOp::Shr) {
+                    self.unify(value.ty, ty, b.span(), "this compound assignment")?;
+                }
+                one(StmtKind::Assign(place, Some(op), value))
+            }
+            syn::Expr::If(i) => {
+                let (cond, then, els) = self.if_parts(i)?;
+                one(StmtKind::If(cond, then, els))
+            }
+            syn::Expr::While(w) => {
+                if w.label.is_some() {
+                    return Err(err(w.span(), "loop labels are not supported in kernels"));
+                }
+                let cond = self.expr(&w.cond)?;
+                self.expect_ty(&cond, Ty::Bool, "a `while` condition")?;
+                self.loop_depth += 1;
+                let body = self.block_body(&w.body, false);
+                self.loop_depth -= 1;
+                one(StmtKind::While(cond, body?))
+            }
+            syn::Expr::Loop(l) => {
+                if l.label.is_some() {
+                    return Err(err(l.span(), "loop labels are not supported in kernels"));
+                }
+                self.loop_depth += 1;
+                let body = self.block_body(&l.body, false);
+                self.loop_depth -= 1;
+                one(StmtKind::Loop(body?))
+            }
+            syn::Expr::ForLoop(f) => self.for_loop(f),
+            syn::Expr::Break(b) => {
+                if b.label.is_some() || b.expr.is_some() {
+                    return Err(err(b.span(), "`break` takes no label or value in kernels"));
+                }
+                if self.loop_depth == 0 {
+                    return Err(err(b.span(), "`break` outside a loop"));
+                }
+                one(StmtKind::Break)
+            }
+            syn::Expr::Continue(c) => {
+                if c.label.is_some() {
+                    return Err(err(c.span(), "`continue` takes no label in kernels"));
+                }
+                if self.loop_depth == 0 {
+                    return Err(err(c.span(), "`continue` outside a loop"));
+                }
+                one(StmtKind::Continue)
+            }
+            syn::Expr::Return(r) => {
+                let value = match (&r.expr, self.ret) {
+                    (None, None) => None,
+                    (Some(v), Some(ret)) => {
+                        let v = self.expr(v)?;
+                        self.unify(v.ty, ret, v.span, "the returned value")?;
+                        Some(v)
+                    }
+                    (Some(v), None) => return Err(err(v.span(), "kernels return nothing")),
+                    (None, Some(_)) => {
+                        return Err(err(r.span(), "a kernel helper returns a value"))
+                    }
+                };
+                one(StmtKind::Return(value))
+            }
+            syn::Expr::Block(b) => {
+                if b.label.is_some() {
+                    return Err(err(b.span(), "block labels are not supported in kernels"));
+                }
+                // A nested block: its statements, with their own scope.
+                self.block_body(&b.block, false)
+            }
+            syn::Expr::Unsafe(u) => {
+                self.unsafe_depth += 1;
+                let body = self.block_body(&u.block, false);
+                self.unsafe_depth -= 1;
+                body
+            }
+            syn::Expr::Call(c) if is_builtin_path_call(c, "barrier") => {
+                if !c.args.is_empty() {
+                    return Err(err(c.span(), "`barrier()` takes no argument"));
+                }
+                if self.role == Role::Helper {
+                    return Err(err(
+                        c.span(),
+                        "group barriers belong to kernels, not helpers",
+                    ));
+                }
+                one(StmtKind::Barrier)
+            }
+            _ => {
+                let value = self.expr(e)?;
+                match value.kind {
+                    ExprKind::Atomic { .. } | ExprKind::Call(..) => one(StmtKind::Expr(value)),
+                    _ => Err(err(span, "this expression has no effect as a statement")),
+                }
+            }
+        }
+    }
+
+    fn for_loop(&mut self, f: &syn::ExprForLoop) -> Result<Vec<Stmt>> {
+        if f.label.is_some() {
+            return Err(err(f.span(), "loop labels are not supported in kernels"));
+        }
+        let syn::Pat::Ident(pi) = &*f.pat else {
+            return Err(err(f.pat.span(), "a `for` loop binds one name"));
+        };
+        if pi.mutability.is_some() || pi.by_ref.is_some() {
+            return Err(err(pi.span(), "a `for` loop variable is a plain name"));
+        }
+        let range = match strip_paren(&f.expr) {
+            syn::Expr::Range(r) => r,
+            other => {
+                return Err(err(
+                    other.span(),
+                    "`for` runs over an integer range (`a..b` or `a..=b`)",
+                ))
+            }
+        };
+        let (Some(start), Some(end)) = (&range.start, &range.end) else {
+            return Err(err(range.span(), "a kernel `for` range has both ends"));
+        };
+        let start = self.expr(start)?;
+        let end = self.expr(end)?;
+        self.unify(start.ty, end.ty, range.span(), "the range's ends")?;
+        if !self.types.is_int(start.ty) {
+            return Err(err(range.span(), "`for` ranges are over integers"));
+        }
+        let inclusive = matches!(range.limits, syn::RangeLimits::Closed(_));
+        self.scopes.push(HashMap::new());
+        let var = self.new_local(pi.ident.to_string(), start.ty, false, None);
+        self.loop_depth += 1;
+        let body = self.block_body(&f.body, false);
+        self.loop_depth -= 1;
+        self.scopes.pop();
+        Ok(vec![Stmt {
+            span: f.span(),
+            kind: StmtKind::For {
+                var,
+                start,
+                end,
+                inclusive,
+                body: body?,
+            },
+        }])
+    }
+
+    fn if_parts(&mut self, i: &syn::ExprIf) -> Result<(Expr, Vec<Stmt>, Vec<Stmt>)> {
+        if let syn::Expr::Let(l) = &*i.cond {
+            return Err(err(l.span(), "`if let` is not supported in kernels"));
+        }
+        let cond = self.expr(&i.cond)?;
+        self.expect_ty(&cond, Ty::Bool, "an `if` condition")?;
+        let then = self.block_body(&i.then_branch, false)?;
+        let els = match &i.else_branch {
+            None => Vec::new(),
+            Some((_, e)) => match &**e {
+                syn::Expr::If(inner) => {
+                    let (c, t, e) = self.if_parts(inner)?;
+                    vec![Stmt {
+                        span: inner.span(),
+                        kind: StmtKind::If(c, t, e),
+                    }]
+                }
+                syn::Expr::Block(b) => self.block_body(&b.block, false)?,
+                other => return Err(err(other.span(), "unexpected `else` branch")),
+            },
+        };
+        Ok((cond, then, els))
+    }
+
+    /// The place an assignment writes, and its type.
+    fn place(&mut self, e: &syn::Expr) -> Result<(Place, TyId)> {
+        match strip_paren(e) {
+            syn::Expr::Path(p) => {
+                let name = p
+                    .path
+                    .get_ident()
+                    .ok_or_else(|| err(p.span(), "assign to a local variable"))?
+                    .to_string();
+                match self.lookup(&name) {
+                    Some(Binding::Local(id)) if self.locals[id].array.is_none() => {
+                        if !self.locals[id].mutable {
+                            return Err(err(
+                                p.span(),
+                                format!("`{name}` is not `mut`: declare it with `let mut`"),
+                            ));
+                        }
+                        Ok((Place::Local(id), self.locals[id].ty))
+                    }
+                    Some(Binding::Local(_)) => Err(err(
+                        p.span(),
+                        "a local array is assigned element by element",
+                    )),
+                    Some(Binding::Param(_)) => Err(err(
+                        p.span(),
+                        format!("parameter `{name}` is immutable: copy it into a `let mut` local"),
+                    )),
+                    None => Err(err(
+                        p.span(),
+                        format!("cannot find `{name}` in this kernel"),
+                    )),
+                }
+            }
+            syn::Expr::Index(ix) => {
+                let (base, ty) = self.indexable(&ix.expr, true)?;
+                let index = self.index_expr(&ix.index)?;
+                Ok((
+                    Place::Elem {
+                        base,
+                        index,
+                        checked: true,
+                    },
+                    ty,
+                ))
+            }
+            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => {
+                let (base, index) = self.unchecked(&u.expr, true)?;
+                let ty = self.base_ty(base);
+                Ok((
+                    Place::Elem {
+                        base,
+                        index,
+                        checked: false,
+                    },
+                    ty,
+                ))
+            }
+            other => Err(err(
+                other.span(),
+                "assign to a `let mut` local or to an element (`x[i] = ..`)",
+            )),
+        }
+    }
+
+    fn base_ty(&self, base: Base) -> TyId {
+        match base {
+            Base::Param(p) => self.param_ty[p],
+            Base::Local(l) => self.locals[l].ty,
+        }
+    }
+
+    /// A slice parameter or local array being indexed; `write`: for an assignment.
+    fn indexable(&mut self, e: &syn::Expr, write: bool) -> Result<(Base, TyId)> {
+        let syn::Expr::Path(p) = strip_paren(e) else {
+            return Err(err(
+                e.span(),
+                "only slice parameters and local arrays can be indexed",
+            ));
+        };
+        let name = p
+            .path
+            .get_ident()
+            .ok_or_else(|| err(p.span(), "index a slice parameter or local array by name"))?
+            .to_string();
+        match self.lookup(&name) {
+            Some(Binding::Param(i)) => match self.params[i].kind {
+                ParamKind::Slice { mutable, .. } => {
+                    if write && !mutable {
+                        return Err(err(
+                            p.span(),
+                            format!("`{name}` is `&[T]`: declare it `&mut [T]` to write it"),
+                        ));
+                    }
+                    Ok((Base::Param(i), self.param_ty[i]))
+                }
+                ParamKind::Scalar(_) => Err(err(p.span(), format!("`{name}` is not a slice"))),
+            },
+            Some(Binding::Local(l)) if self.locals[l].array.is_some() => {
+                Ok((Base::Local(l), self.locals[l].ty))
+            }
+            Some(Binding::Local(_)) => Err(err(p.span(), format!("`{name}` is not an array"))),
+            None => Err(err(
+                p.span(),
+                format!("cannot find `{name}` in this kernel"),
+            )),
+        }
+    }
+
+    fn index_expr(&mut self, e: &syn::Expr) -> Result<Expr> {
+        if let syn::Expr::Range(r) = strip_paren(e) {
+            return Err(err(
+                r.span(),
+                "kernels index one element at a time (no sub-slices)",
+            ));
+        }
+        let i = self.expr(e)?;
+        self.expect_ty(&i, Ty::Usize, "an index (indices are `usize`)")?;
+        Ok(i)
+    }
+
+    /// `x.get_unchecked(i)` / `x.get_unchecked_mut(i)` (the operand of `*`), inside `unsafe`.
+    fn unchecked(&mut self, e: &syn::Expr, write: bool) -> Result<(Base, Expr)> {
+        let syn::Expr::MethodCall(m) = strip_paren(e) else {
+            return Err(err(
+                e.span(),
+                "`*` is only for `*x.get_unchecked(i)` and `*x.get_unchecked_mut(i)`",
+            ));
+        };
+        let want = if write {
+            "get_unchecked_mut"
+        } else {
+            "get_unchecked"
+        };
+        if m.method != want || m.args.len() != 1 {
+            return Err(err(
+                m.span(),
+                format!("`*` is only for `*x.{want}(i)` here"),
+            ));
+        }
+        if self.unsafe_depth == 0 {
+            return Err(err(
+                m.span(),
+                format!("`{want}` skips the bounds check: it needs an `unsafe {{ .. }}` block"),
+            ));
+        }
+        let (base, _) = self.indexable(&m.receiver, write)?;
+        let index = self.index_expr(&m.args[0])?;
+        Ok((base, index))
+    }
+
+    fn lit(&mut self, l: &syn::Lit) -> Result<Expr> {
+        let span = l.span();
+        let (kind, ty) = match l {
+            syn::Lit::Int(i) => {
+                let v: u128 = i
+                    .base10_parse()
+                    .map_err(|_| err(span, "integer literal out of range"))?;
+                let ty = match i.suffix() {
+                    "" => self.types.int_var(),
+                    s => {
+                        let t = Ty::from_name(s).filter(|t| t.is_numeric()).ok_or_else(|| {
+                            err(
+                                span,
+                                format!("literal suffix `{s}` is not in the kernel language"),
+                            )
+                        })?;
+                        self.types.known(t)
+                    }
+                };
+                if self.types.is_float(ty) {
+                    (ExprKind::Lit(Lit::Float(v.to_string())), ty)
+                } else {
+                    (ExprKind::Lit(Lit::Int(v)), ty)
+                }
+            }
+            syn::Lit::Float(f) => {
+                let v = f.base10_digits().to_owned();
+                if v.parse::<f64>().map_or(true, |x| !x.is_finite()) {
+                    return Err(err(span, "float literal out of range"));
+                }
+                let ty = match f.suffix() {
+                    "" => self.types.float_var(),
+                    "f32" => self.types.known(Ty::F32),
+                    "f64" => self.types.known(Ty::F64),
+                    s => {
+                        return Err(err(
+                            span,
+                            format!("literal suffix `{s}` is not a float type"),
+                        ))
+                    }
+                };
+                (ExprKind::Lit(Lit::Float(v)), ty)
+            }
+            syn::Lit::Bool(b) => (
+                ExprKind::Lit(Lit::Bool(b.value)),
+                self.types.known(Ty::Bool),
+            ),
+            other => {
+                return Err(err(
+                    other.span(),
+                    "only numbers and booleans are literals in kernels",
+                ))
+            }
+        };
+        Ok(Expr { kind, ty, span })
+    }
+
+    fn check_binary(&mut self, op: BinOp, lt: TyId, rt: TyId, span: Span) -> Result<()> {
+        let is_bool = |t: &Types, id| t.get(id) == Some(Ty::Bool);
+        let known_non_int = |t: &Types, id| !t.is_int(id) && t.get(id).is_some();
+        let problem = match op {
+            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem
+                if is_bool(&self.types, lt) || is_bool(&self.types, rt) =>
+            {
+                Some("arithmetic on `bool`")
+            }
+            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor
+                if self.types.is_float(lt) || self.types.is_float(rt) =>
+            {
+                Some("bit operations are for integers and `bool`")
+            }
+            BinOp::Shl | BinOp::Shr if known_non_int(&self.types, lt) => {
+                Some("shifts are for integers")
+            }
+            BinOp::Shl | BinOp::Shr if known_non_int(&self.types, rt) => {
+                Some("a shift amount is an integer")
+            }
+            _ => None,
+        };
+        match problem {
+            Some(msg) => Err(err(span, msg)),
+            None => Ok(()),
+        }
+    }
+
+    fn expr(&mut self, e: &syn::Expr) -> Result<Expr> {
+        let span = e.span();
+        match e {
+            syn::Expr::Lit(l) => self.lit(&l.lit),
+            syn::Expr::Paren(p) => self.expr(&p.expr),
+            syn::Expr::Group(g) => self.expr(&g.expr),
+            syn::Expr::Path(p) => {
+                let name = p
+                    .path
+                    .get_ident()
+                    .ok_or_else(|| err(p.span(), "only locals and parameters can be named here"))?
+                    .to_string();
+                match self.lookup(&name) {
+                    Some(Binding::Param(i)) => match self.params[i].kind {
+                        ParamKind::Scalar(_) => Ok(Expr {
+                            kind: ExprKind::Param(i),
+                            ty: self.param_ty[i],
+                            span,
+                        }),
+                        ParamKind::Slice { .. } => Err(err(
+                            span,
+                            format!(
+                                "`{name}` is a slice: index it (`{name}[i]`) or take its `len()`"
+                            ),
+                        )),
+                    },
+                    Some(Binding::Local(l)) if self.locals[l].array.is_none() => Ok(Expr {
+                        kind: ExprKind::Local(l),
+                        ty: self.locals[l].ty,
+                        span,
+                    }),
+                    Some(Binding::Local(_)) => {
+                        Err(err(span, format!("`{name}` is a local array: index it")))
+                    }
+                    None => Err(err(span, format!("cannot find `{name}` in this kernel"))),
+                }
+            }
+            syn::Expr::Binary(b) => {
+                if compound_op(&b.op).is_some() {
+                    return Err(err(span, "a compound assignment is a statement"));
+                }
+                let op = bin_op(&b.op)
+                    .ok_or_else(|| err(span, "operator not in the kernel language"))?;
+                let l = self.expr(&b.left)?;
+                let r = self.expr(&b.right)?;
+                self.check_binary(op, l.ty, r.ty, span)?;
+                let ty = match op {
+                    BinOp::And | BinOp::Or => {
+                        self.expect_ty(&l, Ty::Bool, "`&&`/`||`")?;
+                        self.expect_ty(&r, Ty::Bool, "`&&`/`||`")?;
+                        self.types.known(Ty::Bool)
+                    }
+                    _ if op.is_comparison() => {
+                        self.unify(l.ty, r.ty, span, "a comparison")?;
+                        self.types.known(Ty::Bool)
+                    }
+                    BinOp::Shl | BinOp::Shr => l.ty,
+                    _ => {
+                        self.unify(l.ty, r.ty, span, "this operation")?;
+                        l.ty
+                    }
+                };
+                Ok(Expr {
+                    kind: ExprKind::Binary(op, Box::new(l), Box::new(r)),
+                    ty,
+                    span,
+                })
+            }
+            syn::Expr::Unary(u) => match u.op {
+                syn::UnOp::Neg(_) => {
+                    let a = self.expr(&u.expr)?;
+                    if let Some(t) = self.types.get(a.ty) {
+                        if !(t.is_signed() || t.is_float()) {
+                            return Err(err(span, format!("cannot negate a `{}`", t.rust())));
+                        }
+                    }
+                    let ty = a.ty;
+                    Ok(Expr {
+                        kind: ExprKind::Unary(UnOp::Neg, Box::new(a)),
+                        ty,
+                        span,
+                    })
+                }
+                syn::UnOp::Not(_) => {
+                    let a = self.expr(&u.expr)?;
+                    if self.types.is_float(a.ty) {
+                        return Err(err(span, "`!` is for `bool` and integers"));
+                    }
+                    let ty = a.ty;
+                    Ok(Expr {
+                        kind: ExprKind::Unary(UnOp::Not, Box::new(a)),
+                        ty,
+                        span,
+                    })
+                }
+                syn::UnOp::Deref(_) => {
+                    let (base, index) = self.unchecked(&u.expr, false)?;
+                    let ty = self.base_ty(base);
+                    Ok(Expr {
+                        kind: ExprKind::Load {
+                            base,
+                            index: Box::new(index),
+                            checked: false,
+                        },
+                        ty,
+                        span,
+                    })
+                }
+                _ => Err(err(span, "operator not in the kernel language")),
+            },
+            syn::Expr::Cast(c) => {
+                let target = scalar_ty(&c.ty).ok_or_else(|| {
+                    err(
+                        c.ty.span(),
+                        "`as` converts between bool, i32, u32, i64, u64, usize, f32, f64",
+                    )
+                })?;
+                let a = self.expr(&c.expr)?;
+                if target == Ty::Bool && self.types.get(a.ty) != Some(Ty::Bool) {
+                    return Err(err(span, "cannot cast to `bool` (compare with 0 instead)"));
+                }
+                if self.types.get(a.ty) == Some(Ty::Bool) && target.is_float() {
+                    return Err(err(span, "cannot cast `bool` to a float"));
+                }
+                let ty = self.types.known(target);
+                Ok(Expr {
+                    kind: ExprKind::Cast(Box::new(a), target),
+                    ty,
+                    span,
+                })
+            }
+            syn::Expr::Index(ix) => {
+                let (base, ty) = self.indexable(&ix.expr, false)?;
+                let index = self.index_expr(&ix.index)?;
+                Ok(Expr {
+                    kind: ExprKind::Load {
+                        base,
+                        index: Box::new(index),
+                        checked: true,
+                    },
+                    ty,
+                    span,
+                })
+            }
+            syn::Expr::MethodCall(m) => self.method(m),
+            syn::Expr::Call(c) => self.call(c),
+            syn::Expr::If(i) => {
+                // A value: `if c { a } else { b }` with single expressions in both branches.
+                let cond = self.expr(&i.cond)?;
+                self.expect_ty(&cond, Ty::Bool, "an `if` condition")?;
+                let single = |b: &syn::Block| -> Option<syn::Expr> {
+                    match b.stmts.as_slice() {
+                        [syn::Stmt::Expr(e, None)] => Some(e.clone()),
+                        _ => None,
+                    }
+                };
+                let then = single(&i.then_branch);
+                let els = match &i.else_branch {
+                    Some((_, e)) => match &**e {
+                        syn::Expr::Block(b) => single(&b.block),
+                        syn::Expr::If(_) => Some((**e).clone()),
+                        _ => None,
+                    },
+                    None => None,
+                };
+                let (Some(then), Some(els)) = (then, els) else {
+                    return Err(err(
+                        span,
+                        "an `if` used as a value has one expression in each branch and an `else`",
+                    ));
+                };
+                let a = self.expr(&then)?;
+                let b = self.expr(&els)?;
+                self.unify(a.ty, b.ty, span, "the branches of this `if`")?;
+                let ty = a.ty;
+                Ok(Expr {
+                    kind: ExprKind::Select(Box::new(cond), Box::new(a), Box::new(b)),
+                    ty,
+                    span,
+                })
+            }
+            syn::Expr::Block(b) if b.block.stmts.len() == 1 => match &b.block.stmts[0] {
+                syn::Stmt::Expr(inner, None) => self.expr(inner),
+                _ => Err(err(span, "a block used as a value holds one expression")),
+            },
+            syn::Expr::Unsafe(u) => {
+                let [syn::Stmt::Expr(inner, None)] = u.block.stmts.as_slice() else {
+                    return Err(err(
+                        span,
+                        "an `unsafe` block used as a value holds one expression",
+                    ));
+                };
+                self.unsafe_depth += 1;
+                let v = self.expr(inner);
+                self.unsafe_depth -= 1;
+                v
+            }
+            syn::Expr::Macro(m) => Err(err(
+                m.span(),
+                format!("macros cannot be used inside a kernel ({SUBSET})"),
+            )),
+            syn::Expr::Closure(c) => Err(err(c.span(), "closures cannot be used inside a kernel")),
+            syn::Expr::Reference(r) => Err(err(
+                r.span(),
+                "references cannot be taken inside a kernel (index slices instead)",
+            )),
+            syn::Expr::Tuple(t) => Err(err(t.span(), "tuples are not in the kernel language")),
+            syn::Expr::Array(a) => Err(err(
+                a.span(),
+                "arrays are not in the kernel language (use `local_array` for work-group memory)",
+            )),
+            syn::Expr::Struct(s) => Err(err(s.span(), "structs are not in the kernel language")),
+            syn::Expr::Field(f) => Err(err(f.span(), "fields are not in the kernel language")),
+            syn::Expr::Range(r) => Err(err(r.span(), "ranges appear only in `for` loops")),
+            other => Err(err(
+                other.span(),
+                format!("this expression is not in the kernel language ({SUBSET})"),
+            )),
+        }
+    }
+
+    fn method(&mut self, m: &syn::ExprMethodCall) -> Result<Expr> {
+        let span = m.span();
+        let name = m.method.to_string();
+        if m.turbofish.is_some() {
+            return Err(err(span, "no turbofish on methods in kernels"));
+        }
+        if name == "len" {
+            if !m.args.is_empty() {
+                return Err(err(span, "`len()` takes no argument"));
+            }
+            let (base, _) = self.indexable(&m.receiver, false)?;
+            let ty = self.types.known(Ty::Usize);
+            return Ok(Expr {
+                kind: ExprKind::Len(base),
+                ty,
+                span,
+            });
+        }
+        if name == "get_unchecked" || name == "get_unchecked_mut" {
+            return Err(err(
+                span,
+                format!("write `*x.{name}(i)`: the element, not a reference to it"),
+            ));
+        }
+        let f = MathFn::from_name(&name).ok_or_else(|| {
+            err(
+                m.method.span(),
+                format!("method `{name}` is not in the kernel language (math: sqrt, exp, ln, sin, cos, powf, mul_add, min, max, abs, floor, ceil; slices: len)"),
+            )
+        })?;
+        if m.args.len() != f.extra_args() {
+            return Err(err(
+                span,
+                format!("`{name}` takes {} argument(s)", f.extra_args()),
+            ));
+        }
+        let recv = self.expr(&m.receiver)?;
+        let mut args = vec![recv];
+        for a in &m.args {
+            let a = self.expr(a)?;
+            self.unify(
+                args[0].ty,
+                a.ty,
+                span,
+                &format!("the arguments of `{name}`"),
+            )?;
+            args.push(a);
+        }
+        let t = args[0].ty;
+        let is_float = self.types.is_float(t);
+        let is_int = self.types.is_int(t);
+        if !(is_float || f.for_ints() && is_int) {
+            if self.types.get(t).is_some() || is_int {
+                return Err(err(
+                    span,
+                    format!(
+                        "`{name}` is for floats{}",
+                        if f.for_ints() { " and integers" } else { "" }
+                    ),
+                ));
+            }
+            // An unknown receiver (a helper result): math makes it a float.
+            let fv = self.types.float_var();
+            self.unify(t, fv, span, &format!("`{name}`"))?;
+        }
+        if f == MathFn::Abs {
+            if let Some(ty) = self.types.get(t) {
+                if ty.is_int() && !ty.is_signed() {
+                    return Err(err(span, "`abs` of an unsigned integer"));
+                }
+            }
+        }
+        Ok(Expr {
+            kind: ExprKind::Math(f, args),
+            ty: t,
+            span,
+        })
+    }
+
+    fn call(&mut self, c: &syn::ExprCall) -> Result<Expr> {
+        let span = c.span();
+        let syn::Expr::Path(fp) = &*c.func else {
+            return Err(err(
+                c.func.span(),
+                "call a kernel function or helper by name",
+            ));
+        };
+        let path = &fp.path;
+        let name = call_name(path);
+        let builtin = is_builtin_path(path);
+        let generic_args = path
+            .segments
+            .last()
+            .map(|s| !s.arguments.is_none())
+            .unwrap_or(false);
+        if builtin {
+            if let Some(q) = Query::from_name(&name) {
+                let [d] = c.args.iter().collect::<Vec<_>>()[..] else {
+                    return Err(err(
+                        span,
+                        format!("`{name}(d)` takes a dimension 0, 1 or 2"),
+                    ));
+                };
+                let d = match strip_paren(d) {
+                    syn::Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Int(i),
+                        ..
+                    }) => i.base10_parse::<u8>().ok().filter(|d| *d < 3),
+                    _ => None,
+                }
+                .ok_or_else(|| err(d.span(), "the dimension is a literal 0, 1 or 2"))?;
+                if self.role == Role::Helper {
+                    return Err(err(
+                        span,
+                        "work-item queries belong to kernels, not helpers",
+                    ));
+                }
+                let ty = self.types.known(Ty::Usize);
+                return Ok(Expr {
+                    kind: ExprKind::Query(q, d),
+                    ty,
+                    span,
+                });
+            }
+            if name == "barrier" {
+                return Err(err(span, "`barrier()` is a statement"));
+            }
+            if name == "local_array" {
+                return Err(err(
+                    span,
+                    "`local_array` declares a local: `let tile = local_array::<f32, 256>();`",
+                ));
+            }
+            if let Some(op) = AtomicOp::from_name(&name) {
+                return self.atomic(op, c);
+            }
+            if let Some(r) = Reduce::from_name(&name) {
+                if self.role == Role::Helper {
+                    return Err(err(span, "group reductions belong to kernels, not helpers"));
+                }
+                let [a] = c.args.iter().collect::<Vec<_>>()[..] else {
+                    return Err(err(span, format!("`{name}(x)` takes one value")));
+                };
+                let a = self.expr(a)?;
+                if self.types.get(a.ty) == Some(Ty::Bool) {
+                    return Err(err(span, "group reductions are over numbers"));
+                }
+                if self.types.get(a.ty).is_none()
+                    && !self.types.is_int(a.ty)
+                    && !self.types.is_float(a.ty)
+                {
+                    return Err(err(span, "annotate the reduced value's type"));
+                }
+                let ty = a.ty;
+                return Ok(Expr {
+                    kind: ExprKind::Reduce(r, Box::new(a)),
+                    ty,
+                    span,
+                });
+            }
+        }
+        if generic_args {
+            return Err(err(span, "helpers take no generic arguments"));
+        }
+        // A helper marked #[sycl::kernel_fn]: its result type comes from the use.
+        let args = c
+            .args
+            .iter()
+            .map(|a| self.expr(a))
+            .collect::<Result<Vec<_>>>()?;
+        let ty = self.types.unknown();
+        Ok(Expr {
+            kind: ExprKind::Call(path.clone(), args),
+            ty,
+            span,
+        })
+    }
+
+    fn atomic(&mut self, op: AtomicOp, c: &syn::ExprCall) -> Result<Expr> {
+        let span = c.span();
+        let args: Vec<&syn::Expr> = c.args.iter().collect();
+        let want = if op == AtomicOp::CompareExchange {
+            4
+        } else {
+            3
+        };
+        if args.len() != want {
+            return Err(err(
+                span,
+                if op == AtomicOp::CompareExchange {
+                    "`atomic_compare_exchange(slice, index, current, new)` returns the value it found"
+                } else {
+                    "atomics take (slice or local array, index, value) and return the old value"
+                },
+            ));
+        }
+        let (base, ty) = self.indexable(args[0], true)?;
+        let index = self.index_expr(args[1])?;
+        let mut values = Vec::new();
+        for a in &args[2..] {
+            let v = self.expr(a)?;
+            self.unify(v.ty, ty, v.span, "an atomic's value")?;
+            values.push(v);
+        }
+        let elem = self.types.get(ty).expect("element types are known");
+        let ok = match op {
+            AtomicOp::FetchAdd => matches!(elem, Ty::I32 | Ty::U32 | Ty::U64 | Ty::F32),
+            _ => matches!(elem, Ty::I32 | Ty::U32 | Ty::U64),
+        };
+        if !ok {
+            return Err(err(
+                span,
+                format!(
+                    "atomics on `{}` are not in the kernel language (i32, u32, u64; and fetch_add on f32)",
+                    elem.rust()
+                ),
+            ));
+        }
+        Ok(Expr {
+            kind: ExprKind::Atomic {
+                op,
+                base,
+                index: Box::new(index),
+                values,
+            },
+            ty,
+            span,
+        })
+    }
+}
+
+fn strip_paren(e: &syn::Expr) -> &syn::Expr {
+    match e {
+        syn::Expr::Paren(p) => strip_paren(&p.expr),
+        syn::Expr::Group(g) => strip_paren(&g.expr),
+        other => other,
+    }
+}
+
+fn is_block_like(e: &syn::Expr) -> bool {
+    matches!(
+        e,
+        syn::Expr::If(_)
+            | syn::Expr::While(_)
+            | syn::Expr::Loop(_)
+            | syn::Expr::ForLoop(_)
+            | syn::Expr::Block(_)
+            | syn::Expr::Unsafe(_)
+    )
+}
+
+/// `if c { a } else { b }` (or `else if`) with one expression in every branch: a value.
+fn is_value_if(e: &syn::Expr) -> bool {
+    let syn::Expr::If(i) = e else { return false };
+    let single = |b: &syn::Block| matches!(b.stmts.as_slice(), [syn::Stmt::Expr(_, None)]);
+    single(&i.then_branch)
+        && match &i.else_branch {
+            Some((_, els)) => match &**els {
+                syn::Expr::Block(b) => single(&b.block),
+                other => is_value_if(other),
+            },
+            None => false,
+        }
+}
+
+fn is_builtin_path_call(c: &syn::ExprCall, name: &str) -> bool {
+    match &*c.func {
+        syn::Expr::Path(p) => is_builtin_path(&p.path) && call_name(&p.path) == name,
+        _ => false,
+    }
+}
+
+/// `local_array::<T, N>()` → (T, N).
+fn local_array_call(e: &syn::Expr) -> Result<Option<(Ty, usize)>> {
+    let syn::Expr::Call(c) = strip_paren(e) else {
+        return Ok(None);
+    };
+    let syn::Expr::Path(p) = &*c.func else {
+        return Ok(None);
+    };
+    if !is_builtin_path(&p.path) || call_name(&p.path) != "local_array" {
+        return Ok(None);
+    }
+    let usage = "`local_array::<T, N>()`: T an element type, N a literal length";
+    let syn::PathArguments::AngleBracketed(ab) =
+        &p.path.segments.last().expect("a segment").arguments
+    else {
+        return Err(err(p.span(), usage));
+    };
+    let args: Vec<_> = ab.args.iter().collect();
+    let (Some(syn::GenericArgument::Type(t)), Some(len)) = (args.first(), args.get(1)) else {
+        return Err(err(ab.span(), usage));
+    };
+    let elem = scalar_ty(t)
+        .filter(|t| t.is_element())
+        .ok_or_else(|| err(t.span(), usage))?;
+    let len_expr = match len {
+        syn::GenericArgument::Const(e) => e.clone(),
+        syn::GenericArgument::Type(syn::Type::Path(tp)) => {
+            return Err(err(tp.span(), usage));
+        }
+        other => return Err(err(other.span(), usage)),
+    };
+    let len = const_usize(&len_expr).ok_or_else(|| err(len_expr.span(), usage))?;
+    if len == 0 || len > 1 << 16 {
+        return Err(err(
+            len_expr.span(),
+            "a local array holds 1 to 65536 elements",
+        ));
+    }
+    if !c.args.is_empty() {
+        return Err(err(c.span(), usage));
+    }
+    Ok(Some((elem, len)))
+}
+
+/// A constant length: a literal, `{ a * b }` of literals, or a product/sum of literals.
+fn const_usize(e: &syn::Expr) -> Option<usize> {
+    match strip_paren(e) {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) => i.base10_parse().ok(),
+        syn::Expr::Block(b) => match b.block.stmts.as_slice() {
+            [syn::Stmt::Expr(e, None)] => const_usize(e),
+            _ => None,
+        },
+        syn::Expr::Binary(b) => {
+            let (l, r) = (const_usize(&b.left)?, const_usize(&b.right)?);
+            match b.op {
+                syn::BinOp::Mul(_) => l.checked_mul(r),
+                syn::BinOp::Add(_) => l.checked_add(r),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn bin_op(op: &syn::BinOp) -> Option<BinOp> {
+    Some(match op {
+        syn::BinOp::Add(_) => BinOp::Add,
+        syn::BinOp::Sub(_) => BinOp::Sub,
+        syn::BinOp::Mul(_) => BinOp::Mul,
+        syn::BinOp::Div(_) => BinOp::Div,
+        syn::BinOp::Rem(_) => BinOp::Rem,
+        syn::BinOp::BitAnd(_) => BinOp::BitAnd,
+        syn::BinOp::BitOr(_) => BinOp::BitOr,
+        syn::BinOp::BitXor(_) => BinOp::BitXor,
+        syn::BinOp::Shl(_) => BinOp::Shl,
+        syn::BinOp::Shr(_) => BinOp::Shr,
+        syn::BinOp::Eq(_) => BinOp::Eq,
+        syn::BinOp::Ne(_) => BinOp::Ne,
+        syn::BinOp::Lt(_) => BinOp::Lt,
+        syn::BinOp::Le(_) => BinOp::Le,
+        syn::BinOp::Gt(_) => BinOp::Gt,
+        syn::BinOp::Ge(_) => BinOp::Ge,
+        syn::BinOp::And(_) => BinOp::And,
+        syn::BinOp::Or(_) => BinOp::Or,
+        _ => return None,
+    })
+}
+
+fn compound_op(op: &syn::BinOp) -> Option<BinOp> {
+    Some(match op {
+        syn::BinOp::AddAssign(_) => BinOp::Add,
+        syn::BinOp::SubAssign(_) => BinOp::Sub,
+        syn::BinOp::MulAssign(_) => BinOp::Mul,
+        syn::BinOp::DivAssign(_) => BinOp::Div,
+        syn::BinOp::RemAssign(_) => BinOp::Rem,
+        syn::BinOp::BitAndAssign(_) => BinOp::BitAnd,
+        syn::BinOp::BitOrAssign(_) => BinOp::BitOr,
+        syn::BinOp::BitXorAssign(_) => BinOp::BitXor,
+        syn::BinOp::ShlAssign(_) => BinOp::Shl,
+        syn::BinOp::ShrAssign(_) => BinOp::Shr,
+        _ => return None,
+    })
+}

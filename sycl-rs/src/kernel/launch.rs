@@ -1,0 +1,732 @@
+//! Launching kernels made by `#[sycl::kernel]`: the checks, the native CPU path, the
+//! per-context cache of built GPU programs, and the status word through which a GPU
+//! work-item reports a failed bounds check.
+#![allow(unsafe_code)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+use sycl_backend::{Aspect, BackendKind, EventStatus, LaunchRange, UsmKind};
+
+use super::__rt::{
+    ArgInner, Args, CpuArg, CpuArgs, CpuEntry, Definition, DefinitionParts, GeneratedKernel,
+    HelperDef, ParamSpec,
+};
+use super::{Kernel, KernelBundle, Range};
+use crate::usm::{MemoryRecord, Use};
+use crate::{Context, Device, Errc, Error, Event, Queue, Result, Usm, UsmView};
+
+const PRELUDE_CUDA: &str = include_str!("prelude_cuda.h");
+const PRELUDE_OPENCL: &str = include_str!("prelude_opencl.h");
+
+/// Submits a launch of `K` (what `Queue::parallel_for` does with a `#[sycl::kernel]` value).
+pub fn submit<K: GeneratedKernel>(
+    queue: &Queue,
+    range: Range,
+    deps: &[&Event],
+    args: Args,
+) -> Result<Event> {
+    submit_definition(queue, range, deps, K::definition(), args)
+}
+
+/// Keeps a kernel argument's memory counted as viewed while a CPU kernel may access it, so no
+/// view of another element width (mixed-size atomics) can start meanwhile.
+pub(crate) struct ViewGuard(Arc<MemoryRecord>);
+
+impl Drop for ViewGuard {
+    fn drop(&mut self) {
+        self.0.end_view();
+    }
+}
+
+/// The helpers a definition needs, each once, callees first, and whether any uses `f64`.
+struct Resolved {
+    helpers: Vec<&'static HelperDef>,
+    fp64: bool,
+}
+
+fn resolve(def: &'static Definition) -> Result<&'static Resolved> {
+    // One resolution per definition, for the life of the program (definitions are statics).
+    static RESOLVED: OnceLock<Mutex<HashMap<usize, &'static Resolved>>> = OnceLock::new();
+    let key = def as *const Definition as usize;
+    let map = RESOLVED.get_or_init(Default::default);
+    if let Some(r) = map.lock().get(&key) {
+        return Ok(r);
+    }
+    let mut order: Vec<&'static HelperDef> = Vec::new();
+    let mut on_path: Vec<&'static HelperDef> = Vec::new();
+    fn visit(
+        h: &'static HelperDef,
+        order: &mut Vec<&'static HelperDef>,
+        on_path: &mut Vec<&'static HelperDef>,
+    ) -> Result<()> {
+        if order.iter().any(|o| std::ptr::eq(*o, h)) {
+            return Ok(());
+        }
+        if on_path.iter().any(|o| std::ptr::eq(*o, h)) {
+            return Err(Error::new(
+                Errc::Build,
+                format!(
+                    "kernel helper `{}` calls itself (directly or through others): recursion is not in the kernel language",
+                    h.parts.name
+                ),
+            ));
+        }
+        on_path.push(h);
+        for callee in h.parts.helpers {
+            visit(callee(), order, on_path)?;
+        }
+        on_path.pop();
+        order.push(h);
+        Ok(())
+    }
+    for h in def.parts.helpers {
+        visit(h(), &mut order, &mut on_path)?;
+    }
+    let fp64 = def.parts.fp64 || order.iter().any(|h| h.parts.fp64);
+    let resolved: &'static Resolved = Box::leak(Box::new(Resolved {
+        helpers: order,
+        fp64,
+    }));
+    Ok(*map.lock().entry(key).or_insert(resolved))
+}
+
+fn check_args(p: &DefinitionParts, args: &Args) -> Result<()> {
+    let bad = |why: String| {
+        Err(Error::new(
+            Errc::KernelArgument,
+            format!("kernel `{}`: {why}", p.name),
+        ))
+    };
+    if args.0.len() != p.params.len() {
+        return bad(format!(
+            "{} arguments for {} parameters",
+            args.0.len(),
+            p.params.len()
+        ));
+    }
+    for (i, (arg, param)) in args.0.iter().zip(p.params).enumerate() {
+        let ok = match (&arg.0, param) {
+            (ArgInner::Scalar { ty, .. }, ParamSpec::Scalar(want)) => ty == want,
+            (
+                ArgInner::Slice { elem, mutable, .. },
+                ParamSpec::Slice {
+                    elem: want,
+                    mutable: want_mut,
+                },
+            ) => elem == want && mutable == want_mut,
+            _ => false,
+        };
+        if !ok {
+            return bad(format!("argument {i} does not match parameter {param:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a written slice that overlaps another slice argument: the kernel language gives
+/// `&mut [T]` parameters Rust's exclusivity, and the GPU code is compiled assuming it.
+fn check_aliasing(p: &DefinitionParts, args: &Args) -> Result<()> {
+    let spans: Vec<(usize, u64, u64, bool)> = args
+        .0
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| match &a.0 {
+            ArgInner::Slice {
+                ptr,
+                len,
+                elem,
+                mutable,
+                ..
+            } if *len > 0 => Some((i, *ptr, *ptr + (*len * elem.size()) as u64, *mutable)),
+            _ => None,
+        })
+        .collect();
+    for (n, a) in spans.iter().enumerate() {
+        for b in &spans[n + 1..] {
+            if (a.3 || b.3) && a.1 < b.2 && b.1 < a.2 {
+                return Err(Error::new(
+                    Errc::Invalid,
+                    format!(
+                        "kernel `{}`: arguments {} and {} overlap, and the kernel writes {}: a `&mut [T]` argument must not alias another slice argument",
+                        p.name,
+                        a.0,
+                        b.0,
+                        if a.3 { a.0 } else { b.0 }
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_range(p: &DefinitionParts, range: &Range, device: &Device) -> Result<()> {
+    let launch = range.inner;
+    launch.validate(device.max_work_group_size())?;
+    if launch.dims < p.dims {
+        return Err(Error::new(
+            Errc::NdRange,
+            format!(
+                "kernel `{}` indexes {} dimensions; the range has {}",
+                p.name, p.dims, launch.dims
+            ),
+        ));
+    }
+    if launch.local.is_none() && (p.group || p.nd_queries) {
+        return Err(Error::new(
+            Errc::NdRange,
+            format!(
+                "kernel `{}` uses work-groups (local memory, barriers, group reductions or group queries): give the range a work-group size with `Range::with_local`",
+                p.name
+            ),
+        ));
+    }
+    if let Some(local) = launch.local {
+        let items = local.iter().product::<usize>() as u64;
+        let need = p.local_bytes as u64 + items * p.reduce_bytes as u64;
+        let have = device.local_mem_size();
+        if have > 0 && need > have {
+            return Err(Error::new(
+                Errc::NdRange,
+                format!(
+                    "kernel `{}` needs {need} bytes of work-group local memory with groups of {items}; the device has {have}",
+                    p.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn submit_definition(
+    queue: &Queue,
+    range: Range,
+    deps: &[&Event],
+    def: &'static Definition,
+    args: Args,
+) -> Result<Event> {
+    let p = &def.parts;
+    let device = queue.device();
+    device.require(
+        Aspect::ExtSyclRsKernels,
+        &format!("#[sycl::kernel] kernel `{}`", p.name),
+    )?;
+    check_args(p, &args)?;
+    let resolved = resolve(def)?;
+    if resolved.fp64 {
+        device.require(Aspect::Fp64, &format!("kernel `{}` (f64)", p.name))?;
+    }
+    if p.atomic64 {
+        device.require(
+            Aspect::Atomic64,
+            &format!("kernel `{}` (64-bit atomics)", p.name),
+        )?;
+    }
+    check_range(p, &range, device)?;
+    check_aliasing(p, &args)?;
+    let uses: Vec<(&Arc<MemoryRecord>, Use)> = args
+        .0
+        .iter()
+        .filter_map(|a| match &a.0 {
+            ArgInner::Slice {
+                record, mutable, ..
+            } => Some((record, if *mutable { Use::Write } else { Use::Read })),
+            ArgInner::Scalar { .. } => None,
+        })
+        .collect();
+    if range.inner.total() == Some(0) {
+        // Nothing to run; still an event ordered after `deps`.
+        for (record, _) in &uses {
+            record.check_queue(queue)?;
+        }
+        return queue.barrier(deps);
+    }
+    if device.has(Aspect::ExtSyclRsClosureKernels) {
+        return submit_cpu(queue, range, deps, p, &args, &uses);
+    }
+    submit_gpu(queue, range, deps, def, resolved, &args, uses)
+}
+
+fn submit_cpu(
+    queue: &Queue,
+    range: Range,
+    deps: &[&Event],
+    p: &DefinitionParts,
+    args: &Args,
+    uses: &[(&Arc<MemoryRecord>, Use)],
+) -> Result<Event> {
+    let launch = range.inner;
+    let local = launch.local.unwrap_or([1, 1, 1]);
+    let groups = [
+        launch.global[0] / local[0],
+        launch.global[1] / local[1],
+        launch.global[2] / local[2],
+    ];
+    for (record, _) in uses {
+        record.check_queue(queue)?;
+    }
+    let mut guards = Vec::new();
+    let mut cpu_args = Vec::with_capacity(args.0.len());
+    for arg in &args.0 {
+        cpu_args.push(match &arg.0 {
+            ArgInner::Scalar { bytes, ty } => CpuArg {
+                scalar: *bytes,
+                ty: *ty,
+                slice: None,
+            },
+            ArgInner::Slice {
+                record,
+                ptr,
+                len,
+                elem,
+                mutable,
+            } => {
+                if *len > 0 {
+                    // Every access of a CPU kernel is an atomic of the element's width.
+                    record.begin_view(elem.size())?;
+                    guards.push(ViewGuard(record.clone()));
+                }
+                CpuArg {
+                    scalar: [0; 8],
+                    ty: *elem,
+                    slice: Some((*ptr as usize, *len, *mutable)),
+                }
+            }
+        });
+    }
+    let cpu = Arc::new(CpuArgs {
+        args: cpu_args,
+        dims: launch.dims,
+        global: launch.global,
+        local,
+        groups,
+        _guards: guards,
+    });
+    let raw_deps = Event::raw_list(deps);
+    queue.submit_using(uses, || match p.cpu {
+        CpuEntry::Items(f) => {
+            let kernel: sycl_backend::ClosureKernel = Arc::new(move |chunk| f(&cpu, chunk));
+            queue.inner.parallel_for_closure(launch, kernel, &raw_deps)
+        }
+        CpuEntry::Groups(f) => {
+            let count = groups[0] * groups[1] * groups[2];
+            let kernel: sycl_backend::ClosureKernel = Arc::new(move |chunk| f(&cpu, chunk));
+            queue
+                .inner
+                .parallel_for_work_groups(count, kernel, &raw_deps)
+        }
+    })
+}
+
+/// The GPU launch geometry: SYCL's last dimension varies fastest, which is CUDA's x and
+/// OpenCL's dimension 0, so the dimensions are reversed. A plain range is rounded up to whole
+/// work-groups (the kernel's range check drops the extra work-items).
+fn gpu_range(launch: &LaunchRange, device: &Device) -> Result<LaunchRange> {
+    let n = launch.dims as usize;
+    let reversed = |v: [usize; 3]| {
+        let mut out = [1usize; 3];
+        out[..n].copy_from_slice(&v[..n]);
+        out[..n].reverse();
+        out
+    };
+    let mut global = reversed(launch.global);
+    let local = match launch.local {
+        Some(l) => reversed(l),
+        None => {
+            let max = device.max_work_group_size().max(1);
+            let items = device.max_work_item_sizes();
+            let want: [usize; 3] = match n {
+                1 => [256, 1, 1],
+                2 => [16, 16, 1],
+                _ => [8, 8, 4],
+            };
+            let mut out = [1usize; 3];
+            for d in 0..n {
+                let cap = if items[d] > 0 { items[d] } else { want[d] };
+                out[d] = want[d].min(cap).min(global[d].max(1)).max(1);
+            }
+            while out.iter().product::<usize>() > max {
+                let d = (0..3).max_by_key(|&d| out[d]).expect("three dimensions");
+                out[d] = out[d].div_ceil(2);
+            }
+            for d in 0..n {
+                global[d] = global[d].checked_next_multiple_of(out[d]).ok_or_else(|| {
+                    Error::new(
+                        Errc::NdRange,
+                        "the range overflows when rounded to work-groups",
+                    )
+                })?;
+            }
+            out
+        }
+    };
+    Ok(LaunchRange {
+        dims: launch.dims,
+        global,
+        local: Some(local),
+    })
+}
+
+fn submit_gpu(
+    queue: &Queue,
+    range: Range,
+    deps: &[&Event],
+    def: &'static Definition,
+    resolved: &'static Resolved,
+    args: &Args,
+    uses: Vec<(&Arc<MemoryRecord>, Use)>,
+) -> Result<Event> {
+    let p = &def.parts;
+    let device = queue.device();
+    let launch = range.inner;
+    let kernel = queue.context().shared.kernels.kernel(
+        queue.context(),
+        def,
+        resolved,
+        launch.dims,
+        device.backend(),
+    )?;
+    let geometry = gpu_range(&launch, device)?;
+    let slot = queue.context().shared.kernels.status_slot(queue)?;
+    let len_bytes: Vec<[u8; 8]> = args
+        .0
+        .iter()
+        .map(|a| match &a.0 {
+            ArgInner::Slice { len, .. } => (*len as u64).to_ne_bytes(),
+            ArgInner::Scalar { .. } => [0; 8],
+        })
+        .collect();
+    let range_bytes: Vec<[u8; 8]> = (0..3)
+        .map(|d| (launch.global[d] as u64).to_ne_bytes())
+        .collect();
+    let mut raw: Vec<sycl_backend::KernelArg<'_>> = Vec::with_capacity(args.0.len() * 2 + 5);
+    for (arg, len) in args.0.iter().zip(&len_bytes) {
+        match &arg.0 {
+            ArgInner::Scalar { bytes, ty } => {
+                raw.push(sycl_backend::KernelArg::Scalar(&bytes[..ty.size()]))
+            }
+            ArgInner::Slice { ptr, .. } => {
+                raw.push(sycl_backend::KernelArg::Pointer(*ptr));
+                raw.push(sycl_backend::KernelArg::Scalar(len));
+            }
+        }
+    }
+    raw.push(sycl_backend::KernelArg::Pointer(slot.device_ptr()));
+    for r in &range_bytes {
+        raw.push(sycl_backend::KernelArg::Scalar(r));
+    }
+    if device.backend() == BackendKind::OpenCl && p.reduce_bytes > 0 {
+        let items: usize = geometry
+            .local
+            .expect("a GPU launch has groups")
+            .iter()
+            .product();
+        raw.push(sycl_backend::KernelArg::Local(items * 8));
+    }
+    let mut all_deps = Event::raw_list(deps);
+    if let Some(zeroed) = slot.prepare(queue)? {
+        all_deps.push(zeroed.inner.clone());
+    }
+    let slot_record = slot.record().clone();
+    let mut uses: Vec<(&Arc<MemoryRecord>, Use)> = uses;
+    uses.push((&slot_record, Use::Write));
+    let mut event = queue.submit_using(&uses, || {
+        // SAFETY: the arguments match the kernel's parameters (the source was generated from
+        // the same definition that `check_args` checked them against: slices as pointer and
+        // length, then the status word and the range); every pointer is the start of a live
+        // range of its length whose record frees nothing before this command completed; the
+        // generated code accesses a slice only below its length (checked indices, or the
+        // caller's `unsafe` where it wrote `get_unchecked`), writes only `&mut` slices, which
+        // `check_aliasing` kept apart from the others, and keeps to the launched range.
+        unsafe { queue.inner.launch(&kernel.inner, geometry, &raw, &all_deps) }
+    })?;
+    drop(uses);
+    slot.launched(event.inner.clone());
+    event.kernel_status = Some(Arc::new(KernelStatus { name: p.name, slot }));
+    Ok(event)
+}
+
+// ---- the per-context cache
+
+/// Built programs and status words of one context.
+/// A program's cache entry: locked while it builds, so a kernel builds once.
+type ProgramSlot = Arc<Mutex<Option<Kernel>>>;
+
+#[derive(Default)]
+pub(crate) struct KernelCache {
+    /// By definition address and number of dimensions.
+    programs: Mutex<HashMap<(usize, u8), ProgramSlot>>,
+    pools: Mutex<HashMap<usize, Arc<Mutex<StatusPool>>>>,
+}
+
+/// The full source of a program: prelude, helpers (callees first), the kernel.
+pub(crate) fn program_source(
+    def: &'static Definition,
+    helpers: &[&'static HelperDef],
+    fp64: bool,
+    dims: u8,
+    backend: BackendKind,
+) -> String {
+    let p = &def.parts;
+    let cuda = backend == BackendKind::Cuda;
+    let name_of = |h: &HelperDef| -> String {
+        let i = helpers
+            .iter()
+            .position(|x| std::ptr::eq(*x, h))
+            .expect("resolved helpers include every callee");
+        format!("sycl_h{i}_{}", h.parts.name)
+    };
+    let substitute = |text: &str, callees: &[fn() -> &'static HelperDef]| -> String {
+        let mut out = text.to_owned();
+        for (k, callee) in callees.iter().enumerate() {
+            out = out.replace(&format!("__sycl_call_{k}__"), &name_of(callee()));
+        }
+        out
+    };
+    let mut src = format!("#define SYCL_DIMS {dims}\n");
+    if fp64 {
+        src.push_str("#define SYCL_FP64 1\n");
+    }
+    if p.atomic64 {
+        src.push_str("#define SYCL_ATOMIC64 1\n");
+    }
+    src.push_str(if cuda { PRELUDE_CUDA } else { PRELUDE_OPENCL });
+    src.push('\n');
+    for h in helpers {
+        let (proto, _) = if cuda { h.parts.cuda } else { h.parts.opencl };
+        src.push_str(&proto.replace("__sycl_self__", &name_of(h)));
+    }
+    for h in helpers {
+        let (_, body) = if cuda { h.parts.cuda } else { h.parts.opencl };
+        let body = substitute(body, h.parts.helpers).replace("__sycl_self__", &name_of(h));
+        src.push_str(&body);
+        src.push('\n');
+    }
+    src.push_str(&substitute(if cuda { p.cuda } else { p.opencl }, p.helpers));
+    src
+}
+
+impl KernelCache {
+    /// The kernel of `def` for launches of `dims` dimensions, built at the first launch in this
+    /// context and kept for its life.
+    fn kernel(
+        &self,
+        context: &Context,
+        def: &'static Definition,
+        resolved: &'static Resolved,
+        dims: u8,
+        backend: BackendKind,
+    ) -> Result<Kernel> {
+        let key = (def as *const Definition as usize, dims);
+        let entry = self.programs.lock().entry(key).or_default().clone();
+        let mut slot = entry.lock();
+        if let Some(k) = &*slot {
+            return Ok(k.clone());
+        }
+        let src = program_source(def, &resolved.helpers, resolved.fp64, dims, backend);
+        let (source, options) = match backend {
+            // Rust does not contract `a * b + c` into a fused multiply-add; `mul_add` does.
+            BackendKind::Cuda => (sycl_backend::KernelSource::CudaC(&src), "--fmad=false"),
+            _ => (sycl_backend::KernelSource::OpenClC(&src), ""),
+        };
+        let bundle = KernelBundle::build(context, &[], source, options).map_err(|e| {
+            Error::new(
+                e.code(),
+                format!(
+                    "building kernel `{}` (a bug of #[sycl::kernel]: please report it): {e}",
+                    def.parts.name
+                ),
+            )
+        })?;
+        let kernel = bundle.kernel(&format!("sycl_k_{}", def.parts.name))?;
+        *slot = Some(kernel.clone());
+        Ok(kernel)
+    }
+
+    fn status_slot(&self, queue: &Queue) -> Result<StatusSlot> {
+        let device = queue.device();
+        let key = device.index_in_platform();
+        let pool = self.pools.lock().entry(key).or_default().clone();
+        StatusPool::take(&pool, queue)
+    }
+}
+
+// ---- status words
+
+const SLOTS_PER_CHUNK: usize = 1024;
+
+struct Chunk {
+    usm: Usm<u32>,
+    /// For memory the host can access.
+    view: Option<UsmView<u32>>,
+}
+
+#[derive(Default)]
+struct StatusPool {
+    chunks: Vec<Arc<Chunk>>,
+    free: Vec<(usize, usize)>,
+    /// Slots whose launch may still write them.
+    retired: Vec<(usize, usize, Arc<dyn sycl_backend::Event>)>,
+}
+
+impl StatusPool {
+    fn take(pool: &Arc<Mutex<StatusPool>>, queue: &Queue) -> Result<StatusSlot> {
+        let mut p = pool.lock();
+        if p.free.is_empty() && !p.retired.is_empty() {
+            let retired = std::mem::take(&mut p.retired);
+            for (c, i, event) in retired {
+                if matches!(event.status(), Ok(EventStatus::Complete) | Err(_)) {
+                    p.free.push((c, i));
+                } else {
+                    p.retired.push((c, i, event));
+                }
+            }
+        }
+        if p.free.is_empty() {
+            let device = queue.device();
+            let kind = if device.has(Aspect::UsmHostAllocations) {
+                UsmKind::Host
+            } else if device.has(Aspect::UsmSharedAllocations) {
+                UsmKind::Shared
+            } else {
+                UsmKind::Device
+            };
+            let usm = Usm::<u32>::alloc(kind, SLOTS_PER_CHUNK, device, queue.context())?;
+            let view = if usm.is_host_accessible() {
+                Some(usm.view()?)
+            } else {
+                None
+            };
+            let c = p.chunks.len();
+            p.chunks.push(Arc::new(Chunk { usm, view }));
+            p.free.extend((0..SLOTS_PER_CHUNK).rev().map(|i| (c, i)));
+        }
+        let (c, index) = p.free.pop().expect("refilled above");
+        Ok(StatusSlot {
+            chunk: p.chunks[c].clone(),
+            chunk_index: c,
+            index,
+            pool: pool.clone(),
+            event: OnceLock::new(),
+            queue: queue.clone(),
+        })
+    }
+}
+
+struct StatusSlot {
+    chunk: Arc<Chunk>,
+    chunk_index: usize,
+    index: usize,
+    pool: Arc<Mutex<StatusPool>>,
+    event: OnceLock<Arc<dyn sycl_backend::Event>>,
+    queue: Queue,
+}
+
+impl StatusSlot {
+    fn device_ptr(&self) -> u64 {
+        self.chunk.usm.as_ptr() + (self.index * 4) as u64
+    }
+
+    fn record(&self) -> &Arc<MemoryRecord> {
+        &self.chunk.usm.record
+    }
+
+    /// Zeroes the word: directly where the host can, else by a command that the launch then
+    /// depends on.
+    fn prepare(&self, queue: &Queue) -> Result<Option<Event>> {
+        match &self.chunk.view {
+            Some(view) => {
+                view.set(self.index, 0);
+                Ok(None)
+            }
+            None => {
+                let range = self.chunk.usm.range(self.index..self.index + 1)?;
+                queue.fill(&range, 0u32, &[]).map(Some)
+            }
+        }
+    }
+
+    fn launched(&self, event: Arc<dyn sycl_backend::Event>) {
+        let _ = self.event.set(event);
+    }
+
+    /// The failure code the kernel left (after it completed).
+    fn read(&self) -> Result<u32> {
+        match &self.chunk.view {
+            Some(view) => Ok(view.get(self.index)),
+            None => {
+                let range = self.chunk.usm.range(self.index..self.index + 1)?;
+                let mut out = [0u32];
+                self.queue.read(&range, &mut out)?;
+                Ok(out[0])
+            }
+        }
+    }
+}
+
+impl Drop for StatusSlot {
+    fn drop(&mut self) {
+        let mut pool = self.pool.lock();
+        match self.event.take() {
+            Some(event) => pool.retired.push((self.chunk_index, self.index, event)),
+            None => pool.free.push((self.chunk_index, self.index)),
+        }
+    }
+}
+
+/// The failure report of one GPU launch, checked when its event is waited for.
+pub(crate) struct KernelStatus {
+    name: &'static str,
+    slot: StatusSlot,
+}
+
+impl KernelStatus {
+    /// `Errc::Kernel` when a work-item failed (call after the launch completed).
+    pub(crate) fn check(&self) -> Result<()> {
+        match self.slot.read()? {
+            0 => Ok(()),
+            code => Err(Error::new(
+                Errc::Kernel,
+                format!(
+                    "kernel `{}` failed: {}",
+                    self.name,
+                    match code {
+                        1 => "an index was out of bounds",
+                        2 => "an integer division or remainder by zero, or with overflow",
+                        _ => "a work-item reported an unknown failure",
+                    }
+                ),
+            )),
+        }
+    }
+}
+
+impl std::fmt::Debug for KernelStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelStatus")
+            .field("kernel", &self.name)
+            .finish()
+    }
+}
+
+/// The full CUDA C++ or OpenCL C program of kernel `K` for launches of `dims` dimensions, as
+/// the runtime builds it (for tests and for reading what the macro made).
+pub fn program_source_of<K: GeneratedKernel>(backend: BackendKind, dims: u8) -> Result<String> {
+    let def = K::definition();
+    let resolved = resolve(def)?;
+    match backend {
+        BackendKind::Cuda | BackendKind::OpenCl => Ok(program_source(
+            def,
+            &resolved.helpers,
+            resolved.fp64,
+            dims,
+            backend,
+        )),
+        other => Err(Error::new(
+            Errc::FeatureNotSupported,
+            format!("#[sycl::kernel] makes no source for {other}"),
+        )),
+    }
+}
