@@ -23,6 +23,8 @@ pub enum Class {
 
 /// A kernel that synchronises its group, cut at its synchronisation points.
 #[derive(Clone, Debug)]
+// A few of these exist per kernel at compile time: boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Step {
     /// Statements that each work-item runs on its own (unless it returned).
     Region(Vec<Stmt>),
@@ -42,6 +44,7 @@ pub enum Step {
         start: Expr,
         end: Expr,
         inclusive: bool,
+        step: Option<Expr>,
         body: Vec<Step>,
     },
 }
@@ -120,9 +123,14 @@ fn stmt_exprs<'a>(s: &'a Stmt, f: &mut dyn FnMut(&'a Expr)) {
             }
         }
         StmtKind::If(c, ..) | StmtKind::While(c, _) => walk(c, f),
-        StmtKind::For { start, end, .. } => {
+        StmtKind::For {
+            start, end, step, ..
+        } => {
             walk(start, f);
             walk(end, f);
+            if let Some(s) = step {
+                walk(s, f);
+            }
         }
         StmtKind::LocalArray
         | StmtKind::Loop(_)
@@ -399,9 +407,13 @@ impl StepBuilder<'_> {
                     start,
                     end,
                     inclusive,
+                    step,
                     body: inner,
                 } if synchronises(inner) => {
-                    for bound in [start, end] {
+                    for bound in [Some(start), Some(end), step.as_ref()]
+                        .into_iter()
+                        .flatten()
+                    {
                         self.no_sync_in_expr(bound)?;
                         if !self.uniform(bound) {
                             return Err(err(
@@ -419,6 +431,7 @@ impl StepBuilder<'_> {
                         start: start.clone(),
                         end: end.clone(),
                         inclusive: *inclusive,
+                        step: step.clone(),
                         body,
                     });
                 }

@@ -11,10 +11,10 @@
 //!   `MIN / -1`, fail;
 //! - float-to-integer `as` saturates and sends NaN to 0 (CUDA `__float2int_rz` and kin,
 //!   OpenCL `convert_int_sat_rtz`);
-//! - an index out of bounds fails; a failure sets the work-item's failure code, the statement's
-//!   stores are suppressed, and the work-item ends at the end of the statement, reporting the
-//!   code to the launch's status word (in kernels that synchronise: it stops its own work but
-//!   keeps meeting barriers, so the group cannot deadlock);
+//! - an index out of bounds fails; a failure sets the work-item's failure code, and from then
+//!   on the work-item has no effect: failing loads and divisions give 0, stores and atomics are
+//!   skipped, `while` and `loop` stop; it still meets barriers (so the group cannot deadlock)
+//!   and reports the code to the launch's status word when it ends;
 //! - sub-expressions with effects run in Rust's order: at most one atomic per statement, and a
 //!   stored value is computed before its index.
 
@@ -89,6 +89,9 @@ struct Emitter<'a> {
     tmp: usize,
     /// The label ending the current region (kernels that synchronise).
     region_end: Option<String>,
+    /// Evaluating a value every work-item computes (`uniform_check`): failures go to
+    /// `sycl_ufail`.
+    uniform: bool,
 }
 
 /// The kernel's C function (without prelude or helpers).
@@ -102,6 +105,7 @@ pub fn kernel(f: &Function, an: &Analysis, d: Dialect) -> String {
         depth: 0,
         tmp: 0,
         region_end: None,
+        uniform: false,
     };
     e.kernel_fn(an);
     e.out
@@ -118,6 +122,7 @@ pub fn helper(f: &Function, helpers: &[syn::Path], d: Dialect) -> (String, Strin
         depth: 0,
         tmp: 0,
         region_end: None,
+        uniform: false,
     };
     let ret = f.ret.expect("helpers return a value");
     let mut sig = String::new();
@@ -171,6 +176,7 @@ impl Emitter<'_> {
     /// The failure pointer passed to prelude calls.
     fn failp(&self) -> &'static str {
         match self.role {
+            Role::Kernel(_) if self.uniform => "&sycl_ufail",
             Role::Kernel(_) => "&sycl_fail",
             Role::Helper => "sycl_failp",
         }
@@ -178,28 +184,18 @@ impl Emitter<'_> {
 
     fn failed(&self) -> &'static str {
         match self.role {
+            Role::Kernel(_) if self.uniform => "sycl_ufail",
             Role::Kernel(_) => "sycl_fail",
             Role::Helper => "(*sycl_failp)",
         }
     }
 
-    /// What a work-item does when a statement failed.
-    fn exit(&self) -> String {
-        match (&self.role, &self.region_end) {
-            (Role::Helper, _) => format!(
-                "return ({})0;",
-                cty(self.d, self.f.ret.expect("helpers return"))
-            ),
-            (Role::Kernel(_), None) => "{ sycl_report(sycl_status, sycl_fail); return; }".into(),
-            (Role::Kernel(_), Some(label)) => format!(
-                "{{ sycl_report(sycl_status, sycl_fail); sycl_fail = 0; sycl_done = 1; goto {label}; }}"
-            ),
+    /// How a kernel's work-item ends its part here: reporting a failure first.
+    fn return_stmt(&self) -> String {
+        match &self.region_end {
+            None => "{ if (sycl_fail) sycl_report(sycl_status, sycl_fail); return; }".into(),
+            Some(label) => format!("{{ sycl_done = 1; goto {label}; }}"),
         }
-    }
-
-    fn check(&mut self) {
-        let s = format!("if ({}) {}", self.failed(), self.exit());
-        self.line(&s);
     }
 
     fn local_name(&self, l: usize) -> String {
@@ -255,12 +251,13 @@ impl Emitter<'_> {
             params.push("__local sycl_u64* sycl_scratch".into());
         }
         let head = match d {
-            Dialect::Cuda => "extern \"C\" __global__ void",
-            Dialect::OpenCl => "__kernel void",
+            Dialect::Cuda => "extern \"C\" __global__ SYCL_KERNEL_ATTRS void",
+            Dialect::OpenCl => "__kernel SYCL_KERNEL_ATTRS void",
         };
+        // One kernel per program: its entry needs no Rust name (which may not be a C one).
         let _ = writeln!(
             self.out,
-            "{head} sycl_k_{}({})\n{{",
+            "// kernel `{}`\n{head} sycl_kernel({})\n{{",
             self.f.name,
             params.join(", ")
         );
@@ -289,10 +286,14 @@ impl Emitter<'_> {
             // work-items leave here, so the kernel sees exactly its range.
             self.line("if (SYCL_OUTSIDE_RANGE) return;");
             self.block_plain(&self.f.body.clone());
+            self.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
         } else {
+            // `sycl_done`: the work-item returned (only `return` sets it, so without one it stays
+            // a constant the compiler folds). A failed work-item goes on with its effects
+            // suppressed, like one in a flat kernel.
             self.line(match d {
-                Dialect::Cuda => "unsigned int sycl_done = 0;",
-                Dialect::OpenCl => "uint sycl_done = 0;",
+                Dialect::Cuda => "unsigned int sycl_done = 0, sycl_ufail = 0;",
+                Dialect::OpenCl => "uint sycl_done = 0, sycl_ufail = 0;",
             });
             // Locals that live across synchronisation are declared once, up front, so that
             // the jumps that end a region never cross a declaration.
@@ -304,6 +305,10 @@ impl Emitter<'_> {
                 }
             }
             self.steps(&an.steps.clone());
+            self.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
+            if self.out.matches("sycl_ufail").count() == 1 {
+                self.out = self.out.replace(", sycl_ufail = 0;", ";");
+            }
         }
         self.out.push_str("}\n");
     }
@@ -315,16 +320,21 @@ impl Emitter<'_> {
                     let label = self.fresh("region");
                     self.region_end = Some(label.clone());
                     self.line("if (!sycl_done) {");
+                    let body_start = self.out.len();
                     self.depth += 1;
                     self.block_plain(stmts);
                     self.depth -= 1;
                     self.line("}");
-                    let s = format!("{label}: ;");
-                    self.line(&s);
+                    if self.out[body_start..].contains(&format!("goto {label};")) {
+                        let s = format!("{label}: ;");
+                        self.line(&s);
+                    }
                     self.region_end = None;
                 }
                 Step::GroupLet(l, e) => {
+                    self.uniform = true;
                     let v = self.expr(e);
+                    self.uniform = false;
                     let s = format!("v{l} = {v};");
                     self.line(&s);
                     if fallible(e) {
@@ -347,9 +357,6 @@ impl Emitter<'_> {
                     let v = self.expr(value);
                     let s = format!("{x} = {v};");
                     self.line(&s);
-                    if fallible(value) {
-                        self.line("if (sycl_fail) { sycl_report(sycl_status, sycl_fail); sycl_fail = 0; sycl_done = 1; }");
-                    }
                     self.depth -= 1;
                     self.line("}");
                     let scratch = match self.d {
@@ -372,22 +379,12 @@ impl Emitter<'_> {
                     start,
                     end,
                     inclusive,
+                    step,
                     body,
                 } => {
-                    let t = cty(self.d, self.ty(start));
-                    let (s_name, e_name) = (self.fresh("s"), self.fresh("e"));
                     self.line("{");
                     self.depth += 1;
-                    let (sv, ev) = (self.expr(start), self.expr(end));
-                    let s = format!("{t} {s_name} = {sv};");
-                    self.line(&s);
-                    let s = format!("{t} {e_name} = {ev};");
-                    self.line(&s);
-                    if fallible(start) || fallible(end) {
-                        self.uniform_check();
-                    }
-                    let head = self.for_head(*var, t, &s_name, &e_name, *inclusive);
-                    self.line(&head);
+                    self.open_for(*var, start, end, *inclusive, step.as_ref(), true);
                     self.depth += 1;
                     self.steps(body);
                     self.depth -= 1;
@@ -399,20 +396,85 @@ impl Emitter<'_> {
         }
     }
 
-    /// After a value every work-item computes (uniform): a failure ends a live work-item's
-    /// part; in one that had already ended, it is not its failure. Every work-item computed
-    /// the same value either way.
+    /// After a value every work-item computes (uniform), into `sycl_ufail`: the failure is the
+    /// work-item's own unless it had returned (every work-item computed the same value).
     fn uniform_check(&mut self) {
-        self.line("if (sycl_fail) { if (!sycl_done) sycl_report(sycl_status, sycl_fail); sycl_fail = 0; sycl_done = 1; }");
+        self.line("if (!sycl_done && !sycl_fail) sycl_fail = sycl_ufail;");
+        self.line("sycl_ufail = 0;");
     }
 
-    fn for_head(&mut self, var: usize, t: &str, s: &str, e: &str, inclusive: bool) -> String {
-        if inclusive {
-            // `a..=b` stops after b even when b is the type's maximum.
-            let more = self.fresh("more");
-            format!("for ({t} v{var} = {s}, {more} = ({s} <= {e}); {more}; {more} = (v{var} != {e}), v{var} = {more} ? ({t})(v{var} + 1) : v{var}) {{")
-        } else {
-            format!("for ({t} v{var} = {s}; v{var} < {e}; v{var}++) {{")
+    /// Emits the bounds of `for var in start..end` (`..=`, `.step_by(step)`) and opens the loop
+    /// (one `{` for the caller to close after the body). A `for` always ends: its bounds are
+    /// computed once, so it needs no failure check.
+    fn open_for(
+        &mut self,
+        var: usize,
+        start: &Expr,
+        end: &Expr,
+        inclusive: bool,
+        step: Option<&Expr>,
+        uniform: bool,
+    ) {
+        let ty = self.ty(start);
+        let t = cty(self.d, ty);
+        let ut = cty(self.d, unsigned_of(ty));
+        let (s, e) = (self.fresh("s"), self.fresh("e"));
+        self.uniform = uniform;
+        let (sv, ev) = (self.expr(start), self.expr(end));
+        let line = format!("{t} {s} = {sv};");
+        self.line(&line);
+        let line = format!("{t} {e} = {ev};");
+        self.line(&line);
+        let step_name = step.map(|step| {
+            let st = self.fresh("step");
+            let stv = self.expr(step);
+            let line = format!("sycl_u64 {st} = {stv};");
+            self.line(&line);
+            let line = format!(
+                "if ({st} == 0) sycl_set_fail({}, SYCL_FAIL_ARITH);",
+                self.failp()
+            );
+            self.line(&line);
+            st
+        });
+        self.uniform = false;
+        // Bounds every work-item computes (a loop that synchronises): see `uniform_check`.
+        if uniform && (fallible(start) || fallible(end) || step.is_some()) {
+            self.uniform_check();
+        }
+        match step_name {
+            None if inclusive => {
+                // `a..=b` stops after b even when b is the type's maximum.
+                let more = self.fresh("more");
+                let line = format!("for ({t} v{var} = {s}, {more} = ({s} <= {e}); {more}; {more} = (v{var} != {e}), v{var} = {more} ? ({t})(v{var} + 1) : v{var}) {{");
+                self.line(&line);
+            }
+            None => {
+                let line = format!("for ({t} v{var} = {s}; v{var} < {e}; v{var}++) {{");
+                self.line(&line);
+            }
+            Some(st) => {
+                // A count, then an index: GPUs unroll a loop whose trip count is known, and the
+                // count cannot wrap (Rust's `step_by` stops at the end too; a step of 0 fails).
+                let (n, k) = (self.fresh("n"), self.fresh("k"));
+                let line = format!("sycl_u64 {n} = 0;");
+                self.line(&line);
+                let cmp = if inclusive { "<=" } else { "<" };
+                let minus = if inclusive { "" } else { " - 1" };
+                let line = format!(
+                    "if ({st} != 0 && {s} {cmp} {e}) {n} = ((sycl_u64)(({ut})({e}) - ({ut})({s})){minus}) / {st} + 1;"
+                );
+                self.line(&line);
+                let line = format!("for (sycl_u64 {k} = 0; {k} < {n}; {k}++) {{");
+                self.line(&line);
+                let line =
+                    format!("    const {t} v{var} = ({t})(({ut})({s}) + ({ut})({k} * {st}));");
+                self.line(&line);
+                // What the count guarantees, said to the compiler (for the index checks).
+                let cmp = if inclusive { "<=" } else { "<" };
+                let line = format!("    SYCL_ASSUME(v{var} >= {s} && v{var} {cmp} {e});");
+                self.line(&line);
+            }
         }
     }
 
@@ -424,6 +486,12 @@ impl Emitter<'_> {
         }
     }
 
+    /// One statement. A failure inside it (an index out of bounds, a division by zero) does not
+    /// jump: the failing load or division gives 0, the failure code is set, and every store and
+    /// atomic after it is skipped, so the work-item has no effect from then on; `while` and
+    /// `loop` stop at their next iteration (a `for` ends by itself), and the failure is
+    /// reported when the work-item ends its part. Fewer branches: GPUs and CPU vectorizers keep
+    /// straight-line code.
     fn stmt(&mut self, s: &Stmt) {
         let d = self.d;
         match &s.kind {
@@ -436,9 +504,6 @@ impl Emitter<'_> {
                     _ => format!("v{l} = {v};"),
                 };
                 self.line(&line);
-                if fallible(e) {
-                    self.check();
-                }
             }
             StmtKind::LocalArray => {}
             StmtKind::Assign(Place::Local(l), op, e) => {
@@ -450,9 +515,6 @@ impl Emitter<'_> {
                 };
                 let line = format!("v{l} = {value};");
                 self.line(&line);
-                if fallible(e) || op.is_some_and(|o| matches!(o, BinOp::Div | BinOp::Rem)) {
-                    self.check();
-                }
             }
             StmtKind::Assign(
                 Place::Elem {
@@ -469,6 +531,7 @@ impl Emitter<'_> {
                 let (vn, iname) = (self.fresh("v"), self.fresh("i"));
                 self.line("{");
                 self.depth += 1;
+                // Rust's order: the value, then the place.
                 let v = self.expr(e);
                 let line = format!("{t} {vn} = {v};");
                 self.line(&line);
@@ -495,41 +558,21 @@ impl Emitter<'_> {
                         self.failp()
                     )
                 } else {
-                    format!("{ptr}[{iname}] = {value};")
+                    // Unchecked (the user's `unsafe`), but still nothing after a failure.
+                    format!("if (!{}) {ptr}[{iname}] = {value};", self.failed())
                 };
                 self.line(&line);
                 self.depth -= 1;
                 self.line("}");
-                if *checked
-                    || fallible(e)
-                    || fallible(index)
-                    || op.is_some_and(|o| matches!(o, BinOp::Div | BinOp::Rem))
-                {
-                    self.check();
-                }
             }
             StmtKind::Expr(e) => {
                 let v = self.expr(e);
                 let line = format!("(void)({v});");
                 self.line(&line);
-                if fallible(e) {
-                    self.check();
-                }
             }
             StmtKind::If(c, a, b) => {
-                let cond = if fallible(c) {
-                    let name = self.fresh("c");
-                    let v = self.expr(c);
-                    self.line("{");
-                    self.depth += 1;
-                    let line = format!("bool {name} = {v};");
-                    self.line(&line);
-                    self.check();
-                    name
-                } else {
-                    self.expr(c)
-                };
-                let line = format!("if ({cond}) {{");
+                let cond = self.expr(c);
+                let line = format!("if {} {{", parenthesized(&cond));
                 self.line(&line);
                 self.depth += 1;
                 self.block_plain(a);
@@ -543,34 +586,19 @@ impl Emitter<'_> {
                     self.depth -= 1;
                     self.line("}");
                 }
-                if fallible(c) {
-                    self.depth -= 1;
-                    self.line("}");
-                }
             }
             StmtKind::While(c, body) => {
-                if fallible(c) {
-                    self.line("while (1) {");
-                    self.depth += 1;
-                    let name = self.fresh("c");
-                    let v = self.expr(c);
-                    let line = format!("bool {name} = {v};");
-                    self.line(&line);
-                    self.check();
-                    let line = format!("if (!{name}) break;");
-                    self.line(&line);
-                } else {
-                    let v = self.expr(c);
-                    let line = format!("while ({v}) {{");
-                    self.line(&line);
-                    self.depth += 1;
-                }
+                let v = self.expr(c);
+                let line = format!("while (!{} && {}) {{", self.failed(), parenthesized(&v));
+                self.line(&line);
+                self.depth += 1;
                 self.block_plain(body);
                 self.depth -= 1;
                 self.line("}");
             }
             StmtKind::Loop(body) => {
-                self.line("while (1) {");
+                let line = format!("while (!{}) {{", self.failed());
+                self.line(&line);
                 self.depth += 1;
                 self.block_plain(body);
                 self.depth -= 1;
@@ -581,22 +609,12 @@ impl Emitter<'_> {
                 start,
                 end,
                 inclusive,
+                step,
                 body,
             } => {
-                let t = cty(d, self.ty(start));
-                let (s_name, e_name) = (self.fresh("s"), self.fresh("e"));
                 self.line("{");
                 self.depth += 1;
-                let (sv, ev) = (self.expr(start), self.expr(end));
-                let line = format!("{t} {s_name} = {sv};");
-                self.line(&line);
-                let line = format!("{t} {e_name} = {ev};");
-                self.line(&line);
-                if fallible(start) || fallible(end) {
-                    self.check();
-                }
-                let head = self.for_head(*var, t, &s_name, &e_name, *inclusive);
-                self.line(&head);
+                self.open_for(*var, start, end, *inclusive, step.as_ref(), false);
                 self.depth += 1;
                 self.block_plain(body);
                 self.depth -= 1;
@@ -606,13 +624,10 @@ impl Emitter<'_> {
             }
             StmtKind::Break => self.line("break;"),
             StmtKind::Continue => self.line("continue;"),
-            StmtKind::Return(None) => match &self.region_end {
-                None => self.line("return;"),
-                Some(label) => {
-                    let line = format!("{{ sycl_done = 1; goto {label}; }}");
-                    self.line(&line);
-                }
-            },
+            StmtKind::Return(None) => {
+                let line = self.return_stmt();
+                self.line(&line);
+            }
             StmtKind::Return(Some(e)) => {
                 let v = self.expr(e);
                 let line = format!("return {v};");
@@ -649,6 +664,8 @@ impl Emitter<'_> {
     fn lit(&self, l: &Lit, t: Ty) -> String {
         let d = self.d;
         match l {
+            Lit::Zero if t == Ty::Bool => "false".into(),
+            Lit::Zero => format!("(({})0)", cty(d, t)),
             Lit::Bool(b) => b.to_string(),
             Lit::Int(v) => match t {
                 Ty::I32 if *v <= i32::MAX as u128 => format!("{v}"),
@@ -826,27 +843,9 @@ impl Emitter<'_> {
             return format!("({v})");
         }
         if from.is_float() && to.is_int() {
-            return match d {
-                Dialect::Cuda => {
-                    let f = if from == Ty::F32 { "float" } else { "double" };
-                    let i = match to {
-                        Ty::I32 => "int",
-                        Ty::U32 => "uint",
-                        Ty::I64 => "ll",
-                        _ => "ull",
-                    };
-                    format!("__{f}2{i}_rz({v})")
-                }
-                Dialect::OpenCl => {
-                    let i = match to {
-                        Ty::I32 => "int",
-                        Ty::U32 => "uint",
-                        Ty::I64 => "long",
-                        _ => "ulong",
-                    };
-                    format!("convert_{i}_sat_rtz({v})")
-                }
-            };
+            // Saturating, NaN to 0 (a prelude function: the value is used twice).
+            let _ = d;
+            return format!("sycl_cvt_{}_{}({v})", tag(from), tag(to));
         }
         format!("(({})({v}))", cty(d, to))
     }
@@ -882,6 +881,28 @@ impl Emitter<'_> {
         };
         format!("{base}{suffix}({})", a.join(", "))
     }
+}
+
+/// `s` in parentheses, once: `if ((a == b))` draws a compiler warning.
+fn parenthesized(s: &str) -> String {
+    let bytes = s.as_bytes();
+    if bytes.first() == Some(&b'(') {
+        let mut depth = 0i32;
+        for (i, &b) in bytes.iter().enumerate() {
+            match b {
+                b'(' => depth += 1,
+                b')' => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 {
+                if i + 1 == bytes.len() {
+                    return s.to_owned();
+                }
+                break;
+            }
+        }
+    }
+    format!("({s})")
 }
 
 fn sync_loop_vars(steps: &[Step]) -> Vec<usize> {

@@ -69,10 +69,7 @@ impl<'a> RustEmitter<'a> {
         if self.f.locals[l].array.is_some() {
             return quote!(#name);
         }
-        match (self.class[l], self.ctx) {
-            (Class::Item, Ctx::Region) => quote!(__st.#name),
-            _ => quote!(#name),
-        }
+        quote!(#name)
     }
 
     fn param(&self, i: usize) -> TokenStream {
@@ -82,6 +79,10 @@ impl<'a> RustEmitter<'a> {
 
     fn lit(&self, l: &Lit, t: Ty) -> TokenStream {
         match l {
+            Lit::Zero => {
+                let t = ty_tokens(t);
+                quote!(<#t as ::core::default::Default>::default())
+            }
             Lit::Bool(b) => quote!(#b),
             Lit::Int(v) => {
                 let v = *v;
@@ -254,6 +255,23 @@ impl<'a> RustEmitter<'a> {
         }
     }
 
+    /// `(a)..(b)`, `(a)..=(b)`, or either `.step_by(s)`.
+    fn range(&self, start: &Expr, end: &Expr, inclusive: bool, step: Option<&Expr>) -> TokenStream {
+        let (s, e) = (self.expr(start), self.expr(end));
+        let range = if inclusive {
+            quote!((#s)..=(#e))
+        } else {
+            quote!((#s)..(#e))
+        };
+        match step {
+            Some(st) => {
+                let st = self.expr(st);
+                quote!((#range).step_by(#st))
+            }
+            None => range,
+        }
+    }
+
     fn block(&self, body: &[Stmt]) -> TokenStream {
         let stmts = body.iter().map(|s| self.stmt(s));
         quote!(#(#stmts)*)
@@ -267,6 +285,7 @@ impl<'a> RustEmitter<'a> {
                 let local = &self.f.locals[*l];
                 let t = ty_tokens(self.f.ty(local.ty));
                 match (self.class[*l], self.ctx) {
+                    // Declared at the region's start (see `steps`).
                     (Class::Item, Ctx::Region) => {
                         let place = self.local(*l);
                         quote!(#place = #v;)
@@ -367,16 +386,13 @@ impl<'a> RustEmitter<'a> {
                 start,
                 end,
                 inclusive,
+                step,
                 body,
             } => {
                 let name = format_ident!("__sycl_v{}", var);
-                let (s, e) = (self.expr(start), self.expr(end));
+                let range = self.range(start, end, *inclusive, step.as_ref());
                 let body = self.block(body);
-                if *inclusive {
-                    quote!(for #name in (#s)..=(#e) { #body })
-                } else {
-                    quote!(for #name in (#s)..(#e) { #body })
-                }
+                quote!(for #name in #range { #body })
             }
             StmtKind::Break => quote!(break;),
             StmtKind::Continue => quote!(continue;),
@@ -532,17 +548,31 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
             continue '__sycl_groups;
         }
     };
+    // A region works on copies of the work-item's state in locals and stores them back at its
+    // end (a work-item that returns is done: its state is dead). Through `__st` every access
+    // would be a memory access, as LLVM does not keep memory in registers across the relaxed
+    // atomic loads that kernel slices make (an accumulator loop ran at a third of the speed).
+    let item_locals: Vec<_> = f
+        .locals
+        .iter()
+        .enumerate()
+        .filter(|(l, local)| local.array.is_none() && an.class[*l] == Class::Item)
+        .map(|(l, _)| format_ident!("__sycl_v{}", l))
+        .collect();
     let mut out = TokenStream::new();
     for step in steps_ {
         let ts = match step {
             Step::Region(stmts) => {
                 let body = region.block(stmts);
+                let names = &item_locals;
                 quote! {
                     __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
                         if __st.done {
                             return;
                         }
+                        #(let mut #names = __st.#names;)*
                         #body
+                        #(__st.#names = #names;)*
                     });
                 }
             }
@@ -557,6 +587,7 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
             }
             Step::Barrier => quote!(),
             Step::Reduce { local, op, value } => {
+                let names = &item_locals;
                 let name = format_ident!("__sycl_v{}", local);
                 let t = f.ty(value.ty);
                 let tt = ty_tokens(t);
@@ -576,6 +607,7 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
                             if __st.done {
                                 return;
                             }
+                            #(let #names = __st.#names;)*
                             let __x: #tt = #v;
                             __acc = #combine;
                         });
@@ -598,21 +630,14 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
                 start,
                 end,
                 inclusive,
+                step,
                 body,
             } => {
                 let name = format_ident!("__sycl_v{}", var);
-                let t = ty_tokens(f.ty(start.ty));
-                let (s, e) = (group.expr(start), group.expr(end));
+                let range = group.range(start, end, *inclusive, step.as_ref());
                 let inner = steps(f, an, body);
-                let range = if *inclusive {
-                    quote!(__s..=__e)
-                } else {
-                    quote!(__s..__e)
-                };
                 quote! {
                     #all_done
-                    let __s: #t = #s;
-                    let __e: #t = #e;
                     for #name in #range {
                         #inner
                     }

@@ -227,7 +227,10 @@ pub enum ParamKind {
 pub struct Local {
     pub name: String,
     pub ty: TyId,
+    /// Assigned after its `let` (declared `mut`, or the target of a lowered `if` value).
     pub mutable: bool,
+    /// Declared `let mut`: the user may assign it.
+    pub user_mut: bool,
     /// `Some(len)` for a work-group local array of that many elements.
     pub array: Option<usize>,
 }
@@ -447,6 +450,8 @@ impl Reduce {
 
 #[derive(Clone, Debug)]
 pub enum Lit {
+    /// The zero of its type (`false`, `0`, `0.0`): the placeholder value of a lowered `if`.
+    Zero,
     Int(u128),
     /// The literal's digits (no suffix), parsed at its final type by each emitter: parsing
     /// once as f64 and rounding to f32 could round twice.
@@ -525,6 +530,8 @@ pub enum StmtKind {
         start: Expr,
         end: Expr,
         inclusive: bool,
+        /// `(a..b).step_by(s)`: `s`, a `usize`.
+        step: Option<Expr>,
         body: Vec<Stmt>,
     },
     Break,

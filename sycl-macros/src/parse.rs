@@ -246,10 +246,17 @@ fn check_resolved(f: &Function) -> Result<()> {
                 }
                 StmtKind::Loop(b) => stmts(f, b)?,
                 StmtKind::For {
-                    start, end, body, ..
+                    start,
+                    end,
+                    step,
+                    body,
+                    ..
                 } => {
                     expr(f, start)?;
                     expr(f, end)?;
+                    if let Some(s) = step {
+                        expr(f, s)?;
+                    }
                     stmts(f, body)?;
                 }
                 StmtKind::LocalArray
@@ -313,6 +320,7 @@ impl Parser {
             name: name.clone(),
             ty,
             mutable,
+            user_mut: mutable,
             array,
         });
         let id = self.locals.len() - 1;
@@ -326,12 +334,23 @@ impl Parser {
     /// A block's statements; `tail_returns`: its tail expression is the function's value.
     fn block_body(&mut self, block: &syn::Block, tail_returns: bool) -> Result<Vec<Stmt>> {
         self.scopes.push(HashMap::new());
+        let out = self.stmts_of(&block.stmts, tail_returns);
+        self.scopes.pop();
+        out
+    }
+
+    /// Statements in the current scope (none of them a returned tail).
+    fn block_stmts(&mut self, stmts: &[syn::Stmt]) -> Result<Vec<Stmt>> {
+        self.stmts_of(stmts, false)
+    }
+
+    fn stmts_of(&mut self, stmts: &[syn::Stmt], tail_returns: bool) -> Result<Vec<Stmt>> {
         let mut out = Vec::new();
-        let n = block.stmts.len();
-        for (i, s) in block.stmts.iter().enumerate() {
+        let n = stmts.len();
+        for (i, s) in stmts.iter().enumerate() {
             let last = i + 1 == n;
             match s {
-                syn::Stmt::Local(l) => out.push(self.local(l)?),
+                syn::Stmt::Local(l) => out.extend(self.local(l)?),
                 syn::Stmt::Expr(e, semi) => {
                     if last
                         && semi.is_none()
@@ -363,11 +382,10 @@ impl Parser {
                 }
             }
         }
-        self.scopes.pop();
         Ok(out)
     }
 
-    fn local(&mut self, l: &syn::Local) -> Result<Stmt> {
+    fn local(&mut self, l: &syn::Local) -> Result<Vec<Stmt>> {
         let (pat, annotated) = match &l.pat {
             syn::Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
             other => (other, None),
@@ -404,26 +422,130 @@ impl Parser {
             }
             let ty = self.types.known(elem);
             self.new_local(name, ty, false, Some(len));
-            return Ok(Stmt {
+            return Ok(vec![Stmt {
                 span: l.span(),
                 kind: StmtKind::LocalArray,
-            });
+            }]);
+        }
+        let annotated = annotated
+            .map(|t| {
+                scalar_ty(t).ok_or_else(|| {
+                    err(
+                        t.span(),
+                        "locals are bool, i32, u32, i64, u64, usize, f32 or f64",
+                    )
+                })
+            })
+            .transpose()?;
+        if let syn::Expr::If(i) = strip_paren(&init.expr) {
+            if !is_value_if(&init.expr) {
+                return self.let_if(name, pi.mutability.is_some(), annotated, i, l.span());
+            }
         }
         let value = self.expr(&init.expr)?;
-        if let Some(t) = annotated {
-            let ty = scalar_ty(t).ok_or_else(|| {
-                err(
-                    t.span(),
-                    "locals are bool, i32, u32, i64, u64, usize, f32 or f64",
-                )
-            })?;
+        if let Some(ty) = annotated {
             self.expect_ty(&value, ty, "this `let`")?;
         }
         let id = self.new_local(name, value.ty, pi.mutability.is_some(), None);
-        Ok(Stmt {
+        Ok(vec![Stmt {
             span: l.span(),
             kind: StmtKind::Let(id, value),
+        }])
+    }
+
+    /// `let v = if c { stmts; a } else { stmts; b };` (branches with statements): C has no
+    /// block values, so `v` starts at zero and each branch assigns its value to it.
+    fn let_if(
+        &mut self,
+        name: String,
+        user_mut: bool,
+        annotated: Option<Ty>,
+        i: &syn::ExprIf,
+        span: Span,
+    ) -> Result<Vec<Stmt>> {
+        let ty = match annotated {
+            Some(t) => self.types.known(t),
+            None => self.types.unknown(),
+        };
+        // The branches see the scope before the `let` (as in Rust): the name binds after.
+        self.locals.push(Local {
+            name: name.clone(),
+            ty,
+            mutable: true,
+            user_mut,
+            array: None,
+        });
+        let id = self.locals.len() - 1;
+        let assign = self.if_value(i, id, ty)?;
+        self.scopes
+            .last_mut()
+            .expect("a scope")
+            .insert(name, Binding::Local(id));
+        Ok(vec![
+            Stmt {
+                span,
+                kind: StmtKind::Let(
+                    id,
+                    Expr {
+                        kind: ExprKind::Lit(Lit::Zero),
+                        ty,
+                        span,
+                    },
+                ),
+            },
+            assign,
+        ])
+    }
+
+    /// An `if` whose branches end in values, as statements assigning them to `target`.
+    fn if_value(&mut self, i: &syn::ExprIf, target: usize, ty: TyId) -> Result<Stmt> {
+        if let syn::Expr::Let(l) = &*i.cond {
+            return Err(err(l.span(), "`if let` is not supported in kernels"));
+        }
+        let cond = self.expr(&i.cond)?;
+        self.expect_ty(&cond, Ty::Bool, "an `if` condition")?;
+        let then = self.value_block(&i.then_branch, target, ty)?;
+        let els = match &i.else_branch {
+            None => return Err(err(i.span(), "an `if` used as a value needs an `else`")),
+            Some((_, e)) => match &**e {
+                syn::Expr::If(inner) => vec![self.if_value(inner, target, ty)?],
+                syn::Expr::Block(b) => self.value_block(&b.block, target, ty)?,
+                other => return Err(err(other.span(), "unexpected `else` branch")),
+            },
+        };
+        Ok(Stmt {
+            span: i.span(),
+            kind: StmtKind::If(cond, then, els),
         })
+    }
+
+    /// A block ending in a value: its statements, then the value assigned to `target`.
+    fn value_block(&mut self, block: &syn::Block, target: usize, ty: TyId) -> Result<Vec<Stmt>> {
+        let Some((syn::Stmt::Expr(tail, None), init)) = block.stmts.split_last() else {
+            return Err(err(
+                block.span(),
+                "each branch of an `if` used as a value ends in a value (no `;` after it)",
+            ));
+        };
+        self.scopes.push(HashMap::new());
+        let body = self.block_stmts(init);
+        let result = body.and_then(|mut out| {
+            if let syn::Expr::If(inner) = strip_paren(tail) {
+                if !is_value_if(tail) {
+                    out.push(self.if_value(inner, target, ty)?);
+                    return Ok(out);
+                }
+            }
+            let v = self.expr(tail)?;
+            self.unify(v.ty, ty, v.span, "the branches of this `if`")?;
+            out.push(Stmt {
+                span: v.span,
+                kind: StmtKind::Assign(Place::Local(target), None, v),
+            });
+            Ok(out)
+        });
+        self.scopes.pop();
+        result
     }
 
     /// An expression in statement position: control flow, assignments, calls.
@@ -550,15 +672,21 @@ impl Parser {
         if pi.mutability.is_some() || pi.by_ref.is_some() {
             return Err(err(pi.span(), "a `for` loop variable is a plain name"));
         }
-        let range = match strip_paren(&f.expr) {
-            syn::Expr::Range(r) => r,
-            other => {
-                return Err(err(
-                    other.span(),
-                    "`for` runs over an integer range (`a..b` or `a..=b`)",
-                ))
+        // `a..b`, `a..=b`, or either `.step_by(s)`.
+        let (range_expr, step) = match strip_paren(&f.expr) {
+            syn::Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 => {
+                (strip_paren(&m.receiver), Some(&m.args[0]))
             }
+            other => (other, None),
         };
+        let range =
+            match range_expr {
+                syn::Expr::Range(r) => r,
+                other => return Err(err(
+                    other.span(),
+                    "`for` runs over an integer range (`a..b`, `a..=b`, optionally `.step_by(s)`)",
+                )),
+            };
         let (Some(start), Some(end)) = (&range.start, &range.end) else {
             return Err(err(range.span(), "a kernel `for` range has both ends"));
         };
@@ -569,6 +697,14 @@ impl Parser {
             return Err(err(range.span(), "`for` ranges are over integers"));
         }
         let inclusive = matches!(range.limits, syn::RangeLimits::Closed(_));
+        let step = match step {
+            Some(s) => {
+                let s = self.expr(s)?;
+                self.expect_ty(&s, Ty::Usize, "a `step_by` (its step is a `usize`)")?;
+                Some(s)
+            }
+            None => None,
+        };
         self.scopes.push(HashMap::new());
         let var = self.new_local(pi.ident.to_string(), start.ty, false, None);
         self.loop_depth += 1;
@@ -582,6 +718,7 @@ impl Parser {
                 start,
                 end,
                 inclusive,
+                step,
                 body: body?,
             },
         }])
@@ -622,7 +759,7 @@ impl Parser {
                     .to_string();
                 match self.lookup(&name) {
                     Some(Binding::Local(id)) if self.locals[id].array.is_none() => {
-                        if !self.locals[id].mutable {
+                        if !self.locals[id].user_mut {
                             return Err(err(
                                 p.span(),
                                 format!("`{name}` is not `mut`: declare it with `let mut`"),

@@ -76,7 +76,7 @@ impl Device {
         self.inner.index()
     }
 
-    fn info(&self) -> &sycl_backend::DeviceInfo {
+    pub(crate) fn info(&self) -> &sycl_backend::DeviceInfo {
         self.inner.info()
     }
 

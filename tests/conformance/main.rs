@@ -1,5 +1,6 @@
 //! Conformance suite: every test runs on every device of every backend present.
 
+mod kernels;
 mod soundness;
 
 use std::process::ExitCode;
@@ -1254,6 +1255,163 @@ fn main() -> ExitCode {
             name: "soundness::source_kernels_see_exactly_their_range",
             needs: &[Aspect::OnlineCompiler, Aspect::UsmDeviceAllocations],
             run: soundness::source_kernels_see_exactly_their_range,
+        },
+        DeviceTest {
+            name: "kernels::integer_arithmetic",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::integer_arithmetic,
+        },
+        DeviceTest {
+            name: "kernels::float_arithmetic_f32",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::float_arithmetic_f32,
+        },
+        DeviceTest {
+            name: "kernels::float_arithmetic_f64",
+            needs: &[
+                Aspect::ExtSyclRsKernels,
+                Aspect::UsmDeviceAllocations,
+                Aspect::Fp64,
+            ],
+            run: kernels::float_arithmetic_f64,
+        },
+        DeviceTest {
+            name: "kernels::math_library",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::math_library,
+        },
+        DeviceTest {
+            name: "kernels::casts",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::casts,
+        },
+        DeviceTest {
+            name: "kernels::casts_f64",
+            needs: &[
+                Aspect::ExtSyclRsKernels,
+                Aspect::UsmDeviceAllocations,
+                Aspect::Fp64,
+            ],
+            run: kernels::casts_f64,
+        },
+        DeviceTest {
+            name: "kernels::control_flow_matches_the_host",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::control_flow_matches_the_host,
+        },
+        DeviceTest {
+            name: "kernels::short_circuit_evaluation",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::short_circuit_evaluation,
+        },
+        DeviceTest {
+            name: "kernels::language_details",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::language_details,
+        },
+        DeviceTest {
+            name: "kernels::helpers",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::helpers,
+        },
+        DeviceTest {
+            name: "kernels::helper_division_by_zero_fails",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::helper_division_by_zero_fails,
+        },
+        DeviceTest {
+            name: "kernels::work_item_queries_plain_ranges",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::work_item_queries_plain_ranges,
+        },
+        DeviceTest {
+            name: "kernels::work_item_queries_nd_ranges",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::work_item_queries_nd_ranges,
+        },
+        DeviceTest {
+            name: "kernels::bounds_checks",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::bounds_checks,
+        },
+        DeviceTest {
+            name: "kernels::division_failures",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::division_failures,
+        },
+        DeviceTest {
+            name: "kernels::failure_in_a_work_group",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::failure_in_a_work_group,
+        },
+        DeviceTest {
+            name: "kernels::unchecked_access",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::unchecked_access,
+        },
+        DeviceTest {
+            name: "kernels::aliasing",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::aliasing,
+        },
+        DeviceTest {
+            name: "kernels::range_errors",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::range_errors,
+        },
+        DeviceTest {
+            name: "kernels::barrier_exchange_waits",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::barrier_exchange_waits,
+        },
+        DeviceTest {
+            name: "kernels::barrier_in_uniform_loops",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::barrier_in_uniform_loops,
+        },
+        DeviceTest {
+            name: "kernels::barrier_after_early_return",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::barrier_after_early_return,
+        },
+        DeviceTest {
+            name: "kernels::group_reductions",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::group_reductions,
+        },
+        DeviceTest {
+            name: "kernels::atomics_under_contention",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::atomics_under_contention,
+        },
+        DeviceTest {
+            name: "kernels::atomics_compare_exchange",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::atomics_compare_exchange,
+        },
+        DeviceTest {
+            name: "kernels::atomics_u64",
+            needs: &[
+                Aspect::ExtSyclRsKernels,
+                Aspect::UsmDeviceAllocations,
+                Aspect::Atomic64,
+            ],
+            run: kernels::atomics_u64,
+        },
+        DeviceTest {
+            name: "kernels::atomics_local_histogram",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::atomics_local_histogram,
+        },
+        DeviceTest {
+            name: "kernels::local_tiles_3d",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::local_tiles_3d,
+        },
+        DeviceTest {
+            name: "kernels::transpose_2d",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::transpose_2d,
         },
     ];
     let global_tests = [

@@ -164,6 +164,8 @@ impl Device {
             max_work_item_sizes: dims,
             uuid,
             aspects,
+            // NVRTC's default (-prec-div=true, -prec-sqrt=true).
+            fp32_correctly_rounded_divide_sqrt: true,
         };
         Ok(Device {
             ordinal,

@@ -140,6 +140,10 @@ pub struct DeviceInfo {
     pub uuid: Option<[u8; 16]>,
     /// The aspects the device has.
     pub aspects: Vec<Aspect>,
+    /// Single-precision division and square root can be correctly rounded (IEEE), as Rust's
+    /// are. OpenCL rounds them so only in programs built with
+    /// `-cl-fp32-correctly-rounded-divide-sqrt`, which devices with this allow.
+    pub fp32_correctly_rounded_divide_sqrt: bool,
 }
 
 impl DeviceInfo {

@@ -150,6 +150,8 @@ impl Device {
                 c.maxGroupSizeZ as usize,
             ],
             uuid: Some(p.uuid.id),
+            // Unknown until kernels run there (SPIR-V builds choose their own precision).
+            fp32_correctly_rounded_divide_sqrt: false,
             aspects: aspects_for(&inputs),
         };
         Ok(Device {

@@ -60,6 +60,7 @@ impl Device {
             max_work_group_size: MAX_WORK_GROUP_SIZE,
             max_work_item_sizes: [MAX_WORK_GROUP_SIZE; 3],
             uuid: None,
+            fp32_correctly_rounded_divide_sqrt: true,
             aspects: vec![
                 Aspect::Cpu,
                 Aspect::Fp64,

@@ -140,6 +140,7 @@ impl Device {
 
         // Optional queries: failure means "not supported".
         let double_fp = ulong(CL_DEVICE_DOUBLE_FP_CONFIG, "").unwrap_or(0);
+        let single_fp = ulong(CL_DEVICE_SINGLE_FP_CONFIG, "").unwrap_or(0);
         // SAFETY: CL_DEVICE_COMPILER_AVAILABLE is a cl_bool.
         let compiler =
             unsafe { info_value::<cl_bool>(f, CL_DEVICE_COMPILER_AVAILABLE, "") }.unwrap_or(0) != 0;
@@ -229,6 +230,8 @@ impl Device {
                 max_work_item_sizes,
                 uuid,
                 aspects,
+                fp32_correctly_rounded_divide_sqrt: single_fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT
+                    != 0,
             },
             caps: DeviceCaps {
                 usm,

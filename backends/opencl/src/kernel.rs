@@ -2,9 +2,12 @@
 //!
 //! A [`Kernel`] owns one `cl_kernel`. Setting arguments and enqueueing must not interleave
 //! between threads on one `cl_kernel`, so a launch holds the kernel's lock from the first
-//! `clSetKernelArg` to `clEnqueueNDRangeKernel`. The lock also guards a cache of the arguments
-//! last set: a launch with the same arguments as the previous one makes no `clSetKernelArg`
-//! call at all (OpenCL captures argument values at enqueue time, so reusing them is sound).
+//! `clSetKernelArg` to `clEnqueueNDRangeKernel`. The lock also guards a cache of the scalar and
+//! local-memory arguments last set: a launch that repeats them makes no `clSetKernelArg` call
+//! for them (OpenCL captures argument values at enqueue time, so reusing them is sound).
+//! Pointer arguments are set at every launch: a USM pointer equal to the last one may name a
+//! new allocation at a freed one's address, and Intel's CPU runtime keeps the object it resolved
+//! the old pointer to (launching with the stale object crashed inside the driver).
 
 use std::any::Any;
 use std::ffi::{c_void, CString};
@@ -268,7 +271,6 @@ impl sycl_backend::KernelBundle for KernelBundle {
 enum ArgCache {
     Unset,
     Scalar(Vec<u8>),
-    Pointer(u64),
     Local(usize),
 }
 
@@ -382,7 +384,6 @@ impl Kernel {
         for (i, arg) in args.iter().enumerate() {
             let same = match (&cache[i], arg) {
                 (ArgCache::Scalar(old), KernelArg::Scalar(new)) => old.as_slice() == *new,
-                (ArgCache::Pointer(old), KernelArg::Pointer(new)) => old == new,
                 (ArgCache::Local(old), KernelArg::Local(new)) => old == new,
                 _ => false,
             };
@@ -399,7 +400,7 @@ impl Kernel {
                     old.extend_from_slice(new);
                 }
                 (slot, KernelArg::Scalar(new)) => *slot = ArgCache::Scalar(new.to_vec()),
-                (slot, KernelArg::Pointer(p)) => *slot = ArgCache::Pointer(*p),
+                (slot, KernelArg::Pointer(_)) => *slot = ArgCache::Unset,
                 (slot, KernelArg::Local(n)) => *slot = ArgCache::Local(*n),
             }
         }

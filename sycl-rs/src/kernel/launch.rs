@@ -305,19 +305,35 @@ fn submit_cpu(
         _guards: guards,
     });
     let raw_deps = Event::raw_list(deps);
+    let name = p.name;
     queue.submit_using(uses, || match p.cpu {
         CpuEntry::Items(f) => {
-            let kernel: sycl_backend::ClosureKernel = Arc::new(move |chunk| f(&cpu, chunk));
+            let kernel: sycl_backend::ClosureKernel =
+                Arc::new(move |chunk| naming_failures(name, || f(&cpu, chunk)));
             queue.inner.parallel_for_closure(launch, kernel, &raw_deps)
         }
         CpuEntry::Groups(f) => {
             let count = groups[0] * groups[1] * groups[2];
-            let kernel: sycl_backend::ClosureKernel = Arc::new(move |chunk| f(&cpu, chunk));
+            let kernel: sycl_backend::ClosureKernel =
+                Arc::new(move |chunk| naming_failures(name, || f(&cpu, chunk)));
             queue
                 .inner
                 .parallel_for_work_groups(count, kernel, &raw_deps)
         }
     })
+}
+
+/// Runs `body`; a panic (a failed bounds check or division) goes on with the kernel's name in
+/// its message, which becomes the event's `Errc::Kernel` error.
+fn naming_failures(name: &str, body: impl FnOnce()) {
+    if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".to_owned());
+        std::panic::resume_unwind(Box::new(format!("kernel `{name}` failed: {what}")));
+    }
 }
 
 /// The GPU launch geometry: SYCL's last dimension varies fastest, which is CUDA's x and
@@ -381,14 +397,18 @@ fn submit_gpu(
     let p = &def.parts;
     let device = queue.device();
     let launch = range.inner;
+    let geometry = gpu_range(&launch, device)?;
+    let variant = Variant {
+        dims: launch.dims,
+        local: geometry.local.expect("a GPU launch has work-groups"),
+    };
     let kernel = queue.context().shared.kernels.kernel(
         queue.context(),
         def,
         resolved,
-        launch.dims,
+        variant,
         device.backend(),
     )?;
-    let geometry = gpu_range(&launch, device)?;
     let slot = queue.context().shared.kernels.status_slot(queue)?;
     let len_bytes: Vec<[u8; 8]> = args
         .0
@@ -456,9 +476,19 @@ type ProgramSlot = Arc<Mutex<Option<Kernel>>>;
 
 #[derive(Default)]
 pub(crate) struct KernelCache {
-    /// By definition address and number of dimensions.
-    programs: Mutex<HashMap<(usize, u8), ProgramSlot>>,
+    /// By definition address and variant.
+    programs: Mutex<HashMap<(usize, Variant), ProgramSlot>>,
     pools: Mutex<HashMap<usize, Arc<Mutex<StatusPool>>>>,
+}
+
+/// What a GPU program is specialised for: the number of dimensions (SYCL's last is the GPU's
+/// first), and the work-group size in GPU order, which becomes a compile-time constant (group
+/// loops unroll, `local_id` is known to be below it, so checked local-array indices often need
+/// no check at run time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Variant {
+    dims: u8,
+    local: [usize; 3],
 }
 
 /// The full source of a program: prelude, helpers (callees first), the kernel.
@@ -466,7 +496,7 @@ pub(crate) fn program_source(
     def: &'static Definition,
     helpers: &[&'static HelperDef],
     fp64: bool,
-    dims: u8,
+    variant: Variant,
     backend: BackendKind,
 ) -> String {
     let p = &def.parts;
@@ -476,7 +506,8 @@ pub(crate) fn program_source(
             .iter()
             .position(|x| std::ptr::eq(*x, h))
             .expect("resolved helpers include every callee");
-        format!("sycl_h{i}_{}", h.parts.name)
+        // By position: a Rust name need not be a C identifier.
+        format!("sycl_h{i}")
     };
     let substitute = |text: &str, callees: &[fn() -> &'static HelperDef]| -> String {
         let mut out = text.to_owned();
@@ -485,7 +516,11 @@ pub(crate) fn program_source(
         }
         out
     };
-    let mut src = format!("#define SYCL_DIMS {dims}\n");
+    let [lx, ly, lz] = variant.local;
+    let mut src = format!(
+        "#define SYCL_DIMS {}\n#define SYCL_LX {lx}\n#define SYCL_LY {ly}\n#define SYCL_LZ {lz}\n",
+        variant.dims
+    );
     if fp64 {
         src.push_str("#define SYCL_FP64 1\n");
     }
@@ -499,6 +534,7 @@ pub(crate) fn program_source(
         src.push_str(&proto.replace("__sycl_self__", &name_of(h)));
     }
     for h in helpers {
+        src.push_str(&format!("// helper `{}`\n", h.parts.name));
         let (_, body) = if cuda { h.parts.cuda } else { h.parts.opencl };
         let body = substitute(body, h.parts.helpers).replace("__sycl_self__", &name_of(h));
         src.push_str(&body);
@@ -509,26 +545,35 @@ pub(crate) fn program_source(
 }
 
 impl KernelCache {
-    /// The kernel of `def` for launches of `dims` dimensions, built at the first launch in this
+    /// The kernel of `def` for launches like `variant`, built at the first such launch in this
     /// context and kept for its life.
     fn kernel(
         &self,
         context: &Context,
         def: &'static Definition,
         resolved: &'static Resolved,
-        dims: u8,
+        variant: Variant,
         backend: BackendKind,
     ) -> Result<Kernel> {
-        let key = (def as *const Definition as usize, dims);
+        let key = (def as *const Definition as usize, variant);
         let entry = self.programs.lock().entry(key).or_default().clone();
         let mut slot = entry.lock();
         if let Some(k) = &*slot {
             return Ok(k.clone());
         }
-        let src = program_source(def, &resolved.helpers, resolved.fp64, dims, backend);
+        let src = program_source(def, &resolved.helpers, resolved.fp64, variant, backend);
+        let exact_division = context
+            .devices()
+            .iter()
+            .all(|d| d.info().fp32_correctly_rounded_divide_sqrt);
         let (source, options) = match backend {
             // Rust does not contract `a * b + c` into a fused multiply-add; `mul_add` does.
             BackendKind::Cuda => (sycl_backend::KernelSource::CudaC(&src), "--fmad=false"),
+            // OpenCL may round f32 `/` and `sqrt` to 2.5 and 3 ulp unless told otherwise.
+            _ if exact_division => (
+                sycl_backend::KernelSource::OpenClC(&src),
+                "-cl-fp32-correctly-rounded-divide-sqrt",
+            ),
             _ => (sycl_backend::KernelSource::OpenClC(&src), ""),
         };
         let bundle = KernelBundle::build(context, &[], source, options).map_err(|e| {
@@ -540,7 +585,7 @@ impl KernelCache {
                 ),
             )
         })?;
-        let kernel = bundle.kernel(&format!("sycl_k_{}", def.parts.name))?;
+        let kernel = bundle.kernel("sycl_kernel")?;
         *slot = Some(kernel.clone());
         Ok(kernel)
     }
@@ -711,17 +756,33 @@ impl std::fmt::Debug for KernelStatus {
     }
 }
 
-/// The full CUDA C++ or OpenCL C program of kernel `K` for launches of `dims` dimensions, as
-/// the runtime builds it (for tests and for reading what the macro made).
-pub fn program_source_of<K: GeneratedKernel>(backend: BackendKind, dims: u8) -> Result<String> {
+/// The full CUDA C++ or OpenCL C program of kernel `K` for launches over `range` (an nd-range:
+/// the program is specialised for its work-group size), as the runtime builds it (for tests and
+/// for reading what the macro made).
+pub fn program_source_of<K: GeneratedKernel>(backend: BackendKind, range: Range) -> Result<String> {
     let def = K::definition();
     let resolved = resolve(def)?;
+    let launch = range.inner;
+    let Some(local) = launch.local else {
+        return Err(Error::new(
+            Errc::NdRange,
+            "program_source_of needs an nd-range (the program depends on the work-group size)",
+        ));
+    };
+    let n = launch.dims as usize;
+    let mut gpu_local = [1usize; 3];
+    gpu_local[..n].copy_from_slice(&local[..n]);
+    gpu_local[..n].reverse();
+    let variant = Variant {
+        dims: launch.dims,
+        local: gpu_local,
+    };
     match backend {
         BackendKind::Cuda | BackendKind::OpenCl => Ok(program_source(
             def,
             &resolved.helpers,
             resolved.fp64,
-            dims,
+            variant,
             backend,
         )),
         other => Err(Error::new(

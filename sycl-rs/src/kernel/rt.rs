@@ -522,7 +522,7 @@ pub struct DefinitionParts {
     pub name: &'static str,
     /// Its parameters.
     pub params: &'static [ParamSpec],
-    /// CUDA C++ of the kernel function (`sycl_k_<name>`), calling helpers through markers.
+    /// CUDA C++ of the kernel function (`sycl_kernel`), calling helpers through markers.
     pub cuda: &'static str,
     /// OpenCL C of the kernel function.
     pub opencl: &'static str,

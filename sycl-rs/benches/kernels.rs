@@ -1,0 +1,1349 @@
+//! Kernels written in Rust with `#[sycl::kernel]`, beside the same algorithm written by hand,
+//! measured in the same run on every device kind.
+//!
+//! `cargo bench -p sycl-rs --bench kernels` (add `-- --quick` for a short run, `-- --only
+//! native,opencl,cuda` to pick device kinds, `-- --dump DIR` to write the generated and the
+//! hand-written programs to DIR and exit).
+//!
+//! Four algorithms, each as a bounds-checked kernel and as the same kernel with
+//! `unsafe { *x.get_unchecked(i) }` / `*y.get_unchecked_mut(i) = v` (unchecked):
+//! - saxpy: `y[i] = a * x[i] + y[i]` over a plain range (launched in groups of 256 on
+//!   OpenCL and CUDA, the extra work-items leave);
+//! - reduction: the sum of `u32`s (wrapping): each work-group strides through its own
+//!   contiguous chunk (`step_by`), a group reduction, one atomic per work-group (groups of 256);
+//! - stencil2d: a 5-point stencil on a square grid, through a 18x18 local tile (16x16 groups
+//!   plus a one-element halo, clamped at the edges; edge elements are copied), with 32-bit
+//!   index arithmetic in both versions;
+//! - matmul: C = A * B on square matrices with 16x16 local tiles, `mul_add` accumulation.
+//!
+//! Beside them (same queue, same memory, same launch geometry): on OpenCL and CUDA devices
+//! the same algorithms hand-written in OpenCL C / CUDA C (as a CUDA or OpenCL programmer
+//! would: 32-bit `int` indices in CUDA, `int` or `size_t` in OpenCL (see HAND_OPENCL),
+//! `restrict` pointers, a sequential-addressing local-memory tree in OpenCL, warp shuffles
+//! in CUDA), built with `KernelBundle::build` with default options (NVRTC contracts `a * b +
+//! c` there, ours is built with `--fmad=false`; matmul uses `fma`/`mul_add` on both sides)
+//! and launched with `Queue::launch`; on the native CPU a hand-written rayon loop over the
+//! same kind of memory (rayon's pool is the one the native CPU queue runs on).
+//!
+//! Times: the median of N launches, each timed by its event's profiling timestamps (OpenCL,
+//! CUDA), or on the native CPU the wall time of a batch of launches followed by a wait
+//! (rayon: the same batch of calls). The sides run round-robin so that drift hits all alike;
+//! every side runs once first (warm-up: program build, JIT, page faults) and its result is
+//! checked against a host reference (a wrong result panics).
+//!
+//! Targets (one PASS/MISS per row): CUDA and Intel's CPU OpenCL: ours <= 1.05x the
+//! hand-written time; native CPU saxpy and reduction: ours >= 0.8x rayon's throughput. Other
+//! OpenCL platforms (PoCL) and native stencil/matmul are information.
+//!
+//! `SYCL_RS_REQUIRE_BACKENDS` (comma list: `opencl`, `cuda`) turns a missing backend into a
+//! failure, as in the other benches. For experiments: `-- --kernels saxpy,reduce` runs only
+//! those; `--only` also takes a platform-name fragment (`--only intel`);
+//! `SYCL_RS_BENCH_HAND_OPENCL` / `SYCL_RS_BENCH_HAND_CUDA` name a file that replaces the
+//! hand-written program (same kernel names and parameters); `SYCL_RS_BENCH_RED_PER_ITEM` sets
+//! the reduction's elements per work-item on CPUs.
+#![allow(unsafe_code)]
+
+mod common;
+use common::{median, skip};
+use std::fmt::Debug;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use sycl::{
+    Aspect, BackendKind, Device, DeviceSelector, Event, Kernel, KernelArg, KernelBundle, Queue,
+    QueueProperties, Range, Source, Usm,
+};
+
+// ---------------------------------------------------------------- the Rust kernels
+
+/// Work-group size of the 1-D kernels; tile side of the 2-D ones.
+const WG: usize = 256;
+const TS: usize = 16;
+
+#[sycl::kernel]
+fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
+    let i = global_id(0);
+    y[i] = a * x[i] + y[i];
+}
+
+#[sycl::kernel]
+fn saxpy_unchecked(a: f32, x: &[f32], y: &mut [f32]) {
+    let i = global_id(0);
+    // SAFETY: the range is y.len() == x.len() work-items.
+    unsafe {
+        *y.get_unchecked_mut(i) = a * *x.get_unchecked(i) + *y.get_unchecked(i);
+    }
+}
+
+// Work-group g sums the g-th contiguous chunk of x, its work-items striding through it: on
+// GPUs neighbouring work-items read neighbouring elements; on CPUs, where a group's work-items
+// run one after another, each chunk stays in cache while they do.
+#[sycl::kernel]
+fn reduce(x: &[u32], out: &mut [u32]) {
+    let n = x.len();
+    let chunk = (n + group_range(0) - 1) / group_range(0);
+    let begin = group_id(0) * chunk;
+    let end = (begin + chunk).min(n);
+    let mut acc = 0u32;
+    for i in (begin + local_id(0)..end).step_by(local_range(0)) {
+        acc += x[i];
+    }
+    let s = group_sum(acc);
+    if local_id(0) == 0 {
+        atomic_fetch_add(out, 0, s);
+    }
+}
+
+#[sycl::kernel]
+fn reduce_unchecked(x: &[u32], out: &mut [u32]) {
+    let n = x.len();
+    let chunk = (n + group_range(0) - 1) / group_range(0);
+    let begin = group_id(0) * chunk;
+    let end = (begin + chunk).min(n);
+    let mut acc = 0u32;
+    for i in (begin + local_id(0)..end).step_by(local_range(0)) {
+        // SAFETY: i < end <= n == x.len().
+        acc += unsafe { *x.get_unchecked(i) };
+    }
+    let s = group_sum(acc);
+    if local_id(0) == 0 {
+        atomic_fetch_add(out, 0, s);
+    }
+}
+
+// 32-bit index arithmetic, as the hand-written kernels' `int`s (grids below 2^16 a side).
+#[sycl::kernel]
+fn stencil(src: &[f32], dst: &mut [f32]) {
+    let tile = local_array::<f32, 324>();
+    let h = global_range(0) as u32;
+    let w = global_range(1) as u32;
+    let y = global_id(0) as u32;
+    let x = global_id(1) as u32;
+    let ly = local_id(0) as u32;
+    let lx = local_id(1) as u32;
+    let y0 = group_id(0) as u32 * 16;
+    let x0 = group_id(1) as u32 * 16;
+    // The 18x18 tile: the group's 16x16 elements and a halo of one, clamped to the grid.
+    for ty in (ly..18).step_by(16) {
+        let gy = (y0 + ty).max(1).min(h) - 1;
+        for tx in (lx..18).step_by(16) {
+            let gx = (x0 + tx).max(1).min(w) - 1;
+            tile[(ty * 18 + tx) as usize] = src[(gy * w + gx) as usize];
+        }
+    }
+    barrier();
+    let c = ((ly + 1) * 18 + lx + 1) as usize;
+    let mid = tile[c];
+    let mut v = mid;
+    if y != 0 && x != 0 && y != h - 1 && x != w - 1 {
+        v = mid * 0.5 + (tile[c - 18] + tile[c + 18] + tile[c - 1] + tile[c + 1]) * 0.125;
+    }
+    dst[(y * w + x) as usize] = v;
+}
+
+#[sycl::kernel]
+fn stencil_unchecked(src: &[f32], dst: &mut [f32]) {
+    let tile = local_array::<f32, 324>();
+    let h = global_range(0) as u32;
+    let w = global_range(1) as u32;
+    let y = global_id(0) as u32;
+    let x = global_id(1) as u32;
+    let ly = local_id(0) as u32;
+    let lx = local_id(1) as u32;
+    let y0 = group_id(0) as u32 * 16;
+    let x0 = group_id(1) as u32 * 16;
+    for ty in (ly..18).step_by(16) {
+        let gy = (y0 + ty).max(1).min(h) - 1;
+        for tx in (lx..18).step_by(16) {
+            let gx = (x0 + tx).max(1).min(w) - 1;
+            // SAFETY: ty, tx < 18; gy < h, gx < w and src holds h * w elements.
+            unsafe {
+                *tile.get_unchecked_mut((ty * 18 + tx) as usize) =
+                    *src.get_unchecked((gy * w + gx) as usize);
+            }
+        }
+    }
+    barrier();
+    let c = ((ly + 1) * 18 + lx + 1) as usize;
+    // SAFETY: ly, lx < 16, so c and its four neighbours are inside the 18x18 tile.
+    let mid = unsafe { *tile.get_unchecked(c) };
+    let mut v = mid;
+    if y != 0 && x != 0 && y != h - 1 && x != w - 1 {
+        // SAFETY: as above.
+        let n = unsafe { *tile.get_unchecked(c - 18) };
+        // SAFETY: as above.
+        let s = unsafe { *tile.get_unchecked(c + 18) };
+        // SAFETY: as above.
+        let e = unsafe { *tile.get_unchecked(c - 1) };
+        // SAFETY: as above.
+        let o = unsafe { *tile.get_unchecked(c + 1) };
+        v = mid * 0.5 + (n + s + e + o) * 0.125;
+    }
+    // SAFETY: y < h, x < w, dst holds h * w elements.
+    unsafe {
+        *dst.get_unchecked_mut((y * w + x) as usize) = v;
+    }
+}
+
+#[sycl::kernel]
+fn matmul(a: &[f32], b: &[f32], c: &mut [f32]) {
+    let ta = local_array::<f32, 256>();
+    let tb = local_array::<f32, 256>();
+    let n = global_range(0);
+    let row = global_id(0);
+    let col = global_id(1);
+    let ly = local_id(0);
+    let lx = local_id(1);
+    let mut acc = 0.0f32;
+    for t in 0..n / 16 {
+        ta[ly * 16 + lx] = a[row * n + t * 16 + lx];
+        tb[ly * 16 + lx] = b[(t * 16 + ly) * n + col];
+        barrier();
+        for k in 0..16 {
+            acc = ta[ly * 16 + k].mul_add(tb[k * 16 + lx], acc);
+        }
+        barrier();
+    }
+    c[row * n + col] = acc;
+}
+
+#[sycl::kernel]
+fn matmul_unchecked(a: &[f32], b: &[f32], c: &mut [f32]) {
+    let ta = local_array::<f32, 256>();
+    let tb = local_array::<f32, 256>();
+    let n = global_range(0);
+    let row = global_id(0);
+    let col = global_id(1);
+    let ly = local_id(0);
+    let lx = local_id(1);
+    let mut acc = 0.0f32;
+    for t in 0..n / 16 {
+        // SAFETY: ly, lx < 16; row, col, t * 16 + 15 < n and the matrices hold n * n.
+        unsafe {
+            *ta.get_unchecked_mut(ly * 16 + lx) = *a.get_unchecked(row * n + t * 16 + lx);
+            *tb.get_unchecked_mut(ly * 16 + lx) = *b.get_unchecked((t * 16 + ly) * n + col);
+        }
+        barrier();
+        for k in 0..16 {
+            // SAFETY: ly, lx, k < 16.
+            let x = unsafe { *ta.get_unchecked(ly * 16 + k) };
+            // SAFETY: as above.
+            let y = unsafe { *tb.get_unchecked(k * 16 + lx) };
+            acc = x.mul_add(y, acc);
+        }
+        barrier();
+    }
+    // SAFETY: row, col < n.
+    unsafe {
+        *c.get_unchecked_mut(row * n + col) = acc;
+    }
+}
+
+// ---------------------------------------------------------------- hand-written kernels
+
+/// The four algorithms in OpenCL C. OpenCL's dimension 0 is x (the fast one).
+///
+/// Index types are the faster of `int` and `size_t` on Intel's CPU runtime, per kernel: with
+/// `int` indices its vectorizer cannot prove saxpy's and matmul's accesses consecutive and
+/// makes them gathers/scatters (its build log says so; 1.3x and 1.4x slower), while reduce
+/// and stencil run faster with `int` than with `size_t`.
+const HAND_OPENCL: &str = r#"
+#define TS 16
+#define TW (TS + 2)
+
+__kernel void saxpy(float a, __global const float* restrict x, __global float* restrict y, int n)
+{
+    size_t i = get_global_id(0);
+    if (i < (size_t)n)
+        y[i] = a * x[i] + y[i];
+}
+
+#define WG 256
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void reduce(__global const uint* restrict x, int n, __global uint* restrict out,
+            __local uint* scratch)
+{
+    int lid = get_local_id(0);
+    int groups = get_num_groups(0);
+    int chunk = (n + groups - 1) / groups;
+    int begin = get_group_id(0) * chunk;
+    int end = min(begin + chunk, n);
+    uint acc = 0;
+    for (int i = begin + lid; i < end; i += WG)
+        acc += x[i];
+    scratch[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s)
+            scratch[lid] += scratch[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0)
+        atomic_add(out, scratch[0]);
+}
+
+__kernel void stencil(__global const float* restrict src, __global float* restrict dst, int h, int w)
+{
+    __local float tile[TW * TW];
+    int lx = get_local_id(0), ly = get_local_id(1);
+    int x0 = get_group_id(0) * TS, y0 = get_group_id(1) * TS;
+    int x = x0 + lx, y = y0 + ly;
+    for (int ty = ly; ty < TW; ty += TS) {
+        int gy = clamp(y0 + ty - 1, 0, h - 1);
+        for (int tx = lx; tx < TW; tx += TS) {
+            int gx = clamp(x0 + tx - 1, 0, w - 1);
+            tile[ty * TW + tx] = src[gy * w + gx];
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int c = (ly + 1) * TW + lx + 1;
+    float v = tile[c];
+    if (y > 0 && x > 0 && y < h - 1 && x < w - 1)
+        v = v * 0.5f + (tile[c - TW] + tile[c + TW] + tile[c - 1] + tile[c + 1]) * 0.125f;
+    dst[y * w + x] = v;
+}
+
+__kernel void matmul(__global const float* restrict a, __global const float* restrict b,
+                     __global float* restrict c, int ni)
+{
+    __local float ta[TS * TS];
+    __local float tb[TS * TS];
+    size_t n = ni;
+    size_t lx = get_local_id(0), ly = get_local_id(1);
+    size_t col = get_global_id(0), row = get_global_id(1);
+    float acc = 0.0f;
+    for (size_t t = 0; t < n / TS; ++t) {
+        ta[ly * TS + lx] = a[row * n + t * TS + lx];
+        tb[ly * TS + lx] = b[(t * TS + ly) * n + col];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (size_t k = 0; k < TS; ++k)
+            acc = fma(ta[ly * TS + k], tb[k * TS + lx], acc);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    c[row * n + col] = acc;
+}
+"#;
+
+/// The four algorithms in CUDA C++. CUDA's x is the fast dimension.
+const HAND_CUDA: &str = r#"
+#define TS 16
+#define TW (TS + 2)
+
+extern "C" __global__ void saxpy(float a, const float* __restrict__ x, float* __restrict__ y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = a * x[i] + y[i];
+}
+
+#define WG 256
+
+extern "C" __global__ void reduce(const unsigned* __restrict__ x, int n, unsigned* __restrict__ out)
+{
+    __shared__ unsigned partial[32];
+    int chunk = (n + gridDim.x - 1) / gridDim.x;
+    int begin = blockIdx.x * chunk;
+    int end = min(begin + chunk, n);
+    unsigned acc = 0;
+    for (int i = begin + threadIdx.x; i < end; i += WG)
+        acc += x[i];
+    for (int off = 16; off > 0; off >>= 1)
+        acc += __shfl_down_sync(0xffffffffu, acc, off);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0)
+        partial[warp] = acc;
+    __syncthreads();
+    if (warp == 0) {
+        acc = lane < WG / 32 ? partial[lane] : 0u;
+        for (int off = 16; off > 0; off >>= 1)
+            acc += __shfl_down_sync(0xffffffffu, acc, off);
+        if (lane == 0)
+            atomicAdd(out, acc);
+    }
+}
+
+extern "C" __global__ void stencil(const float* __restrict__ src, float* __restrict__ dst, int h, int w)
+{
+    __shared__ float tile[TW * TW];
+    int lx = threadIdx.x, ly = threadIdx.y;
+    int x0 = blockIdx.x * TS, y0 = blockIdx.y * TS;
+    int x = x0 + lx, y = y0 + ly;
+    for (int ty = ly; ty < TW; ty += TS) {
+        int gy = min(max(y0 + ty - 1, 0), h - 1);
+        for (int tx = lx; tx < TW; tx += TS) {
+            int gx = min(max(x0 + tx - 1, 0), w - 1);
+            tile[ty * TW + tx] = src[gy * w + gx];
+        }
+    }
+    __syncthreads();
+    int c = (ly + 1) * TW + lx + 1;
+    float v = tile[c];
+    if (y > 0 && x > 0 && y < h - 1 && x < w - 1)
+        v = v * 0.5f + (tile[c - TW] + tile[c + TW] + tile[c - 1] + tile[c + 1]) * 0.125f;
+    dst[y * w + x] = v;
+}
+
+extern "C" __global__ void matmul(const float* __restrict__ a, const float* __restrict__ b,
+                                  float* __restrict__ c, int n)
+{
+    __shared__ float ta[TS * TS];
+    __shared__ float tb[TS * TS];
+    int lx = threadIdx.x, ly = threadIdx.y;
+    int col = blockIdx.x * TS + lx, row = blockIdx.y * TS + ly;
+    float acc = 0.0f;
+    for (int t = 0; t < n / TS; ++t) {
+        ta[ly * TS + lx] = a[row * n + t * TS + lx];
+        tb[ly * TS + lx] = b[(t * TS + ly) * n + col];
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < TS; ++k)
+            acc = fmaf(ta[ly * TS + k], tb[k * TS + lx], acc);
+        __syncthreads();
+    }
+    c[row * n + col] = acc;
+}
+"#;
+
+// ---------------------------------------------------------------- devices, sizes, rows
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Native,
+    /// Intel's CPU OpenCL runtime: the 1.05x targets apply.
+    IntelOpenCl,
+    /// Any other OpenCL platform (PoCL): information.
+    OtherOpenCl,
+    Cuda,
+}
+
+/// Problem sizes on one device.
+#[derive(Clone, Copy, Debug)]
+struct Sizes {
+    /// saxpy and reduction elements.
+    vec: usize,
+    /// Work-items of the reduction (a multiple of WG: one chunk per group).
+    red_items: usize,
+    /// Side of the stencil grid.
+    grid: usize,
+    /// Side of the matrices.
+    mat: usize,
+}
+
+impl Sizes {
+    fn for_device(kind: Kind, quick: bool, compute_units: usize) -> Sizes {
+        let (vec, grid, mat) = match (kind, quick) {
+            (Kind::Cuda, false) => (1 << 26, 8192, 2048),
+            (Kind::Cuda, true) => (1 << 24, 2048, 1024),
+            (Kind::Native, false) => (1 << 24, 4096, 512),
+            (_, false) => (1 << 24, 4096, 1024),
+            (_, true) => (1 << 22, 1024, 256),
+        };
+        // GPU: 8 groups of 256 per SM. CPUs: 64 elements per work-item (a group's chunk of
+        // 16K elements stays in cache while its work-items stride through it).
+        // SYCL_RS_BENCH_RED_PER_ITEM overrides the CPUs' figure.
+        let per_item: usize = std::env::var("SYCL_RS_BENCH_RED_PER_ITEM")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(64)
+            .max(1);
+        let red_items = match kind {
+            Kind::Cuda => compute_units.max(1) * 8 * WG,
+            _ => (vec / per_item).max(WG),
+        };
+        Sizes {
+            vec,
+            red_items: red_items.div_ceil(WG) * WG,
+            grid,
+            mat,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Goal {
+    /// ours <= 1.05x the hand-written time.
+    Time,
+    /// ours >= 0.8x the hand-written (rayon) throughput.
+    Throughput,
+    Info,
+}
+
+struct Row {
+    device: String,
+    kernel: &'static str,
+    mode: &'static str,
+    ours: f64,
+    hand: f64,
+    /// Work per launch and its unit, for a rate column.
+    work: f64,
+    unit: &'static str,
+    goal: Goal,
+}
+
+impl Row {
+    fn ratio(&self) -> f64 {
+        self.ours / self.hand
+    }
+
+    fn verdict(&self) -> &'static str {
+        match self.goal {
+            Goal::Time if self.ratio() <= 1.05 => "PASS",
+            Goal::Throughput if self.hand / self.ours >= 0.8 => "PASS",
+            Goal::Info => "info",
+            _ => "MISS",
+        }
+    }
+
+    fn target(&self) -> &'static str {
+        match self.goal {
+            Goal::Time => "time <= 1.05x",
+            Goal::Throughput => "thru >= 0.8x",
+            Goal::Info => "-",
+        }
+    }
+}
+
+fn print_header() {
+    let cols = [
+        format!("{:<34}", "device"),
+        format!("{:<8}", "kernel"),
+        format!("{:<9}", "mode"),
+        format!("{:>10}", "ours ms"),
+        format!("{:>10}", "hand ms"),
+        format!("{:>9}", "ours/hand"),
+        format!("{:>14}", "ours rate"),
+        format!("{:<13}", "target"),
+    ];
+    println!("{}", cols.join(" "));
+}
+
+fn print_row(r: &Row) {
+    println!(
+        "{:<34} {:<8} {:<9} {:>10.3} {:>10.3} {:>9.3} {:>9.1} {:<4} {:<13} {}",
+        r.device,
+        r.kernel,
+        r.mode,
+        r.ours * 1e3,
+        r.hand * 1e3,
+        r.ratio(),
+        r.work / r.ours / 1e9,
+        r.unit,
+        r.target(),
+        r.verdict()
+    );
+}
+
+// ---------------------------------------------------------------- timing
+
+/// How a device's launches are timed.
+#[derive(Clone, Copy)]
+enum Clock {
+    /// The event's profiling start/end.
+    Profiling,
+    /// Wall time of `batch` launches and a wait, per launch.
+    Wall { batch: usize },
+}
+
+/// Seconds of one launch (or per launch of a batch), as measured by one side.
+type Side<'a> = Box<dyn FnMut() -> f64 + 'a>;
+
+/// A side that launches device kernels.
+fn device_side<'a>(q: &'a Queue, clock: Clock, mut launch: impl FnMut() -> Event + 'a) -> Side<'a> {
+    match clock {
+        Clock::Profiling => Box::new(move || {
+            let e = launch();
+            e.wait().expect("the kernel failed");
+            let p = e.profiling_info().expect("profiling timestamps");
+            p.end_ns.saturating_sub(p.start_ns) as f64 * 1e-9
+        }),
+        Clock::Wall { batch } => Box::new(move || {
+            let t = Instant::now();
+            let events: Vec<Event> = (0..batch).map(|_| launch()).collect();
+            q.wait().expect("queue wait");
+            let s = t.elapsed().as_secs_f64() / batch as f64;
+            for e in events {
+                e.wait().expect("the kernel failed");
+            }
+            s
+        }),
+    }
+}
+
+/// A side that runs on the host (rayon), timed like `Clock::Wall`.
+fn host_side<'a>(clock: Clock, mut f: impl FnMut() + 'a) -> Side<'a> {
+    let batch = match clock {
+        Clock::Wall { batch } => batch,
+        Clock::Profiling => 1,
+    };
+    Box::new(move || {
+        let t = Instant::now();
+        for _ in 0..batch {
+            f();
+        }
+        t.elapsed().as_secs_f64() / batch as f64
+    })
+}
+
+/// Medians of each side over `reps` rounds, round-robin (the first side rotates). One
+/// untimed round first; fewer rounds when a launch is long (about `budget` s, at least 5).
+fn measure(sides: &mut [Side<'_>], reps: usize, budget: f64) -> Vec<f64> {
+    let first: f64 = sides.iter_mut().map(|s| s()).sum();
+    let reps = if first > 0.0 {
+        reps.min((budget / first) as usize).max(5.min(reps))
+    } else {
+        reps
+    };
+    let mut samples = vec![Vec::with_capacity(reps); sides.len()];
+    for r in 0..reps {
+        for k in 0..sides.len() {
+            let i = (r + k) % sides.len();
+            samples[i].push(sides[i]());
+        }
+    }
+    samples.into_iter().map(median).collect()
+}
+
+// ---------------------------------------------------------------- checks and data
+
+fn check<T: PartialEq + Debug>(got: &[T], want: &[T], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+        let bad = (0..got.len()).filter(|&i| got[i] != want[i]).count();
+        panic!(
+            "{what}: WRONG RESULT: element {i} is {:?}, expected {:?} ({bad} of {} elements differ)",
+            got[i],
+            want[i],
+            got.len()
+        );
+    }
+}
+
+fn upload<T: bytemuck::Pod>(q: &Queue, data: &[T]) -> Usm<T> {
+    let m = sycl::malloc_device::<T>(data.len(), q).expect("malloc_device");
+    q.write(&m, data).expect("write");
+    m
+}
+
+/// Host memory of the same kind as the kernels' (for the rayon side).
+fn upload_host<T: bytemuck::Pod>(q: &Queue, data: &[T]) -> Usm<T> {
+    upload(q, data)
+}
+
+fn stencil_ref(src: &[f32], n: usize) -> Vec<f32> {
+    let mut out = vec![0.0f32; n * n];
+    out.par_chunks_mut(n)
+        .enumerate()
+        .for_each(|(y, row)| stencil_row(src, n, y, row));
+    out
+}
+
+/// One row of the stencil (the host reference and the rayon side).
+#[inline]
+fn stencil_row(src: &[f32], n: usize, y: usize, row: &mut [f32]) {
+    let s = &src[y * n..(y + 1) * n];
+    if y == 0 || y == n - 1 {
+        row.copy_from_slice(s);
+        return;
+    }
+    let up = &src[(y - 1) * n..y * n];
+    let down = &src[(y + 1) * n..(y + 2) * n];
+    row[0] = s[0];
+    row[n - 1] = s[n - 1];
+    for x in 1..n - 1 {
+        row[x] = s[x] * 0.5 + (up[x] + down[x] + s[x - 1] + s[x + 1]) * 0.125;
+    }
+}
+
+/// Row `i` of A * B (k in order, `mul_add`, like the kernels).
+fn matmul_row(a: &[f32], b: &[f32], n: usize, i: usize, row: &mut [f32]) {
+    row.fill(0.0);
+    for k in 0..n {
+        let aik = a[i * n + k];
+        for (c, &bv) in row.iter_mut().zip(&b[k * n..(k + 1) * n]) {
+            *c = aik.mul_add(bv, *c);
+        }
+    }
+}
+
+/// Rows of C that the check compares (every row would take n^3 host work at 2048).
+fn sample_rows(n: usize) -> Vec<usize> {
+    let mut rows = vec![
+        0,
+        1,
+        15,
+        16,
+        17,
+        n / 2 - 1,
+        n / 2,
+        n - 17,
+        n - 16,
+        n - 2,
+        n - 1,
+    ];
+    rows.extend((0..21).map(|k| (k * 7919 + 13) % n));
+    rows.sort_unstable();
+    rows.dedup();
+    rows
+}
+
+fn check_matmul(got: &[f32], a: &[f32], b: &[f32], n: usize, what: &str) {
+    let mut want = vec![0.0f32; n];
+    for i in sample_rows(n) {
+        matmul_row(a, b, n, i, &mut want);
+        check(
+            &got[i * n..(i + 1) * n],
+            &want,
+            &format!("{what} (row {i})"),
+        );
+    }
+}
+
+// ---------------------------------------------------------------- the rayon side
+
+fn rayon_saxpy(a: f32, x: &Usm<f32>, y: &mut Usm<f32>) {
+    let x = x.as_slice().expect("host borrow");
+    let mut y = y.as_mut_slice().expect("host borrow");
+    y.par_iter_mut()
+        .zip(x.par_iter())
+        .for_each(|(y, &x)| *y += a * x);
+}
+
+fn rayon_reduce(x: &Usm<u32>) -> u32 {
+    let x = x.as_slice().expect("host borrow");
+    x.par_iter()
+        .fold(|| 0u32, |s, &v| s.wrapping_add(v))
+        .reduce(|| 0u32, u32::wrapping_add)
+}
+
+fn rayon_stencil(src: &Usm<f32>, dst: &mut Usm<f32>, n: usize) {
+    let s = src.as_slice().expect("host borrow");
+    let mut d = dst.as_mut_slice().expect("host borrow");
+    d.par_chunks_mut(n)
+        .enumerate()
+        .for_each(|(y, row)| stencil_row(&s, n, y, row));
+}
+
+fn rayon_matmul(a: &Usm<f32>, b: &Usm<f32>, c: &mut Usm<f32>, n: usize) {
+    let a = a.as_slice().expect("host borrow");
+    let b = b.as_slice().expect("host borrow");
+    let mut c = c.as_mut_slice().expect("host borrow");
+    c.par_chunks_mut(n)
+        .enumerate()
+        .for_each(|(i, row)| matmul_row(&a, &b, n, i, row));
+}
+
+// ---------------------------------------------------------------- one device
+
+/// The hand-written side of a device.
+enum Hand {
+    Rayon,
+    Source {
+        saxpy: Kernel,
+        reduce: Kernel,
+        stencil: Kernel,
+        matmul: Kernel,
+        opencl: bool,
+    },
+}
+
+struct Bench<'a> {
+    q: &'a Queue,
+    label: String,
+    kind: Kind,
+    clock: Clock,
+    hand: Hand,
+    sizes: Sizes,
+    reps: usize,
+    budget: f64,
+}
+
+impl Bench<'_> {
+    fn goal(&self, kernel: &str) -> Goal {
+        match self.kind {
+            Kind::Cuda | Kind::IntelOpenCl => Goal::Time,
+            Kind::Native if kernel == "saxpy" || kernel == "reduce" => Goal::Throughput,
+            _ => Goal::Info,
+        }
+    }
+
+    fn push(
+        &self,
+        rows: &mut Vec<Row>,
+        kernel: &'static str,
+        t: &[f64],
+        work: f64,
+        unit: &'static str,
+    ) {
+        for (mode, ours) in [("checked", t[0]), ("unchecked", t[1])] {
+            let row = Row {
+                device: self.label.clone(),
+                kernel,
+                mode,
+                ours,
+                hand: t[2],
+                work,
+                unit,
+                goal: self.goal(kernel),
+            };
+            print_row(&row);
+            rows.push(row);
+        }
+    }
+
+    fn saxpy(&self, rows: &mut Vec<Row>) {
+        let q = self.q;
+        let n = self.sizes.vec;
+        let a = 2.0f32;
+        let xs: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+        let ys: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+        let want: Vec<f32> = xs.iter().zip(&ys).map(|(x, y)| a * x + y).collect();
+        let x = upload(q, &xs);
+        let y = upload(q, &ys);
+        let ours_c = || {
+            q.parallel_for(Range::d1(n), &[], saxpy(a, &x, &y))
+                .expect("launch saxpy")
+        };
+        let ours_u = || {
+            q.parallel_for(Range::d1(n), &[], saxpy_unchecked(a, &x, &y))
+                .expect("launch saxpy_unchecked")
+        };
+        for (name, f) in [
+            ("checked", &ours_c as &dyn Fn() -> Event),
+            ("unchecked", &ours_u),
+        ] {
+            q.write(&y, &ys).unwrap();
+            f().wait().expect("saxpy failed");
+            check(
+                &q.to_vec(&y).unwrap(),
+                &want,
+                &format!("{}: saxpy {name}", self.label),
+            );
+        }
+        let t = match &self.hand {
+            Hand::Rayon => {
+                let xr = upload_host(q, &xs);
+                let mut yr = upload_host(q, &ys);
+                rayon_saxpy(a, &xr, &mut yr);
+                check(
+                    &q.to_vec(&yr).unwrap(),
+                    &want,
+                    &format!("{}: saxpy rayon", self.label),
+                );
+                let hand = || rayon_saxpy(a, &xr, &mut yr);
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    host_side(self.clock, hand),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+            Hand::Source { saxpy: k, .. } => {
+                let yh = upload(q, &ys);
+                let ni = n as i32;
+                let hand = || {
+                    let args = [
+                        KernelArg::scalar(&a),
+                        KernelArg::usm(&x),
+                        KernelArg::usm(&yh),
+                        KernelArg::scalar(&ni),
+                    ];
+                    let range = Range::d1(n.div_ceil(WG) * WG).with_local([WG, 1, 1]);
+                    // SAFETY: saxpy(float, const float*, float*, int): the arguments match; it
+                    // touches x and y below n, which both hold.
+                    unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand saxpy")
+                };
+                hand().wait().expect("hand saxpy failed");
+                check(
+                    &q.to_vec(&yh).unwrap(),
+                    &want,
+                    &format!("{}: saxpy hand-written", self.label),
+                );
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    device_side(q, self.clock, hand),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+        };
+        self.push(rows, "saxpy", &t, 12.0 * n as f64, "GB/s");
+    }
+
+    fn reduce(&self, rows: &mut Vec<Row>) {
+        let q = self.q;
+        let n = self.sizes.vec;
+        let items = self.sizes.red_items;
+        let xs: Vec<u32> = (0..n as u32)
+            .map(|i| i.wrapping_mul(2_654_435_761) >> 7)
+            .collect();
+        let want = xs.iter().fold(0u32, |s, &v| s.wrapping_add(v));
+        let x = upload(q, &xs);
+        let out = upload(q, &[0u32]);
+        let range = Range::d1(items).with_local([WG, 1, 1]);
+        let ours_c = || {
+            q.parallel_for(range, &[], reduce(&x, &out))
+                .expect("launch reduce")
+        };
+        let ours_u = || {
+            q.parallel_for(range, &[], reduce_unchecked(&x, &out))
+                .expect("launch reduce_unchecked")
+        };
+        for (name, f) in [
+            ("checked", &ours_c as &dyn Fn() -> Event),
+            ("unchecked", &ours_u),
+        ] {
+            q.write(&out, &[0]).unwrap();
+            f().wait().expect("reduce failed");
+            check(
+                &q.to_vec(&out).unwrap(),
+                &[want],
+                &format!("{}: reduce {name}", self.label),
+            );
+        }
+        let t = match &self.hand {
+            Hand::Rayon => {
+                let xr = upload_host(q, &xs);
+                let got = rayon_reduce(&xr);
+                check(&[got], &[want], &format!("{}: reduce rayon", self.label));
+                let hand = || {
+                    std::hint::black_box(rayon_reduce(&xr));
+                };
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    host_side(self.clock, hand),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+            Hand::Source {
+                reduce: k, opencl, ..
+            } => {
+                let outh = upload(q, &[0u32]);
+                let ni = n as i32;
+                let opencl = *opencl;
+                let hand = || {
+                    let mut args = vec![
+                        KernelArg::usm(&x),
+                        KernelArg::scalar(&ni),
+                        KernelArg::usm(&outh),
+                    ];
+                    if opencl {
+                        args.push(KernelArg::local::<u32>(WG).expect("local argument"));
+                    }
+                    // SAFETY: reduce(const uint*, int, uint*[, __local uint*]): the arguments
+                    // match; it reads x below n, adds to out[0], and uses WG local elements.
+                    unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand reduce")
+                };
+                hand().wait().expect("hand reduce failed");
+                check(
+                    &q.to_vec(&outh).unwrap(),
+                    &[want],
+                    &format!("{}: reduce hand-written", self.label),
+                );
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    device_side(q, self.clock, hand),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+        };
+        self.push(rows, "reduce", &t, 4.0 * n as f64, "GB/s");
+    }
+
+    fn stencil(&self, rows: &mut Vec<Row>) {
+        let q = self.q;
+        let n = self.sizes.grid;
+        let srcs: Vec<f32> = (0..n * n).map(|i| ((i * 7) % 61) as f32).collect();
+        let want = stencil_ref(&srcs, n);
+        let src = upload(q, &srcs);
+        let dst = upload(q, &vec![-1.0f32; n * n]);
+        let range = Range::d2(n, n).with_local([TS, TS, 1]);
+        let ours_c = || {
+            q.parallel_for(range, &[], stencil(&src, &dst))
+                .expect("launch stencil")
+        };
+        let ours_u = || {
+            q.parallel_for(range, &[], stencil_unchecked(&src, &dst))
+                .expect("launch stencil_unchecked")
+        };
+        for (name, f) in [
+            ("checked", &ours_c as &dyn Fn() -> Event),
+            ("unchecked", &ours_u),
+        ] {
+            q.fill(&dst, -1.0f32, &[]).unwrap().wait().unwrap();
+            f().wait().expect("stencil failed");
+            check(
+                &q.to_vec(&dst).unwrap(),
+                &want,
+                &format!("{}: stencil {name}", self.label),
+            );
+        }
+        let t = match &self.hand {
+            Hand::Rayon => {
+                let sr = upload_host(q, &srcs);
+                let mut dr = upload_host(q, &vec![-1.0f32; n * n]);
+                rayon_stencil(&sr, &mut dr, n);
+                check(
+                    &q.to_vec(&dr).unwrap(),
+                    &want,
+                    &format!("{}: stencil rayon", self.label),
+                );
+                let hand = || rayon_stencil(&sr, &mut dr, n);
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    host_side(self.clock, hand),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+            Hand::Source { stencil: k, .. } => {
+                let dh = upload(q, &vec![-1.0f32; n * n]);
+                let ni = n as i32;
+                let hand = || {
+                    let args = [
+                        KernelArg::usm(&src),
+                        KernelArg::usm(&dh),
+                        KernelArg::scalar(&ni),
+                        KernelArg::scalar(&ni),
+                    ];
+                    // Index 0 is the backend's x (the fast dimension).
+                    let range = Range::d2(n, n).with_local([TS, TS, 1]);
+                    // SAFETY: stencil(const float*, float*, int h, int w): the arguments match;
+                    // it reads src and writes dst below h * w, which both hold.
+                    unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand stencil")
+                };
+                hand().wait().expect("hand stencil failed");
+                check(
+                    &q.to_vec(&dh).unwrap(),
+                    &want,
+                    &format!("{}: stencil hand-written", self.label),
+                );
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    device_side(q, self.clock, hand),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+        };
+        self.push(rows, "stencil", &t, 8.0 * (n * n) as f64, "GB/s");
+    }
+
+    fn matmul(&self, rows: &mut Vec<Row>) {
+        let q = self.q;
+        let n = self.sizes.mat;
+        let avals: Vec<f32> = (0..n * n).map(|i| ((i * 3) % 5) as f32).collect();
+        let bvals: Vec<f32> = (0..n * n).map(|i| ((i * 7) % 9) as f32 - 4.0).collect();
+        let a = upload(q, &avals);
+        let b = upload(q, &bvals);
+        let c = upload(q, &vec![-1.0f32; n * n]);
+        let range = Range::d2(n, n).with_local([TS, TS, 1]);
+        let ours_c = || {
+            q.parallel_for(range, &[], matmul(&a, &b, &c))
+                .expect("launch matmul")
+        };
+        let ours_u = || {
+            q.parallel_for(range, &[], matmul_unchecked(&a, &b, &c))
+                .expect("launch matmul_unchecked")
+        };
+        for (name, f) in [
+            ("checked", &ours_c as &dyn Fn() -> Event),
+            ("unchecked", &ours_u),
+        ] {
+            q.fill(&c, -1.0f32, &[]).unwrap().wait().unwrap();
+            f().wait().expect("matmul failed");
+            check_matmul(
+                &q.to_vec(&c).unwrap(),
+                &avals,
+                &bvals,
+                n,
+                &format!("{}: matmul {name}", self.label),
+            );
+        }
+        let t = match &self.hand {
+            Hand::Rayon => {
+                let ar = upload_host(q, &avals);
+                let br = upload_host(q, &bvals);
+                let mut cr = upload_host(q, &vec![-1.0f32; n * n]);
+                rayon_matmul(&ar, &br, &mut cr, n);
+                check_matmul(
+                    &q.to_vec(&cr).unwrap(),
+                    &avals,
+                    &bvals,
+                    n,
+                    &format!("{}: matmul rayon", self.label),
+                );
+                let hand = || rayon_matmul(&ar, &br, &mut cr, n);
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    host_side(self.clock, hand),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+            Hand::Source { matmul: k, .. } => {
+                let ch = upload(q, &vec![-1.0f32; n * n]);
+                let ni = n as i32;
+                let hand = || {
+                    let args = [
+                        KernelArg::usm(&a),
+                        KernelArg::usm(&b),
+                        KernelArg::usm(&ch),
+                        KernelArg::scalar(&ni),
+                    ];
+                    // SAFETY: matmul(const float*, const float*, float*, int n): the arguments
+                    // match; it touches the matrices below n * n, which they hold.
+                    unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand matmul")
+                };
+                hand().wait().expect("hand matmul failed");
+                check_matmul(
+                    &q.to_vec(&ch).unwrap(),
+                    &avals,
+                    &bvals,
+                    n,
+                    &format!("{}: matmul hand-written", self.label),
+                );
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    device_side(q, self.clock, hand),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+        };
+        self.push(rows, "matmul", &t, 2.0 * (n as f64).powi(3), "GF/s");
+    }
+}
+
+fn hand_kernels(q: &Queue, kind: Kind) -> Hand {
+    if kind == Kind::Native {
+        return Hand::Rayon;
+    }
+    let opencl = kind != Kind::Cuda;
+    // SYCL_RS_BENCH_HAND_OPENCL / _CUDA: a file to use instead (same kernel names and
+    // parameters), for experiments.
+    let var = if opencl {
+        "SYCL_RS_BENCH_HAND_OPENCL"
+    } else {
+        "SYCL_RS_BENCH_HAND_CUDA"
+    };
+    let text = match std::env::var(var).ok().filter(|p| !p.is_empty()) {
+        Some(path) => {
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{var}={path}: {e}"))
+        }
+        None => (if opencl { HAND_OPENCL } else { HAND_CUDA }).to_owned(),
+    };
+    let source = if opencl {
+        Source::OpenClC(&text)
+    } else {
+        Source::CudaC(&text)
+    };
+    let bundle = KernelBundle::build(q.context(), std::slice::from_ref(q.device()), source, "")
+        .expect("building the hand-written kernels");
+    let k = |name: &str| bundle.kernel(name).expect("hand-written kernel");
+    Hand::Source {
+        saxpy: k("saxpy"),
+        reduce: k("reduce"),
+        stencil: k("stencil"),
+        matmul: k("matmul"),
+        opencl,
+    }
+}
+
+fn run_device(dev: &Device, kind: Kind, quick: bool, algos: &[&str], rows: &mut Vec<Row>) {
+    let label = match kind {
+        Kind::Native => "native CPU".to_owned(),
+        Kind::Cuda => format!("CUDA {}", dev.name().trim()),
+        _ => dev.platform().name().trim().to_owned(),
+    };
+    if !dev.has(Aspect::ExtSyclRsKernels) {
+        let backend = match kind {
+            Kind::Native => "native_cpu",
+            Kind::Cuda => "cuda",
+            _ => "opencl",
+        };
+        skip(backend, &format!("{label}: no aspect ext_sycl_rs_kernels"));
+        return;
+    }
+    let profiling = kind != Kind::Native && dev.has(Aspect::QueueProfiling);
+    let q = Queue::with_properties(
+        dev,
+        QueueProperties {
+            in_order: true,
+            enable_profiling: profiling,
+        },
+    )
+    .expect("queue");
+    let clock = if profiling {
+        Clock::Profiling
+    } else {
+        Clock::Wall { batch: 4 }
+    };
+    let sizes = Sizes::for_device(kind, quick, dev.max_compute_units() as usize);
+    let reps = match (kind, quick) {
+        (Kind::Cuda, false) => 50,
+        (Kind::Cuda, true) => 15,
+        (_, false) => 15,
+        (_, true) => 5,
+    };
+    let bench = Bench {
+        q: &q,
+        hand: hand_kernels(&q, kind),
+        label,
+        kind,
+        clock,
+        sizes,
+        reps,
+        budget: if quick { 1.0 } else { 8.0 },
+    };
+    let t = Instant::now();
+    if algos.contains(&"saxpy") {
+        bench.saxpy(rows);
+    }
+    if algos.contains(&"reduce") {
+        bench.reduce(rows);
+    }
+    if algos.contains(&"stencil") {
+        bench.stencil(rows);
+    }
+    if algos.contains(&"matmul") {
+        bench.matmul(rows);
+    }
+    println!(
+        "  ({}: {:?}, {}, {:.1} s)",
+        bench.label,
+        sizes,
+        match clock {
+            Clock::Profiling => "event profiling".to_owned(),
+            Clock::Wall { batch } => format!("wall time of {batch} launches + wait"),
+        },
+        t.elapsed().as_secs_f64()
+    );
+}
+
+// ---------------------------------------------------------------- dump, main
+
+fn dump(dir: &str) {
+    use sycl::kernel::__rt::program_source_of as src;
+    std::fs::create_dir_all(dir).expect("create the dump directory");
+    let d1 = Range::d1(WG).with_local([WG, 1, 1]);
+    let d2 = Range::d2(TS, TS).with_local([TS, TS, 1]);
+    for (b, ext) in [(BackendKind::Cuda, "cu"), (BackendKind::OpenCl, "cl")] {
+        for (name, s) in [
+            ("saxpy", src::<saxpy>(b, d1)),
+            ("saxpy_unchecked", src::<saxpy_unchecked>(b, d1)),
+            ("reduce", src::<reduce>(b, d1)),
+            ("reduce_unchecked", src::<reduce_unchecked>(b, d1)),
+            ("stencil", src::<stencil>(b, d2)),
+            ("stencil_unchecked", src::<stencil_unchecked>(b, d2)),
+            ("matmul", src::<matmul>(b, d2)),
+            ("matmul_unchecked", src::<matmul_unchecked>(b, d2)),
+        ] {
+            std::fs::write(format!("{dir}/{name}.{ext}"), s.expect("program source"))
+                .expect("write");
+        }
+    }
+    std::fs::write(format!("{dir}/hand.cl"), HAND_OPENCL).expect("write");
+    std::fs::write(format!("{dir}/hand.cu"), HAND_CUDA).expect("write");
+    println!("wrote the generated and hand-written programs to {dir}");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    if let Some(i) = args.iter().position(|a| a == "--dump") {
+        dump(args.get(i + 1).map_or("kernels-dump", String::as_str));
+        return;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let only: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.split(',').map(|x| x.trim().to_owned()).collect());
+    let wanted = |k: &str| only.as_ref().map_or(true, |o| o.iter().any(|x| x == k));
+    let algos: Vec<&str> = match args.iter().position(|a| a == "--kernels") {
+        Some(i) => args
+            .get(i + 1)
+            .map_or("", String::as_str)
+            .split(',')
+            .collect(),
+        None => vec!["saxpy", "reduce", "stencil", "matmul"],
+    };
+    println!(
+        "#[sycl::kernel] kernels beside hand-written ones{} ({} threads on the host)",
+        if quick { ", quick" } else { "" },
+        rayon::current_num_threads()
+    );
+    let t = Instant::now();
+    let mut rows = Vec::new();
+    print_header();
+    if wanted("native") {
+        run_device(
+            &Device::native_cpu(),
+            Kind::Native,
+            quick,
+            &algos,
+            &mut rows,
+        );
+    }
+    if wanted("opencl")
+        || only
+            .as_ref()
+            .is_some_and(|o| o.iter().any(|x| x != "native" && x != "cuda"))
+    {
+        let devices: Vec<Device> = Device::all()
+            .into_iter()
+            .filter(|d| d.backend() == BackendKind::OpenCl)
+            .collect();
+        if devices.is_empty() {
+            skip("opencl", "no OpenCL device");
+        }
+        for dev in &devices {
+            let platform = dev.platform().name().to_lowercase();
+            if !wanted("opencl") && !only.iter().flatten().any(|o| platform.contains(o.as_str())) {
+                continue;
+            }
+            let kind = if dev.platform().name().contains("Intel")
+                && dev.device_type() == sycl::DeviceType::Cpu
+            {
+                Kind::IntelOpenCl
+            } else {
+                Kind::OtherOpenCl
+            };
+            run_device(dev, kind, quick, &algos, &mut rows);
+        }
+    }
+    if wanted("cuda") {
+        match DeviceSelector::filter("cuda:0").and_then(|s| s.select()) {
+            Ok(dev) => run_device(&dev, Kind::Cuda, quick, &algos, &mut rows),
+            Err(_) => skip("cuda", "no CUDA device"),
+        }
+    }
+    let count = |v: &str| rows.iter().filter(|r| r.verdict() == v).count();
+    println!(
+        "--- targets ({:.1} s): {} PASS, {} MISS, {} info",
+        t.elapsed().as_secs_f64(),
+        count("PASS"),
+        count("MISS"),
+        count("info")
+    );
+    for r in rows.iter().filter(|r| r.goal != Goal::Info) {
+        let figure = match r.goal {
+            Goal::Throughput => format!("ours/rayon throughput {:.3}", r.hand / r.ours),
+            _ => format!("ours/hand time {:.3}", r.ratio()),
+        };
+        println!(
+            "{} {} {} {}: {figure} ({})",
+            r.verdict(),
+            r.device,
+            r.kernel,
+            r.mode,
+            r.target()
+        );
+    }
+}

@@ -1,0 +1,3527 @@
+//! Kernels written in Rust (`#[sycl::kernel]`, spec/kernels.md), on every device present: each
+//! language feature against the same computation done by plain Rust on the host, bounds-check
+//! and division failures, aliasing refusal, range errors, barriers (with tests that fail when a
+//! barrier does not wait), group reductions and atomics under contention.
+//!
+//! The kernels are module items (as the macro requires); kernels that differ only by element
+//! type are stamped out by `macro_rules!` with the type as an identifier.
+
+use std::fmt::Debug;
+
+use bytemuck::Pod;
+use libtest_mimic::Failed;
+use sycl::{Aspect, Device, Errc, Event, KernelFunctor, Queue, Range, Usm};
+use sycl_tests::{check, check_eq, fail};
+
+use super::{in_order, R};
+
+// ---------------------------------------------------------------- host-side helpers
+
+/// Device memory holding `data`.
+fn upload<T: Pod>(q: &Queue, data: &[T]) -> Result<Usm<T>, Failed> {
+    let m = sycl::malloc_device::<T>(data.len(), q).map_err(fail)?;
+    q.write(&m, data).map_err(fail)?;
+    Ok(m)
+}
+
+/// Device memory of `n` elements, each `value`.
+fn filled<T: Pod>(q: &Queue, n: usize, value: T) -> Result<Usm<T>, Failed> {
+    let m = sycl::malloc_device::<T>(n, q).map_err(fail)?;
+    q.fill(&m, value, &[]).map_err(fail)?.wait().map_err(fail)?;
+    Ok(m)
+}
+
+/// Launches `k` over `range` and waits for it.
+fn run(q: &Queue, range: Range, k: impl KernelFunctor) -> R {
+    q.parallel_for(range, &[], k)
+        .map_err(fail)?
+        .wait()
+        .map_err(fail)
+}
+
+/// Launches `k` (named `name`), which must be accepted, and whose event must report
+/// `Errc::Kernel` naming the kernel (or, on the CPU, the failed bounds check).
+fn fails_in_kernel(q: &Queue, range: Range, k: impl KernelFunctor, name: &str) -> R {
+    let event = q
+        .parallel_for(range, &[], k)
+        .map_err(|e| fail(format!("kernel `{name}`: refused at submit: {e}")))?;
+    match event.wait() {
+        Ok(()) => Err(fail(format!(
+            "kernel `{name}`: wait succeeded; wanted Errc::Kernel"
+        ))),
+        Err(e) if e.code() == Errc::Kernel => {
+            let msg = e.message().to_string();
+            check!(
+                msg.contains(name) || msg.contains("out of bounds"),
+                "kernel `{name}`: the error does not say what failed: {msg}"
+            );
+            Ok(())
+        }
+        Err(e) => Err(fail(format!("kernel `{name}`: {e} (wanted Errc::Kernel)"))),
+    }
+}
+
+/// `r` must be the error `code` (at submit time, nothing launched).
+fn refused(r: sycl::Result<Event>, code: Errc, what: &str) -> R {
+    match r {
+        Ok(e) => {
+            let _ = e.wait();
+            Err(fail(format!("{what}: accepted; wanted {code:?}")))
+        }
+        Err(e) if e.code() == code => Ok(()),
+        Err(e) => Err(fail(format!("{what}: {e} (wanted {code:?})"))),
+    }
+}
+
+/// Compares element-wise with `same`; the first differences are listed with `what(index)`.
+fn compare_by<T: Copy + Debug>(
+    got: &[T],
+    want: &[T],
+    same: impl Fn(T, T, usize) -> bool,
+    what: impl Fn(usize) -> String,
+) -> R {
+    check_eq!(got.len(), want.len(), "result lengths");
+    let bad: Vec<usize> = (0..got.len())
+        .filter(|&i| !same(got[i], want[i], i))
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = bad
+        .iter()
+        .take(10)
+        .map(|&i| format!("  {}: got {:?}, want {:?}", what(i), got[i], want[i]))
+        .collect();
+    Err(fail(format!(
+        "{} of {} results differ from the host:\n{}",
+        bad.len(),
+        got.len(),
+        lines.join("\n")
+    )))
+}
+
+/// Exact comparison.
+fn compare<T: Copy + Debug + PartialEq>(
+    got: &[T],
+    want: &[T],
+    what: impl Fn(usize) -> String,
+) -> R {
+    compare_by(got, want, |g, w, _| g == w, what)
+}
+
+/// Bit-exact float equality, any NaN matching any NaN (f32 widens to f64 exactly).
+fn same_float<F: Into<f64>>(g: F, w: F) -> bool {
+    let (g, w) = (g.into(), w.into());
+    (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits()
+}
+
+/// Equal within `tol` relative to `max(|w|, 1)`; infinities and NaN must match exactly.
+fn close<F: Into<f64>>(g: F, w: F, tol: f64) -> bool {
+    let (g, w) = (g.into(), w.into());
+    if w.is_nan() || g.is_nan() {
+        return w.is_nan() && g.is_nan();
+    }
+    if w.is_infinite() || g.is_infinite() {
+        return g == w;
+    }
+    (g - w).abs() <= tol * w.abs().max(1.0)
+}
+
+/// A xorshift generator, so the inputs are the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// The largest work-group (at most `cap`) the device allows in dimension 0.
+fn max_group(d: &Device, cap: usize) -> usize {
+    let items = d.max_work_item_sizes()[0];
+    let mut n = cap.min(d.max_work_group_size().max(1));
+    if items > 0 {
+        n = n.min(items);
+    }
+    n
+}
+
+// ---------------------------------------------------------------- 1. integer arithmetic
+
+/// Bit patterns every integer type is tested with (truncated by `as` to the narrower ones).
+const EDGE_BITS: [u64; 26] = [
+    0,
+    1,
+    2,
+    3,
+    5,
+    7,
+    16,
+    31,
+    32,
+    63,
+    64,
+    100,
+    12345,
+    0x7fff_ffff,
+    0x8000_0000,
+    0xffff_ffff,
+    0x1_0000_0000,
+    0x7fff_ffff_ffff_ffff,
+    0x8000_0000_0000_0000,
+    u64::MAX,
+    u64::MAX - 1,
+    (-7i64) as u64,
+    (-12345i64) as u64,
+    0x5555_5555_5555_5555,
+    0xdead_beef_cafe_f00d,
+    0xffff_fffe_0000_0001,
+];
+
+/// Shift amounts, including amounts at and past every bit width.
+const SHIFTS: [u32; 16] = [
+    0,
+    1,
+    2,
+    7,
+    15,
+    16,
+    31,
+    32,
+    33,
+    47,
+    63,
+    64,
+    65,
+    100,
+    255,
+    u32::MAX,
+];
+
+/// Results per operand pair of the integer kernels.
+const INT_OPS: usize = 26;
+
+/// An integer kernel over type `$t` (loaded from and stored as `$e`), its host reference, and
+/// the check that runs it on every pair of edge values.
+macro_rules! int_ops {
+    ($kernel:ident, $host:ident, $check:ident, $t:ident, $e:ident) => {
+        #[sycl::kernel]
+        fn $kernel(a: &[$e], b: &[$e], d: &[$e], s: &[u32], out: &mut [$e]) {
+            let i = global_id(0);
+            let x = a[i] as $t;
+            let y = b[i] as $t;
+            let z = d[i] as $t;
+            let k = s[i];
+            let o = i * 26;
+            out[o] = (x + y) as $e;
+            out[o + 1] = (x - y) as $e;
+            out[o + 2] = (x * y) as $e;
+            out[o + 3] = (x / z) as $e;
+            out[o + 4] = (x % z) as $e;
+            out[o + 5] = (x & y) as $e;
+            out[o + 6] = (x | y) as $e;
+            out[o + 7] = (x ^ y) as $e;
+            out[o + 8] = !x as $e;
+            out[o + 9] = (x << k) as $e;
+            out[o + 10] = (x >> k) as $e;
+            out[o + 11] = (x << (k as u64)) as $e;
+            out[o + 12] = (x >> (k as usize)) as $e;
+            out[o + 13] = x.min(y) as $e;
+            out[o + 14] = x.max(y) as $e;
+            out[o + 15] = (x < y) as $e;
+            out[o + 16] = (x <= y) as $e;
+            out[o + 17] = (x == y) as $e;
+            out[o + 18] = (x != y) as $e;
+            out[o + 19] = (x > y) as $e;
+            out[o + 20] = (x >= y) as $e;
+            // Rust's precedence, not C's: `&` and `^` bind tighter than comparisons.
+            out[o + 21] = (x & y == y) as $e;
+            out[o + 22] = (x ^ y != y) as $e;
+            out[o + 23] = (x * 3 + 7 - y / 2) as $e;
+            let mut c = x;
+            c += y;
+            c -= 3;
+            c *= y;
+            c /= 7;
+            c %= 5;
+            c &= x | 1;
+            c |= 16;
+            c ^= y;
+            c <<= k;
+            c >>= 1;
+            out[o + 24] = c as $e;
+            out[o + 25] = if x > y && y != 0 || x == 0 { x } else { y } as $e;
+        }
+
+        fn $host(x: $t, y: $t, z: $t, k: u32) -> [$t; INT_OPS] {
+            let mut c = x.wrapping_add(y).wrapping_sub(3).wrapping_mul(y);
+            c /= 7;
+            c %= 5;
+            c &= x | 1;
+            c |= 16;
+            c ^= y;
+            c = c.wrapping_shl(k);
+            c >>= 1;
+            [
+                x.wrapping_add(y),
+                x.wrapping_sub(y),
+                x.wrapping_mul(y),
+                x / z,
+                x % z,
+                x & y,
+                x | y,
+                x ^ y,
+                !x,
+                x.wrapping_shl(k),
+                x.wrapping_shr(k),
+                x.wrapping_shl(k),
+                x.wrapping_shr(k),
+                x.min(y),
+                x.max(y),
+                (x < y) as $t,
+                (x <= y) as $t,
+                (x == y) as $t,
+                (x != y) as $t,
+                (x > y) as $t,
+                (x >= y) as $t,
+                ((x & y) == y) as $t,
+                ((x ^ y) != y) as $t,
+                x.wrapping_mul(3).wrapping_add(7).wrapping_sub(y / 2),
+                c,
+                if x > y && y != 0 || x == 0 { x } else { y },
+            ]
+        }
+
+        fn $check(q: &Queue) -> R {
+            let vals: Vec<$t> = EDGE_BITS.iter().map(|&v| v as $t).collect();
+            let (mut a, mut b, mut dz, mut s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for &x in &vals {
+                for &y in &vals {
+                    // Divisors that cannot fail (division failures have their own test).
+                    let mut z = y;
+                    if z == 0 {
+                        z = 3;
+                    }
+                    if x == $t::MIN && z == (0 as $t).wrapping_sub(1) {
+                        z = 2;
+                    }
+                    s.push(SHIFTS[a.len() % SHIFTS.len()]);
+                    a.push(x);
+                    b.push(y);
+                    dz.push(z);
+                }
+            }
+            let n = a.len();
+            let to_e = |v: &[$t]| v.iter().map(|&x| x as $e).collect::<Vec<$e>>();
+            let da = upload(q, &to_e(&a))?;
+            let db = upload(q, &to_e(&b))?;
+            let dd = upload(q, &to_e(&dz))?;
+            let ds = upload(q, &s)?;
+            let out = filled(q, n * INT_OPS, 0 as $e)?;
+            run(q, Range::d1(n), $kernel(&da, &db, &dd, &ds, &out))?;
+            let got = q.to_vec(&out).map_err(fail)?;
+            let want: Vec<$e> = (0..n)
+                .flat_map(|i| $host(a[i], b[i], dz[i], s[i]).map(|v| v as $e))
+                .collect();
+            compare(&got, &want, |j| {
+                let i = j / INT_OPS;
+                format!(
+                    "{} op {} on x {:?}, y {:?}, divisor {:?}, shift {}",
+                    stringify!($t),
+                    j % INT_OPS,
+                    a[i],
+                    b[i],
+                    dz[i],
+                    s[i]
+                )
+            })
+        }
+    };
+}
+
+int_ops!(int_ops_i32, int_host_i32, int_check_i32, i32, i32);
+int_ops!(int_ops_u32, int_host_u32, int_check_u32, u32, u32);
+int_ops!(int_ops_i64, int_host_i64, int_check_i64, i64, i64);
+int_ops!(int_ops_u64, int_host_u64, int_check_u64, u64, u64);
+int_ops!(int_ops_usize, int_host_usize, int_check_usize, usize, u64);
+
+/// Negation and `abs` of signed types wrap (`-MIN == MIN`).
+macro_rules! signed_ops {
+    ($kernel:ident, $check:ident, $t:ident) => {
+        #[sycl::kernel]
+        fn $kernel(a: &[$t], out: &mut [$t]) {
+            let i = global_id(0);
+            let x = a[i];
+            let o = i * 8;
+            out[o] = -x;
+            out[o + 1] = x.abs();
+            out[o + 2] = -x >> 1;
+            out[o + 3] = 0 - x;
+            out[o + 4] = x * -1;
+            out[o + 5] = (x.abs() < 0) as $t;
+            // Negative shift amounts are masked too.
+            out[o + 6] = x << -3;
+            out[o + 7] = x >> -1;
+        }
+
+        fn $check(q: &Queue) -> R {
+            let vals: Vec<$t> = EDGE_BITS.iter().map(|&v| v as $t).collect();
+            let n = vals.len();
+            let da = upload(q, &vals)?;
+            let out = filled(q, n * 8, 0 as $t)?;
+            run(q, Range::d1(n), $kernel(&da, &out))?;
+            let got = q.to_vec(&out).map_err(fail)?;
+            let want: Vec<$t> = vals
+                .iter()
+                .flat_map(|&x| {
+                    [
+                        x.wrapping_neg(),
+                        x.wrapping_abs(),
+                        x.wrapping_neg() >> 1,
+                        x.wrapping_neg(),
+                        x.wrapping_mul(-1),
+                        (x.wrapping_abs() < 0) as $t,
+                        x.wrapping_shl(-3i32 as u32),
+                        x.wrapping_shr(-1i32 as u32),
+                    ]
+                })
+                .collect();
+            compare(&got, &want, |j| {
+                format!("{} op {} on {}", stringify!($t), j % 8, vals[j / 8])
+            })
+        }
+    };
+}
+
+signed_ops!(signed_ops_i32, signed_check_i32, i32);
+signed_ops!(signed_ops_i64, signed_check_i64, i64);
+
+/// Integer literals at the edges of their types, and arithmetic on them that wraps.
+#[sycl::kernel]
+fn literal_edges(oi: &mut [i64], ou: &mut [u64], of: &mut [f32]) {
+    let big = 3000000000u32;
+    let top = 2147483647i32;
+    oi[0] = (-2147483648i32) as i64;
+    oi[1] = (top + 1) as i64;
+    oi[2] = -9223372036854775808i64;
+    oi[3] = 4294967295u32 as i64;
+    oi[4] = (0x7fffffffffffffffi64 as i32) as i64;
+    oi[5] = -2147483648 + (top as i64);
+    ou[0] = 18446744073709551615u64;
+    ou[1] = 18446744073709551615u64 + ou[0] + 3;
+    ou[2] = (big + big) as u64;
+    ou[3] = (4294967295u32 * 4294967295u32) as u64;
+    ou[4] = 0xffff_ffff_0000_0000u64 >> 63;
+    ou[5] = 1u64 << 63;
+    of[0] = 16777217.0f32;
+    of[1] = 0.1f32;
+    of[2] = 1e-45f32;
+    of[3] = 3.4028235e38f32;
+    of[4] = 1.0e-38 * 0.5f32;
+}
+
+fn literals(q: &Queue) -> R {
+    let oi = filled(q, 6, 0i64)?;
+    let ou = filled(q, 6, 0u64)?;
+    let of = filled(q, 5, 0f32)?;
+    run(q, Range::d1(1), literal_edges(&oi, &ou, &of))?;
+    let big = 3_000_000_000u32;
+    compare(
+        &q.to_vec(&oi).map_err(fail)?,
+        &[
+            i32::MIN as i64,
+            i32::MIN as i64,
+            i64::MIN,
+            u32::MAX as i64,
+            -1,
+            -2147483648 + i32::MAX as i64,
+        ],
+        |j| format!("i64 literal case {j}"),
+    )?;
+    compare(
+        &q.to_vec(&ou).map_err(fail)?,
+        &[
+            u64::MAX,
+            1,
+            big.wrapping_add(big) as u64,
+            u32::MAX.wrapping_mul(u32::MAX) as u64,
+            1,
+            1 << 63,
+        ],
+        |j| format!("u64 literal case {j}"),
+    )?;
+    compare_by(
+        &q.to_vec(&of).map_err(fail)?,
+        &[16777216.0f32, 0.1, 1e-45, f32::MAX, 1.0e-38 * 0.5],
+        |g, w, _| same_float(g, w),
+        |j| format!("f32 literal case {j}"),
+    )
+}
+
+/// Item 1: `+ - * / %`, bit operations, shifts (amounts masked by the width), negation,
+/// comparisons, `&&`/`||`, compound assignment and literals, on i32, u32, i64, u64 and usize,
+/// against Rust's `wrapping_*` on the host.
+pub fn integer_arithmetic(d: &Device) -> R {
+    let q = in_order(d)?;
+    int_check_i32(&q)?;
+    int_check_u32(&q)?;
+    int_check_i64(&q)?;
+    int_check_u64(&q)?;
+    int_check_usize(&q)?;
+    signed_check_i32(&q)?;
+    signed_check_i64(&q)?;
+    literals(&q)
+}
+
+// ---------------------------------------------------------------- 1. float arithmetic, 4. math
+
+/// Results per operand triple of the float kernels.
+const FLOAT_OPS: usize = 18;
+
+macro_rules! float_ops {
+    ($kernel:ident, $host:ident, $check:ident, $t:ident, $edges:expr, $fma:expr) => {
+        #[sycl::kernel]
+        fn $kernel(a: &[$t], b: &[$t], c: &[$t], out: &mut [$t], cmp: &mut [u32]) {
+            let i = global_id(0);
+            let x = a[i];
+            let y = b[i];
+            let z = c[i];
+            let o = i * 18;
+            out[o] = x + y;
+            out[o + 1] = x - y;
+            out[o + 2] = x * y;
+            out[o + 3] = x / y;
+            out[o + 4] = x % y;
+            out[o + 5] = -x;
+            out[o + 6] = x.min(y);
+            out[o + 7] = x.max(y);
+            out[o + 8] = x.abs();
+            out[o + 9] = x.floor();
+            out[o + 10] = x.ceil();
+            out[o + 11] = x.sqrt();
+            out[o + 12] = x.mul_add(y, z);
+            // No contraction: two roundings.
+            out[o + 13] = x * y + z;
+            out[o + 14] = z - x * y;
+            let mut t = x;
+            t += y;
+            t *= 0.5;
+            t -= z;
+            t /= 3.0;
+            t %= 7.0;
+            out[o + 15] = t;
+            out[o + 16] = if x < y { x * 2.0 } else { y - 1.0 };
+            out[o + 17] = (x + y) * (x - y) / (z + 1.0);
+            cmp[i] = (x < y) as u32
+                | ((x <= y) as u32) << 1
+                | ((x == y) as u32) << 2
+                | ((x != y) as u32) << 3
+                | ((x > y) as u32) << 4
+                | ((x >= y) as u32) << 5
+                | ((x != x) as u32) << 6
+                | ((x < y || x != x) as u32) << 7;
+        }
+
+        fn $host(x: $t, y: $t, z: $t) -> ([$t; FLOAT_OPS], u32) {
+            let mut t = x;
+            t += y;
+            t *= 0.5;
+            t -= z;
+            t /= 3.0;
+            t %= 7.0;
+            #[allow(clippy::eq_op)]
+            let nan = (x != x) as u32;
+            (
+                [
+                    x + y,
+                    x - y,
+                    x * y,
+                    x / y,
+                    x % y,
+                    -x,
+                    x.min(y),
+                    x.max(y),
+                    x.abs(),
+                    x.floor(),
+                    x.ceil(),
+                    x.sqrt(),
+                    x.mul_add(y, z),
+                    x * y + z,
+                    z - x * y,
+                    t,
+                    if x < y { x * 2.0 } else { y - 1.0 },
+                    (x + y) * (x - y) / (z + 1.0),
+                ],
+                (x < y) as u32
+                    | ((x <= y) as u32) << 1
+                    | ((x == y) as u32) << 2
+                    | ((x != y) as u32) << 3
+                    | ((x > y) as u32) << 4
+                    | ((x >= y) as u32) << 5
+                    | nan << 6
+                    | ((x < y || x.is_nan()) as u32) << 7,
+            )
+        }
+
+        fn $check(q: &Queue) -> R {
+            let vals: Vec<$t> = $edges.to_vec();
+            let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+            for &x in &vals {
+                for &y in &vals {
+                    a.push(x);
+                    b.push(y);
+                    c.push(vals[(a.len() * 7) % vals.len()]);
+                }
+            }
+            // Where a fused multiply-add differs from a multiply then an add.
+            for (x, y, z) in $fma {
+                a.push(x);
+                b.push(y);
+                c.push(z);
+            }
+            let n = a.len();
+            let (da, db, dc) = (upload(q, &a)?, upload(q, &b)?, upload(q, &c)?);
+            let out = filled(q, n * FLOAT_OPS, 0 as $t)?;
+            let cmp = filled(q, n, 0u32)?;
+            run(q, Range::d1(n), $kernel(&da, &db, &dc, &out, &cmp))?;
+            let host: Vec<([$t; FLOAT_OPS], u32)> =
+                (0..n).map(|i| $host(a[i], b[i], c[i])).collect();
+            let want: Vec<$t> = host.iter().flat_map(|h| h.0).collect();
+            compare_by(
+                &q.to_vec(&out).map_err(fail)?,
+                &want,
+                |g, w, j| {
+                    // min/max of +0 and -0 may return either.
+                    same_float(g, w) || (matches!(j % FLOAT_OPS, 6 | 7) && g == w)
+                },
+                |j| {
+                    let i = j / FLOAT_OPS;
+                    format!(
+                        "{} op {} on ({:e}, {:e}, {:e})",
+                        stringify!($t),
+                        j % FLOAT_OPS,
+                        a[i],
+                        b[i],
+                        c[i]
+                    )
+                },
+            )?;
+            let want: Vec<u32> = host.iter().map(|h| h.1).collect();
+            compare(&q.to_vec(&cmp).map_err(fail)?, &want, |i| {
+                format!("{} comparisons of ({:e}, {:e})", stringify!($t), a[i], b[i])
+            })
+        }
+    };
+}
+
+const F32_EDGES: [f32; 20] = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    1.5,
+    -2.5,
+    0.1,
+    3.0,
+    7.0,
+    -7.25,
+    1e30,
+    -1e30,
+    f32::MAX,
+    f32::MIN_POSITIVE,
+    1e-40,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    f32::NAN,
+    1.000_244_1, // 1 + 2^-12
+    16777216.0,
+];
+
+const F64_EDGES: [f64; 20] = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    1.5,
+    -2.5,
+    0.1,
+    3.0,
+    7.0,
+    -7.25,
+    1e300,
+    -1e300,
+    f64::MAX,
+    f64::MIN_POSITIVE,
+    1e-310,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    f64::NAN,
+    1.0 + 1.0 / 134217728.0, // 1 + 2^-27
+    9007199254740992.0,
+];
+
+float_ops!(
+    float_ops_f32,
+    float_host_f32,
+    float_check_f32,
+    f32,
+    F32_EDGES,
+    [
+        // (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24: the product rounds the 2^-24 away.
+        (1.000_244_1f32, 1.000_244_1f32, -1.000_488_3f32),
+        (0.1f32, 10.0f32, -1.0f32),
+        (1.0f32 / 3.0, 3.0f32, -1.0f32),
+    ]
+);
+float_ops!(
+    float_ops_f64,
+    float_host_f64,
+    float_check_f64,
+    f64,
+    F64_EDGES,
+    [
+        (
+            1.0 + 1.0 / 134217728.0,
+            1.0 + 1.0 / 134217728.0,
+            -(1.0 + 1.0 / 67108864.0),
+        ),
+        (0.1f64, 10.0f64, -1.0f64),
+        (1.0f64 / 3.0, 3.0f64, -1.0f64),
+    ]
+);
+
+/// Items 1 and 4: f32 `+ - * / %`, negation, comparisons (NaN included), compound
+/// assignment, and the exact math methods (`sqrt floor ceil abs min max mul_add`) bit-exact
+/// against the host, with edge values (zeros, subnormals, infinities, NaN); `a * b + c` must
+/// not be contracted into a fused multiply-add, `mul_add` must be one.
+pub fn float_arithmetic_f32(d: &Device) -> R {
+    let q = in_order(d)?;
+    let (x, z) = (1.0f32 + 1.0 / 4096.0, -(1.0f32 + 1.0 / 2048.0));
+    check!(
+        x == 1.000_244_1 && z == -1.000_488_3 && x.mul_add(x, z) != x * x + z,
+        "the fused multiply-add case does not tell fused from unfused on the host"
+    );
+    float_check_f32(&q)
+}
+
+/// The same for f64 (aspect fp64).
+pub fn float_arithmetic_f64(d: &Device) -> R {
+    let q = in_order(d)?;
+    float_check_f64(&q)
+}
+
+macro_rules! math_lib {
+    ($kernel:ident, $check:ident, $t:ident, $tol:expr) => {
+        #[sycl::kernel]
+        fn $kernel(a: &[$t], b: &[$t], out: &mut [$t]) {
+            let i = global_id(0);
+            let x = a[i];
+            let y = b[i];
+            let o = i * 5;
+            out[o] = x.exp();
+            out[o + 1] = x.ln();
+            out[o + 2] = x.sin();
+            out[o + 3] = x.cos();
+            out[o + 4] = x.abs().powf(y);
+        }
+
+        fn $check(q: &Queue) -> R {
+            let mut a: Vec<$t> = (-80..=80).map(|k| k as $t * 0.125).collect();
+            a.extend([
+                0.0,
+                -0.0,
+                1.0,
+                80.0,
+                -100.0,
+                1e-3,
+                0.999,
+                $t::INFINITY,
+                $t::NEG_INFINITY,
+                $t::NAN,
+            ]);
+            let b: Vec<$t> = (0..a.len()).map(|k| (k % 13) as $t * 0.5 - 3.0).collect();
+            let n = a.len();
+            let (da, db) = (upload(q, &a)?, upload(q, &b)?);
+            let out = filled(q, n * 5, 0 as $t)?;
+            run(q, Range::d1(n), $kernel(&da, &db, &out))?;
+            let want: Vec<$t> = (0..n)
+                .flat_map(|i| {
+                    let (x, y) = (a[i], b[i]);
+                    [x.exp(), x.ln(), x.sin(), x.cos(), x.abs().powf(y)]
+                })
+                .collect();
+            compare_by(
+                &q.to_vec(&out).map_err(fail)?,
+                &want,
+                |g, w, _| close(g, w, $tol),
+                |j| {
+                    let i = j / 5;
+                    format!(
+                        "{} {} of ({:e}, {:e})",
+                        stringify!($t),
+                        ["exp", "ln", "sin", "cos", "powf"][j % 5],
+                        a[i],
+                        b[i]
+                    )
+                },
+            )
+        }
+    };
+}
+
+math_lib!(math_lib_f32, math_check_f32, f32, 1e-5);
+math_lib!(math_lib_f64, math_check_f64, f64, 1e-12);
+
+/// Item 4: `exp ln sin cos powf` from each device's library, within a relative tolerance
+/// (1e-5 for f32, 1e-12 for f64 where the device has fp64); special values must match.
+pub fn math_library(d: &Device) -> R {
+    let q = in_order(d)?;
+    math_check_f32(&q)?;
+    if d.has(Aspect::Fp64) {
+        math_check_f64(&q)?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- 2. casts
+
+#[sycl::kernel]
+fn casts_from_f32(
+    x: &[f32],
+    oi: &mut [i32],
+    ou: &mut [u32],
+    ol: &mut [i64],
+    oq: &mut [u64],
+    of: &mut [f32],
+) {
+    let i = global_id(0);
+    let v = x[i];
+    oi[i] = v as i32;
+    ou[i] = v as u32;
+    ol[i * 2] = v as i64;
+    ol[i * 2 + 1] = (v >= 1.0) as i64;
+    oq[i * 2] = v as u64;
+    oq[i * 2 + 1] = (v as usize) as u64;
+    of[i * 3] = (v as i32) as f32;
+    of[i * 3 + 1] = (v as u64) as f32;
+    of[i * 3 + 2] = ((v < 0.0) as u32) as f32;
+}
+
+#[sycl::kernel]
+fn casts_from_int(
+    x: &[i64],
+    y: &[u64],
+    oi: &mut [i32],
+    ou: &mut [u32],
+    ol: &mut [i64],
+    oq: &mut [u64],
+    of: &mut [f32],
+) {
+    let i = global_id(0);
+    let s = x[i];
+    let u = y[i];
+    oi[i * 3] = s as i32;
+    oi[i * 3 + 1] = u as i32;
+    oi[i * 3 + 2] = (s == 0) as i32;
+    ou[i * 2] = s as u32;
+    ou[i * 2 + 1] = u as u32;
+    ol[i * 4] = (s as i32) as i64;
+    ol[i * 4 + 1] = (s as u32) as i64;
+    ol[i * 4 + 2] = u as i64;
+    ol[i * 4 + 3] = ((s as i32) as u32) as i64;
+    oq[i * 4] = s as u64;
+    oq[i * 4 + 1] = (s as i32) as u64;
+    oq[i * 4 + 2] = (u as usize) as u64;
+    oq[i * 4 + 3] = ((s as usize) as u32) as u64;
+    of[i * 6] = s as f32;
+    of[i * 6 + 1] = u as f32;
+    of[i * 6 + 2] = (s as i32) as f32;
+    of[i * 6 + 3] = (s as u32) as f32;
+    of[i * 6 + 4] = (u as usize) as f32;
+    of[i * 6 + 5] = ((s < 0) as u32) as f32;
+}
+
+const CAST_F32: [f32; 34] = [
+    f32::NAN,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    3e9,
+    -3e9,
+    -1.5,
+    -0.5,
+    -0.0,
+    0.0,
+    0.5,
+    0.999_999_94,
+    1.5,
+    2.5,
+    -2.5,
+    16777217.0,
+    2147483520.0,
+    2147483648.0,
+    -2147483648.0,
+    -2147483904.0,
+    4294967040.0,
+    4294967296.0,
+    9.223_371_5e18,
+    9.223_372e18,
+    -9.223_372e18,
+    -9.223_373e18,
+    1.844_674_3e19,
+    1.844_674_4e19,
+    1e30,
+    -1e30,
+    f32::MAX,
+    f32::MIN,
+    f32::MIN_POSITIVE,
+    1e-40,
+    -1e-40,
+];
+
+const CAST_I64: [i64; 20] = [
+    0,
+    1,
+    -1,
+    127,
+    128,
+    255,
+    256,
+    0x7fff_ffff,
+    0x8000_0000,
+    0xffff_ffff,
+    0x1_0000_0000,
+    -0x8000_0000,
+    -0x8000_0001,
+    i64::MAX,
+    i64::MIN,
+    16_777_217,
+    16_777_219,
+    (1 << 53) + 1,
+    -(1 << 40) - 1,
+    0x1234_5678_9abc_def0,
+];
+
+const CAST_U64: [u64; 20] = [
+    u64::MAX,
+    1 << 63,
+    (1 << 63) + 1,
+    0xffff_ff7f_ffff_ffff,
+    0xffff_ff80_0000_0000,
+    0xffff_ff80_0000_0001,
+    0xffff_ff00_0000_0000,
+    0x8000_0080_0000_0000,
+    0x8000_0080_0000_0001,
+    0x8000_0180_0000_0000,
+    0,
+    1,
+    0xffff_ffff,
+    0x1_0000_0000,
+    16_777_217,
+    0x7fff_ffff_ffff_ffff,
+    0x0000_0001_0000_0080,
+    0x0123_4567_89ab_cdef,
+    0xfedc_ba98_7654_3210,
+    12345,
+];
+
+/// Item 2: `as` between every pair of types is Rust's `as`: floats to integers round toward
+/// zero, saturate, and NaN becomes 0; integers truncate or extend by sign; integers to floats
+/// round to nearest even (also from 64-bit integers above 2^63); `bool` to integers.
+pub fn casts(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = CAST_F32.len();
+    let x = upload(&q, &CAST_F32)?;
+    let (oi, ou) = (filled(&q, n, 7i32)?, filled(&q, n, 7u32)?);
+    let (ol, oq) = (filled(&q, n * 2, 7i64)?, filled(&q, n * 2, 7u64)?);
+    let of = filled(&q, n * 3, 7f32)?;
+    run(
+        &q,
+        Range::d1(n),
+        casts_from_f32(&x, &oi, &ou, &ol, &oq, &of),
+    )?;
+    let v = &CAST_F32;
+    compare(&q.to_vec(&oi).map_err(fail)?, &v.map(|v| v as i32), |i| {
+        format!("{:e} as i32", v[i])
+    })?;
+    compare(&q.to_vec(&ou).map_err(fail)?, &v.map(|v| v as u32), |i| {
+        format!("{:e} as u32", v[i])
+    })?;
+    let want: Vec<i64> = v
+        .iter()
+        .flat_map(|&v| [v as i64, (v >= 1.0) as i64])
+        .collect();
+    compare(&q.to_vec(&ol).map_err(fail)?, &want, |j| {
+        format!("{:e} case {} (as i64, bool as i64)", v[j / 2], j % 2)
+    })?;
+    let want: Vec<u64> = v
+        .iter()
+        .flat_map(|&v| [v as u64, (v as usize) as u64])
+        .collect();
+    compare(&q.to_vec(&oq).map_err(fail)?, &want, |j| {
+        format!("{:e} case {} (as u64, as usize)", v[j / 2], j % 2)
+    })?;
+    let want: Vec<f32> = v
+        .iter()
+        .flat_map(|&v| {
+            [
+                (v as i32) as f32,
+                (v as u64) as f32,
+                ((v < 0.0) as u32) as f32,
+            ]
+        })
+        .collect();
+    compare_by(
+        &q.to_vec(&of).map_err(fail)?,
+        &want,
+        |g, w, _| same_float(g, w),
+        |j| format!("{:e} case {} (via i32, via u64, bool)", v[j / 3], j % 3),
+    )?;
+
+    let n = CAST_I64.len();
+    let (s, u) = (&CAST_I64, &CAST_U64);
+    let (x, y) = (upload(&q, s)?, upload(&q, u)?);
+    let (oi, ou) = (filled(&q, n * 3, 7i32)?, filled(&q, n * 2, 7u32)?);
+    let (ol, oq) = (filled(&q, n * 4, 7i64)?, filled(&q, n * 4, 7u64)?);
+    let of = filled(&q, n * 6, 7f32)?;
+    run(
+        &q,
+        Range::d1(n),
+        casts_from_int(&x, &y, &oi, &ou, &ol, &oq, &of),
+    )?;
+    let what = |k: usize, j: usize| format!("({}, {:#x}) case {}", s[j / k], u[j / k], j % k);
+    let want: Vec<i32> = (0..n)
+        .flat_map(|i| [s[i] as i32, u[i] as i32, (s[i] == 0) as i32])
+        .collect();
+    compare(&q.to_vec(&oi).map_err(fail)?, &want, |j| what(3, j))?;
+    let want: Vec<u32> = (0..n).flat_map(|i| [s[i] as u32, u[i] as u32]).collect();
+    compare(&q.to_vec(&ou).map_err(fail)?, &want, |j| what(2, j))?;
+    let want: Vec<i64> = (0..n)
+        .flat_map(|i| {
+            [
+                (s[i] as i32) as i64,
+                (s[i] as u32) as i64,
+                u[i] as i64,
+                ((s[i] as i32) as u32) as i64,
+            ]
+        })
+        .collect();
+    compare(&q.to_vec(&ol).map_err(fail)?, &want, |j| what(4, j))?;
+    let want: Vec<u64> = (0..n)
+        .flat_map(|i| {
+            [
+                s[i] as u64,
+                (s[i] as i32) as u64,
+                (u[i] as usize) as u64,
+                ((s[i] as usize) as u32) as u64,
+            ]
+        })
+        .collect();
+    compare(&q.to_vec(&oq).map_err(fail)?, &want, |j| what(4, j))?;
+    let want: Vec<f32> = (0..n)
+        .flat_map(|i| {
+            [
+                s[i] as f32,
+                u[i] as f32,
+                (s[i] as i32) as f32,
+                (s[i] as u32) as f32,
+                (u[i] as usize) as f32,
+                ((s[i] < 0) as u32) as f32,
+            ]
+        })
+        .collect();
+    compare_by(
+        &q.to_vec(&of).map_err(fail)?,
+        &want,
+        |g, w, _| same_float(g, w),
+        |j| what(6, j),
+    )
+}
+
+#[sycl::kernel]
+fn casts_with_f64(
+    x: &[f64],
+    f: &[f32],
+    y: &[i64],
+    of: &mut [f32],
+    od: &mut [f64],
+    oi: &mut [i64],
+    oq: &mut [u64],
+) {
+    let i = global_id(0);
+    let v = x[i];
+    of[i] = v as f32;
+    od[i * 4] = f[i] as f64;
+    od[i * 4 + 1] = y[i] as f64;
+    od[i * 4 + 2] = (y[i] as u64) as f64;
+    od[i * 4 + 3] = (v as f32) as f64;
+    oi[i * 2] = v as i64;
+    oi[i * 2 + 1] = (v as i32) as i64;
+    oq[i * 3] = v as u64;
+    oq[i * 3 + 1] = (v as u32) as u64;
+    oq[i * 3 + 2] = (v as usize) as u64;
+}
+
+const CAST_F64: [f64; 20] = [
+    f64::NAN,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    1e300,
+    -1e300,
+    3.402_823_567_797_337e38,
+    3.402_823_466_385_288_6e38,
+    1e-50,
+    -1e-50,
+    9.3e18,
+    -9.3e18,
+    1.844_674_407_370_955_2e19,
+    4294967295.5,
+    -0.99,
+    2147483647.9,
+    -2147483648.9,
+    1.000_000_059_604_644_8, // 1 + 2^-24: a tie, rounds to 1 as f32
+    1.000_000_178_813_934_3, // 1 + 3 * 2^-24: a tie, rounds up as f32
+    0.1,
+    -123456789.75,
+];
+
+/// Item 2 with f64 (aspect fp64): f64 to f32 rounds (overflow to infinity, underflow to
+/// zero), f32 to f64 is exact, f64 to integers saturates, 64-bit integers to f64 round.
+pub fn casts_f64(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = CAST_F64.len();
+    let v = &CAST_F64;
+    let f: Vec<f32> = CAST_F32[..n].to_vec();
+    let y: Vec<i64> = CAST_I64[..n].to_vec();
+    let (dx, df, dy) = (upload(&q, v)?, upload(&q, &f)?, upload(&q, &y)?);
+    let of = filled(&q, n, 7f32)?;
+    let od = filled(&q, n * 4, 7f64)?;
+    let oi = filled(&q, n * 2, 7i64)?;
+    let oq = filled(&q, n * 3, 7u64)?;
+    run(
+        &q,
+        Range::d1(n),
+        casts_with_f64(&dx, &df, &dy, &of, &od, &oi, &oq),
+    )?;
+    compare_by(
+        &q.to_vec(&of).map_err(fail)?,
+        &v.map(|v| v as f32),
+        |g, w, _| same_float(g, w),
+        |i| format!("{:e} as f32", v[i]),
+    )?;
+    let want: Vec<f64> = (0..n)
+        .flat_map(|i| {
+            [
+                f[i] as f64,
+                y[i] as f64,
+                (y[i] as u64) as f64,
+                (v[i] as f32) as f64,
+            ]
+        })
+        .collect();
+    compare_by(
+        &q.to_vec(&od).map_err(fail)?,
+        &want,
+        |g, w, _| same_float(g, w),
+        |j| {
+            let i = j / 4;
+            format!("case {} of ({:e}, {:e}, {})", j % 4, v[i], f[i], y[i])
+        },
+    )?;
+    let want: Vec<i64> = v
+        .iter()
+        .flat_map(|&v| [v as i64, (v as i32) as i64])
+        .collect();
+    compare(&q.to_vec(&oi).map_err(fail)?, &want, |j| {
+        format!("{:e} case {} (as i64, as i32)", v[j / 2], j % 2)
+    })?;
+    let want: Vec<u64> = v
+        .iter()
+        .flat_map(|&v| [v as u64, (v as u32) as u64, (v as usize) as u64])
+        .collect();
+    compare(&q.to_vec(&oq).map_err(fail)?, &want, |j| {
+        format!("{:e} case {} (as u64, as u32, as usize)", v[j / 3], j % 3)
+    })
+}
+
+// ---------------------------------------------------------------- 3. control flow
+
+#[sycl::kernel]
+fn control_flow(v: &[u32], flag: bool, out: &mut [u64]) {
+    let i = global_id(0);
+    let x = v[i];
+    let o = i * 10;
+    let mut c = 0u64;
+    if x % 3 == 0 {
+        c += 1;
+    } else if x % 3 == 1 {
+        c += 2;
+    } else {
+        c += 3;
+    }
+    out[o] = c;
+    out[o + 1] = if x > 100 {
+        100
+    } else if x > 10 {
+        10
+    } else {
+        x as u64
+    };
+    // while: Collatz steps, bounded
+    let mut m = x as u64 + 1;
+    let mut steps = 0u64;
+    while m != 1 && steps < 1000 {
+        if m % 2 == 0 {
+            m /= 2;
+        } else {
+            m = 3 * m + 1;
+        }
+        steps += 1;
+    }
+    out[o + 2] = steps;
+    // loop with break
+    let mut p = 1u64;
+    loop {
+        if p >= x as u64 {
+            break;
+        }
+        p *= 2;
+    }
+    out[o + 3] = p;
+    // for over a..b and a..=b, empty when the start is past the end
+    let lo = x % 7;
+    let hi = x % 11;
+    let mut s = 0u64;
+    for j in lo..hi {
+        s += j as u64;
+    }
+    let mut s2 = 0u64;
+    for j in lo..=hi {
+        s2 += j as u64 * 3;
+    }
+    out[o + 4] = s * 1000 + s2;
+    // continue
+    let mut odd = 0u64;
+    for j in 0..x % 50 {
+        if j % 2 == 0 {
+            continue;
+        }
+        odd += j as u64;
+    }
+    out[o + 5] = odd;
+    // inclusive ranges that end at their type's maximum (or start at its minimum) terminate
+    let mut count = 0u64;
+    for j in (4294967295u32 - x % 4)..=4294967295u32 {
+        count += (j % 2) as u64 + 1;
+    }
+    let top = 2147483647i32;
+    for j in (top - 1)..=top {
+        count += (j % 2) as u64 * 10 + 10;
+    }
+    for j in (9223372036854775807i64 - 2)..=9223372036854775807i64 {
+        count += (j % 2) as u64 * 100 + 100;
+    }
+    for j in (18446744073709551615usize - (x % 3) as usize)..=18446744073709551615usize {
+        count += (j % 2) as u64 * 1000 + 1000;
+    }
+    for j in -2147483648i32..=-2147483647i32 {
+        count += (j % 2) as u64 * 0 + 10000;
+    }
+    for j in 5..=4 {
+        count += j as u64 * 1000000;
+    }
+    out[o + 6] = count;
+    // nested loops, break in the inner one
+    let mut nest = 0u64;
+    for a in 0..x % 9 {
+        for b in 0..a {
+            if b == 3 {
+                break;
+            }
+            nest += (a * 10 + b) as u64;
+        }
+    }
+    out[o + 7] = nest;
+    out[o + 9] = if flag { 2 } else { 3 };
+    // early return
+    if x % 5 == 4 {
+        out[o + 8] = 77;
+        return;
+    }
+    out[o + 8] = 1;
+    out[o + 9] += 40;
+}
+
+fn control_flow_host(x: u32, flag: bool) -> [u64; 10] {
+    let mut out = [0u64; 10];
+    out[0] = match x % 3 {
+        0 => 1,
+        1 => 2,
+        _ => 3,
+    };
+    out[1] = if x > 100 {
+        100
+    } else if x > 10 {
+        10
+    } else {
+        x as u64
+    };
+    let mut m = x as u64 + 1;
+    let mut steps = 0u64;
+    while m != 1 && steps < 1000 {
+        m = if m % 2 == 0 { m / 2 } else { 3 * m + 1 };
+        steps += 1;
+    }
+    out[2] = steps;
+    let mut p = 1u64;
+    while p < x as u64 {
+        p *= 2;
+    }
+    out[3] = p;
+    let (lo, hi) = (x % 7, x % 11);
+    let s: u64 = (lo..hi).map(|j| j as u64).sum();
+    let s2: u64 = (lo..=hi).map(|j| j as u64 * 3).sum();
+    out[4] = s * 1000 + s2;
+    out[5] = (0..x % 50).filter(|j| j % 2 == 1).map(|j| j as u64).sum();
+    let mut count = 0u64;
+    for j in (u32::MAX - x % 4)..=u32::MAX {
+        count += (j % 2) as u64 + 1;
+    }
+    for j in (i32::MAX - 1)..=i32::MAX {
+        count += (j % 2) as u64 * 10 + 10;
+    }
+    for j in (i64::MAX - 2)..=i64::MAX {
+        count += (j % 2) as u64 * 100 + 100;
+    }
+    for j in (usize::MAX - (x % 3) as usize)..=usize::MAX {
+        count += (j % 2) as u64 * 1000 + 1000;
+    }
+    count += 2 * 10000;
+    out[6] = count;
+    let mut nest = 0u64;
+    for a in 0..x % 9 {
+        for b in 0..a.min(3) {
+            nest += (a * 10 + b) as u64;
+        }
+    }
+    out[7] = nest;
+    out[9] = if flag { 2 } else { 3 };
+    if x % 5 == 4 {
+        out[8] = 77;
+    } else {
+        out[8] = 1;
+        out[9] += 40;
+    }
+    out
+}
+
+/// Item 3: `if`/`else` chains, `if` as a value, `while`, `loop`/`break`, `for` over `a..b` and
+/// `a..=b` (also ranges ending at the type's maximum, which must terminate, and empty ones),
+/// `continue`, nested loops, early `return`, a `bool` parameter.
+pub fn control_flow_matches_the_host(d: &Device) -> R {
+    let q = in_order(d)?;
+    let x: Vec<u32> = (0..300u32).chain([1000, 4095, 65535, 1 << 20]).collect();
+    let n = x.len();
+    let dx = upload(&q, &x)?;
+    for flag in [true, false] {
+        let out = filled(&q, n * 10, 0xdead_u64)?;
+        run(&q, Range::d1(n), control_flow(&dx, flag, &out))?;
+        let want: Vec<u64> = x.iter().flat_map(|&v| control_flow_host(v, flag)).collect();
+        compare(&q.to_vec(&out).map_err(fail)?, &want, |j| {
+            format!("x = {} (flag {flag}) result {}", x[j / 10], j % 10)
+        })?;
+    }
+    Ok(())
+}
+
+/// The right-hand side of `&&` / `||` only runs when needed: indexing past the slice there
+/// would fail the launch.
+#[sycl::kernel]
+fn short_circuit(x: &[i32], out: &mut [u32]) {
+    let i = global_id(0);
+    let n = x.len();
+    let mut r = 0u32;
+    if i < n && x[i] > 0 {
+        r += 1;
+    }
+    if i >= n || x[i] < 0 {
+        r += 2;
+    }
+    let inside = i < n && x[i] == 0;
+    if !inside {
+        r += 4;
+    }
+    let mut j = i;
+    while j < n && x[j] != 0 {
+        j += 1;
+    }
+    out[i] = r + (j as u32) * 8;
+}
+
+/// Item 1: `&&` and `||` short-circuit (the other side would fail a bounds check).
+pub fn short_circuit_evaluation(d: &Device) -> R {
+    let q = in_order(d)?;
+    let x: Vec<i32> = (0..200)
+        .map(|k| [3, -2, 0, 5, 7][k % 5] * (k as i32 % 3))
+        .collect();
+    let n = x.len();
+    let total = n + 57;
+    let dx = upload(&q, &x)?;
+    let out = filled(&q, total, 0u32)?;
+    run(&q, Range::d1(total), short_circuit(&dx, &out))?;
+    let want: Vec<u32> = (0..total)
+        .map(|i| {
+            let mut r = 0;
+            if i < n && x[i] > 0 {
+                r += 1;
+            }
+            if i >= n || x[i] < 0 {
+                r += 2;
+            }
+            if !(i < n && x[i] == 0) {
+                r += 4;
+            }
+            let mut j = i;
+            while j < n && x[j] != 0 {
+                j += 1;
+            }
+            r + j as u32 * 8
+        })
+        .collect();
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |i| {
+        format!("item {i}")
+    })
+}
+
+/// Odds and ends of the language: scalar parameters of every type, shadowing, an `if` with
+/// statements as a `let` initializer, `bool` operators, inclusive ranges ending at the type's
+/// maximum with `continue` and `break`, `while` with `continue`, builtins named by path,
+/// compound assignment of elements, `len()`, and an early `return` from inside a loop.
+#[sycl::kernel]
+fn details(
+    a: i32,
+    b: u32,
+    c: i64,
+    d: u64,
+    e: usize,
+    f: f32,
+    g: bool,
+    x: &[u32],
+    out: &mut [u64],
+    acc: &mut [i64],
+) {
+    let i = sycl::kernel::global_id(0);
+    let o = i * 16;
+    out[o] = a as u64;
+    out[o + 1] = b as u64;
+    out[o + 2] = c as u64;
+    out[o + 3] = d;
+    out[o + 4] = e as u64;
+    out[o + 5] = (f * 4.0) as u64;
+    out[o + 6] = g as u64;
+    let v = x[i];
+    let v = v as u64 * 3;
+    let v = v + 1;
+    out[o + 7] = v;
+    let mut s: u64 = 0;
+    let w = 5u64;
+    if g {
+        let w = w * 10;
+        s += w;
+    }
+    s += w;
+    out[o + 8] = s;
+    let t = if x[i] % 2 == 0 {
+        let h = x[i] / 2;
+        h as u64 + 100
+    } else {
+        let k = x[i] * 3;
+        k as u64 + 1
+    };
+    out[o + 9] = t;
+    let p = x[i] > 10;
+    let q = x[i] % 3 == 0;
+    out[o + 10] = (p & q) as u64
+        | ((p | q) as u64) << 1
+        | ((p ^ q) as u64) << 2
+        | ((!p) as u64) << 3
+        | ((p == q) as u64) << 4
+        | ((p != q) as u64) << 5
+        | ((p && !q) as u64) << 6;
+    let mut cnt = 0u64;
+    for j in (4294967290u32 + x[i] % 3)..=4294967295u32 {
+        if j % 2 == 0 {
+            continue;
+        }
+        cnt += j as u64 - 4294967000;
+    }
+    for j in 18446744073709551610u64..=18446744073709551615u64 {
+        if j == 18446744073709551613u64 {
+            break;
+        }
+        cnt += 1000;
+    }
+    out[o + 11] = cnt;
+    let mut k = 0u32;
+    let mut sw = 0u64;
+    while k < x[i] % 20 {
+        k += 1;
+        if k % 3 == 0 {
+            continue;
+        }
+        sw += k as u64;
+    }
+    out[o + 12] = sw;
+    out[o + 13] = x.len() as u64;
+    acc[i] += 5;
+    acc[i] *= 3;
+    acc[i] -= i as i64;
+    acc[i] <<= 2;
+    acc[i] >>= 1;
+    acc[i] /= 3;
+    acc[i] %= 1000;
+    acc[i] ^= 7;
+    acc[i] |= 16;
+    acc[i] &= -2;
+    out[o + 15] = 1;
+    for j in 0..10u32 {
+        if j == x[i] % 7 && g {
+            out[o + 14] = j as u64;
+            return;
+        }
+    }
+    out[o + 14] = 99;
+    out[o + 15] = 2;
+}
+
+fn details_host(args: (i32, u32, i64, u64, usize, f32, bool), x: u32, len: usize) -> [u64; 16] {
+    let (a, b, c, d, e, f, g) = args;
+    let mut out = [0u64; 16];
+    out[0] = a as u64;
+    out[1] = b as u64;
+    out[2] = c as u64;
+    out[3] = d;
+    out[4] = e as u64;
+    out[5] = (f * 4.0) as u64;
+    out[6] = g as u64;
+    out[7] = x as u64 * 3 + 1;
+    out[8] = if g { 55 } else { 5 };
+    out[9] = if x % 2 == 0 {
+        (x / 2) as u64 + 100
+    } else {
+        x.wrapping_mul(3) as u64 + 1
+    };
+    let (p, q) = (x > 10, x % 3 == 0);
+    out[10] = (p & q) as u64
+        | ((p | q) as u64) << 1
+        | ((p ^ q) as u64) << 2
+        | ((!p) as u64) << 3
+        | ((p == q) as u64) << 4
+        | ((p != q) as u64) << 5
+        | ((p && !q) as u64) << 6;
+    let mut cnt = 0u64;
+    for j in (4294967290u32 + x % 3)..=u32::MAX {
+        if j % 2 == 1 {
+            cnt += j as u64 - 4294967000;
+        }
+    }
+    out[11] = cnt + 3000;
+    out[12] = (1..=x % 20).filter(|k| k % 3 != 0).map(|k| k as u64).sum();
+    out[13] = len as u64;
+    if g && x % 7 < 10 {
+        out[14] = (x % 7) as u64;
+        out[15] = 1;
+    } else {
+        out[14] = 99;
+        out[15] = 2;
+    }
+    out
+}
+
+#[sycl::kernel]
+fn lens(x: &[u32], y: &[u32], out: &mut [u64]) {
+    out[global_id(0)] = (x.len() * 1000 + y.len()) as u64;
+}
+
+/// Item 1 and 3: the rest of the language (see `details`), on every device.
+pub fn language_details(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = 200usize;
+    let x: Vec<u32> = (0..n as u32)
+        .map(|k| if k % 17 == 5 { u32::MAX - k } else { k * 13 })
+        .collect();
+    let init: Vec<i64> = (0..n as i64).map(|k| k * 1_000_003 - 77_777).collect();
+    let big = upload(&q, &[x.clone(), vec![7u32; 10]].concat())?;
+    let dx = big.range(0..n).map_err(fail)?;
+    for args in [
+        (
+            -5i32,
+            4_000_000_000u32,
+            -9_000_000_000i64,
+            u64::MAX - 3,
+            12345usize,
+            2.75f32,
+            true,
+        ),
+        (i32::MIN, 0, i64::MAX, 1 << 63, usize::MAX, -1.5, false),
+    ] {
+        let out = filled(&q, n * 16, 0xdead_u64)?;
+        let acc = upload(&q, &init)?;
+        let (a, b, c, dd, e, f, g) = args;
+        run(
+            &q,
+            Range::d1(n),
+            details(a, b, c, dd, e, f, g, &dx, &out, &acc),
+        )?;
+        let want: Vec<u64> = x.iter().flat_map(|&v| details_host(args, v, n)).collect();
+        compare(&q.to_vec(&out).map_err(fail)?, &want, |j| {
+            format!("x = {} (flag {g}) result {}", x[j / 16], j % 16)
+        })?;
+        let want: Vec<i64> = init
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let mut v = (v + 5) * 3 - i as i64;
+                v <<= 2;
+                v >>= 1;
+                v /= 3;
+                v %= 1000;
+                v ^= 7;
+                v |= 16;
+                v & -2
+            })
+            .collect();
+        compare(&q.to_vec(&acc).map_err(fail)?, &want, |i| {
+            format!("acc[{i}]")
+        })?;
+    }
+    // `len()` of ranges, an empty one included (an empty range overlaps nothing).
+    let out = filled(&q, 4, 0u64)?;
+    let (part, empty) = (
+        big.range(3..10).map_err(fail)?,
+        big.range(5..5).map_err(fail)?,
+    );
+    run(&q, Range::d1(4), lens(&part, &empty, &out))?;
+    compare(&q.to_vec(&out).map_err(fail)?, &[7000u64; 4], |i| {
+        format!("len item {i}")
+    })?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------- 5. helpers
+
+#[sycl::kernel_fn]
+fn h_square(x: i64) -> i64 {
+    x * x
+}
+
+/// A helper that calls another.
+#[sycl::kernel_fn]
+fn h_poly(x: i64) -> i64 {
+    let s: i64 = h_square(x);
+    s + 3 * x - 7
+}
+
+/// A helper whose tail is an `if` value.
+#[sycl::kernel_fn]
+fn h_sign(x: f32) -> f32 {
+    if x > 0.0 {
+        1.0
+    } else if x < 0.0 {
+        -1.0
+    } else {
+        0.0
+    }
+}
+
+/// A helper with a loop and an early `return`.
+#[sycl::kernel_fn]
+fn h_gcd(a: u32, b: u32) -> u32 {
+    if a == 0 {
+        return b;
+    }
+    let mut x = a;
+    let mut y = b;
+    while y != 0 {
+        let t = x % y;
+        x = y;
+        y = t;
+    }
+    x
+}
+
+#[sycl::kernel_fn]
+fn h_div(a: i32, b: i32) -> i32 {
+    a / b
+}
+
+#[sycl::kernel]
+fn use_helpers(x: &[i64], f: &[f32], u: &[u32], oi: &mut [i64], of: &mut [f32], ou: &mut [u32]) {
+    let i = global_id(0);
+    oi[i] = h_poly(x[i]);
+    of[i] = h_sign(f[i]) * 2.0f32 + h_sign(-f[i]);
+    let g: u32 = h_gcd(u[i], u[(i + 1) % u.len()]);
+    ou[i] = g;
+}
+
+#[sycl::kernel]
+fn divide_in_helper(a: &[i32], b: &[i32], out: &mut [i32]) {
+    let i = global_id(0);
+    out[i] = h_div(a[i], b[i]);
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Item 5: `#[sycl::kernel_fn]` helpers, one calling another, one with an `if` value tail, one
+/// with a loop and early return; a helper's result typed by its use. Helpers are callable
+/// from host code too.
+pub fn helpers(d: &Device) -> R {
+    check_eq!(h_poly(5), 25 + 15 - 7, "the helper on the host");
+    let q = in_order(d)?;
+    let n = 500usize;
+    let x: Vec<i64> = (0..n as i64).map(|k| (k - 250) * 1_000_003).collect();
+    let f: Vec<f32> = (0..n)
+        .map(|k| [-2.5f32, 0.0, 3.0, -0.0, 1e-30][k % 5])
+        .collect();
+    let u: Vec<u32> = (0..n as u32).map(|k| (k * 37) % 120 * (k % 4)).collect();
+    let (dx, df, du) = (upload(&q, &x)?, upload(&q, &f)?, upload(&q, &u)?);
+    let oi = filled(&q, n, 0i64)?;
+    let of = filled(&q, n, 0f32)?;
+    let ou = filled(&q, n, 0u32)?;
+    run(&q, Range::d1(n), use_helpers(&dx, &df, &du, &oi, &of, &ou))?;
+    let want: Vec<i64> = x
+        .iter()
+        .map(|&v| v.wrapping_mul(v).wrapping_add(3 * v) - 7)
+        .collect();
+    compare(&q.to_vec(&oi).map_err(fail)?, &want, |i| {
+        format!("h_poly({})", x[i])
+    })?;
+    let sign = |v: f32| {
+        if v > 0.0 {
+            1.0f32
+        } else if v < 0.0 {
+            -1.0
+        } else {
+            0.0
+        }
+    };
+    let want: Vec<f32> = f.iter().map(|&v| sign(v) * 2.0 + sign(-v)).collect();
+    compare(&q.to_vec(&of).map_err(fail)?, &want, |i| {
+        format!("h_sign({})", f[i])
+    })?;
+    let want: Vec<u32> = (0..n).map(|i| gcd(u[i], u[(i + 1) % n])).collect();
+    compare(&q.to_vec(&ou).map_err(fail)?, &want, |i| {
+        format!("h_gcd({}, {})", u[i], u[(i + 1) % n])
+    })
+}
+
+/// Item 5: a division by zero inside a helper fails the launch (`Errc::Kernel`), and the queue
+/// goes on.
+pub fn helper_division_by_zero_fails(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = 300usize;
+    let a: Vec<i32> = (0..n as i32).map(|k| k * 7 - 1000).collect();
+    let mut b: Vec<i32> = (0..n as i32).map(|k| k % 13 + 1).collect();
+    let (da, out) = (upload(&q, &a)?, filled(&q, n, 0i32)?);
+    let db = upload(&q, &b)?;
+    run(&q, Range::d1(n), divide_in_helper(&da, &db, &out))?;
+    let want: Vec<i32> = (0..n).map(|i| a[i] / b[i]).collect();
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |i| {
+        format!("h_div item {i}")
+    })?;
+    b[123] = 0;
+    q.write(&db, &b).map_err(fail)?;
+    fails_in_kernel(
+        &q,
+        Range::d1(n),
+        divide_in_helper(&da, &db, &out),
+        "divide_in_helper",
+    )?;
+    b[123] = 1;
+    q.write(&db, &b).map_err(fail)?;
+    run(&q, Range::d1(n), divide_in_helper(&da, &db, &out))
+}
+
+// ---------------------------------------------------------------- 6. work-item queries
+
+#[sycl::kernel]
+fn ids_1d(r0: usize, vals: &mut [u32], counts: &mut [u32], bad: &mut [u32]) {
+    let a = global_id(0);
+    if global_range(0) != r0 || a >= r0 {
+        atomic_fetch_add(bad, 0, 1u32);
+    }
+    vals[a] = a as u32;
+    atomic_fetch_add(counts, a, 1u32);
+}
+
+#[sycl::kernel]
+fn ids_2d(r0: usize, r1: usize, vals: &mut [u32], counts: &mut [u32], bad: &mut [u32]) {
+    let a = global_id(0);
+    let b = global_id(1);
+    if global_range(0) != r0 || global_range(1) != r1 || a >= r0 || b >= r1 {
+        atomic_fetch_add(bad, 0, 1u32);
+    }
+    let lin = a * global_range(1) + b;
+    vals[lin] = lin as u32;
+    atomic_fetch_add(counts, lin, 1u32);
+}
+
+#[sycl::kernel]
+fn ids_3d(r0: usize, r1: usize, r2: usize, vals: &mut [u32], counts: &mut [u32], bad: &mut [u32]) {
+    let a = global_id(0);
+    let b = global_id(1);
+    let c = global_id(2);
+    if global_range(0) != r0 || global_range(1) != r1 || global_range(2) != r2 {
+        atomic_fetch_add(bad, 0, 1u32);
+    }
+    if a >= r0 || b >= r1 || c >= r2 {
+        atomic_fetch_add(bad, 0, 1u32);
+    }
+    let lin = (a * global_range(1) + b) * global_range(2) + c;
+    vals[lin] = lin as u32;
+    atomic_fetch_add(counts, lin, 1u32);
+}
+
+/// Room after the range, larger than any rounding to work-groups, that must stay untouched.
+const GUARD: usize = 4096;
+const SENTINEL: u32 = 0xdead_beef;
+
+/// Checks that every element of `0..n` was written once with its index and the guard after it
+/// was not touched.
+fn check_ids(
+    q: &Queue,
+    vals: &Usm<u32>,
+    counts: &Usm<u32>,
+    bad: &Usm<u32>,
+    n: usize,
+    what: &str,
+) -> R {
+    check_eq!(
+        q.to_vec(bad).map_err(fail)?[0],
+        0,
+        "{what}: items saw a wrong range or id"
+    );
+    let v = q.to_vec(vals).map_err(fail)?;
+    let c = q.to_vec(counts).map_err(fail)?;
+    let want_v: Vec<u32> = (0..n as u32)
+        .chain(std::iter::repeat(SENTINEL).take(GUARD))
+        .collect();
+    let want_c: Vec<u32> = std::iter::repeat(1)
+        .take(n)
+        .chain(std::iter::repeat(0).take(GUARD))
+        .collect();
+    compare(&c, &want_c, |i| {
+        format!("{what}: times element {i} was run")
+    })?;
+    compare(&v, &want_v, |i| format!("{what}: element {i}"))
+}
+
+/// Item 6: plain ranges in 1, 2 and 3 dimensions whose sizes are not multiples of any
+/// work-group size: every work-item runs exactly once with the right ids and ranges, and none
+/// runs outside the range (a kernel sees exactly its range).
+pub fn work_item_queries_plain_ranges(d: &Device) -> R {
+    let q = in_order(d)?;
+    let bad = filled(&q, 1, 0u32)?;
+    // An empty range runs nothing.
+    let vals = filled(&q, GUARD, SENTINEL)?;
+    let counts = filled(&q, GUARD, 0u32)?;
+    run(&q, Range::d1(0), ids_1d(0, &vals, &counts, &bad))?;
+    check_ids(&q, &vals, &counts, &bad, 0, "d1(0)")?;
+    for n in [1usize, 257, 1000, 100_003] {
+        let vals = filled(&q, n + GUARD, SENTINEL)?;
+        let counts = filled(&q, n + GUARD, 0u32)?;
+        run(&q, Range::d1(n), ids_1d(n, &vals, &counts, &bad))?;
+        check_ids(&q, &vals, &counts, &bad, n, &format!("d1({n})"))?;
+    }
+    for (r0, r1) in [(37usize, 53usize), (1, 1000), (1000, 3), (17, 17)] {
+        let n = r0 * r1;
+        let vals = filled(&q, n + GUARD, SENTINEL)?;
+        let counts = filled(&q, n + GUARD, 0u32)?;
+        run(&q, Range::d2(r0, r1), ids_2d(r0, r1, &vals, &counts, &bad))?;
+        check_ids(&q, &vals, &counts, &bad, n, &format!("d2({r0}, {r1})"))?;
+    }
+    for (r0, r1, r2) in [
+        (5usize, 7usize, 9usize),
+        (1, 1, 300),
+        (300, 1, 1),
+        (3, 11, 13),
+    ] {
+        let n = r0 * r1 * r2;
+        let vals = filled(&q, n + GUARD, SENTINEL)?;
+        let counts = filled(&q, n + GUARD, 0u32)?;
+        run(
+            &q,
+            Range::d3(r0, r1, r2),
+            ids_3d(r0, r1, r2, &vals, &counts, &bad),
+        )?;
+        check_ids(
+            &q,
+            &vals,
+            &counts,
+            &bad,
+            n,
+            &format!("d3({r0}, {r1}, {r2})"),
+        )?;
+    }
+    Ok(())
+}
+
+#[sycl::kernel]
+fn nd_ids_1d(out: &mut [u64]) {
+    let o = global_id(0) * 13;
+    out[o] = global_id(0) as u64;
+    out[o + 1] = local_id(0) as u64;
+    out[o + 2] = group_id(0) as u64;
+    out[o + 3] = local_range(0) as u64;
+    out[o + 4] = group_range(0) as u64;
+}
+
+#[sycl::kernel]
+fn nd_ids_2d(out: &mut [u64]) {
+    let o = (global_id(0) * global_range(1) + global_id(1)) * 13;
+    out[o] = global_id(0) as u64;
+    out[o + 1] = local_id(0) as u64;
+    out[o + 2] = group_id(0) as u64;
+    out[o + 3] = local_range(0) as u64;
+    out[o + 4] = group_range(0) as u64;
+    out[o + 5] = local_id(1) as u64;
+    out[o + 6] = group_id(1) as u64;
+    out[o + 7] = local_range(1) as u64;
+    out[o + 8] = group_range(1) as u64;
+    out[o + 12] = global_id(1) as u64;
+}
+
+#[sycl::kernel]
+fn nd_ids_3d(out: &mut [u64]) {
+    let lin = (global_id(0) * global_range(1) + global_id(1)) * global_range(2) + global_id(2);
+    let o = lin * 13;
+    out[o] = global_id(0) as u64;
+    out[o + 1] = local_id(0) as u64;
+    out[o + 2] = group_id(0) as u64;
+    out[o + 3] = local_range(0) as u64;
+    out[o + 4] = group_range(0) as u64;
+    out[o + 5] = local_id(1) as u64;
+    out[o + 6] = group_id(1) as u64;
+    out[o + 7] = local_range(1) as u64;
+    out[o + 8] = group_range(1) as u64;
+    out[o + 9] = local_id(2) as u64;
+    out[o + 10] = group_id(2) as u64;
+    out[o + 11] = local_range(2) as u64;
+    out[o + 12] =
+        group_range(2) as u64 * 1000000 + global_id(2) as u64 * 1000 + global_id(1) as u64;
+}
+
+/// What `nd_ids_*` write for the item at `id` of an nd-range of `global` / `local`.
+fn nd_expected(dims: usize, id: [usize; 3], global: [usize; 3], local: [usize; 3]) -> [u64; 13] {
+    let mut w = [u64::MAX; 13];
+    let slot = |d: usize| if d == 0 { 1 } else { 1 + 4 * d };
+    for d in 0..dims {
+        let s = slot(d);
+        w[s] = (id[d] % local[d]) as u64;
+        w[s + 1] = (id[d] / local[d]) as u64;
+        w[s + 2] = local[d] as u64;
+        w[s + 3] = (global[d] / local[d]) as u64;
+    }
+    w[0] = id[0] as u64;
+    match dims {
+        1 => {}
+        2 => w[12] = id[1] as u64,
+        _ => w[12] = (global[2] / local[2]) as u64 * 1000000 + id[2] as u64 * 1000 + id[1] as u64,
+    }
+    w
+}
+
+/// Item 6: with nd-ranges, `local_id`, `group_id`, `local_range` and `group_range` agree
+/// (global id = group id × local range + local id) in 1, 2 and 3 dimensions.
+pub fn work_item_queries_nd_ranges(d: &Device) -> R {
+    let q = in_order(d)?;
+    let cases: [([usize; 3], [usize; 3], u8); 7] = [
+        ([1000, 1, 1], [40, 1, 1], 1),
+        ([96, 1, 1], [96, 1, 1], 1),
+        ([7, 1, 1], [1, 1, 1], 1),
+        ([48, 40, 1], [16, 8, 1], 2),
+        ([9, 30, 1], [3, 10, 1], 2),
+        ([4, 6, 10], [2, 3, 5], 3),
+        ([2, 2, 64], [1, 2, 32], 3),
+    ];
+    for (global, local, dims) in cases {
+        let range = match dims {
+            1 => Range::d1(global[0]),
+            2 => Range::d2(global[0], global[1]),
+            _ => Range::d3(global[0], global[1], global[2]),
+        }
+        .with_local(local);
+        let n: usize = global.iter().product();
+        let out = filled(&q, n * 13, u64::MAX)?;
+        match dims {
+            1 => run(&q, range, nd_ids_1d(&out))?,
+            2 => run(&q, range, nd_ids_2d(&out))?,
+            _ => run(&q, range, nd_ids_3d(&out))?,
+        }
+        let mut want = Vec::with_capacity(n * 13);
+        for a in 0..global[0] {
+            for b in 0..global[1] {
+                for c in 0..global[2] {
+                    want.extend(nd_expected(dims as usize, [a, b, c], global, local));
+                }
+            }
+        }
+        compare(&q.to_vec(&out).map_err(fail)?, &want, |j| {
+            format!("{range:?}: item {} value {}", j / 13, j % 13)
+        })?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- 7. bounds and failures
+
+#[sycl::kernel]
+fn oob_read(x: &[u32], off: usize, out: &mut [u32]) {
+    let i = global_id(0);
+    out[i] = x[i + off];
+}
+
+#[sycl::kernel]
+fn oob_write(out: &mut [u32], off: usize) {
+    let i = global_id(0);
+    out[i + off] = 7;
+}
+
+#[sycl::kernel]
+fn oob_below(out: &mut [u32]) {
+    let i = global_id(0);
+    out[i - 1] = 9;
+}
+
+#[sycl::kernel]
+fn oob_local(x: &[u32], out: &mut [u32]) {
+    let tile = local_array::<u32, 64>();
+    let l = local_id(0);
+    tile[l] = x[global_id(0)];
+    barrier();
+    out[global_id(0)] = tile[l + 1];
+}
+
+#[sycl::kernel]
+fn oob_atomic(out: &mut [u32]) {
+    atomic_fetch_add(out, global_id(0) + 1, 1u32);
+}
+
+#[sycl::kernel]
+fn copy_plus_one(x: &[u32], out: &mut [u32]) {
+    let i = global_id(0);
+    out[i] = x[i] + 1;
+}
+
+/// Item 7: out-of-bounds reads and writes (past the end, below zero by wrapping, past a local
+/// array) fail the launch with `Errc::Kernel`, even when the index stays inside the
+/// allocation the argument is a range of; memory outside the argument is not modified, and
+/// the queue runs the next kernel.
+pub fn bounds_checks(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = 1000usize;
+    let pad = 64usize;
+    let big = filled(&q, n + 2 * pad, SENTINEL)?;
+    let inner = big.range(pad..pad + n).map_err(fail)?;
+    // A write one past the end lands in the guard unless it is checked.
+    fails_in_kernel(&q, Range::d1(n), oob_write(&inner, 1), "oob_write")?;
+    let after = q.to_vec(&big).map_err(fail)?;
+    check!(
+        after[..pad]
+            .iter()
+            .chain(&after[pad + n..])
+            .all(|&v| v == SENTINEL),
+        "an out-of-bounds write changed memory outside the argument"
+    );
+    // Atomics are checked too.
+    fails_in_kernel(&q, Range::d1(n), oob_atomic(&inner), "oob_atomic")?;
+    let after = q.to_vec(&big).map_err(fail)?;
+    check!(
+        after[..pad]
+            .iter()
+            .chain(&after[pad + n..])
+            .all(|&v| v == SENTINEL),
+        "an out-of-bounds atomic changed memory outside the argument"
+    );
+    // Far out of range.
+    fails_in_kernel(&q, Range::d1(4), oob_write(&inner, 1 << 40), "oob_write")?;
+    fails_in_kernel(&q, Range::d1(4), oob_below(&inner), "oob_below")?;
+    // A read past the end of a range whose allocation goes on.
+    let src = upload(&q, &(0..(n + 2 * pad) as u32).collect::<Vec<_>>())?;
+    let src_inner = src.range(pad..pad + n).map_err(fail)?;
+    let out = filled(&q, n, 0u32)?;
+    fails_in_kernel(&q, Range::d1(n), oob_read(&src_inner, 1, &out), "oob_read")?;
+    // Local arrays are checked too.
+    fails_in_kernel(
+        &q,
+        Range::d1(128).with_local([64, 1, 1]),
+        oob_local(&src_inner, &out),
+        "oob_local",
+    )?;
+    // The queue goes on, and in-bounds launches of the same kernels work.
+    run(&q, Range::d1(n - 1), oob_read(&src_inner, 1, &out))?;
+    let got = q.to_vec(&out).map_err(fail)?;
+    let want: Vec<u32> = (0..n as u32 - 1).map(|i| i + pad as u32 + 1).collect();
+    compare(&got[..n - 1], &want, |i| {
+        format!("oob_read in bounds, item {i}")
+    })?;
+    run(&q, Range::d1(n), copy_plus_one(&src_inner, &inner))?;
+    let after = q.to_vec(&big).map_err(fail)?;
+    let want: Vec<u32> = std::iter::repeat(SENTINEL)
+        .take(pad)
+        .chain((0..n as u32).map(|i| i + pad as u32 + 1))
+        .chain(std::iter::repeat(SENTINEL).take(pad))
+        .collect();
+    compare(&after, &want, |i| {
+        format!("copy after failures, element {i}")
+    })
+}
+
+#[sycl::kernel]
+fn div_i32(a: &[i32], b: &[i32], out: &mut [i32]) {
+    let i = global_id(0);
+    out[i] = a[i] / b[i];
+}
+
+#[sycl::kernel]
+fn rem_i64(a: &[i64], b: &[i64], out: &mut [i64]) {
+    let i = global_id(0);
+    out[i] = a[i] % b[i];
+}
+
+#[sycl::kernel]
+fn div_u32(a: &[u32], b: &[u32], out: &mut [u32]) {
+    let i = global_id(0);
+    let mut v = a[i];
+    v /= b[i];
+    out[i] = v;
+}
+
+/// Item 7: integer division and remainder by zero, and `MIN / -1`, fail the launch with
+/// `Errc::Kernel`.
+pub fn division_failures(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = 64usize;
+    let a: Vec<i32> = (0..n as i32).map(|k| k * 1000 - 7).collect();
+    let ones = vec![1i32; n];
+    let (da, out) = (upload(&q, &a)?, filled(&q, n, 0i32)?);
+    let mut b = ones.clone();
+    b[40] = 0;
+    fails_in_kernel(
+        &q,
+        Range::d1(n),
+        div_i32(&da, &upload(&q, &b)?, &out),
+        "div_i32",
+    )?;
+    let mut a2 = a.clone();
+    a2[3] = i32::MIN;
+    let mut b2 = ones.clone();
+    b2[3] = -1;
+    fails_in_kernel(
+        &q,
+        Range::d1(n),
+        div_i32(&upload(&q, &a2)?, &upload(&q, &b2)?, &out),
+        "div_i32",
+    )?;
+    // i32::MIN / 1 and -1 / -1 are fine.
+    b2[3] = 1;
+    b2[4] = -1;
+    run(
+        &q,
+        Range::d1(n),
+        div_i32(&upload(&q, &a2)?, &upload(&q, &b2)?, &out),
+    )?;
+    let want: Vec<i32> = (0..n).map(|i| a2[i] / b2[i]).collect();
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |i| {
+        format!("div_i32 item {i}")
+    })?;
+    let a64: Vec<i64> = (0..n as i64).map(|k| k * 1_000_000_007 - 3).collect();
+    let mut b64: Vec<i64> = (0..n as i64).map(|k| k - 30).collect();
+    b64[30] = 1;
+    let (da64, out64) = (upload(&q, &a64)?, filled(&q, n, 0i64)?);
+    run(&q, Range::d1(n), rem_i64(&da64, &upload(&q, &b64)?, &out64))?;
+    let want: Vec<i64> = (0..n).map(|i| a64[i] % b64[i]).collect();
+    compare(&q.to_vec(&out64).map_err(fail)?, &want, |i| {
+        format!("rem_i64 item {i}")
+    })?;
+    b64[30] = 0;
+    fails_in_kernel(
+        &q,
+        Range::d1(n),
+        rem_i64(&da64, &upload(&q, &b64)?, &out64),
+        "rem_i64",
+    )?;
+    b64[30] = -1;
+    let mut m64 = a64.clone();
+    m64[30] = i64::MIN;
+    fails_in_kernel(
+        &q,
+        Range::d1(n),
+        rem_i64(&upload(&q, &m64)?, &upload(&q, &b64)?, &out64),
+        "rem_i64",
+    )?;
+    let ua: Vec<u32> = (0..n as u32).map(|k| k * 99_999).collect();
+    let mut ub: Vec<u32> = (0..n as u32).map(|k| k + 1).collect();
+    ub[63] = 0;
+    let out_u = filled(&q, n, 0u32)?;
+    fails_in_kernel(
+        &q,
+        Range::d1(n),
+        div_u32(&upload(&q, &ua)?, &upload(&q, &ub)?, &out_u),
+        "div_u32",
+    )
+}
+
+#[sycl::kernel]
+fn fail_before_barrier(x: &[u32], out: &mut [u32]) {
+    let tile = local_array::<u32, 256>();
+    let l = local_id(0);
+    let g = global_id(0);
+    let j = if l == 5 { x.len() + g } else { g };
+    tile[l] = x[j];
+    barrier();
+    out[g] = tile[(l + 1) % local_range(0)];
+}
+
+/// A failure in a work-group kernel ends the work-item but not its group's barriers: the
+/// launch reports `Errc::Kernel` instead of hanging.
+pub fn failure_in_a_work_group(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = 1024usize;
+    let local = max_group(d, 256);
+    let x = upload(&q, &(0..n as u32).collect::<Vec<_>>())?;
+    let out = filled(&q, n, 0u32)?;
+    fails_in_kernel(
+        &q,
+        Range::d1(n).with_local([local, 1, 1]),
+        fail_before_barrier(&x, &out),
+        "fail_before_barrier",
+    )
+}
+
+#[sycl::kernel]
+fn unchecked(x: &[u32], out: &mut [u32]) {
+    let i = global_id(0);
+    let v = unsafe { *x.get_unchecked(i) };
+    unsafe {
+        *out.get_unchecked_mut(i) = v * 3 + 1;
+    }
+}
+
+#[sycl::kernel]
+fn unchecked_local(x: &[u32], out: &mut [u32]) {
+    let tile = local_array::<u32, 64>();
+    let l = local_id(0);
+    unsafe {
+        *tile.get_unchecked_mut(l) = x[global_id(0)] * 2;
+    }
+    barrier();
+    out[global_id(0)] = unsafe { *tile.get_unchecked(63 - l) };
+}
+
+/// Item 7: `unsafe { *x.get_unchecked(i) }` and `*y.get_unchecked_mut(i) = v` in bounds, on
+/// slices and local arrays.
+pub fn unchecked_access(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = 5000usize;
+    let x: Vec<u32> = (0..n as u32)
+        .map(|k| k.wrapping_mul(2_654_435_761))
+        .collect();
+    let (dx, out) = (upload(&q, &x)?, filled(&q, n, 0u32)?);
+    run(&q, Range::d1(n), unchecked(&dx, &out))?;
+    let want: Vec<u32> = x
+        .iter()
+        .map(|&v| v.wrapping_mul(3).wrapping_add(1))
+        .collect();
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |i| {
+        format!("item {i}")
+    })?;
+    let m = 64 * 10;
+    run(
+        &q,
+        Range::d1(m).with_local([64, 1, 1]),
+        unchecked_local(&dx, &out),
+    )?;
+    let want: Vec<u32> = (0..m)
+        .map(|g| x[g - g % 64 + 63 - g % 64].wrapping_mul(2))
+        .collect();
+    compare(&q.to_vec(&out).map_err(fail)?[..m], &want, |i| {
+        format!("local item {i}")
+    })
+}
+
+// ---------------------------------------------------------------- 8. aliasing
+
+#[sycl::kernel]
+fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
+    let i = global_id(0);
+    y[i] = a * x[i] + y[i];
+}
+
+#[sycl::kernel]
+fn add_two(a: &[f32], b: &[f32], out: &mut [f32]) {
+    let i = global_id(0);
+    out[i] = a[i] + b[i];
+}
+
+#[sycl::kernel]
+fn swap_two(a: &mut [u32], b: &mut [u32]) {
+    let i = global_id(0);
+    let t = a[i];
+    a[i] = b[i];
+    b[i] = t;
+}
+
+#[sycl::kernel]
+fn bits_into(a: &[u32], y: &mut [f32]) {
+    let i = global_id(0);
+    y[i] = a[i] as f32;
+}
+
+/// Item 8: a `&mut [T]` argument overlapping any other slice argument (the same memory,
+/// overlapping ranges, even by one element or through another element type) is refused at
+/// submit with `Errc::Invalid`, and nothing runs; two `&[T]` over the same memory, and
+/// disjoint or adjacent ranges of one allocation, are accepted and correct.
+pub fn aliasing(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = 256usize;
+    let init: Vec<f32> = (0..2 * n).map(|k| k as f32).collect();
+    let buf = upload(&q, &init)?;
+    let whole = buf.range(..).map_err(fail)?;
+    let lo = buf.range(0..n).map_err(fail)?;
+    let hi = buf.range(n..2 * n).map_err(fail)?;
+    let mid = buf.range(n / 2..n / 2 + n).map_err(fail)?;
+    let last_lo = buf.range(n - 1..2 * n - 1).map_err(fail)?;
+    let r = Range::d1(n);
+    refused(
+        q.parallel_for(r, &[], axpy(2.0, &buf, &buf)),
+        Errc::Invalid,
+        "axpy(x, x)",
+    )?;
+    refused(
+        q.parallel_for(r, &[], axpy(2.0, &lo, &whole)),
+        Errc::Invalid,
+        "axpy over a containing range",
+    )?;
+    refused(
+        q.parallel_for(r, &[], axpy(2.0, &lo, &mid)),
+        Errc::Invalid,
+        "axpy, mut range overlapping the read one",
+    )?;
+    refused(
+        q.parallel_for(r, &[], axpy(2.0, &mid, &lo)),
+        Errc::Invalid,
+        "axpy, read range overlapping the mut one",
+    )?;
+    refused(
+        q.parallel_for(r, &[], axpy(2.0, &last_lo, &lo)),
+        Errc::Invalid,
+        "axpy, ranges sharing one element",
+    )?;
+    refused(
+        q.parallel_for(r, &[], add_two(&lo, &hi, &mid)),
+        Errc::Invalid,
+        "add_two writing over both inputs",
+    )?;
+    let words = filled(&q, 2 * n, 5u32)?;
+    let (wa, wb) = (
+        words.range(0..n).map_err(fail)?,
+        words.range(n / 2..n / 2 + n).map_err(fail)?,
+    );
+    refused(
+        q.parallel_for(r, &[], swap_two(&wa, &wb)),
+        Errc::Invalid,
+        "swap_two over overlapping ranges",
+    )?;
+    refused(
+        q.parallel_for(r, &[], swap_two(&words, &words)),
+        Errc::Invalid,
+        "swap_two(x, x)",
+    )?;
+    // The same bytes seen as another element type.
+    let bits = buf.full().cast::<u32>().map_err(fail)?;
+    let bits_hi = bits.sub(n..2 * n).map_err(fail)?;
+    refused(
+        q.parallel_for(r, &[], bits_into(&bits_hi, &hi)),
+        Errc::Invalid,
+        "bits_into over the same bytes as u32 and f32",
+    )?;
+    // Nothing ran.
+    compare(&q.to_vec(&buf).map_err(fail)?, &init, |i| {
+        format!("element {i} after the refusals")
+    })?;
+    compare(&q.to_vec(&words).map_err(fail)?, &vec![5u32; 2 * n], |i| {
+        format!("word {i} after the refusals")
+    })?;
+
+    // Two `&[T]` over the same memory are fine.
+    let out = filled(&q, n, 0f32)?;
+    run(&q, r, add_two(&lo, &lo, &out))?;
+    let want: Vec<f32> = (0..n).map(|k| 2.0 * k as f32).collect();
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |i| {
+        format!("add_two(x, x) item {i}")
+    })?;
+    // Disjoint, adjacent ranges of one allocation, as `&[T]` and `&mut [T]`.
+    run(&q, r, axpy(3.0, &lo, &hi))?;
+    let want: Vec<f32> = (0..n)
+        .map(|k| k as f32)
+        .chain((0..n).map(|k| 3.0 * k as f32 + (n + k) as f32))
+        .collect();
+    compare(&q.to_vec(&buf).map_err(fail)?, &want, |i| {
+        format!("axpy(lo, hi) element {i}")
+    })?;
+    // Two `&mut [T]` over disjoint ranges.
+    let words_hi = words.range(n..2 * n).map_err(fail)?;
+    q.write(&words_hi, &(0..n as u32).collect::<Vec<_>>())
+        .map_err(fail)?;
+    let words_lo = words.range(0..n).map_err(fail)?;
+    run(&q, r, swap_two(&words_lo, &words_hi))?;
+    let want: Vec<u32> = (0..n as u32).chain(std::iter::repeat(5).take(n)).collect();
+    compare(&q.to_vec(&words).map_err(fail)?, &want, |i| {
+        format!("swap_two word {i}")
+    })?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------- 9. range errors
+
+#[sycl::kernel]
+fn uses_local_memory(x: &[u32], out: &mut [u32]) {
+    let tile = local_array::<u32, 64>();
+    let l = local_id(0);
+    tile[l] = x[global_id(0)];
+    out[global_id(0)] = tile[l];
+}
+
+#[sycl::kernel]
+fn uses_barrier(out: &mut [u32]) {
+    out[global_id(0)] = 1;
+    barrier();
+}
+
+#[sycl::kernel]
+fn uses_group_sum(out: &mut [u32]) {
+    let s = group_sum(1u32);
+    out[global_id(0)] = s;
+}
+
+#[sycl::kernel]
+fn uses_local_id(out: &mut [u32]) {
+    out[global_id(0)] = local_id(0) as u32;
+}
+
+#[sycl::kernel]
+fn uses_group_range(out: &mut [u32]) {
+    out[global_id(0)] = group_range(0) as u32;
+}
+
+#[sycl::kernel]
+fn uses_dim_1(out: &mut [u32]) {
+    out[global_id(0) * global_range(1) + global_id(1)] = 1;
+}
+
+#[sycl::kernel]
+fn uses_dim_2(out: &mut [u32]) {
+    out[global_id(2)] = 1;
+}
+
+#[sycl::kernel]
+fn huge_local(out: &mut [u64]) {
+    let big = local_array::<u64, 65536>();
+    let more = local_array::<u64, 65536>();
+    big[local_id(0)] = 1;
+    more[local_id(0)] = 2;
+    barrier();
+    out[global_id(0)] = big[local_id(0)] + more[local_id(0)];
+}
+
+/// Item 9: kernels that need work-groups (local arrays, barriers, reductions, local or group
+/// queries) refuse plain ranges, kernels refuse ranges with fewer dimensions than they index,
+/// and local memory over the device's is refused, all with `Errc::NdRange` at submit.
+pub fn range_errors(d: &Device) -> R {
+    let q = in_order(d)?;
+    let x = filled(&q, 256, 1u32)?;
+    let out = filled(&q, 256, 0u32)?;
+    let plain = Range::d1(256);
+    let nd = Range::d1(256).with_local([64, 1, 1]);
+    let e = Errc::NdRange;
+    refused(
+        q.parallel_for(plain, &[], uses_local_memory(&x, &out)),
+        e,
+        "local array, plain range",
+    )?;
+    refused(
+        q.parallel_for(plain, &[], uses_barrier(&out)),
+        e,
+        "barrier, plain range",
+    )?;
+    refused(
+        q.parallel_for(plain, &[], uses_group_sum(&out)),
+        e,
+        "group_sum, plain range",
+    )?;
+    refused(
+        q.parallel_for(plain, &[], uses_local_id(&out)),
+        e,
+        "local_id, plain range",
+    )?;
+    refused(
+        q.parallel_for(plain, &[], uses_group_range(&out)),
+        e,
+        "group_range, plain range",
+    )?;
+    refused(
+        q.parallel_for(plain, &[], uses_dim_1(&out)),
+        e,
+        "global_id(1), 1-D range",
+    )?;
+    refused(
+        q.parallel_for(nd, &[], uses_dim_1(&out)),
+        e,
+        "global_id(1), 1-D nd-range",
+    )?;
+    refused(
+        q.parallel_for(Range::d2(16, 16), &[], uses_dim_2(&out)),
+        e,
+        "global_id(2), 2-D range",
+    )?;
+    refused(
+        q.parallel_for(
+            Range::d1(100).with_local([64, 1, 1]),
+            &[],
+            uses_local_id(&out),
+        ),
+        e,
+        "a global range that is not a multiple of the work-group",
+    )?;
+    compare(&q.to_vec(&out).map_err(fail)?, &[0u32; 256], |i| {
+        format!("element {i} after the refusals")
+    })?;
+    // The same kernels with the ranges they need.
+    run(&q, nd, uses_local_memory(&x, &out))?;
+    run(&q, nd, uses_group_sum(&out))?;
+    compare(&q.to_vec(&out).map_err(fail)?, &[64u32; 256], |i| {
+        format!("group_sum element {i}")
+    })?;
+    run(&q, nd, uses_local_id(&out))?;
+    let want: Vec<u32> = (0..256).map(|i| i % 64).collect();
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |i| {
+        format!("local_id element {i}")
+    })?;
+    run(&q, Range::d2(16, 16), uses_dim_1(&out))?;
+    run(&q, Range::d3(1, 1, 256), uses_dim_2(&out))?;
+    // Kernels that need f64 or 64-bit atomics, where the device lacks them.
+    let (wide, wide_out) = (filled(&q, 4, 1f64)?, filled(&q, 4, 0u64)?);
+    let cmp = filled(&q, 4, 0u32)?;
+    let fs = Errc::FeatureNotSupported;
+    if !d.has(Aspect::Fp64) {
+        let f64_out = sycl::malloc_device::<f64>(4 * FLOAT_OPS, &q).map_err(fail)?;
+        refused(
+            q.parallel_for(
+                Range::d1(4),
+                &[],
+                float_ops_f64(&wide, &wide, &wide, &f64_out, &cmp),
+            ),
+            fs,
+            "an f64 kernel without fp64",
+        )?;
+    }
+    if !d.has(Aspect::Atomic64) {
+        let (wide_in, tickets) = (filled(&q, 4, 1u64)?, filled(&q, 4, 0u64)?);
+        refused(
+            q.parallel_for(
+                Range::d1(4),
+                &[],
+                atomic_u64_ops(&wide_in, &wide_out, &tickets),
+            ),
+            fs,
+            "64-bit atomics without atomic64",
+        )?;
+    }
+    let have = d.local_mem_size();
+    if have > 0 && have < 1 << 20 {
+        let big = filled(&q, 64, 0u64)?;
+        refused(
+            q.parallel_for(Range::d1(64).with_local([64, 1, 1]), &[], huge_local(&big)),
+            e,
+            "1 MiB of local memory",
+        )?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- 10. barriers
+
+/// Each work-item writes its slot after a delay that differs between items, then reads the
+/// slot of an item half a group away: without a working barrier the reader sees the old value.
+#[sycl::kernel]
+fn barrier_exchange(x: &[u32], y: &mut [u32]) {
+    let tile = local_array::<u32, 1024>();
+    let l = local_id(0);
+    let n = local_range(0);
+    let g = global_id(0);
+    let mut v = x[g];
+    for _k in 0..(l % 32) * 8 {
+        v = v * 1664525 + 1013904223;
+    }
+    tile[l] = v;
+    barrier();
+    y[g] = tile[(l + n / 2 + 1) % n];
+}
+
+fn lcg_steps(mut v: u32, steps: usize) -> u32 {
+    for _ in 0..steps {
+        v = v.wrapping_mul(1664525).wrapping_add(1013904223);
+    }
+    v
+}
+
+/// Item 10: a barrier waits for every work-item of the group: items exchange values through
+/// local memory across the group (several groups; sizes 64, 256, and the largest up to 1024
+/// the device allows). Fails if a barrier does not wait.
+pub fn barrier_exchange_waits(d: &Device) -> R {
+    let q = in_order(d)?;
+    let mut sizes = vec![1usize, 64, 256, max_group(d, 1024)];
+    sizes.dedup();
+    for local in sizes {
+        if local > max_group(d, 1024) {
+            continue;
+        }
+        let n = local * 8;
+        let x: Vec<u32> = (0..n as u32)
+            .map(|k| k.wrapping_mul(2_654_435_761))
+            .collect();
+        let (dx, y) = (upload(&q, &x)?, filled(&q, n, SENTINEL)?);
+        run(
+            &q,
+            Range::d1(n).with_local([local, 1, 1]),
+            barrier_exchange(&dx, &y),
+        )?;
+        let want: Vec<u32> = (0..n)
+            .map(|g| {
+                let (base, l) = (g - g % local, g % local);
+                let src = (l + local / 2 + 1) % local;
+                lcg_steps(x[base + src], (src % 32) * 8)
+            })
+            .collect();
+        compare(&q.to_vec(&y).map_err(fail)?, &want, |g| {
+            format!("groups of {local}: item {g}")
+        })?;
+    }
+    Ok(())
+}
+
+/// Rotates the group's values by one slot per round, two barriers per round, in a `for` loop
+/// with uniform bounds.
+#[sycl::kernel]
+fn barrier_rotate(x: &[u32], rounds: u32, y: &mut [u32]) {
+    let tile = local_array::<u32, 1024>();
+    let l = local_id(0);
+    let n = local_range(0);
+    let g = global_id(0);
+    tile[l] = x[g];
+    barrier();
+    for _r in 0..rounds {
+        let v = tile[(l + 1) % n];
+        barrier();
+        tile[l] = v + 1;
+        barrier();
+    }
+    y[g] = tile[l];
+}
+
+/// A tree reduction: log2(group size) rounds, each ending with a barrier.
+#[sycl::kernel]
+fn barrier_tree_sum(x: &[u32], steps: u32, y: &mut [u32]) {
+    let tile = local_array::<u32, 1024>();
+    let l = local_id(0);
+    tile[l] = x[global_id(0)];
+    barrier();
+    for k in 0..steps {
+        let stride = local_range(0) >> (k + 1);
+        if l < stride {
+            tile[l] = tile[l] + tile[l + stride];
+        }
+        barrier();
+    }
+    if l == 0 {
+        y[group_id(0)] = tile[0];
+    }
+}
+
+/// Group reductions inside a `for` loop with uniform bounds.
+#[sycl::kernel]
+fn reduce_in_loop(x: &[u32], rounds: u32, out: &mut [u32]) {
+    let mut acc = 0u32;
+    for r in 0..rounds {
+        let v = x[global_id(0)] + r;
+        let s = group_sum(v);
+        let m = group_max(v);
+        acc += s ^ m;
+    }
+    out[global_id(0)] = acc;
+}
+
+/// Item 10: barriers inside `for` loops with uniform bounds (several phases, values moving
+/// between items every phase): a rotation by one slot per round, and a tree reduction.
+pub fn barrier_in_uniform_loops(d: &Device) -> R {
+    let q = in_order(d)?;
+    for local in [32usize, 256, max_group(d, 1024)] {
+        if local > max_group(d, 1024) {
+            continue;
+        }
+        let groups = 6;
+        let n = local * groups;
+        let x: Vec<u32> = (0..n as u32)
+            .map(|k| k.wrapping_mul(40503) ^ (k >> 3))
+            .collect();
+        let dx = upload(&q, &x)?;
+        for rounds in [0u32, 1, 5, 37] {
+            let y = filled(&q, n, SENTINEL)?;
+            run(
+                &q,
+                Range::d1(n).with_local([local, 1, 1]),
+                barrier_rotate(&dx, rounds, &y),
+            )?;
+            let want: Vec<u32> = (0..n)
+                .map(|g| {
+                    let (base, l) = (g - g % local, g % local);
+                    x[base + (l + rounds as usize) % local].wrapping_add(rounds)
+                })
+                .collect();
+            compare(&q.to_vec(&y).map_err(fail)?, &want, |g| {
+                format!("groups of {local}, {rounds} rounds: item {g}")
+            })?;
+        }
+        let y = filled(&q, n, SENTINEL)?;
+        run(
+            &q,
+            Range::d1(n).with_local([local, 1, 1]),
+            reduce_in_loop(&dx, 9, &y),
+        )?;
+        let want: Vec<u32> = x
+            .chunks(local)
+            .flat_map(|c| {
+                let acc = (0..9u32).fold(0u32, |acc, r| {
+                    let s = c
+                        .iter()
+                        .fold(0u32, |a, &b| a.wrapping_add(b.wrapping_add(r)));
+                    let m = c.iter().map(|&v| v.wrapping_add(r)).max().expect("a group");
+                    acc.wrapping_add(s ^ m)
+                });
+                std::iter::repeat(acc).take(local)
+            })
+            .collect();
+        compare(&q.to_vec(&y).map_err(fail)?, &want, |g| {
+            format!("reductions in a loop, groups of {local}: item {g}")
+        })?;
+        if local.is_power_of_two() {
+            let y = filled(&q, groups, SENTINEL)?;
+            let steps = local.trailing_zeros();
+            run(
+                &q,
+                Range::d1(n).with_local([local, 1, 1]),
+                barrier_tree_sum(&dx, steps, &y),
+            )?;
+            let want: Vec<u32> = x
+                .chunks(local)
+                .map(|c| c.iter().fold(0u32, |a, &b| a.wrapping_add(b)))
+                .collect();
+            compare(&q.to_vec(&y).map_err(fail)?, &want, |g| {
+                format!("tree sum, groups of {local}: group {g}")
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// A third of the items return before the first barrier; the others pair up through local
+/// memory across three barriers and a group reduction.
+#[sycl::kernel]
+fn barrier_early_return(x: &[u32], y: &mut [u32], sums: &mut [u32]) {
+    let tile = local_array::<u32, 1024>();
+    let l = local_id(0);
+    let g = global_id(0);
+    if l % 3 == 0 {
+        return;
+    }
+    tile[l] = x[g] * 2;
+    barrier();
+    let v = if l % 3 == 1 { tile[l + 1] } else { tile[l - 1] };
+    barrier();
+    tile[l] = v + 1;
+    barrier();
+    let w = if l % 3 == 1 { tile[l + 1] } else { tile[l - 1] };
+    let s = group_sum(w);
+    let lo = group_min(w);
+    let hi = group_max(w);
+    y[g] = w;
+    if l == 1 {
+        sums[group_id(0) * 3] = s;
+        sums[group_id(0) * 3 + 1] = lo;
+        sums[group_id(0) * 3 + 2] = hi;
+    }
+}
+
+/// Item 10: work-items that `return` before a barrier do not deadlock their group, and the
+/// others still synchronise (and sum) correctly.
+pub fn barrier_after_early_return(d: &Device) -> R {
+    let q = in_order(d)?;
+    for local in [3usize, 96, 255, 768] {
+        if local > max_group(d, 1024) {
+            continue;
+        }
+        let groups = 5;
+        let n = local * groups;
+        let x: Vec<u32> = (0..n as u32).map(|k| k * 7 + 3).collect();
+        let dx = upload(&q, &x)?;
+        let y = filled(&q, n, SENTINEL)?;
+        let sums = filled(&q, groups * 3, SENTINEL)?;
+        run(
+            &q,
+            Range::d1(n).with_local([local, 1, 1]),
+            barrier_early_return(&dx, &y, &sums),
+        )?;
+        let want: Vec<u32> = (0..n)
+            .map(|g| {
+                if g % local % 3 == 0 {
+                    SENTINEL
+                } else {
+                    x[g] * 2 + 1
+                }
+            })
+            .collect();
+        compare(&q.to_vec(&y).map_err(fail)?, &want, |g| {
+            format!("groups of {local}: item {g}")
+        })?;
+        let want: Vec<u32> = (0..groups)
+            .flat_map(|k| {
+                let live: Vec<u32> = (k * local..(k + 1) * local)
+                    .filter(|g| g % local % 3 != 0)
+                    .map(|g| x[g] * 2 + 1)
+                    .collect();
+                [
+                    live.iter().sum(),
+                    *live.iter().min().expect("items"),
+                    *live.iter().max().expect("items"),
+                ]
+            })
+            .collect();
+        compare(&q.to_vec(&sums).map_err(fail)?, &want, |k| {
+            format!(
+                "groups of {local}: {} of group {}",
+                ["sum", "min", "max"][k % 3],
+                k / 3
+            )
+        })?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- 11. group reductions
+
+macro_rules! reduce {
+    ($kernel:ident, $t:ident) => {
+        #[sycl::kernel]
+        fn $kernel(x: &[$t], out: &mut [$t]) {
+            let g = global_id(0);
+            let v = x[g];
+            let s = group_sum(v);
+            let lo = group_min(v);
+            let hi = group_max(v);
+            out[g * 3] = s;
+            out[g * 3 + 1] = lo;
+            out[g * 3 + 2] = hi;
+        }
+    };
+}
+
+reduce!(reduce_i32, i32);
+reduce!(reduce_u32, u32);
+reduce!(reduce_i64, i64);
+reduce!(reduce_u64, u64);
+reduce!(reduce_f32, f32);
+reduce!(reduce_f64, f64);
+
+/// Group sizes for the reductions: not multiples of 32, one item, a power of two.
+fn reduce_sizes(d: &Device) -> Vec<usize> {
+    [1usize, 7, 48, 100, 256, 1000]
+        .into_iter()
+        .filter(|&s| s <= max_group(d, 1024))
+        .collect()
+}
+
+/// Runs `launch` with groups of each size and compares every item's (sum, min, max) with the
+/// host's over its group.
+fn check_reduce<T: Pod + Debug + PartialEq>(
+    q: &Queue,
+    sizes: &[usize],
+    gen: impl Fn(usize) -> T,
+    reduce: impl Fn(&[T]) -> [T; 3],
+    launch: impl Fn(&Queue, Range, &Usm<T>, &Usm<T>) -> R,
+    what: &str,
+) -> R {
+    for &local in sizes {
+        let groups = 5;
+        let n = local * groups;
+        let x: Vec<T> = (0..n).map(&gen).collect();
+        let dx = upload(q, &x)?;
+        let out = sycl::malloc_device::<T>(n * 3, q).map_err(fail)?;
+        launch(q, Range::d1(n).with_local([local, 1, 1]), &dx, &out)?;
+        let want: Vec<T> = x
+            .chunks(local)
+            .flat_map(|c| {
+                let r = reduce(c);
+                std::iter::repeat(r).take(local).flatten()
+            })
+            .collect();
+        compare(&q.to_vec(&out).map_err(fail)?, &want, |j| {
+            format!(
+                "{what}, groups of {local}: item {} {}",
+                j / 3,
+                ["sum", "min", "max"][j % 3]
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Item 11: `group_sum`, `group_min`, `group_max` for i32, u32, i64, u64, f32 (and f64 with
+/// fp64) return the group's value to every item; integer sums wrap. Group sizes 1, 7, 48,
+/// 100, 256, 1000 (as the device allows).
+pub fn group_reductions(d: &Device) -> R {
+    let q = in_order(d)?;
+    let sizes = reduce_sizes(d);
+    let bits = |i: usize| {
+        let mut r = Rng((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        r.next();
+        r.next()
+    };
+    check_reduce(
+        &q,
+        &sizes,
+        |i| {
+            if i % 11 == 3 {
+                i32::MAX - i as i32
+            } else {
+                bits(i) as i32
+            }
+        },
+        |c| {
+            [
+                c.iter().fold(0i32, |a, &b| a.wrapping_add(b)),
+                *c.iter().min().expect("a group"),
+                *c.iter().max().expect("a group"),
+            ]
+        },
+        |q, r, x, o| run(q, r, reduce_i32(x, o)),
+        "i32",
+    )?;
+    check_reduce(
+        &q,
+        &sizes,
+        |i| (bits(i) >> 7) as u32,
+        |c| {
+            [
+                c.iter().fold(0u32, |a, &b| a.wrapping_add(b)),
+                *c.iter().min().expect("a group"),
+                *c.iter().max().expect("a group"),
+            ]
+        },
+        |q, r, x, o| run(q, r, reduce_u32(x, o)),
+        "u32",
+    )?;
+    check_reduce(
+        &q,
+        &sizes,
+        |i| bits(i) as i64,
+        |c| {
+            [
+                c.iter().fold(0i64, |a, &b| a.wrapping_add(b)),
+                *c.iter().min().expect("a group"),
+                *c.iter().max().expect("a group"),
+            ]
+        },
+        |q, r, x, o| run(q, r, reduce_i64(x, o)),
+        "i64",
+    )?;
+    check_reduce(
+        &q,
+        &sizes,
+        |i| bits(i) | if i % 5 == 0 { 1 << 63 } else { 0 },
+        |c| {
+            [
+                c.iter().fold(0u64, |a, &b| a.wrapping_add(b)),
+                *c.iter().min().expect("a group"),
+                *c.iter().max().expect("a group"),
+            ]
+        },
+        |q, r, x, o| run(q, r, reduce_u64(x, o)),
+        "u64",
+    )?;
+    // Multiples of 1/4 of moderate size: every sum is exact in any order.
+    check_reduce(
+        &q,
+        &sizes,
+        |i| (bits(i) % 8001) as f32 * 0.25 - 1000.0,
+        |c| {
+            [
+                c.iter().sum(),
+                c.iter().copied().fold(f32::INFINITY, f32::min),
+                c.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+            ]
+        },
+        |q, r, x, o| run(q, r, reduce_f32(x, o)),
+        "f32",
+    )?;
+    if d.has(Aspect::Fp64) {
+        check_reduce(
+            &q,
+            &sizes,
+            |i| (bits(i) % 1_000_001) as f64 * 0.125 - 60000.0,
+            |c| {
+                [
+                    c.iter().sum(),
+                    c.iter().copied().fold(f64::INFINITY, f64::min),
+                    c.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                ]
+            },
+            |q, r, x, o| run(q, r, reduce_f64(x, o)),
+            "f64",
+        )?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- 12. atomics
+
+#[sycl::kernel]
+fn atomic_counter(count: &mut [u32], tickets: &mut [u32]) {
+    let old = sycl::kernel::atomic_fetch_add(count, 0, 1u32);
+    tickets[global_id(0)] = old;
+}
+
+#[sycl::kernel]
+fn atomic_min_max(x: &[i32], oi: &mut [i32], ou: &mut [u32]) {
+    let v = x[global_id(0)];
+    atomic_fetch_min(oi, 0, v);
+    atomic_fetch_max(oi, 1, v);
+    atomic_fetch_add(oi, 2, v);
+    atomic_fetch_min(ou, 0, v as u32);
+    atomic_fetch_max(ou, 1, v as u32);
+    atomic_fetch_add(ou, 2 + (v as usize) % 4, 1u32);
+}
+
+#[sycl::kernel]
+fn atomic_f32_add(out: &mut [f32]) {
+    atomic_fetch_add(out, 0, 1.0f32);
+    atomic_fetch_add(out, 1 + global_id(0) % 2, 0.5f32);
+}
+
+/// Item 12: 1<<16 work-items `atomic_fetch_add` one u32: the total is exact and the values
+/// returned are a permutation of 0..n (each a unique ticket); `fetch_min`/`fetch_max`/
+/// `fetch_add` over all items (i32, u32) match the host; f32 `fetch_add` of 1.0 is exact.
+pub fn atomics_under_contention(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = 1usize << 16;
+    let count = filled(&q, 1, 0u32)?;
+    let tickets = filled(&q, n, SENTINEL)?;
+    run(&q, Range::d1(n), atomic_counter(&count, &tickets))?;
+    check_eq!(
+        q.to_vec(&count).map_err(fail)?[0] as usize,
+        n,
+        "fetch_add total"
+    );
+    let mut t = q.to_vec(&tickets).map_err(fail)?;
+    t.sort_unstable();
+    compare(&t, &(0..n as u32).collect::<Vec<_>>(), |i| {
+        format!("sorted ticket {i}")
+    })?;
+
+    let mut rng = Rng(12345);
+    let x: Vec<i32> = (0..n).map(|_| (rng.next() >> 20) as i32).collect();
+    let dx = upload(&q, &x)?;
+    let oi = upload(&q, &[i32::MAX, i32::MIN, 0])?;
+    let ou = upload(&q, &[u32::MAX, 0, 0, 0, 0, 0])?;
+    run(&q, Range::d1(n), atomic_min_max(&dx, &oi, &ou))?;
+    let want_i = [
+        *x.iter().min().expect("items"),
+        *x.iter().max().expect("items"),
+        x.iter().fold(0i32, |a, &b| a.wrapping_add(b)),
+    ];
+    compare(&q.to_vec(&oi).map_err(fail)?, &want_i, |j| {
+        format!("i32 {}", ["fetch_min", "fetch_max", "fetch_add"][j])
+    })?;
+    let mut want_u = [
+        x.iter().map(|&v| v as u32).min().expect("items"),
+        x.iter().map(|&v| v as u32).max().expect("items"),
+        0,
+        0,
+        0,
+        0,
+    ];
+    for &v in &x {
+        want_u[2 + (v as u32 as usize) % 4] += 1;
+    }
+    compare(&q.to_vec(&ou).map_err(fail)?, &want_u, |j| {
+        format!("u32 result {j}")
+    })?;
+
+    let f = filled(&q, 3, 0f32)?;
+    run(&q, Range::d1(n), atomic_f32_add(&f))?;
+    compare(
+        &q.to_vec(&f).map_err(fail)?,
+        &[n as f32, n as f32 / 4.0, n as f32 / 4.0],
+        |j| format!("f32 fetch_add {j}"),
+    )
+}
+
+/// Every item takes a ticket by a compare-exchange loop on one counter.
+#[sycl::kernel]
+fn cas_tickets(count: &mut [u32], tickets: &mut [u32]) {
+    let mut cur = count[0];
+    loop {
+        let seen = atomic_compare_exchange(count, 0, cur, cur + 1);
+        if seen == cur {
+            break;
+        }
+        cur = seen;
+    }
+    tickets[global_id(0)] = cur;
+}
+
+/// A compare-exchange that must fail returns the value found and stores nothing.
+#[sycl::kernel]
+fn cas_mismatch(x: &mut [i32], found: &mut [i32]) {
+    let i = global_id(0);
+    let old = atomic_compare_exchange(x, i, -5, 99);
+    found[i] = old;
+}
+
+/// One item per element: each atomic returns the element's value before it.
+#[sycl::kernel]
+fn atomic_returns(xi: &mut [i32], xu: &mut [u32], oi: &mut [i32], ou: &mut [u32]) {
+    let i = global_id(0);
+    let a = atomic_fetch_min(xi, i * 3, 0);
+    oi[i * 3] = a;
+    let b = atomic_fetch_max(xi, i * 3 + 1, 0);
+    oi[i * 3 + 1] = b;
+    let c = atomic_fetch_add(xi, i * 3 + 2, -5);
+    oi[i * 3 + 2] = c;
+    let d = atomic_fetch_min(xu, i * 3, 100u32);
+    ou[i * 3] = d;
+    let e = atomic_fetch_max(xu, i * 3 + 1, 100u32);
+    ou[i * 3 + 1] = e;
+    let f = atomic_compare_exchange(xu, i * 3 + 2, 7u32, 8u32);
+    ou[i * 3 + 2] = f;
+}
+
+/// Item 12: a counter built from `atomic_compare_exchange` loops hands out unique tickets
+/// 0..n under contention; a failing compare-exchange changes nothing and returns what it found.
+pub fn atomics_compare_exchange(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = 1usize << 14;
+    let count = filled(&q, 1, 0u32)?;
+    let tickets = filled(&q, n, SENTINEL)?;
+    run(&q, Range::d1(n), cas_tickets(&count, &tickets))?;
+    check_eq!(
+        q.to_vec(&count).map_err(fail)?[0] as usize,
+        n,
+        "compare-exchange total"
+    );
+    let mut t = q.to_vec(&tickets).map_err(fail)?;
+    t.sort_unstable();
+    compare(&t, &(0..n as u32).collect::<Vec<_>>(), |i| {
+        format!("sorted ticket {i}")
+    })?;
+    let init: Vec<i32> = (0..64).map(|k| if k % 3 == 0 { -5 } else { k }).collect();
+    let x = upload(&q, &init)?;
+    let found = filled(&q, 64, 0i32)?;
+    run(&q, Range::d1(64), cas_mismatch(&x, &found))?;
+    compare(&q.to_vec(&found).map_err(fail)?, &init, |i| {
+        format!("found {i}")
+    })?;
+    let want: Vec<i32> = init.iter().map(|&v| if v == -5 { 99 } else { v }).collect();
+    compare(&q.to_vec(&x).map_err(fail)?, &want, |i| {
+        format!("element {i}")
+    })?;
+    // Every atomic returns the previous value.
+    let m = 300usize;
+    let mut rng = Rng(99);
+    let xi: Vec<i32> = (0..3 * m)
+        .map(|_| (rng.next() >> 33) as i32 - (1 << 30))
+        .collect();
+    let xu: Vec<u32> = (0..3 * m)
+        .map(|k| {
+            if k % 5 == 2 {
+                7
+            } else {
+                (rng.next() % 200) as u32
+            }
+        })
+        .collect();
+    let (dxi, dxu) = (upload(&q, &xi)?, upload(&q, &xu)?);
+    let (oi, ou) = (filled(&q, 3 * m, 1i32)?, filled(&q, 3 * m, 1u32)?);
+    run(&q, Range::d1(m), atomic_returns(&dxi, &dxu, &oi, &ou))?;
+    compare(&q.to_vec(&oi).map_err(fail)?, &xi, |j| {
+        format!("i32 atomic {} returned", j % 3)
+    })?;
+    compare(&q.to_vec(&ou).map_err(fail)?, &xu, |j| {
+        format!("u32 atomic {} returned", j % 3)
+    })?;
+    let want: Vec<i32> = xi
+        .iter()
+        .enumerate()
+        .map(|(j, &v)| match j % 3 {
+            0 => v.min(0),
+            1 => v.max(0),
+            _ => v.wrapping_sub(5),
+        })
+        .collect();
+    compare(&q.to_vec(&dxi).map_err(fail)?, &want, |j| {
+        format!("i32 element {j}")
+    })?;
+    let want: Vec<u32> = xu
+        .iter()
+        .enumerate()
+        .map(|(j, &v)| match j % 3 {
+            0 => v.min(100),
+            1 => v.max(100),
+            _ => {
+                if v == 7 {
+                    8
+                } else {
+                    v
+                }
+            }
+        })
+        .collect();
+    compare(&q.to_vec(&dxu).map_err(fail)?, &want, |j| {
+        format!("u32 element {j}")
+    })
+}
+
+#[sycl::kernel]
+fn atomic_u64_ops(x: &[u64], out: &mut [u64], tickets: &mut [u64]) {
+    let i = global_id(0);
+    let v = x[i];
+    atomic_fetch_add(out, 0, v);
+    atomic_fetch_min(out, 1, v);
+    atomic_fetch_max(out, 2, v);
+    let t = atomic_fetch_add(out, 3, 4294967297u64);
+    tickets[i] = t;
+    let mut cur = out[4];
+    loop {
+        let seen = atomic_compare_exchange(out, 4, cur, cur + v * 3);
+        if seen == cur {
+            break;
+        }
+        cur = seen;
+    }
+}
+
+/// 64-bit atomics on local memory: a group's sum and maximum.
+#[sycl::kernel]
+fn local_u64_atomics(x: &[u64], out: &mut [u64]) {
+    let acc = local_array::<u64, 2>();
+    let l = local_id(0);
+    if l < 2 {
+        acc[l] = 0;
+    }
+    barrier();
+    let v = x[global_id(0)];
+    atomic_fetch_add(acc, 0, v);
+    atomic_fetch_max(acc, 1, v);
+    barrier();
+    if l < 2 {
+        out[group_id(0) * 2 + l] = acc[l];
+    }
+}
+
+/// Item 12 (aspect atomic64): u64 `fetch_add` (carries across 32-bit halves),
+/// `fetch_min`/`fetch_max` with values above 2^32, and a compare-exchange loop.
+pub fn atomics_u64(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = 1usize << 14;
+    let mut rng = Rng(777);
+    let x: Vec<u64> = (0..n).map(|_| rng.next() >> (rng.next() % 40)).collect();
+    let dx = upload(&q, &x)?;
+    let out = upload(&q, &[0, u64::MAX, 0, 0, 5])?;
+    let tickets = filled(&q, n, u64::MAX)?;
+    run(&q, Range::d1(n), atomic_u64_ops(&dx, &out, &tickets))?;
+    let sum = x.iter().fold(0u64, |a, &b| a.wrapping_add(b));
+    let tri = x
+        .iter()
+        .fold(5u64, |a, &b| a.wrapping_add(b.wrapping_mul(3)));
+    let want = [
+        sum,
+        *x.iter().min().expect("items"),
+        *x.iter().max().expect("items"),
+        (n as u64) * 4294967297,
+        tri,
+    ];
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |j| {
+        format!(
+            "u64 {}",
+            [
+                "fetch_add",
+                "fetch_min",
+                "fetch_max",
+                "fetch_add of 2^32 + 1",
+                "compare-exchange sum"
+            ][j]
+        )
+    })?;
+    let mut t = q.to_vec(&tickets).map_err(fail)?;
+    t.sort_unstable();
+    let want: Vec<u64> = (0..n as u64).map(|k| k * 4294967297).collect();
+    compare(&t, &want, |i| format!("sorted u64 ticket {i}"))?;
+    let local = max_group(d, 256);
+    let groups = n / local;
+    let out = filled(&q, groups * 2, 0u64)?;
+    run(
+        &q,
+        Range::d1(groups * local).with_local([local, 1, 1]),
+        local_u64_atomics(&dx, &out),
+    )?;
+    let want: Vec<u64> = x[..groups * local]
+        .chunks(local)
+        .flat_map(|c| {
+            [
+                c.iter().fold(0u64, |a, &b| a.wrapping_add(b)),
+                *c.iter().max().expect("a group"),
+            ]
+        })
+        .collect();
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |j| {
+        format!("local u64 {} of group {}", ["sum", "max"][j % 2], j / 2)
+    })
+}
+
+/// A histogram in local memory per group (local atomics), merged into the global one with
+/// global atomics; the group's maximum by a local `fetch_max`.
+#[sycl::kernel]
+fn local_histogram(x: &[u32], hist: &mut [u32], tops: &mut [u32], halves: &mut [f32]) {
+    let bins = local_array::<u32, 64>();
+    let top = local_array::<u32, 1>();
+    let half = local_array::<f32, 1>();
+    let l = local_id(0);
+    let n = local_range(0);
+    let mut j = l;
+    while j < 64 {
+        bins[j] = 0;
+        j += n;
+    }
+    if l == 0 {
+        top[0] = 0;
+        half[0] = 0.0;
+    }
+    barrier();
+    let v = x[global_id(0)];
+    atomic_fetch_add(bins, (v % 64) as usize, 1u32);
+    atomic_fetch_max(top, 0, v);
+    atomic_fetch_add(half, 0, 0.5f32);
+    barrier();
+    let mut k = l;
+    while k < 64 {
+        let c = bins[k];
+        atomic_fetch_add(hist, k, c);
+        k += n;
+    }
+    if l == 0 {
+        tops[group_id(0)] = top[0];
+        halves[group_id(0)] = half[0];
+    }
+}
+
+/// Item 12: atomics on local arrays (a per-group histogram and maximum) merged with global
+/// atomics, against the host's histogram.
+pub fn atomics_local_histogram(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = 1usize << 16;
+    let mut rng = Rng(4242);
+    // Skewed: half of the values fall in bin 0.
+    let x: Vec<u32> = (0..n)
+        .map(|k| {
+            if k % 2 == 0 {
+                64 * (k as u32 % 1000)
+            } else {
+                (rng.next() >> 40) as u32
+            }
+        })
+        .collect();
+    let dx = upload(&q, &x)?;
+    for local in [32usize, 256, max_group(d, 1024)] {
+        if local > max_group(d, 1024) || n % local != 0 {
+            continue;
+        }
+        let groups = n / local;
+        let hist = filled(&q, 64, 0u32)?;
+        let tops = filled(&q, groups, SENTINEL)?;
+        let halves = filled(&q, groups, -1f32)?;
+        run(
+            &q,
+            Range::d1(n).with_local([local, 1, 1]),
+            local_histogram(&dx, &hist, &tops, &halves),
+        )?;
+        compare(
+            &q.to_vec(&halves).map_err(fail)?,
+            &vec![local as f32 / 2.0; groups],
+            |g| format!("groups of {local}: local f32 fetch_add of group {g}"),
+        )?;
+        let mut want = vec![0u32; 64];
+        for &v in &x {
+            want[(v % 64) as usize] += 1;
+        }
+        compare(&q.to_vec(&hist).map_err(fail)?, &want, |b| {
+            format!("groups of {local}: bin {b}")
+        })?;
+        let want: Vec<u32> = x
+            .chunks(local)
+            .map(|c| *c.iter().max().expect("a group"))
+            .collect();
+        compare(&q.to_vec(&tops).map_err(fail)?, &want, |g| {
+            format!("groups of {local}: maximum of group {g}")
+        })?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- 13. 2-D tiles
+
+macro_rules! transpose {
+    ($kernel:ident, $t:ident) => {
+        /// Transposes through a 16 × 17 local tile (the extra column keeps banks apart); the
+        /// tile is `local_range(0)` square, at most 16.
+        #[sycl::kernel]
+        fn $kernel(a: &[$t], rows: usize, cols: usize, b: &mut [$t]) {
+            let tile = local_array::<$t, 272>();
+            let t = local_range(0);
+            let lr = local_id(0);
+            let lc = local_id(1);
+            let r = global_id(0);
+            let c = global_id(1);
+            if r < rows && c < cols {
+                tile[lr * 17 + lc] = a[r * cols + c];
+            }
+            barrier();
+            let orow = group_id(1) * t + lr;
+            let ocol = group_id(0) * t + lc;
+            if orow < cols && ocol < rows {
+                b[orow * rows + ocol] = tile[lc * 17 + lr];
+            }
+        }
+    };
+}
+
+transpose!(transpose_u64, u64);
+transpose!(transpose_f64, f64);
+
+/// Item 13: a 2-D nd-range kernel with a local tile: a transpose of 64-bit elements through
+/// local memory, for shapes that are not multiples of the tile, against the host.
+pub fn transpose_2d(d: &Device) -> R {
+    let q = in_order(d)?;
+    let tile = if d.max_work_group_size() >= 256 {
+        16
+    } else {
+        8
+    };
+    for (rows, cols) in [(50usize, 70usize), (33, 17), (16, 16), (1, 100)] {
+        let grow = rows.next_multiple_of(tile);
+        let gcol = cols.next_multiple_of(tile);
+        let range = Range::d2(grow, gcol).with_local([tile, tile, 1]);
+        let a: Vec<u64> = (0..rows * cols)
+            .map(|k| (k as u64) << 33 | (k as u64 * 7919))
+            .collect();
+        let want: Vec<u64> = (0..rows * cols)
+            .map(|k| a[(k % rows) * cols + k / rows])
+            .collect();
+        let (da, db) = (upload(&q, &a)?, filled(&q, rows * cols, u64::MAX)?);
+        run(&q, range, transpose_u64(&da, rows, cols, &db))?;
+        compare(&q.to_vec(&db).map_err(fail)?, &want, |k| {
+            format!("{rows}x{cols} u64: element ({}, {})", k / rows, k % rows)
+        })?;
+        if d.has(Aspect::Fp64) {
+            let af: Vec<f64> = a.iter().map(|&v| v as f64 * 0.5 - 1e9).collect();
+            let wantf: Vec<f64> = (0..rows * cols)
+                .map(|k| af[(k % rows) * cols + k / rows])
+                .collect();
+            let (da, db) = (upload(&q, &af)?, filled(&q, rows * cols, f64::NAN)?);
+            run(&q, range, transpose_f64(&da, rows, cols, &db))?;
+            compare_by(
+                &q.to_vec(&db).map_err(fail)?,
+                &wantf,
+                |g, w, _| same_float(g, w),
+                |k| format!("{rows}x{cols} f64: element ({}, {})", k / rows, k % rows),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A 3-D work-group reverses its items' values through local memory (the local linear id
+/// must agree with the group's layout on every backend).
+#[sycl::kernel]
+fn reverse_3d(x: &[u32], y: &mut [u32]) {
+    let tile = local_array::<u32, 512>();
+    let n = local_range(0) * local_range(1) * local_range(2);
+    let l = (local_id(0) * local_range(1) + local_id(1)) * local_range(2) + local_id(2);
+    let g = (global_id(0) * global_range(1) + global_id(1)) * global_range(2) + global_id(2);
+    tile[l] = x[g];
+    barrier();
+    y[g] = tile[n - 1 - l];
+}
+
+/// Item 6 and 13: a 3-D nd-range with local memory and a barrier, against the host.
+pub fn local_tiles_3d(d: &Device) -> R {
+    let q = in_order(d)?;
+    for (global, local) in [
+        ([4usize, 8, 16], [2usize, 4, 8]),
+        ([6, 6, 6], [3, 2, 1]),
+        ([2, 3, 40], [1, 1, 8]),
+    ] {
+        if local.iter().product::<usize>() > d.max_work_group_size() {
+            continue;
+        }
+        let n: usize = global.iter().product();
+        let x: Vec<u32> = (0..n as u32).map(|k| k.wrapping_mul(0x9e37_79b9)).collect();
+        let (dx, y) = (upload(&q, &x)?, filled(&q, n, SENTINEL)?);
+        let range = Range::d3(global[0], global[1], global[2]).with_local(local);
+        run(&q, range, reverse_3d(&dx, &y))?;
+        let lin = |id: [usize; 3], r: [usize; 3]| (id[0] * r[1] + id[1]) * r[2] + id[2];
+        let mut want = vec![0u32; n];
+        for a in 0..global[0] {
+            for b in 0..global[1] {
+                for c in 0..global[2] {
+                    let id = [a, b, c];
+                    let grp = [a / local[0], b / local[1], c / local[2]];
+                    let l = lin([a % local[0], b % local[1], c % local[2]], local);
+                    let m = local.iter().product::<usize>() - 1 - l;
+                    let lm = [
+                        m / (local[1] * local[2]),
+                        m / local[2] % local[1],
+                        m % local[2],
+                    ];
+                    let src = [
+                        grp[0] * local[0] + lm[0],
+                        grp[1] * local[1] + lm[1],
+                        grp[2] * local[2] + lm[2],
+                    ];
+                    want[lin(id, global)] = x[lin(src, global)];
+                }
+            }
+        }
+        compare(&q.to_vec(&y).map_err(fail)?, &want, |g| {
+            format!("{range:?}: item {g}")
+        })?;
+    }
+    Ok(())
+}
