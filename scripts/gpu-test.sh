@@ -44,6 +44,11 @@ for line in open(src):
 PY
     rm -f "$json"
     strip "$bundle"/bin/* 2>/dev/null || true
+    # The Python package: one abi3 wheel (Python >= 3.11; the GPU machines have 3.12).
+    rm -rf "$bundle/wheel" && mkdir -p "$bundle/wheel"
+    venv=${SYCL_RS_PY_VENV:-.ci-venv}
+    [ -x "$venv/bin/maturin" ] || "$venv/bin/pip" install -q "maturin>=1.7,<2"
+    "$venv/bin/maturin" build --release --strip -q -m python/Cargo.toml -o "$bundle/wheel"
     cp scripts/gpu-test.sh "$bundle/"
     du -sh "$bundle"
     ls -la "$bundle/bin"
@@ -94,6 +99,17 @@ device)
     [ -x "$b/bench-cuda" ] && step bench-cuda "$b/bench-cuda"
     [ -x "$b/bench-kernels" ] && step bench-kernels "$b/bench-kernels"
     [ -x "$b/all_to_all_ranks" ] && step all-to-all "$b/all_to_all_ranks"
+    # Python: the wheel unpacked beside the machine's torch/CuPy Python (no network there).
+    py=${SYCL_RS_GPU_PYTHON:-/opt/torch/.venv/bin/python3}
+    if [ -x "$py" ] && ls "$bundle"/wheel/*.whl >/dev/null 2>&1; then
+        pyroot=$(mktemp -d)
+        "$py" -m pip install -q --no-deps --no-index --target "$pyroot" "$bundle"/wheel/*.whl
+        step python-tests env PYTHONPATH="$pyroot" "$py" -m pytest -q -p no:cacheprovider python/tests
+        step python-bench env PYTHONPATH="$pyroot" "$py" python/bench/bench_python.py
+    else
+        echo "python: no $py or no wheel in the bundle" | tee "$out/python-tests.log"
+        echo "python-tests rc=1" >>"$summary"
+    fi
     echo "---- summary"
     cat "$summary"
     for f in "$out"/*.log; do
@@ -102,7 +118,7 @@ device)
             grep -E "^test .*FAILED|^---- |check failed|failed|panicked|Error|error" "$f" | head -30
         fi
     done
-    for f in demo-cuda0 demo-spread bench-cuda bench-kernels all-to-all; do
+    for f in demo-cuda0 demo-spread bench-cuda bench-kernels all-to-all python-tests python-bench; do
         [ -f "$out/$f.log" ] && { echo "---- $f"; tail -40 "$out/$f.log"; }
     done
     # Only a few files come back from the device machine: pack the logs into one.

@@ -273,7 +273,13 @@ impl Event {
             if !self.sleep_on(&s.signals, &s.signal_waiters, value, deadline)? {
                 return Ok(false);
             }
-            if shared && !reached(s.signals.load(Ordering::Acquire)) {
+            // Only a signal that is owed can be lost with its process: a signaller that died
+            // after its signal completed (pending 0) owes nothing, and later signals may come
+            // from anyone (the timeout bounds the wait).
+            if shared
+                && !reached(s.signals.load(Ordering::Acquire))
+                && s.pending.load(Ordering::Acquire) != 0
+            {
                 self.check_peers()?;
             }
         }

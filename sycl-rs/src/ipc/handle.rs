@@ -272,6 +272,42 @@ impl Handle {
         !self.fds.is_empty()
     }
 
+    /// How many descriptors travel with this handle (0 for handles that need none, such as
+    /// CUDA's).
+    pub fn descriptor_count(&self) -> usize {
+        self.header.fds.len()
+    }
+
+    /// Duplicates the descriptors that travel with this handle, in order, for a transport
+    /// other than [`crate::ipc::transport::Channel`] (e.g. Python's `multiprocessing`, which
+    /// passes descriptors itself). The receiver rebuilds the handle with
+    /// [`Handle::from_bytes_with_descriptors`].
+    ///
+    /// Errors: as [`crate::ipc::transport::Channel::send_handle`] (`Errc::Invalid` for an export
+    /// that was put, or for a handle made from bytes alone).
+    pub fn duplicate_descriptors(&self) -> Result<Vec<OwnedFd>> {
+        self.with_fds_for_sending(|fds| {
+            fds.iter()
+                .map(|fd| {
+                    fd.try_clone_to_owned()
+                        .map_err(|e| Error::new(Errc::Runtime, format!("dup: {e}")))
+                })
+                .collect()
+        })
+    }
+
+    /// Checks received bytes, as [`Handle::from_bytes`], and attaches the descriptors that
+    /// arrived with them (in the order [`Handle::duplicate_descriptors`] gave). Nothing about
+    /// the descriptors is believed: opening checks them as it checks those a channel delivers.
+    ///
+    /// Errors: `Errc::Invalid` for bad bytes or a descriptor count the handle does not name.
+    pub fn from_bytes_with_descriptors(
+        bytes: impl Into<Vec<u8>>,
+        fds: Vec<OwnedFd>,
+    ) -> Result<Handle> {
+        Handle::from_bytes(bytes)?.with_fds(fds)
+    }
+
     pub(crate) fn payload(&self) -> &[u8] {
         &self.bytes[HEADER_LEN..]
     }

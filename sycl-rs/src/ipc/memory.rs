@@ -184,6 +184,49 @@ pub fn close<T: Pod>(memory: Usm<T>) -> Result<()> {
     MemoryRecord::release_explicitly(memory.record, "ipc::memory::close")
 }
 
+/// A CUDA allocation as other CUDA programs share it: the raw 64-byte `cudaIpcMemHandle_t`
+/// of the allocation (what `cudaIpcGetMemHandle` / CuPy's `ipcGetMemHandle` give) and where
+/// the memory starts in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaRawHandle {
+    /// The allocation's handle, for `cudaIpcOpenMemHandle` in another process.
+    pub handle: [u8; 64],
+    /// Bytes from the start of the allocation to the memory's first byte.
+    pub offset: u64,
+    /// Bytes of the whole allocation, as the driver reports them.
+    pub allocation_size: u64,
+}
+
+/// `get` for programs outside sycl-rs: the raw CUDA IPC handle of CUDA device memory, for a
+/// process that opens it with `cudaIpcOpenMemHandle` (CuPy, PyTorch, plain CUDA). The memory
+/// is shared with other processes from then on, as after [`get`] (no host borrows).
+///
+/// A raw handle carries no export of ours: nothing revokes it, and it stays openable until
+/// the memory is freed (the driver's rule for legacy CUDA IPC handles).
+///
+/// Errors: `Errc::BackendMismatch` for memory of another backend; otherwise as [`get`].
+pub fn get_cuda_raw<T: Pod>(memory: &impl AsUsmRange<T>) -> Result<CudaRawHandle> {
+    let range = memory.usm_range();
+    let backend = range.record.context.backend();
+    if backend != sycl_backend::BackendKind::Cuda {
+        return Err(Error::new(
+            Errc::BackendMismatch,
+            format!("a raw CUDA IPC handle needs CUDA memory, not {backend} memory"),
+        ));
+    }
+    let handle = get(&range)?;
+    let payload = handle.payload();
+    // The CUDA backend's payload: handle (64), offset (8), allocation size (8), device (16).
+    let parsed = (payload.len() >= 80).then(|| CudaRawHandle {
+        handle: payload[..64].try_into().expect("64 bytes"),
+        offset: u64::from_le_bytes(payload[64..72].try_into().expect("8 bytes")),
+        allocation_size: u64::from_le_bytes(payload[72..80].try_into().expect("8 bytes")),
+    });
+    // The raw handle holds nothing of the export: count the get down again.
+    put(handle)?;
+    parsed.ok_or_else(|| Error::new(Errc::Runtime, "the CUDA backend's handle is too short"))
+}
+
 /// Opens a raw 64-byte `CUipcMemHandle` made by any CUDA program (`cudaIpcGetMemHandle` /
 /// `cuIpcGetMemHandle`) for an allocation of at least `size_bytes`, on a CUDA `device` of
 /// `context`: ranks written against the CUDA runtime (or PyTorch, CuPy) can share with sycl-rs

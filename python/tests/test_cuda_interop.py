@@ -1,0 +1,110 @@
+"""CUDA interop with PyTorch and CuPy, in this process and across processes (GPU machine;
+skipped without a CUDA device, failed then when SYCL_RS_REQUIRE_BACKENDS names cuda)."""
+
+import multiprocessing as mp
+
+import numpy as np
+import pytest
+
+import cuda_workers
+import sycl_rs
+from cuda_workers import N
+from sycl_rs import ipc
+
+cuda_devices = sycl_rs.devices("cuda:*")
+pytestmark = pytest.mark.skipif(not cuda_devices, reason="no CUDA device")
+TIMEOUT = 120
+
+
+@pytest.fixture
+def q():
+    return sycl_rs.Queue(cuda_devices[0])
+
+
+def test_dlpack_to_torch_and_cupy_is_zero_copy(q):
+    torch = pytest.importorskip("torch")
+    cupy = pytest.importorskip("cupy")
+    mem = sycl_rs.malloc_device(4 * N, q)
+    assert mem.__dlpack_device__() == (2, q.device.index)
+    mem.copy_from(np.arange(N, dtype=np.float32))
+    t = torch.from_dlpack(mem.as_array("float32"))
+    assert t.device.type == "cuda" and t.data_ptr() == mem.ptr
+    assert t[12345].item() == 12345
+    t.mul_(2)
+    torch.cuda.synchronize()
+    assert np.frombuffer(mem.copy_to(offset=4 * 100, nbytes=4), np.float32)[0] == 200
+    c = cupy.from_dlpack(mem.as_array("float32", (N // 4, 4)))
+    assert c.data.ptr == mem.ptr and c.shape == (N // 4, 4)
+    via_cai = cupy.asarray(mem.as_array("float32"))
+    assert via_cai.data.ptr == mem.ptr and float(via_cai[7]) == 14
+    cai = mem.__cuda_array_interface__
+    assert cai["version"] == 3 and cai["data"] == (mem.ptr, False) and cai["shape"] == (4 * N,)
+
+
+def test_torch_producer_sycl_rs_consumer(q):
+    pytest.importorskip("torch")
+    ctx = mp.get_context("spawn")
+    to_parent, from_parent = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=cuda_workers.torch_producer, args=(to_parent, from_parent))
+    p.start()
+    try:
+        share = to_parent.get(timeout=TIMEOUT)
+        mem = ipc.memory.open_torch(share)
+        assert mem.nbytes == 4 * N
+        got = np.frombuffer(mem.copy_to(), dtype=np.int32)
+        assert np.array_equal(got, np.arange(N, dtype=np.int32)), "sycl_rs reads torch's data"
+        mem.copy_from(-np.arange(N, dtype=np.int32))
+        from_parent.put("written")
+        assert to_parent.get(timeout=TIMEOUT) is True, "torch sees what sycl_rs wrote"
+        ipc.memory.close(mem)
+    finally:
+        p.join(TIMEOUT)
+    assert p.exitcode == 0
+
+
+def test_sycl_rs_raw_export_to_cupy(q):
+    pytest.importorskip("cupy")
+    mem = sycl_rs.malloc_device(4 * N + 256, q)
+    mem.fill((0xC0FFEE).to_bytes(4, "little"))
+    raw, offset, size = ipc.memory.get_cuda_raw(mem)
+    assert len(raw) == 64 and size >= mem.nbytes
+    ctx = mp.get_context("spawn")
+    to_parent = ctx.Queue()
+    p = ctx.Process(target=cuda_workers.cupy_consumer, args=(raw, offset, 4 * N, to_parent))
+    p.start()
+    p.join(TIMEOUT)
+    assert p.exitcode == 0
+    assert to_parent.get(timeout=TIMEOUT) is True, "CuPy reads sycl_rs's data"
+    got = np.frombuffer(mem.copy_to(nbytes=4 * N), dtype=np.uint32)
+    assert np.array_equal(got, np.arange(N, dtype=np.uint32)), "sycl_rs sees CuPy's writes"
+
+
+def test_cupy_producer_sycl_rs_consumer(q):
+    pytest.importorskip("cupy")
+    ctx = mp.get_context("spawn")
+    to_parent, from_parent = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=cuda_workers.cupy_producer, args=(to_parent, from_parent))
+    p.start()
+    try:
+        raw, nbytes = to_parent.get(timeout=TIMEOUT)
+        mem = ipc.memory.open_cuda_raw(raw, nbytes, queue=q)
+        assert (np.frombuffer(mem.copy_to(), dtype=np.int32) == 7).all()
+        mem.fill((9).to_bytes(4, "little"))
+        from_parent.put("written")
+        assert to_parent.get(timeout=TIMEOUT) is True
+        ipc.memory.close(mem)
+    finally:
+        p.join(TIMEOUT)
+    assert p.exitcode == 0
+
+
+def test_bad_raw_handles_are_errors(q):
+    with pytest.raises(sycl_rs.InvalidError):
+        ipc.memory.open_cuda_raw(b"short", 16, queue=q)
+    with pytest.raises(sycl_rs.SyclError):
+        ipc.memory.open_cuda_raw(bytes(64), 16, queue=q)  # the driver refuses a zero handle
+    with pytest.raises(sycl_rs.FeatureNotSupportedError):
+        ipc.memory.open_torch((0, bytes([2, ord("e")]) + bytes(64), 16, 0), queue=q)
+    native_mem = sycl_rs.malloc_device(16, sycl_rs.Queue(sycl_rs.Device.native_cpu()))
+    with pytest.raises(sycl_rs.BackendMismatchError):
+        ipc.memory.get_cuda_raw(native_mem)
