@@ -324,13 +324,12 @@ fn memory_open_cuda_raw(
         .checked_add(nbytes)
         .ok_or_else(|| error(Errc::Invalid, "offset + nbytes overflows"))?;
     let q = open_target(py, device, context, queue)?;
-    // SAFETY: the documented contract of this function (the exporter keeps the allocation
-    // alive while it is open here) is the caller's, as for `cudaIpcOpenMemHandle` itself; the
-    // size is checked against the driver's.
-    #[allow(unsafe_code)]
     let usm = py
-        .detach(|| unsafe {
-            sycl::ipc::memory::open_cuda_raw::<u8>(&raw, size, q.context(), q.device())
+        .detach(|| {
+            // SAFETY: the contract documented above (the exporter keeps the allocation alive
+            // while it is open here) is the Python caller's, as for `cudaIpcOpenMemHandle`
+            // itself; the size is checked against the driver's.
+            unsafe { sycl::ipc::memory::open_cuda_raw::<u8>(&raw, size, q.context(), q.device()) }
         })
         .py_err()?;
     Ok(Memory::window(usm, offset, nbytes, q, true))

@@ -115,13 +115,15 @@ impl Memory {
         })
     }
 
+    /// `__dlpack__` of `shape` elements of `dtype` from the first byte.
     fn export(
         &self,
         dtype: DlDataType,
         shape: Vec<i64>,
-        max_version: Option<(u32, u32)>,
+        request: DlpackRequest<'_, '_>,
         py: Python<'_>,
     ) -> PyResult<Py<PyAny>> {
+        request.check(self.dl_device()?)?;
         // Consumers read at once on any stream: commands of ours on the memory finish first.
         py.detach(|| self.queue.wait()).py_err()?;
         let (device_type, device_id) = self.dl_device()?;
@@ -135,7 +137,7 @@ impl Memory {
                 dtype,
                 shape,
             },
-            max_version.is_some_and(|(major, _)| major >= 1),
+            request.max_version.is_some_and(|(major, _)| major >= 1),
         )
     }
 
@@ -217,30 +219,36 @@ fn shape_of(nbytes: usize, item: usize, shape: Option<Vec<i64>>) -> PyResult<Vec
     }
 }
 
-fn check_dlpack_args(
-    stream: Option<&Bound<'_, PyAny>>,
+/// The keyword arguments of `__dlpack__`.
+struct DlpackRequest<'a, 'py> {
+    stream: Option<&'a Bound<'py, PyAny>>,
+    max_version: Option<(u32, u32)>,
     dl_device: Option<(i32, i32)>,
-    here: (i32, i32),
     copy: Option<bool>,
-) -> PyResult<()> {
-    if let Some(s) = stream {
-        if !s.is_none() && s.extract::<i64>().is_err() {
-            return Err(PyTypeError::new_err("stream must be an integer or None"));
+}
+
+impl DlpackRequest<'_, '_> {
+    /// Refuses what we cannot give: another device, a copy, a stream that is not an int.
+    fn check(&self, here: (i32, i32)) -> PyResult<()> {
+        if let Some(s) = self.stream {
+            if !s.is_none() && s.extract::<i64>().is_err() {
+                return Err(PyTypeError::new_err("stream must be an integer or None"));
+            }
         }
-    }
-    if let Some(d) = dl_device {
-        if d != here {
-            return Err(PyBufferError::new_err(format!(
-                "the memory is on DLPack device {here:?}, not {d:?} (no copies are made)"
-            )));
+        if let Some(d) = self.dl_device {
+            if d != here {
+                return Err(PyBufferError::new_err(format!(
+                    "the memory is on DLPack device {here:?}, not {d:?} (no copies are made)"
+                )));
+            }
         }
+        if self.copy == Some(true) {
+            return Err(PyBufferError::new_err(
+                "sycl_rs exports memory without copies (copy=True is not supported)",
+            ));
+        }
+        Ok(())
     }
-    if copy == Some(true) {
-        return Err(PyBufferError::new_err(
-            "sycl_rs exports memory without copies (copy=True is not supported)",
-        ));
-    }
-    Ok(())
 }
 
 #[pymethods]
@@ -416,9 +424,14 @@ impl Memory {
         dl_device: Option<(i32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        check_dlpack_args(stream, dl_device, self.dl_device()?, copy)?;
         let (dtype, _) = dlpack::dtype("uint8").expect("uint8");
-        self.export(dtype, vec![self.nbytes as i64], max_version, py)
+        let request = DlpackRequest {
+            stream,
+            max_version,
+            dl_device,
+            copy,
+        };
+        self.export(dtype, vec![self.nbytes as i64], request, py)
     }
 
     /// (device type, device id) in DLPack's terms: (2, ordinal) CUDA device memory, (3, 0)
@@ -497,9 +510,15 @@ impl ArrayView {
         dl_device: Option<(i32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        let memory = self.memory.get();
-        check_dlpack_args(stream, dl_device, memory.dl_device()?, copy)?;
-        memory.export(self.dtype, self.shape.clone(), max_version, py)
+        let request = DlpackRequest {
+            stream,
+            max_version,
+            dl_device,
+            copy,
+        };
+        self.memory
+            .get()
+            .export(self.dtype, self.shape.clone(), request, py)
     }
 
     fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {

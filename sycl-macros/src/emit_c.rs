@@ -382,15 +382,9 @@ impl Emitter<'_> {
                     step,
                     body,
                 } => {
-                    self.line("{");
-                    self.depth += 1;
-                    self.open_for(*var, start, end, *inclusive, step.as_ref(), true);
-                    self.depth += 1;
-                    self.steps(body);
-                    self.depth -= 1;
-                    self.line("}");
-                    self.depth -= 1;
-                    self.line("}");
+                    self.for_loop(*var, (start, end, *inclusive), step.as_ref(), true, |e| {
+                        e.steps(body)
+                    });
                 }
             }
         }
@@ -401,6 +395,26 @@ impl Emitter<'_> {
     fn uniform_check(&mut self) {
         self.line("if (!sycl_done && !sycl_fail) sycl_fail = sycl_ufail;");
         self.line("sycl_ufail = 0;");
+    }
+
+    /// `{ bounds; for (..) { body } }`: a loop in its own scope (its bounds are locals).
+    fn for_loop(
+        &mut self,
+        var: usize,
+        (start, end, inclusive): (&Expr, &Expr, bool),
+        step: Option<&Expr>,
+        uniform: bool,
+        body: impl FnOnce(&mut Self),
+    ) {
+        self.line("{");
+        self.depth += 1;
+        self.open_for(var, start, end, inclusive, step, uniform);
+        self.depth += 1;
+        body(self);
+        self.depth -= 1;
+        self.line("}");
+        self.depth -= 1;
+        self.line("}");
     }
 
     /// Emits the bounds of `for var in start..end` (`..=`, `.step_by(step)`) and opens the loop
@@ -612,15 +626,9 @@ impl Emitter<'_> {
                 step,
                 body,
             } => {
-                self.line("{");
-                self.depth += 1;
-                self.open_for(*var, start, end, *inclusive, step.as_ref(), false);
-                self.depth += 1;
-                self.block_plain(body);
-                self.depth -= 1;
-                self.line("}");
-                self.depth -= 1;
-                self.line("}");
+                self.for_loop(*var, (start, end, *inclusive), step.as_ref(), false, |e| {
+                    e.block_plain(body)
+                });
             }
             StmtKind::Break => self.line("break;"),
             StmtKind::Continue => self.line("continue;"),

@@ -69,7 +69,10 @@ impl<'a> RustEmitter<'a> {
         if self.f.locals[l].array.is_some() {
             return quote!(#name);
         }
-        quote!(#name)
+        match (self.class[l], self.ctx) {
+            (Class::Item, Ctx::Region) => quote!(__st.#name),
+            _ => quote!(#name),
+        }
     }
 
     fn param(&self, i: usize) -> TokenStream {
@@ -147,6 +150,8 @@ impl<'a> RustEmitter<'a> {
                     }
                     (Base::Param(p), false) => {
                         let p = self.param(*p);
+                        // SAFETY: emitted only for `get_unchecked` inside the kernel author's
+                        // `unsafe` block (parse refuses it elsewhere): their `i < len` holds.
                         quote_spanned!(e.span=> unsafe { #p.load_unchecked(#i) })
                     }
                     (Base::Local(l), true) => {
@@ -155,6 +160,7 @@ impl<'a> RustEmitter<'a> {
                     }
                     (Base::Local(l), false) => {
                         let a = self.local(*l);
+                        // SAFETY: as above, the author's `unsafe` block vouches for the index.
                         quote_spanned!(e.span=> unsafe { *#a.get_unchecked(#i) })
                     }
                 }
@@ -285,7 +291,6 @@ impl<'a> RustEmitter<'a> {
                 let local = &self.f.locals[*l];
                 let t = ty_tokens(self.f.ty(local.ty));
                 match (self.class[*l], self.ctx) {
-                    // Declared at the region's start (see `steps`).
                     (Class::Item, Ctx::Region) => {
                         let place = self.local(*l);
                         quote!(#place = #v;)
@@ -337,6 +342,8 @@ impl<'a> RustEmitter<'a> {
                         let (load, store) = if *checked {
                             (quote!(#p.load(__i)), quote!(#p.store(__i, __new)))
                         } else {
+                            // SAFETY: an unchecked store or atomic exists only inside the
+                            // author's `unsafe` block, whose guarantee is `__i < len`.
                             (
                                 quote_spanned!(s.span=> unsafe { #p.load_unchecked(__i) }),
                                 quote_spanned!(s.span=> unsafe { #p.store_unchecked(__i, __new) }),
@@ -353,6 +360,7 @@ impl<'a> RustEmitter<'a> {
                         let place = if *checked {
                             quote!(#a[__i])
                         } else {
+                            // SAFETY: as above, the author's `unsafe` block vouches for `__i`.
                             quote_spanned!(s.span=> *unsafe { #a.get_unchecked_mut(__i) })
                         };
                         let new = match op {
@@ -548,31 +556,17 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
             continue '__sycl_groups;
         }
     };
-    // A region works on copies of the work-item's state in locals and stores them back at its
-    // end (a work-item that returns is done: its state is dead). Through `__st` every access
-    // would be a memory access, as LLVM does not keep memory in registers across the relaxed
-    // atomic loads that kernel slices make (an accumulator loop ran at a third of the speed).
-    let item_locals: Vec<_> = f
-        .locals
-        .iter()
-        .enumerate()
-        .filter(|(l, local)| local.array.is_none() && an.class[*l] == Class::Item)
-        .map(|(l, _)| format_ident!("__sycl_v{}", l))
-        .collect();
     let mut out = TokenStream::new();
     for step in steps_ {
         let ts = match step {
             Step::Region(stmts) => {
                 let body = region.block(stmts);
-                let names = &item_locals;
                 quote! {
                     __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
                         if __st.done {
                             return;
                         }
-                        #(let mut #names = __st.#names;)*
                         #body
-                        #(__st.#names = #names;)*
                     });
                 }
             }
@@ -587,7 +581,6 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
             }
             Step::Barrier => quote!(),
             Step::Reduce { local, op, value } => {
-                let names = &item_locals;
                 let name = format_ident!("__sycl_v{}", local);
                 let t = f.ty(value.ty);
                 let tt = ty_tokens(t);
@@ -607,7 +600,6 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
                             if __st.done {
                                 return;
                             }
-                            #(let #names = __st.#names;)*
                             let __x: #tt = #v;
                             __acc = #combine;
                         });

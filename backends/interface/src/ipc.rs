@@ -237,11 +237,10 @@ impl ExporterFds {
         }
         let (pid, pidfd) = match self {
             ExporterFds::SameProcess => {
-                // SAFETY: only the number is borrowed, for the duration of the dup. It is one
-                // of this process's descriptors that an export named; if it was closed since,
-                // the dup fails with EBADF, and if it was reused, the copy is of another file,
-                // which the caller's checks (ticket, file identity) refuse. Duplicating it has
-                // no effect on its owner.
+                // The number is one of this process's descriptors that an export named; if it
+                // was closed since, the dup fails with EBADF, and if it was reused, the copy is
+                // of another file, which the caller's checks (ticket, file identity) refuse.
+                // SAFETY: only the number is borrowed, for one dup, which leaves its owner as is.
                 let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
                 return rustix::io::fcntl_dupfd_cloexec(borrowed, 0).map_err(|e| {
                     Error::os(
