@@ -5,6 +5,7 @@
 #                                 # binaries, strips them into .gpu-bundle/ (git-ignored)
 #   device tool: run(command="bash scripts/gpu-test.sh device", carry=[".gpu-bundle"],
 #                    kind="nvidia-h100-x1" or "nvidia-h200-x2")
+#   scripts/gpu-test.sh device-mpi   # only the MPI steps (sycl::ranks), for the multi-GPU kinds
 #
 # On the device every suite runs with SYCL_RS_REQUIRE_BACKENDS=cuda, so a CUDA backend that
 # fails to load fails the run instead of skipping. Logs land in $OUT; a summary prints last.
@@ -20,6 +21,10 @@ build)
     json=$(mktemp)
     cargo test --release --no-run --message-format=json -p sycl-tests -p sycl-backend-cuda -p sycl-backend-opencl >"$json"
     cargo build --release --message-format=json -p sycl-rs --bin sycl-ls --examples --benches >>"$json"
+    # sycl::ranks (feature mpi): the MPI test and the halo exchange, linked to libmpi.so.40
+    # (Open MPI 4.1 here and on the GPU machines).
+    cargo test --release --no-run --message-format=json -p sycl-rs --features mpi --test mpi_ranks >>"$json"
+    cargo build --release --message-format=json -p sycl-rs --features mpi --example halo_exchange >>"$json"
     python3 - "$json" "$bundle/bin" <<'PY'
 import json, shutil, sys, os
 src, dst = sys.argv[1], sys.argv[2]
@@ -53,7 +58,7 @@ PY
     du -sh "$bundle"
     ls -la "$bundle/bin"
     ;;
-device)
+device | device-mpi)
     out=${OUT:-/tmp/gpu-out}
     mkdir -p "$out"
     export SYCL_RS_REQUIRE_BACKENDS=${SYCL_RS_REQUIRE_BACKENDS:-cuda}
@@ -74,10 +79,34 @@ device)
     nvidia-smi -L | tee "$out/gpus.txt"
     nvidia-smi topo -m >>"$out/gpus.txt" 2>&1
     ngpu=$(nvidia-smi -L | grep -c '^GPU')
+    mpi_steps() {
+        # sycl::ranks: one rank per GPU (one node), then two "nodes" of two GPUs (node key)
+        # with the inter-node path CUDA-aware and staged. Open MPI refuses root without these.
+        export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+        command -v mpirun >/dev/null || { echo "mpi: no mpirun" >>"$summary"; return; }
+        local mpi="mpirun --allow-run-as-root --oversubscribe --bind-to none"
+        local size="--nx 8192 --ny 8192 --steps 200 --bw-mib 256"
+        [ -x "$b/test-mpi_ranks" ] && step mpi-ranks "$b/test-mpi_ranks"
+        local n=$ngpu; [ "$n" -lt 2 ] && n=2
+        step mpi-halo-1node $mpi -np "$n" "$b/halo_exchange" $size
+        if [ "$ngpu" -ge 4 ]; then
+            step mpi-halo-2nodes $mpi -np 4 -x SYCL_RS_RANKS_PER_NODE=2 "$b/halo_exchange" $size
+            step mpi-halo-2nodes-staged $mpi -np 4 -x SYCL_RS_RANKS_PER_NODE=2 -x SYCL_RS_MPI_CUDA_AWARE=0 "$b/halo_exchange" $size
+        fi
+    }
+    if [ "$mode" = device-mpi ]; then
+        mpi_steps
+        only_mpi=1
+    else
+        only_mpi=0
+    fi
+    if [ "$only_mpi" = 0 ]; then
     step sycl-ls "$b/sycl-ls" --verbose
     for t in "$b"/test-*; do
         # The kernel macro's compile-error tests need cargo: they run in CI, not here.
         [ "$(basename "$t")" = test-kernel_ui ] && continue
+        # Runs under mpirun in mpi_steps.
+        [ "$(basename "$t")" = test-mpi_ranks ] && continue
         step "$(basename "$t")" "$t" --test-threads=4
     done
     step demo-cuda0 "$b/share_across_ranks" --device cuda:0 --ranks 4
@@ -110,6 +139,8 @@ device)
         echo "python: no $py or no wheel in the bundle" | tee "$out/python-tests.log"
         echo "python-tests rc=1" >>"$summary"
     fi
+    mpi_steps
+    fi
     echo "---- summary"
     cat "$summary"
     for f in "$out"/*.log; do
@@ -118,7 +149,7 @@ device)
             grep -E "^test .*FAILED|^---- |check failed|failed|panicked|Error|error" "$f" | head -30
         fi
     done
-    for f in demo-cuda0 demo-spread bench-cuda bench-kernels all-to-all python-tests python-bench; do
+    for f in demo-cuda0 demo-spread bench-cuda bench-kernels all-to-all python-tests python-bench mpi-ranks mpi-halo-1node mpi-halo-2nodes mpi-halo-2nodes-staged; do
         [ -f "$out/$f.log" ] && { echo "---- $f"; tail -40 "$out/$f.log"; }
     done
     # Only a few files come back from the device machine: pack the logs into one.

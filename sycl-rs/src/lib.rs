@@ -51,6 +51,8 @@ pub mod ipc;
 pub mod kernel;
 mod platform;
 mod queue;
+#[cfg(feature = "mpi")]
+pub mod ranks;
 mod runtime;
 mod selector;
 mod usm;

@@ -170,25 +170,28 @@ impl MemoryRecord {
         uses: &[(&Arc<MemoryRecord>, Use)],
         submit: impl FnOnce() -> Result<Arc<dyn sycl_backend::Event>>,
     ) -> Result<Arc<dyn sycl_backend::Event>> {
-        let mut merged: Vec<(&Arc<MemoryRecord>, Use)> = Vec::with_capacity(uses.len());
-        for &(record, use_) in uses {
-            match merged.iter_mut().find(|(r, _)| Arc::ptr_eq(r, record)) {
-                Some((_, u)) if use_ == Use::Write => *u = Use::Write,
-                Some(_) => {}
-                None => merged.push((record, use_)),
-            }
-        }
-        let mut in_flight = InFlight {
-            admitted: &merged[..0],
-            event: None,
-        };
-        for (i, (record, use_)) in merged.iter().enumerate() {
-            record.admit(*use_)?;
-            in_flight.admitted = &merged[..=i];
-        }
+        let merged = merge_uses(uses);
+        let mut in_flight = InFlight::admit(&merged)?;
         let event = submit()?;
         in_flight.event = Some(event.clone());
         Ok(event)
+    }
+
+    /// Runs `transfer`, an agent outside any queue that reads or writes the records' memory
+    /// through raw pointers until it returns (MPI moving bytes in or out, `sycl::ranks`),
+    /// admitted and counted in flight like a device command (records may repeat, as in
+    /// `submit`): no host borrow can exist while it runs, and a read-only mapping refuses a
+    /// writing transfer.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn during_transfer<R>(
+        uses: &[(&Arc<MemoryRecord>, Use)],
+        transfer: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let merged = merge_uses(uses);
+        let in_flight = InFlight::admit(&merged)?;
+        let result = transfer();
+        drop(in_flight);
+        result
     }
 
     fn admit(&self, use_: Use) -> Result<()> {
@@ -509,6 +512,35 @@ impl MemoryRecord {
 struct InFlight<'a> {
     admitted: &'a [(&'a Arc<MemoryRecord>, Use)],
     event: Option<Arc<dyn sycl_backend::Event>>,
+}
+
+/// `uses` with each record once, at the strongest use it appears with.
+fn merge_uses<'a>(uses: &[(&'a Arc<MemoryRecord>, Use)]) -> Vec<(&'a Arc<MemoryRecord>, Use)> {
+    let mut merged: Vec<(&Arc<MemoryRecord>, Use)> = Vec::with_capacity(uses.len());
+    for &(record, use_) in uses {
+        match merged.iter_mut().find(|(r, _)| Arc::ptr_eq(r, record)) {
+            Some((_, u)) if use_ == Use::Write => *u = Use::Write,
+            Some(_) => {}
+            None => merged.push((record, use_)),
+        }
+    }
+    merged
+}
+
+impl<'a> InFlight<'a> {
+    /// Admits every use (each record once: see `merge_uses`), or none: on a refusal the ones
+    /// already admitted settle again.
+    fn admit(merged: &'a [(&'a Arc<MemoryRecord>, Use)]) -> Result<InFlight<'a>> {
+        let mut in_flight = InFlight {
+            admitted: &merged[..0],
+            event: None,
+        };
+        for (i, (record, use_)) in merged.iter().enumerate() {
+            record.admit(*use_)?;
+            in_flight.admitted = &merged[..=i];
+        }
+        Ok(in_flight)
+    }
 }
 
 impl Drop for InFlight<'_> {
