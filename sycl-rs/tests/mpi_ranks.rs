@@ -107,7 +107,29 @@ fn node_buffer(ranks: &Ranks, q: &Queue) -> R {
             &got[N / 2..N / 2 + 4]
         ),
     )?;
-    check(buffer.peer(7).is_err(), "peer(7) must fail".into())
+    check(buffer.peer(7).is_err(), "peer(7) must fail".into())?;
+    let used = buffer.descriptor_path(peer);
+    let expected = match (ranks.options().descriptors, deny_ptrace()) {
+        (DescriptorPath::Auto, true) | (DescriptorPath::Channel, _) => DescriptorPath::Channel,
+        _ => DescriptorPath::Pidfd,
+    };
+    check(
+        used == Some(expected),
+        format!(
+            "rank {}: descriptors came by {used:?}, expected {expected:?}",
+            ranks.rank()
+        ),
+    )?;
+    if ranks.rank() == 0 {
+        println!("node buffer: the peer's descriptors came by {used:?}");
+    }
+    Ok(())
+}
+
+/// `SYCL_RS_TEST_DENY_PTRACE=1`: every rank makes itself non-dumpable, so that (without
+/// CAP_SYS_PTRACE) no sibling may take its descriptors with `pidfd_getfd`, as under Yama.
+fn deny_ptrace() -> bool {
+    std::env::var("SYCL_RS_TEST_DENY_PTRACE").as_deref() == Ok("1")
 }
 
 /// Rank r exchanges with the rank of the same local index on the other node (through MPI).
@@ -139,6 +161,11 @@ fn ranks_main() -> ExitCode {
         return ExitCode::FAILURE;
     };
     let world = universe.world();
+    if deny_ptrace() {
+        // SAFETY: prctl(PR_SET_DUMPABLE, 0) changes only this process's ptrace-ability.
+        let r = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+        assert_eq!(r, 0, "prctl(PR_SET_DUMPABLE)");
+    }
     let path = match std::env::var("SYCL_RS_DESCRIPTOR_PATH").as_deref() {
         Ok("channel") => DescriptorPath::Channel,
         Ok("pidfd") => DescriptorPath::Pidfd,
@@ -192,37 +219,75 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let me = std::env::current_exe().expect("current_exe");
-    for path in ["auto", "pidfd", "channel"] {
-        let out = Command::new("timeout")
-            .args([
-                "-k",
-                "5",
-                "180",
-                "mpirun",
-                "--allow-run-as-root",
-                "--oversubscribe",
-            ])
-            .args(["-np", "4", "-x", "SYCL_RS_DESCRIPTOR_PATH"])
-            .arg(&me)
-            .env("SYCL_RS_DESCRIPTOR_PATH", path)
-            // Open MPI refuses root without these (CI runs as root).
-            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .output()
-            .expect("running mpirun");
+    // (descriptor path, deny ptrace): the last run makes pidfd_getfd fail between the ranks,
+    // so that `Auto` must fall back to the rank channel by itself. Root may ptrace anyone, so
+    // as root that run drops to user nobody (setpriv); without setpriv it is skipped.
+    let root = rustix::process::geteuid().is_root();
+    let has_setpriv = Command::new("setpriv").arg("--version").output().is_ok();
+    for (path, deny) in [
+        ("auto", false),
+        ("pidfd", false),
+        ("channel", false),
+        ("auto", true),
+    ] {
+        if deny && root && !has_setpriv {
+            println!(
+                "mpi_ranks: the auto fallback run skipped: root, and no setpriv to drop to nobody"
+            );
+            continue;
+        }
+        let mut cmd = Command::new("timeout");
+        cmd.args(["-k", "5", "180"]);
+        if deny && root {
+            cmd.args([
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+            ]);
+            cmd.env("HOME", std::env::temp_dir());
+        }
+        cmd.args([
+            "mpirun",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            "4",
+        ])
+        .args([
+            "-x",
+            "SYCL_RS_DESCRIPTOR_PATH",
+            "-x",
+            "SYCL_RS_TEST_DENY_PTRACE",
+        ])
+        // Open MPI's shared-memory transport reads peers' memory with process_vm_readv,
+        // which a non-dumpable peer refuses too: copy through its own segment instead.
+        .args(["--mca", "btl_vader_single_copy_mechanism", "none"])
+        .arg(&me)
+        .env("SYCL_RS_DESCRIPTOR_PATH", path)
+        .env("SYCL_RS_TEST_DENY_PTRACE", if deny { "1" } else { "0" })
+        // Open MPI refuses root without these (CI runs as root).
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        let out = cmd.output().expect("running mpirun");
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         print!("{stdout}");
         let oks = stdout.matches(": ok (").count();
+        let what = if deny {
+            format!("{path}, pidfd_getfd refused")
+        } else {
+            path.to_string()
+        };
         if !out.status.success() || oks != 4 {
             eprintln!("{stderr}");
             eprintln!(
-                "mpi_ranks: descriptor path {path}: {:?}, {oks} of 4 ranks ok",
+                "mpi_ranks: descriptor path {what}: {:?}, {oks} of 4 ranks ok",
                 out.status
             );
             return ExitCode::FAILURE;
         }
-        println!("mpi_ranks: descriptor path {path}: 4 ranks on 2 nodes ok");
+        println!("mpi_ranks: descriptor path {what}: 4 ranks on 2 nodes ok");
     }
     ExitCode::SUCCESS
 }

@@ -26,6 +26,8 @@ pub struct NodeBuffer<'r, T: Pod> {
     /// Opened parts of the other ranks, by local rank (`None` at ours).
     peers: Vec<Option<Usm<T>>>,
     peer_events: Vec<Option<Event>>,
+    /// How each peer's descriptors came (`None` at ours).
+    paths: Vec<Option<DescriptorPath>>,
 }
 
 impl<T: Pod> std::fmt::Debug for NodeBuffer<'_, T> {
@@ -87,6 +89,13 @@ impl<'r, T: Pod> NodeBuffer<'r, T> {
             .map(|&r| self.peer_event(r))
             .collect::<Result<Vec<_>>>()?;
         queue.enqueue_wait_events(&events)
+    }
+
+    /// How the descriptors of local rank `local_rank`'s part reached this rank:
+    /// `DescriptorPath::Pidfd` or `DescriptorPath::Channel` (`None` for this rank itself or an
+    /// index outside the node).
+    pub fn descriptor_path(&self, local_rank: usize) -> Option<DescriptorPath> {
+        self.paths.get(local_rank).copied().flatten()
     }
 
     fn no_such_rank(&self, local_rank: usize) -> Error {
@@ -165,6 +174,7 @@ impl Ranks {
         // 2. Open every peer's handles with pidfd_getfd; note the pairs that need the channel.
         let mut peers: Vec<Option<Usm<T>>> = (0..size).map(|_| None).collect();
         let mut peer_events: Vec<Option<Event>> = (0..size).map(|_| None).collect();
+        let mut paths: Vec<Option<DescriptorPath>> = vec![None; size];
         let mut need_channel = vec![0u8; size];
         let mut failure: Option<Error> = mine.as_ref().err().cloned();
         for (r, msg) in messages.iter().enumerate() {
@@ -186,6 +196,7 @@ impl Ranks {
                 Ok((m, e)) => {
                     peers[r] = Some(m);
                     peer_events[r] = Some(e);
+                    paths[r] = Some(DescriptorPath::Pidfd);
                 }
                 Err(err) if self.options.descriptors == DescriptorPath::Auto => {
                     log::debug!("sycl-rs: local rank {r}: pidfd_getfd path failed ({err}); using the rank channel");
@@ -223,6 +234,7 @@ impl Ranks {
                         Ok((m, e)) => {
                             peers[r] = Some(m);
                             peer_events[r] = Some(e);
+                            paths[r] = Some(DescriptorPath::Channel);
                         }
                         Err(err) => failure = Some(err),
                     }
@@ -260,6 +272,7 @@ impl Ranks {
             exports: vec![mem_handle, event_handle],
             peers,
             peer_events,
+            paths,
         })
     }
 
