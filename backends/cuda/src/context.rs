@@ -250,6 +250,15 @@ impl sycl_backend::Context for Context {
         self.pointer_info(ptr)
     }
 
+    fn foreign_pointer_info(&self, ptr: u64) -> Result<PointerInfo> {
+        Context::foreign_pointer_info(self, ptr)
+    }
+
+    fn wait_foreign_default_queue(&self, device: &Arc<dyn sycl_backend::Device>) -> Result<()> {
+        self.with_ctx(self.device_index(device)?)?;
+        result::stream::synchronize_legacy()
+    }
+
     fn create_event(&self, props: EventProperties) -> Result<Arc<dyn sycl_backend::Event>> {
         self.standalone_event(0, props)
     }

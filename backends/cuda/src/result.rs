@@ -331,6 +331,20 @@ pub(crate) mod stream {
         check(r, "cuStreamSynchronize")
     }
 
+    /// `cuStreamSynchronize(CU_STREAM_LEGACY)`: waits for the legacy default stream of the
+    /// current context, which every other library's default-stream work goes to (and which
+    /// is ordered after the work of blocking streams).
+    pub(crate) fn synchronize_legacy() -> Result<()> {
+        need!("cuStreamSynchronize");
+        // CU_STREAM_LEGACY (cuda.h: `((CUstream)0x1)`) is a handle the driver defines, not a
+        // pointer that is dereferenced here.
+        let legacy = 1usize as sys::CUstream;
+        // SAFETY: CU_STREAM_LEGACY is valid in any context (a context is current: callers use
+        // `with_ctx`).
+        let r = unsafe { sys::cuStreamSynchronize(legacy) };
+        check(r, "cuStreamSynchronize(CU_STREAM_LEGACY)")
+    }
+
     /// `cuStreamQuery`: whether every command submitted to `s` has completed.
     pub(crate) fn query(s: sys::CUstream) -> Result<bool> {
         need!("cuStreamQuery");
@@ -622,6 +636,66 @@ pub(crate) mod mem {
         };
         check(r, "cuPointerGetAttribute")?;
         Ok(v != 0)
+    }
+
+    /// What the driver says of `p`, memory some other library may have allocated:
+    /// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE` (a `CUmemorytype`), `_DEVICE_ORDINAL`,
+    /// `_IS_MANAGED`, and the range holding `p` (`_RANGE_START_ADDR`, `_RANGE_SIZE`). An
+    /// address the driver does not know is `CUDA_ERROR_INVALID_VALUE`.
+    #[doc(alias = "cuPointerGetAttribute")]
+    pub(crate) fn attributes(p: u64) -> Result<PointerAttributes> {
+        need!("cuPointerGetAttribute");
+        let (mut memory_type, mut ordinal, mut managed) = (0u32, -1i32, 0u32);
+        let (mut start, mut size) = (0u64, 0usize);
+        for (out, attribute) in [
+            (
+                (&mut memory_type as *mut u32).cast::<std::ffi::c_void>(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            ),
+            (
+                (&mut ordinal as *mut i32).cast(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            ),
+            (
+                (&mut managed as *mut u32).cast(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
+            ),
+            (
+                (&mut start as *mut u64).cast(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+            ),
+            (
+                (&mut size as *mut usize).cast(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+            ),
+        ] {
+            // SAFETY: MEMORY_TYPE writes a CUmemorytype (a 32-bit enum), DEVICE_ORDINAL an int,
+            // IS_MANAGED an unsigned int, RANGE_START_ADDR a CUdeviceptr (u64) and RANGE_SIZE
+            // a size_t, each into the matching local; an address the driver does not know is
+            // an error code, not undefined behaviour.
+            let r = unsafe { sys::cuPointerGetAttribute(out, attribute, p) };
+            check(r, "cuPointerGetAttribute")?;
+        }
+        Ok(PointerAttributes {
+            memory_type,
+            ordinal,
+            managed: managed != 0,
+            start,
+            size,
+        })
+    }
+
+    /// The answer of [`attributes`].
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct PointerAttributes {
+        /// `CUmemorytype`: 1 host, 2 device, 4 unified.
+        pub(crate) memory_type: u32,
+        /// The device of the memory (of the context that allocated it, for host memory).
+        pub(crate) ordinal: i32,
+        pub(crate) managed: bool,
+        /// The allocation holding the pointer.
+        pub(crate) start: u64,
+        pub(crate) size: usize,
     }
 
     /// A `CUmemLocation` naming device `ordinal`.

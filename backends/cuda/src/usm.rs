@@ -124,6 +124,47 @@ impl Context {
             _ => PointerInfo::unknown(),
         }
     }
+
+    /// [`sycl_backend::Context::foreign_pointer_info`]: the driver's pointer attributes.
+    pub(crate) fn foreign_pointer_info(&self, ptr: u64) -> Result<PointerInfo> {
+        // Some drivers answer attribute queries only with a context current.
+        self.with_ctx(0)?;
+        let a = result::mem::attributes(ptr).map_err(|e| {
+            Error::invalid(format!(
+                "{ptr:#x} is not memory the CUDA driver knows (cuPointerGetAttribute: {e})"
+            ))
+        })?;
+        let index = self
+            .cuda_devices
+            .iter()
+            .position(|d| d.ordinal == a.ordinal);
+        let kind = match (a.memory_type, a.managed) {
+            (_, true) => UsmKind::Shared,
+            (1, false) => UsmKind::Host,
+            (2, false) => UsmKind::Device,
+            (t, _) => {
+                return Err(Error::invalid(format!(
+                    "{ptr:#x} is CUDA memory of type {t} (neither device, host nor managed)"
+                )))
+            }
+        };
+        let device_index = match (kind, index) {
+            (UsmKind::Host, _) => None,
+            (_, Some(i)) => Some(i),
+            (_, None) => {
+                return Err(Error::invalid(format!(
+                    "{ptr:#x} lives on CUDA device {}, which is not in this context",
+                    a.ordinal
+                )))
+            }
+        };
+        Ok(PointerInfo {
+            kind,
+            device_index,
+            base: a.start,
+            size: a.size,
+        })
+    }
 }
 
 impl crate::device::Device {

@@ -102,6 +102,32 @@ pub trait Context: Send + Sync + Any {
     /// What the context knows of `ptr` (`UsmKind::Unknown` if nothing).
     fn usm_pointer_info(&self, ptr: u64) -> PointerInfo;
 
+    /// What the driver says about `ptr` when this context did not allocate it: memory of
+    /// another library in the same process (a PyTorch or CuPy tensor) that `sycl` is asked to
+    /// wrap (`Usm::from_foreign`). `kind` is the memory's kind, `device_index` its device among
+    /// this context's (none for host memory), `base` and `size` the driver's allocation
+    /// holding `ptr`.
+    ///
+    /// Errors: `Errc::FeatureNotSupported` where the backend has no such query (the default);
+    /// `Errc::Invalid` when the driver does not know `ptr`, or it lives on a device outside
+    /// this context.
+    fn foreign_pointer_info(&self, ptr: u64) -> Result<PointerInfo> {
+        let _ = ptr;
+        Err(Error::unsupported_by_backend(
+            self.backend(),
+            "querying memory allocated outside sycl-rs",
+        ))
+    }
+
+    /// Waits for the work that other libraries submitted to `device`'s default queue (CUDA:
+    /// the legacy default stream, `cuStreamSynchronize(CU_STREAM_LEGACY)`), so that foreign
+    /// memory a DLPack producer made ready there may be used by any queue of this context.
+    /// Nothing to wait for where the backend has no such queue (the default).
+    fn wait_foreign_default_queue(&self, device: &Arc<dyn Device>) -> Result<()> {
+        let _ = device;
+        Ok(())
+    }
+
     /// A standalone event in the complete state (`make_event`). Backends refuse
     /// `enable_ipc` together with `enable_profiling` with `Errc::Invalid`.
     fn create_event(&self, props: EventProperties) -> Result<Arc<dyn Event>> {

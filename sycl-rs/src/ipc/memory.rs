@@ -52,6 +52,12 @@ pub fn get<T: Pod>(memory: &impl AsUsmRange<T>) -> Result<Handle> {
                 "a virtual-memory mapping is shared with ipc::physical_memory, not ipc::memory",
             ))
         }
+        (_, Release::Foreign) => {
+            return Err(Error::invalid(
+                "foreign memory (another library's, wrapped with Usm::from_foreign) cannot be \
+                 exported: its owner, not sycl-rs, decides how long it lives",
+            ))
+        }
         (UsmKind::Device, Release::Nothing) => {
             return Err(Error::invalid("an empty allocation cannot be exported"))
         }

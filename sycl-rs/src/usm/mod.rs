@@ -1,13 +1,14 @@
 //! Unified shared memory: typed owners that free on drop, ranges, views and host borrows.
 //!
 //! Every piece of memory sycl-rs hands out (a USM allocation, memory opened through IPC, a
-//! virtual-memory mapping) is a [`MemoryRecord`] behind an `Arc`, shared by its owner and by
+//! virtual-memory mapping, foreign memory another library owns) is a [`MemoryRecord`] behind an `Arc`, shared by its owner and by
 //! every range, view and kernel argument made from it. Commands register their event with the
 //! record; the record is released (freed, closed, unmapped) only when its last reference goes,
 //! after those commands. Who may touch the memory when is decided by the record
 //! ([`record`], spec/soundness.md).
 
 mod access;
+mod foreign;
 pub(crate) mod record;
 
 use std::marker::PhantomData;
@@ -18,6 +19,7 @@ use bytemuck::Pod;
 use sycl_backend::{AccessMode, Aspect, PointerInfo, UsmKind};
 
 pub use access::{HostSlice, HostSliceMut, UsmView};
+pub use foreign::{ForeignKind, ForeignMemory};
 pub(crate) use record::{MemoryRecord, RecordSpec, Release, Use};
 
 use crate::{Context, Device, Errc, Error, Queue, Result};
@@ -186,6 +188,17 @@ impl<T: Pod> Usm<T> {
         UsmView::new(self.record.clone(), self.record.ptr, self.len)
     }
 
+    /// Whether commands may only read this memory (foreign memory lent read-only, see
+    /// [`Usm::from_foreign`]): commands that would write it are refused.
+    pub fn is_read_only(&self) -> bool {
+        self.record.is_read_only()
+    }
+
+    /// Whether it is foreign memory ([`Usm::from_foreign`]): another library owns it.
+    pub fn is_foreign(&self) -> bool {
+        self.record.release == Release::Foreign
+    }
+
     /// Whether another process may map this memory (it was exported with
     /// [`crate::ipc::memory::get`], or opened from such an export). Such memory has no host
     /// borrows, only views and queue copies.
@@ -290,6 +303,11 @@ impl<T: Pod> UsmRange<T> {
     /// Whether the host may access it directly.
     pub fn is_host_accessible(&self) -> bool {
         self.record.host_accessible
+    }
+
+    /// Whether commands may only read it (see [`Usm::is_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.record.is_read_only()
     }
 
     /// A view for closure kernels and host threads over this range (atomic accesses);

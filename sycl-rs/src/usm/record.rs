@@ -36,6 +36,9 @@ pub(crate) enum Release {
     IpcClose,
     /// `unmap` of a virtual-memory mapping.
     Unmap,
+    /// Nothing: foreign memory (`Usm::from_foreign`), whose owner, the record's anchor, is
+    /// dropped after the release and gives the memory back to its producer.
+    Foreign,
     /// Nothing (zero-sized).
     Nothing,
 }
@@ -59,7 +62,8 @@ enum HostBorrow {
     Writer,
 }
 
-/// The access mode of the memory, for mappings (USM is always read-write).
+/// The access mode of the memory, for mappings and foreign memory (USM is always
+/// read-write).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
     Set(AccessMode),
@@ -105,7 +109,9 @@ pub(crate) struct MemoryRecord {
     /// IPC exports of this memory (`ipc::memory::get`), revoked on release; made by the
     /// first export (most memory is never exported: no allocation for it).
     pub(crate) exports: OnceLock<Arc<ExportSet>>,
-    /// Keeps what the memory depends on alive (the physical memory of a mapping).
+    /// Keeps what the memory depends on alive (the physical memory of a mapping, the owner
+    /// of foreign memory). Dropped after `Drop::drop` released the memory, so after every
+    /// command that used it.
     _anchor: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
@@ -131,6 +137,8 @@ impl MemoryRecord {
     pub(crate) fn new(spec: RecordSpec) -> Arc<MemoryRecord> {
         let host_accessible = match spec.kind {
             UsmKind::Host | UsmKind::Shared => true,
+            // Foreign system memory: ordinary host memory of this process.
+            UsmKind::Unknown if spec.release == Release::Foreign => true,
             UsmKind::Device | UsmKind::Unknown => spec.device.as_ref().is_some_and(Device::is_cpu),
         };
         Arc::new(MemoryRecord {
@@ -209,9 +217,12 @@ impl MemoryRecord {
                 ))
             }
             Mode::Set(AccessMode::Read) if use_ == Use::Write => {
-                return Err(refuse(
-                    "the mapping's access mode is read: no command may write it",
-                ))
+                return Err(refuse(if self.release == Release::Foreign {
+                    "the foreign memory is read-only (its producer lent it so): no command may \
+                     write it"
+                } else {
+                    "the mapping's access mode is read: no command may write it"
+                }))
             }
             Mode::Set(_) => {}
         }
@@ -280,6 +291,13 @@ impl MemoryRecord {
         }
         let conflicting = {
             let mut st = self.state.lock();
+            if self.release == Release::Foreign {
+                return Err(refuse(
+                    "the memory is foreign (another library owns it and may write it at any \
+                     time): a Rust slice over it would be unsound. Read and write it through a \
+                     UsmView (atomic accesses) or with queue copies",
+                ));
+            }
             if st.shared {
                 return Err(refuse(
                     "the memory is shared with other processes (exported or opened through \
@@ -397,6 +415,11 @@ impl MemoryRecord {
         self.state.lock().shared
     }
 
+    /// Whether commands may only read the memory (a read mapping, read-only foreign memory).
+    pub(crate) fn is_read_only(&self) -> bool {
+        matches!(self.state.lock().mode, Mode::Set(AccessMode::Read))
+    }
+
     /// Changes the access mode with `apply` (the backend's `set_access_mode`) once the commands
     /// that use the memory completed; refused while views exist. Commands submitted meanwhile
     /// are refused.
@@ -449,7 +472,8 @@ impl MemoryRecord {
         }
         let ctx = self.context.raw();
         match self.release {
-            Release::Nothing => Ok(()),
+            // Foreign: the anchor (the owner) is dropped after this, with the record.
+            Release::Nothing | Release::Foreign => Ok(()),
             // SAFETY: no other reference to the record exists (its last `Arc` is being dropped
             // or was unwrapped), so no range, view or kernel argument can reach `ptr` any more;
             // the swap above makes this the only release; every command that used it
@@ -482,6 +506,21 @@ impl MemoryRecord {
     // ---- checks
 
     pub(crate) fn check_queue(&self, queue: &Queue) -> Result<()> {
+        if self.release == Release::Foreign
+            && self.kind == UsmKind::Unknown
+            && !queue
+                .device()
+                .has(sycl_backend::Aspect::UsmSystemAllocations)
+        {
+            return Err(Error::new(
+                Errc::Invalid,
+                format!(
+                    "foreign host memory is reachable only from queues on devices with \
+                     usm_system_allocations, which {} lacks",
+                    queue.device().name()
+                ),
+            ));
+        }
         let same_platform = self.context.platform() == queue.context().platform();
         if same_platform || self.host_accessible {
             Ok(())
