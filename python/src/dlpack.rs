@@ -1,6 +1,13 @@
-//! DLPack export (`__dlpack__`): a `DLManagedTensor` in a `"dltensor"` capsule whose manager
-//! keeps a range of the memory, so the memory outlives every consumer (its record releases it
-//! at the last reference).
+//! DLPack both ways.
+//!
+//! Export (`__dlpack__`): a `DLManagedTensor` in a `"dltensor"` capsule whose manager keeps a
+//! range of the memory, so the memory outlives every consumer (its record releases it at the
+//! last reference).
+//!
+//! Import (`from_dlpack`, [`take`]): the producer's capsule is checked, renamed
+//! `"used_dltensor[_versioned]"` (the protocol's mark of a consumed capsule, after which its
+//! destructor frees nothing), and its managed tensor becomes a [`TensorOwner`] that calls the
+//! tensor's deleter exactly once, when the sycl-rs memory wrapping it is released.
 //!
 //! The structures are DLPack's ABI (dlpack.h, v0.8 "legacy" form, which torch, CuPy and NumPy
 //! all accept). This module and `fds` are the package's only `unsafe` code.
@@ -9,7 +16,7 @@ use std::ffi::{c_void, CStr};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use sycl::UsmRange;
+use sycl::{UsmRange, UsmView};
 
 /// `DLDeviceType` values we produce.
 pub const KDL_CPU: i32 = 1;
@@ -63,7 +70,7 @@ struct DlPackVersion {
     minor: u32,
 }
 
-/// DLPack 1.0's `DLManagedTensorVersioned` (its `flags` say read-only / copied: neither here).
+/// DLPack 1.0's `DLManagedTensorVersioned` (its `flags` say read-only / copied).
 #[repr(C)]
 struct DlManagedTensorVersioned {
     version: DlPackVersion,
@@ -79,14 +86,25 @@ struct Manager {
     versioned: DlManagedTensorVersioned,
     shape: Vec<i64>,
     _keep: UsmRange<u8>,
+    _pin: Option<UsmView<u8>>,
 }
 
 const CAPSULE_NAME: &CStr = c"dltensor";
 const VERSIONED_NAME: &CStr = c"dltensor_versioned";
+const USED_NAME: &CStr = c"used_dltensor";
+const USED_VERSIONED_NAME: &CStr = c"used_dltensor_versioned";
+
+/// `DLPACK_FLAG_BITMASK_READ_ONLY`: the consumer must not write the tensor.
+pub const FLAG_READ_ONLY: u64 = 1;
 
 /// What to export: `keep` is the memory (its first byte is the tensor's), the rest describes it.
 pub struct Export {
     pub keep: UsmRange<u8>,
+    /// For mappings: a view, which keeps `set_access_mode` from changing the protection
+    /// while the consumer holds the memory.
+    pub pin: Option<UsmView<u8>>,
+    /// Say read-only in the flags (versioned capsules only: the caller refuses legacy ones).
+    pub read_only: bool,
     pub device_type: i32,
     pub device_id: i32,
     pub dtype: DlDataType,
@@ -130,6 +148,8 @@ unsafe extern "C" fn capsule_destructor(capsule: *mut ffi::PyObject) {
 pub fn capsule(py: Python<'_>, export: Export, versioned: bool) -> PyResult<Py<PyAny>> {
     let Export {
         keep,
+        pin,
+        read_only,
         device_type,
         device_id,
         dtype,
@@ -158,11 +178,12 @@ pub fn capsule(py: Python<'_>, export: Export, versioned: bool) -> PyResult<Py<P
             version: DlPackVersion { major: 1, minor: 0 },
             manager_ctx: std::ptr::null_mut(),
             deleter: Some(delete_versioned),
-            flags: 0,
+            flags: if read_only { FLAG_READ_ONLY } else { 0 },
             dl_tensor: tensor(),
         },
         shape: shape.clone(),
         _keep: keep,
+        _pin: pin,
     });
     let manager = Box::into_raw(manager);
     // SAFETY: `manager` is a live box we own until a deleter runs (once: only one of the two
@@ -192,6 +213,205 @@ pub fn capsule(py: Python<'_>, export: Export, versioned: bool) -> PyResult<Py<P
         }
         Ok(Bound::from_owned_ptr(py, raw).unbind())
     }
+}
+
+/// A managed tensor taken from a producer's capsule: its deleter is called exactly once,
+/// when this is dropped (with the GIL held, as NumPy's and CuPy's deleters expect; during
+/// interpreter shutdown the tensor is leaked instead, as the process ends anyway).
+pub struct TensorOwner {
+    managed: *mut c_void,
+    versioned: bool,
+}
+
+// SAFETY: the owner only holds the tensor to call its deleter once; DLPack lets a consumer do
+// that from any thread, and we do it with the GIL held.
+unsafe impl Send for TensorOwner {}
+// SAFETY: no method reads through the pointer; `&TensorOwner` gives nothing to use.
+unsafe impl Sync for TensorOwner {}
+
+impl Drop for TensorOwner {
+    fn drop(&mut self) {
+        let (managed, versioned) = (self.managed, self.versioned);
+        // `None`: the interpreter is gone or going, and the producer's deleter may need it:
+        // the tensor is left to the ending process.
+        let _ = Python::try_attach(|_| {
+            // SAFETY: `managed` is the tensor this owner took from a capsule it renamed
+            // "used_...", so nothing else calls the deleter; this drop runs once. Its layout is
+            // the form the capsule's name said (checked in `take`).
+            unsafe {
+                if versioned {
+                    let t = managed as *mut DlManagedTensorVersioned;
+                    if let Some(deleter) = (*t).deleter {
+                        deleter(t);
+                    }
+                } else {
+                    let t = managed as *mut DlManagedTensor;
+                    if let Some(deleter) = (*t).deleter {
+                        deleter(t);
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// What a consumer took from a capsule.
+pub struct Taken {
+    /// First byte (`data + byte_offset`).
+    pub ptr: u64,
+    pub nbytes: usize,
+    pub read_only: bool,
+    pub owner: TensorOwner,
+}
+
+/// Why a capsule was refused (before it was consumed: its destructor frees it).
+fn refuse(message: impl Into<String>) -> PyErr {
+    pyo3::exceptions::PyBufferError::new_err(message.into())
+}
+
+/// Checks a tensor's layout: the bytes it covers, or why it cannot be wrapped. Compact
+/// row-major only (null strides, or strides equal to the compact ones on every dimension of
+/// more than one element), whole bytes per element, one lane.
+///
+/// # Safety
+/// `t` is a valid `DLTensor` whose `shape` (and non-null `strides`) point at `ndim` values.
+unsafe fn tensor_bytes(t: &DlTensor) -> Result<usize, String> {
+    if t.dtype.lanes != 1 {
+        return Err(format!(
+            "dtype with {} lanes (vector types are not supported)",
+            t.dtype.lanes
+        ));
+    }
+    if t.dtype.bits == 0 || t.dtype.bits % 8 != 0 {
+        return Err(format!(
+            "{}-bit elements (only whole bytes are supported)",
+            t.dtype.bits
+        ));
+    }
+    if !(0..=64).contains(&t.ndim) {
+        return Err(format!("ndim {}", t.ndim));
+    }
+    let ndim = t.ndim as usize;
+    if ndim > 0 && t.shape.is_null() {
+        return Err("a null shape".into());
+    }
+    let shape: &[i64] = if ndim == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller guarantees `ndim` readable values at `shape`, non-null (checked).
+        unsafe { std::slice::from_raw_parts(t.shape, ndim) }
+    };
+    let item = (t.dtype.bits / 8) as usize;
+    let mut count: usize = 1;
+    for &d in shape {
+        let d = usize::try_from(d).map_err(|_| format!("a negative dimension in {shape:?}"))?;
+        count = count
+            .checked_mul(d)
+            .ok_or_else(|| format!("shape {shape:?} overflows"))?;
+    }
+    let nbytes = count
+        .checked_mul(item)
+        .filter(|&n| n <= isize::MAX as usize)
+        .ok_or_else(|| format!("shape {shape:?} of {item}-byte elements overflows"))?;
+    if !t.strides.is_null() && count > 0 {
+        // SAFETY: as for `shape`.
+        let strides = unsafe { std::slice::from_raw_parts(t.strides, ndim) };
+        let mut expected: i64 = 1;
+        for (&d, &s) in shape.iter().zip(strides).rev() {
+            if d > 1 && s != expected {
+                return Err(format!(
+                    "strides {strides:?} of shape {shape:?}: not compact row-major (make it \
+                     contiguous first)"
+                ));
+            }
+            expected = expected.saturating_mul(d);
+        }
+    }
+    Ok(nbytes)
+}
+
+/// Consumes a DLPack capsule (`"dltensor_versioned"` of major version 1, or legacy
+/// `"dltensor"`): checks the tensor, marks the capsule used and takes its managed tensor.
+/// The tensor must be on `device`, what the producer's `__dlpack_device__` said. Anything
+/// refused leaves the capsule unconsumed (a `BufferError`), so its destructor gives the tensor
+/// back to the producer.
+pub fn take(capsule: &Bound<'_, PyAny>, device: (i32, i32)) -> PyResult<Taken> {
+    let raw = capsule.as_ptr();
+    // SAFETY: `raw` is a live object (borrowed from `capsule`); PyCapsule_IsValid accepts any
+    // object and sets no error.
+    let versioned = unsafe {
+        if ffi::PyCapsule_IsValid(raw, VERSIONED_NAME.as_ptr()) == 1 {
+            true
+        } else if ffi::PyCapsule_IsValid(raw, CAPSULE_NAME.as_ptr()) == 1 {
+            false
+        } else {
+            return Err(refuse(
+                "__dlpack__ returned no DLPack capsule (not a \"dltensor\" or \
+                 \"dltensor_versioned\" capsule, or one already consumed)",
+            ));
+        }
+    };
+    let name = if versioned {
+        VERSIONED_NAME
+    } else {
+        CAPSULE_NAME
+    };
+    // SAFETY: the capsule is valid under `name` (checked above).
+    let managed = unsafe { ffi::PyCapsule_GetPointer(raw, name.as_ptr()) };
+    if managed.is_null() {
+        return Err(refuse("the DLPack capsule holds a null tensor"));
+    }
+    // SAFETY: a valid capsule of this name holds a managed tensor of the matching form, alive
+    // until its deleter runs (not before we rename the capsule, as only its destructor would
+    // call it). Its fields are read, never written.
+    let (tensor, flags) = unsafe {
+        if versioned {
+            let m = &*(managed as *const DlManagedTensorVersioned);
+            if m.version.major != 1 {
+                return Err(refuse(format!(
+                    "DLPack {}.{} tensor (this consumer reads version 1)",
+                    m.version.major, m.version.minor
+                )));
+            }
+            (&m.dl_tensor, m.flags)
+        } else {
+            (&(*(managed as *const DlManagedTensor)).dl_tensor, 0)
+        }
+    };
+    // SAFETY: the producer's tensor has `ndim` shape (and strides) values.
+    let nbytes = unsafe { tensor_bytes(tensor) }
+        .map_err(|why| refuse(format!("cannot wrap this DLPack tensor: {why}")))?;
+    let data = tensor.data as usize as u64;
+    let ptr = data
+        .checked_add(tensor.byte_offset)
+        .filter(|p| p.checked_add(nbytes as u64).is_some())
+        .ok_or_else(|| refuse("data + byte_offset overflows the address space"))?;
+    if data == 0 && nbytes > 0 {
+        return Err(refuse("the DLPack tensor has a null data pointer"));
+    }
+    let on = (tensor.device.device_type, tensor.device.device_id);
+    if on != device {
+        return Err(refuse(format!(
+            "the DLPack tensor is on device {on:?}, but __dlpack_device__ said {device:?}"
+        )));
+    }
+    let used = if versioned {
+        USED_VERSIONED_NAME
+    } else {
+        USED_NAME
+    };
+    // SAFETY: renaming a valid capsule. By the DLPack protocol a producer's capsule destructor
+    // frees the tensor only while the capsule keeps its original name, so from now on the
+    // deleter is ours alone to call (TensorOwner, once).
+    if unsafe { ffi::PyCapsule_SetName(raw, used.as_ptr()) } != 0 {
+        return Err(PyErr::fetch(capsule.py()));
+    }
+    Ok(Taken {
+        ptr,
+        nbytes,
+        read_only: flags & FLAG_READ_ONLY != 0,
+        owner: TensorOwner { managed, versioned },
+    })
 }
 
 /// Parses a NumPy-style dtype name into DLPack's description and its size in bytes.

@@ -8,11 +8,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use sycl::ipc::transport::{Channel as RawChannel, Listener as RawListener, PeerPolicy};
 use sycl::ipc::Handle as RawHandle;
-use sycl::{Errc, PhysicalMemProperties};
+use sycl::Errc;
 
 use crate::errors::{error, IntoPy};
 use crate::memory::Memory;
 use crate::runtime::{Context, Device, Event, Queue};
+use crate::virtual_mem::PhysicalMemory;
 
 /// An IPC handle: bytes naming memory, physical memory or an event of its exporter
 /// (`sycl::ipc::Handle`). `bytes(handle)` / `to_bytes()` are what another process opens.
@@ -175,7 +176,7 @@ impl Handle {
 }
 
 /// Where an open lands: a queue, or a device (and context), or the default device.
-fn open_target(
+pub(crate) fn open_target(
     py: Python<'_>,
     device: Option<&Bound<'_, PyAny>>,
     context: Option<&Context>,
@@ -373,58 +374,6 @@ fn event_open(
     })
 }
 
-/// Physical memory (`sycl::PhysicalMem`): `nbytes` (a multiple of the granularity) on a
-/// queue's device; `enable_ipc` lets `ipc.physical_memory.get` export it.
-#[pyclass(module = "sycl_rs", frozen)]
-pub struct PhysicalMemory {
-    inner: sycl::PhysicalMem,
-}
-
-#[pymethods]
-impl PhysicalMemory {
-    #[new]
-    #[pyo3(signature = (queue, nbytes, *, enable_ipc=false))]
-    fn new(py: Python<'_>, queue: &Queue, nbytes: usize, enable_ipc: bool) -> PyResult<Self> {
-        let q = queue.inner.clone();
-        py.detach(|| {
-            sycl::PhysicalMem::new(
-                q.device(),
-                q.context(),
-                nbytes,
-                PhysicalMemProperties { enable_ipc },
-            )
-        })
-        .py_err()
-        .map(|inner| PhysicalMemory { inner })
-    }
-
-    /// The allocation granularity of `queue`'s device (sizes are multiples of it).
-    #[staticmethod]
-    fn granularity(queue: &Queue) -> PyResult<usize> {
-        sycl::virtual_mem::get_mem_granularity(
-            queue.inner.device(),
-            queue.inner.context(),
-            sycl::GranularityMode::Minimum,
-        )
-        .py_err()
-    }
-
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.inner.size()
-    }
-
-    #[getter]
-    fn ipc_enabled(&self) -> bool {
-        self.inner.ipc_enabled()
-    }
-
-    #[getter]
-    fn device(&self) -> Device {
-        self.inner.device().clone().into()
-    }
-}
-
 /// `ipc.physical_memory.get(physical_memory)`.
 #[pyfunction]
 fn physical_memory_get(py: Python<'_>, memory: &PhysicalMemory) -> PyResult<Handle> {
@@ -455,7 +404,7 @@ fn physical_memory_open(
     handle.get().with(|h| {
         py.detach(|| sycl::ipc::physical_memory::open(h, q.context(), q.device()))
             .py_err()
-            .map(|inner| PhysicalMemory { inner })
+            .map(PhysicalMemory::from)
     })
 }
 
@@ -568,7 +517,6 @@ impl Channel {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Handle>()?;
-    m.add_class::<PhysicalMemory>()?;
     m.add_class::<Listener>()?;
     m.add_class::<Channel>()?;
     m.add_function(wrap_pyfunction!(memory_get, m)?)?;

@@ -10,6 +10,7 @@ mod fds;
 mod ipc;
 mod memory;
 mod runtime;
+mod virtual_mem;
 
 use pyo3::prelude::*;
 
@@ -19,5 +20,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     runtime::register(m)?;
     memory::register(m)?;
     ipc::register(m)?;
+    virtual_mem::register(m)?;
     Ok(())
 }

@@ -1,33 +1,71 @@
-//! USM memory objects: allocation, copies, fills, DLPack and `__cuda_array_interface__`.
+//! USM memory objects: allocation, copies, fills, DLPack both ways (`__dlpack__`,
+//! `from_dlpack`) and `__cuda_array_interface__`.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use sycl::{BackendKind, Errc, Usm, UsmKind, UsmRange};
+use sycl::virtual_mem::Mapping;
+use sycl::{AccessMode, BackendKind, Errc, ForeignKind, ForeignMemory, Usm, UsmKind, UsmRange};
 
 use crate::dlpack::{self, DlDataType};
 use crate::errors::{error, IntoPy};
 use crate::runtime::{Device, Queue};
 
-/// USM memory (`malloc_device`, `malloc_host`, `malloc_shared`, or opened from another
-/// process with `ipc.memory.open`), seen as `nbytes` bytes. Commands on it go through the
-/// queue it was made with.
+/// USM memory (`malloc_device`, `malloc_host`, `malloc_shared`, opened from another process
+/// with `ipc.memory.open`, another library's tensor wrapped with `from_dlpack`, or physical
+/// memory mapped with `PhysicalMemory.map`), seen as `nbytes` bytes. Commands on it go through
+/// the queue it was made with.
 ///
 /// The memory lives until the object, and every DLPack consumer of it (a NumPy array, a torch
 /// tensor, ...), are gone; `free()` / `ipc.memory.close()` release it earlier and refuse
 /// (`InvalidError`) while consumers still hold it (it is then released with the last).
+/// Memory from `from_dlpack` keeps its producer's tensor alive the same way and is never
+/// freed by sycl-rs.
 #[pyclass(module = "sycl_rs", frozen)]
 pub struct Memory {
-    usm: Mutex<Option<Usm<u8>>>,
+    owner: Mutex<Option<Owner>>,
     /// The bytes this object exposes, from `start` (an IPC open may expose part of an
     /// allocation: fewer bytes, or a tensor's storage inside a CUDA block).
     start: usize,
     nbytes: usize,
     queue: sycl::Queue,
     opened: bool,
+    /// Wrapped with `from_dlpack`: its producer owns it.
+    foreign: bool,
+}
+
+/// What a `Memory` owns: USM (allocated, opened or foreign) or a virtual-memory mapping.
+enum Owner {
+    Usm(Usm<u8>),
+    /// Shared only for the time of a `set_access_mode` (which runs without the owner's lock).
+    Mapping(Arc<Mapping>),
+}
+
+impl Owner {
+    fn range(&self, bytes: std::ops::Range<usize>) -> sycl::Result<UsmRange<u8>> {
+        match self {
+            Owner::Usm(u) => u.range(bytes),
+            Owner::Mapping(m) => m.as_range::<u8>().sub(bytes),
+        }
+    }
+
+    fn kind(&self) -> UsmKind {
+        match self {
+            Owner::Usm(u) => u.kind(),
+            // Mappings are device memory (host-accessible on CPU devices).
+            Owner::Mapping(_) => UsmKind::Device,
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        match self {
+            Owner::Usm(u) => u.is_read_only(),
+            Owner::Mapping(m) => m.as_range::<u8>().is_read_only(),
+        }
+    }
 }
 
 impl Memory {
@@ -44,11 +82,24 @@ impl Memory {
         opened: bool,
     ) -> Memory {
         Memory {
-            usm: Mutex::new(Some(usm)),
+            owner: Mutex::new(Some(Owner::Usm(usm))),
             start,
             nbytes,
             queue,
             opened,
+            foreign: false,
+        }
+    }
+
+    /// All of a mapping, for commands of `queue`.
+    pub fn of_mapping(mapping: Mapping, queue: sycl::Queue) -> Memory {
+        Memory {
+            nbytes: mapping.size(),
+            owner: Mutex::new(Some(Owner::Mapping(Arc::new(mapping)))),
+            start: 0,
+            queue,
+            opened: false,
+            foreign: false,
         }
     }
 
@@ -66,20 +117,41 @@ impl Memory {
                     ),
                 )
             })?;
-        let guard = self.usm.lock().unwrap_or_else(|p| p.into_inner());
-        match guard.as_ref() {
-            Some(usm) => usm.range(self.start + offset..self.start + end).py_err(),
-            None => Err(error(Errc::Invalid, "the memory was freed or closed")),
+        self.with_owner(|o| o.range(self.start + offset..self.start + end))?
+            .py_err()
+    }
+
+    /// Takes the USM owner out (free, close); a mapping stays (it is unmapped with `unmap`).
+    pub fn take(&self) -> PyResult<Usm<u8>> {
+        let mut guard = self.owner.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.take() {
+            Some(Owner::Usm(u)) => Ok(u),
+            Some(mapping) => {
+                *guard = Some(mapping);
+                Err(error(
+                    Errc::Invalid,
+                    "a mapping is released with unmap(), not freed or closed",
+                ))
+            }
+            None => Err(error(
+                Errc::Invalid,
+                "the memory was already freed, closed or unmapped",
+            )),
         }
     }
 
-    /// Takes the owner out (free, close).
-    pub fn take(&self) -> PyResult<Usm<u8>> {
-        self.usm
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .ok_or_else(|| error(Errc::Invalid, "the memory was already freed or closed"))
+    /// `f` of the mapping this memory is, or `InvalidError`.
+    fn with_mapping<R>(&self, f: impl FnOnce(&Arc<Mapping>) -> R) -> PyResult<R> {
+        match self.with_owner(|o| match o {
+            Owner::Mapping(m) => Some(f(m)),
+            Owner::Usm(_) => None,
+        })? {
+            Some(r) => Ok(r),
+            None => Err(error(
+                Errc::Invalid,
+                "this memory is not a mapping of physical memory (PhysicalMemory.map)",
+            )),
+        }
     }
 
     pub fn byte_len(&self) -> usize {
@@ -90,12 +162,28 @@ impl Memory {
         self.opened
     }
 
-    fn kind(&self) -> PyResult<UsmKind> {
-        let guard = self.usm.lock().unwrap_or_else(|p| p.into_inner());
+    /// `f` of the owner, or `InvalidError` once freed, closed or unmapped.
+    fn with_owner<R>(&self, f: impl FnOnce(&Owner) -> R) -> PyResult<R> {
+        let guard = self.owner.lock().unwrap_or_else(|p| p.into_inner());
         guard
             .as_ref()
-            .map(Usm::kind)
-            .ok_or_else(|| error(Errc::Invalid, "the memory was freed or closed"))
+            .map(f)
+            .ok_or_else(|| error(Errc::Invalid, "the memory was freed, closed or unmapped"))
+    }
+
+    fn read_only(&self) -> PyResult<bool> {
+        self.with_owner(Owner::is_read_only)
+    }
+
+    fn kind(&self) -> PyResult<UsmKind> {
+        self.with_owner(Owner::kind)
+    }
+
+    fn is_mapping(&self) -> bool {
+        matches!(
+            self.with_owner(|o| matches!(o, Owner::Mapping(_))),
+            Ok(true)
+        )
     }
 
     /// DLPack's device of this memory.
@@ -104,6 +192,8 @@ impl Memory {
         let kind = self.kind()?;
         let id = device.index_in_platform() as i32;
         Ok(match device.backend() {
+            // Host memory of another library (from_dlpack of a NumPy array).
+            _ if kind == UsmKind::Unknown => (dlpack::KDL_CPU, 0),
             BackendKind::Cuda => match kind {
                 UsmKind::Host => (dlpack::KDL_CUDA_HOST, 0),
                 UsmKind::Shared => (dlpack::KDL_CUDA_MANAGED, id),
@@ -124,21 +214,52 @@ impl Memory {
         py: Python<'_>,
     ) -> PyResult<Py<PyAny>> {
         request.check(self.dl_device()?)?;
+        let versioned = request.max_version.is_some_and(|(major, _)| major >= 1);
+        let read_only = self.read_only()?;
+        if read_only && !versioned {
+            return Err(PyBufferError::new_err(
+                "the memory is read-only, which only DLPack 1.0 capsules can say: pass \
+                 max_version=(1, 0) (NumPy >= 2.1, torch >= 2.5 do)",
+            ));
+        }
         // Consumers read at once on any stream: commands of ours on the memory finish first.
         py.detach(|| self.queue.wait()).py_err()?;
         let (device_type, device_id) = self.dl_device()?;
         let keep = self.range(0, self.nbytes)?;
+        let pin = self.pin_mode(&keep)?;
         dlpack::capsule(
             py,
             dlpack::Export {
                 keep,
+                pin,
+                read_only,
                 device_type,
                 device_id,
                 dtype,
                 shape,
             },
-            request.max_version.is_some_and(|(major, _)| major >= 1),
+            versioned,
         )
+    }
+
+    /// For a mapping, a view that keeps its access mode read-write while a DLPack consumer
+    /// holds it (`set_access_mode` is refused while views live): the consumer reads and
+    /// writes the memory directly, and a protection change under it would fault.
+    fn pin_mode(&self, keep: &UsmRange<u8>) -> PyResult<Option<sycl::UsmView<u8>>> {
+        if !self.is_mapping() {
+            return Ok(None);
+        }
+        if !keep.is_host_accessible() {
+            return Err(PyBufferError::new_err(
+                "DLPack export of a mapping the host cannot reach is not supported (nothing \
+                 would keep set_access_mode from changing it under the consumer)",
+            ));
+        }
+        keep.view().map(Some).map_err(|e| {
+            PyBufferError::new_err(format!(
+                "the mapping cannot be exported (a consumer reads and writes it directly): {e}"
+            ))
+        })
     }
 
     fn cuda_array_interface<'py>(
@@ -147,6 +268,12 @@ impl Memory {
         dtype: DlDataType,
         shape: &[i64],
     ) -> PyResult<Bound<'py, PyDict>> {
+        if self.is_mapping() {
+            return Err(PyAttributeError::new_err(
+                "__cuda_array_interface__ does not exist for mappings (set_access_mode could \
+                 change them under the consumer)",
+            ));
+        }
         if self.queue.backend() != BackendKind::Cuda {
             return Err(PyAttributeError::new_err(
                 "__cuda_array_interface__ exists only for CUDA memory",
@@ -157,7 +284,7 @@ impl Memory {
         let d = PyDict::new(py);
         d.set_item("shape", pyo3::types::PyTuple::new(py, shape)?)?;
         d.set_item("typestr", dlpack::typestr(dtype))?;
-        d.set_item("data", (ptr, false))?;
+        d.set_item("data", (ptr, self.read_only()?))?;
         d.set_item("strides", py.None())?;
         // Our commands on it completed above: no stream to synchronise with.
         d.set_item("stream", py.None())?;
@@ -269,7 +396,8 @@ impl Memory {
         Ok(self.range(0, 0)?.as_ptr())
     }
 
-    /// "device", "host" or "shared".
+    /// "device", "host" or "shared"; "unknown" for host memory of another library
+    /// (`from_dlpack` of a NumPy array), as SYCL's `get_pointer_type` says.
     #[getter(kind)]
     fn kind_name(&self) -> PyResult<&'static str> {
         Ok(match self.kind()? {
@@ -296,6 +424,80 @@ impl Memory {
     #[getter]
     fn opened(&self) -> bool {
         self.opened
+    }
+
+    /// Whether it wraps another library's tensor (`from_dlpack`).
+    #[getter]
+    fn foreign(&self) -> bool {
+        self.foreign
+    }
+
+    /// Whether it is a mapping of physical memory (`PhysicalMemory.map`).
+    #[getter]
+    fn mapped(&self) -> bool {
+        self.is_mapping()
+    }
+
+    /// A mapping's access mode (`get_access_mode`): "read_write", "read" or "none".
+    /// `InvalidError` for other memory.
+    #[getter]
+    fn access_mode(&self) -> PyResult<&'static str> {
+        let mode = self.with_mapping(|m| m.access_mode())?.py_err()?;
+        Ok(crate::virtual_mem::mode_name(mode))
+    }
+
+    /// `set_access_mode` of a mapping: "read_write", "read" or "none". Waits for the commands
+    /// that use it; afterwards commands the mode forbids raise `InvalidError` (instead of
+    /// faulting). Refused (`InvalidError`) while DLPack consumers of the mapping are alive
+    /// (they access it directly), and for other memory.
+    fn set_access_mode(&self, py: Python<'_>, mode: &str) -> PyResult<()> {
+        let mode = crate::virtual_mem::mode(mode)?;
+        // Out of the owner's lock before the GIL goes: another thread may take the lock
+        // while holding the GIL.
+        let mapping = self.with_mapping(Arc::clone)?;
+        py.detach(|| mapping.set_access_mode(mode)).py_err()
+    }
+
+    /// Unmaps a mapping now (`unmap`); refused (`InvalidError`) while DLPack consumers or
+    /// other references to it are alive (it is then unmapped with the last of them), and for
+    /// other memory.
+    fn unmap(&self, py: Python<'_>) -> PyResult<()> {
+        let mut guard = self.owner.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.take() {
+            Some(Owner::Mapping(m)) => match Arc::try_unwrap(m) {
+                Ok(m) => {
+                    drop(guard);
+                    py.detach(|| m.unmap()).py_err()
+                }
+                Err(m) => {
+                    *guard = Some(Owner::Mapping(m));
+                    Err(error(
+                        Errc::Invalid,
+                        "another thread is changing the mapping's access mode",
+                    ))
+                }
+            },
+            other => {
+                let freed = other.is_none();
+                *guard = other;
+                Err(error(
+                    Errc::Invalid,
+                    if freed {
+                        "the memory was already freed, closed or unmapped"
+                    } else {
+                        "unmap() releases mappings of physical memory; free() or \
+                         ipc.memory.close() release other memory"
+                    },
+                ))
+            }
+        }
+    }
+
+    /// Whether commands may only read it (a tensor its producer lent read-only): copies into
+    /// it and fills raise `InvalidError`.
+    #[getter(read_only)]
+    fn read_only_py(&self) -> PyResult<bool> {
+        self.read_only()
     }
 
     /// Copies `src` in at byte `offset`: another `Memory` (a device copy) or any C-contiguous
@@ -404,6 +606,13 @@ impl Memory {
     /// `ipc.memory.close`). Refused (`InvalidError`) while DLPack consumers hold it; it is then
     /// freed when the last one lets go.
     fn free(&self, py: Python<'_>) -> PyResult<()> {
+        if self.foreign {
+            return Err(error(
+                Errc::Invalid,
+                "memory from from_dlpack belongs to its producer and is not freed here: drop \
+                 the object (and what was made from it) to let the producer's tensor go",
+            ));
+        }
         if self.opened {
             return Err(error(
                 Errc::Invalid,
@@ -470,7 +679,13 @@ impl Memory {
             "<sycl_rs.Memory {} bytes of {kind} USM on {}{}>",
             self.nbytes,
             self.queue.device().name(),
-            if self.opened { ", opened" } else { "" }
+            if self.opened {
+                ", opened"
+            } else if self.foreign {
+                ", foreign"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -559,11 +774,175 @@ fn malloc_shared(py: Python<'_>, nbytes: usize, queue: &Queue) -> PyResult<Memor
     alloc(py, UsmKind::Shared, nbytes, queue)
 }
 
+/// What sycl-rs makes of a DLPack device type: the memory's kind, or why not.
+fn foreign_kind(device_type: i32) -> PyResult<ForeignKind> {
+    Ok(match device_type {
+        dlpack::KDL_CPU => ForeignKind::System,
+        dlpack::KDL_CUDA => ForeignKind::Driver(UsmKind::Device),
+        dlpack::KDL_CUDA_HOST => ForeignKind::Driver(UsmKind::Host),
+        dlpack::KDL_CUDA_MANAGED => ForeignKind::Driver(UsmKind::Shared),
+        other => {
+            return Err(error(
+                Errc::BackendMismatch,
+                format!(
+                    "DLPack device type {other}: from_dlpack wraps CPU memory (1) and CUDA \
+                     memory (2 device, 3 host, 13 managed)"
+                ),
+            ))
+        }
+    })
+}
+
+/// The CUDA device of DLPack's ordinal `id`.
+fn cuda_device(id: i32) -> PyResult<sycl::Device> {
+    sycl::Device::all()
+        .into_iter()
+        .find(|d| d.backend() == BackendKind::Cuda && d.index_in_platform() as i64 == id as i64)
+        .ok_or_else(|| {
+            error(
+                Errc::BackendMismatch,
+                format!("the tensor is on CUDA device {id}, and sycl-rs has no such CUDA device"),
+            )
+        })
+}
+
+/// The queue commands on a tensor of DLPack device `(device_type, id)` go through: `queue`,
+/// checked, or a new one on the default context of the tensor's device (native CPU for host
+/// memory).
+fn queue_for(
+    py: Python<'_>,
+    (device_type, id): (i32, i32),
+    queue: Option<&Queue>,
+) -> PyResult<sycl::Queue> {
+    let cuda = device_type != dlpack::KDL_CPU;
+    if let Some(q) = queue {
+        let q = &q.inner;
+        if cuda && q.backend() != BackendKind::Cuda {
+            return Err(error(
+                Errc::BackendMismatch,
+                format!(
+                    "a CUDA tensor needs a CUDA queue, not a {} one",
+                    q.backend()
+                ),
+            ));
+        }
+        if cuda
+            && device_type != dlpack::KDL_CUDA_HOST
+            && q.device().index_in_platform() as i64 != id as i64
+        {
+            return Err(error(
+                Errc::Invalid,
+                format!(
+                    "the tensor is on CUDA device {id}, the queue on CUDA device {}",
+                    q.device().index_in_platform()
+                ),
+            ));
+        }
+        return Ok(q.clone());
+    }
+    let device = if cuda {
+        cuda_device(id)?
+    } else {
+        sycl::Device::native_cpu()
+    };
+    py.detach(|| {
+        let context = sycl::Context::default_for(&device)?;
+        sycl::Queue::with_context(&context, &device, Default::default())
+    })
+    .py_err()
+}
+
+/// `from_dlpack(obj, queue=None)`: the memory of `obj` (anything with `__dlpack__` and
+/// `__dlpack_device__`: a NumPy array, a torch or CuPy tensor) as a `Memory`, without a copy
+/// (`ptr` is the tensor's first byte), for commands of `queue` (default: a queue on the
+/// tensor's device: native CPU for host memory, the CUDA device of the tensor's ordinal).
+///
+/// The producer's tensor stays alive as long as the `Memory` and everything made from it
+/// (ranges, DLPack exports) live, and its deleter is called once, after the last of them and
+/// after the commands that used the memory. The tensor must be compact row-major; tensors
+/// lent read-only (DLPack 1.0's flag) give `read_only` memory that commands may not write.
+/// CUDA tensors are asked for the legacy default stream (`stream=1`), which is waited for
+/// before the memory is used. The producer (and NumPy or torch code holding the tensor) may
+/// still write the memory at any time: ordering that with sycl-rs commands is the program's
+/// business, as between CUDA streams.
+///
+/// Errors: `BufferError` for a tensor that cannot be wrapped (strided, vector or sub-byte
+/// dtype, overflowing shape, null data); `BackendMismatchError` for memory of other DLPack
+/// devices, or a queue of another backend; `InvalidError` when the CUDA driver does not
+/// confirm the pointer's kind, device and bounds, or for a queue of another device;
+/// `FeatureNotSupportedError` for host memory with a queue whose device lacks
+/// `usm_system_allocations`; `TypeError` for objects without the DLPack methods.
+#[pyfunction]
+#[pyo3(signature = (obj, queue=None))]
+fn from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, queue: Option<&Queue>) -> PyResult<Memory> {
+    let device: (i32, i32) = obj
+        .call_method0("__dlpack_device__")
+        .and_then(|d| d.extract())
+        .map_err(|e| {
+            PyTypeError::new_err(format!(
+                "from_dlpack needs an object with __dlpack__ and __dlpack_device__: {e}"
+            ))
+        })?;
+    let kind = foreign_kind(device.0)?;
+    let q = queue_for(py, device, queue)?;
+    // CUDA: the legacy default stream, which from_foreign waits for; host memory: no stream.
+    let stream = (device.0 != dlpack::KDL_CPU).then_some(1i64);
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("stream", stream)?;
+    kwargs.set_item("max_version", (1u32, 0u32))?;
+    let capsule = match obj.call_method("__dlpack__", (), Some(&kwargs)) {
+        Ok(c) => c,
+        // A producer older than DLPack 1.0 takes no max_version: the legacy capsule.
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => {
+            kwargs.del_item("max_version")?;
+            obj.call_method("__dlpack__", (), Some(&kwargs))?
+        }
+        Err(e) => return Err(e),
+    };
+    let taken = dlpack::take(&capsule, device)?;
+    drop(capsule);
+    let nbytes = taken.nbytes;
+    let memory = ForeignMemory {
+        ptr: taken.ptr,
+        bytes: nbytes,
+        kind,
+        access: if taken.read_only {
+            AccessMode::Read
+        } else {
+            AccessMode::ReadWrite
+        },
+    };
+    let owner = Box::new(taken.owner);
+    let (dev, ctx) = (q.device().clone(), q.context().clone());
+    let usm = py
+        .detach(|| {
+            // SAFETY (the contract of `Usm::from_foreign`):
+            // 1. the bytes are the DLPack tensor's, `nbytes` from its checked compact shape at
+            //    data + byte_offset, on the device type it names (host memory of this process
+            //    for kDLCPU; CUDA memory the driver confirms for the others); DLPack keeps
+            //    them allocated until the managed tensor's deleter runs, which `owner` does
+            //    only when dropped.
+            // 2. `access` is read-only when the producer flagged the tensor read-only; a
+            //    legacy capsule cannot say so, and DLPack then lends the tensor writable.
+            // 3. this package never makes Rust references over memory (no host borrows; the
+            //    crate refuses them for foreign memory too); the producer's own accesses are
+            //    raw (NumPy, C, CUDA streams), their races with our commands the program's
+            //    to order, as documented above.
+            // 4. dropping `owner` only calls the tensor's deleter (TensorOwner).
+            unsafe { Usm::<u8>::from_foreign(memory, &dev, &ctx, owner) }
+        })
+        .py_err()?;
+    let mut m = Memory::new(usm, nbytes, q, false);
+    m.foreign = true;
+    Ok(m)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Memory>()?;
     m.add_class::<ArrayView>()?;
     m.add_function(wrap_pyfunction!(malloc_device, m)?)?;
     m.add_function(wrap_pyfunction!(malloc_host, m)?)?;
     m.add_function(wrap_pyfunction!(malloc_shared, m)?)?;
+    m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     Ok(())
 }

@@ -78,6 +78,12 @@ impl From<sycl::Device> for Device {
     }
 }
 
+impl From<sycl::Context> for Context {
+    fn from(inner: sycl::Context) -> Context {
+        Context { inner }
+    }
+}
+
 fn parse_aspect(name: &str) -> PyResult<Aspect> {
     name.parse::<Aspect>().py_err()
 }
@@ -354,9 +360,7 @@ impl Queue {
 
     #[getter]
     fn context(&self) -> Context {
-        Context {
-            inner: self.inner.context().clone(),
-        }
+        self.inner.context().clone().into()
     }
 
     #[getter]

@@ -2,7 +2,8 @@
 
 A thin layer over the Rust crate ``sycl`` (sycl-rs): the same objects, the same checks, the
 same errors (``SyclError`` and one subclass per SYCL error code, with the code's name in
-``errc``).
+``errc``). Memory crosses to NumPy, PyTorch and CuPy without copies through DLPack, both ways
+(``numpy.from_dlpack(mem)``, ``sycl_rs.from_dlpack(tensor)``).
 
 >>> import sycl_rs
 >>> q = sycl_rs.Queue(sycl_rs.Device.native_cpu())
@@ -36,7 +37,10 @@ from ._native import (
     Queue,
     RuntimeError,
     SyclError,
+    VirtualRange,
     devices,
+    from_dlpack,
+    get_mem_granularity,
     malloc_device,
     malloc_host,
     malloc_shared,
@@ -68,7 +72,10 @@ __all__ = [
     "Queue",
     "RuntimeError",
     "SyclError",
+    "VirtualRange",
     "devices",
+    "from_dlpack",
+    "get_mem_granularity",
     "ipc",
     "malloc_device",
     "malloc_host",

@@ -116,6 +116,12 @@ class Memory:
     device: Device
     queue: Queue
     opened: bool
+    foreign: bool
+    read_only: bool
+    mapped: bool
+    access_mode: str
+    def set_access_mode(self, mode: str) -> None: ...
+    def unmap(self) -> None: ...
     def __len__(self) -> int: ...
     def copy_from(self, src: Any, offset: int = 0) -> None: ...
     def copy_to(
@@ -138,6 +144,7 @@ class Memory:
 def malloc_device(nbytes: int, queue: Queue) -> Memory: ...
 def malloc_host(nbytes: int, queue: Queue) -> Memory: ...
 def malloc_shared(nbytes: int, queue: Queue) -> Memory: ...
+def from_dlpack(obj: Any, queue: Optional[Queue] = None) -> Memory: ...
 
 class PhysicalMemory:
     def __init__(self, queue: Queue, nbytes: int, *, enable_ipc: bool = False) -> None: ...
@@ -146,6 +153,27 @@ class PhysicalMemory:
     nbytes: int
     ipc_enabled: bool
     device: Device
+    context: Context
+    def map(
+        self,
+        range: VirtualRange,
+        nbytes: Optional[int] = None,
+        *,
+        range_offset: int = 0,
+        offset: int = 0,
+        mode: str = "read_write",
+        queue: Optional[Queue] = None,
+    ) -> Memory: ...
+
+class VirtualRange:
+    def __init__(self, context: Union[Context, Queue], nbytes: int, *, start: int = 0) -> None: ...
+    ptr: int
+    nbytes: int
+    context: Context
+
+def get_mem_granularity(
+    device: Device, context: Optional[Context] = None, mode: str = "minimum"
+) -> int: ...
 
 class Handle:
     @staticmethod

@@ -45,3 +45,22 @@ def open_then_die(event_handle):
     import os
 
     os._exit(3)  # dies without signalling
+
+
+def map_physical(handle, event_handle, granularity):
+    """Open rank 0's physical memory, map it here, double its second granule, signal."""
+    dev = sycl_rs.Device.native_cpu()
+    q = sycl_rs.Queue(dev)
+    pm = ipc.physical_memory.open(handle, queue=q)
+    assert pm.nbytes == 2 * granularity
+    vr = sycl_rs.VirtualRange(q, granularity)
+    mem = pm.map(vr, offset=granularity, queue=q)  # the second granule only
+    assert mem.nbytes == granularity
+    part = np.frombuffer(mem.copy_to(), dtype=np.uint32)
+    mem.copy_from(part * 2)
+    view = np.from_dlpack(mem.as_array("uint32"))  # NumPy over the mapping: the same bytes
+    view[0] = 0xC0FFEE
+    del view
+    q.signal_event(ipc.event.open(event_handle, queue=q))
+    q.wait()
+    mem.unmap()

@@ -108,3 +108,95 @@ def test_bad_raw_handles_are_errors(q):
     native_mem = sycl_rs.malloc_device(16, sycl_rs.Queue(sycl_rs.Device.native_cpu()))
     with pytest.raises(sycl_rs.BackendMismatchError):
         ipc.memory.get_cuda_raw(native_mem)
+
+
+def test_from_dlpack_of_a_torch_tensor(q):
+    torch = pytest.importorskip("torch")
+    t = torch.arange(N, dtype=torch.float32, device=f"cuda:{q.device.index}")
+    mem = sycl_rs.from_dlpack(t, q)
+    assert mem.ptr == t.data_ptr() and mem.nbytes == 4 * N and mem.foreign
+    assert mem.kind == "device" and mem.__dlpack_device__() == (2, q.device.index)
+    # torch's pending work (arange on its stream) is ordered before our reads.
+    got = np.frombuffer(mem.copy_to(offset=4 * 1000, nbytes=8), np.float32)
+    assert list(got) == [1000, 1001]
+    mem.fill(np.float32(2.5).tobytes(), offset=0, nbytes=4 * 16)
+    torch.cuda.synchronize()
+    assert t[:16].eq(2.5).all().item() and t[16].item() == 16
+    # Without a queue: the CUDA device of the tensor's ordinal.
+    again = sycl_rs.from_dlpack(t[N // 2 :])
+    assert again.ptr == t[N // 2 :].data_ptr() and again.device == q.device
+    again.fill(0)
+    torch.cuda.synchronize()
+    assert t[N // 2 :].eq(0).all().item() and t[N // 2 - 1].item() == N // 2 - 1
+
+
+def test_from_dlpack_keeps_the_torch_tensor_alive(q):
+    torch = pytest.importorskip("torch")
+    import gc
+
+    t = torch.full((N,), 7, dtype=torch.int32, device=f"cuda:{q.device.index}")
+    ptr = t.data_ptr()
+    mem = sycl_rs.from_dlpack(t, q)
+    del t
+    gc.collect()
+    torch.cuda.empty_cache()  # the block is still held by the DLPack tensor, not cached-free
+    junk = torch.zeros(N, dtype=torch.int32, device=f"cuda:{q.device.index}")
+    assert junk.data_ptr() != ptr
+    assert np.frombuffer(mem.copy_to(nbytes=8), np.int32).tolist() == [7, 7]
+
+
+def test_from_dlpack_refuses_strided_and_wrong_devices(q):
+    torch = pytest.importorskip("torch")
+    t = torch.zeros((64, 64), device=f"cuda:{q.device.index}")
+    with pytest.raises(BufferError, match="compact row-major"):
+        sycl_rs.from_dlpack(t[:, ::2], q)
+    with pytest.raises(sycl_rs.BackendMismatchError):
+        sycl_rs.from_dlpack(t, sycl_rs.Queue(sycl_rs.Device.native_cpu()))
+    if len(cuda_devices) > 1:
+        with pytest.raises(sycl_rs.InvalidError):
+            sycl_rs.from_dlpack(t, sycl_rs.Queue(cuda_devices[1]))
+
+
+def test_from_dlpack_of_a_cupy_array(q):
+    cupy = pytest.importorskip("cupy")
+    with cupy.cuda.Device(q.device.index):
+        a = cupy.arange(N, dtype=cupy.int32)
+    mem = sycl_rs.from_dlpack(a, q)
+    assert mem.ptr == a.data.ptr and mem.nbytes == 4 * N
+    mem.fill(np.int32(-3).tobytes(), nbytes=4 * 8)
+    cupy.cuda.runtime.deviceSynchronize()
+    assert int(a[7]) == -3 and int(a[8]) == 8
+
+
+def test_from_dlpack_of_pinned_host_memory(q):
+    torch = pytest.importorskip("torch")
+    pinned = torch.arange(1024, dtype=torch.int32).pin_memory()
+    if pinned.__dlpack_device__()[0] == 3:  # kDLCUDAHost (torch exports pinned memory as CPU)
+        mem = sycl_rs.from_dlpack(pinned, q)
+        assert mem.kind == "host"
+    elif q.device.has_aspect("usm_system_allocations"):
+        # A CPU tensor (even pinned) is system memory, which this CUDA device reaches (HMM).
+        mem = sycl_rs.from_dlpack(pinned, q)
+        assert mem.kind == "unknown" and mem.__dlpack_device__() == (1, 0)
+    else:
+        with pytest.raises(sycl_rs.FeatureNotSupportedError):
+            sycl_rs.from_dlpack(pinned, q)
+        mem = sycl_rs.from_dlpack(pinned)  # native CPU
+        assert mem.device.backend == "native_cpu"
+    assert mem.ptr == pinned.data_ptr()
+    mem.fill(1)
+    assert pinned[0].item() == 0x01010101
+
+
+def test_from_dlpack_of_managed_memory(q):
+    cupy = pytest.importorskip("cupy")
+    if not q.device.has_aspect("usm_shared_allocations"):
+        pytest.skip("no managed memory")
+    with cupy.cuda.Device(q.device.index):
+        ptr = cupy.cuda.malloc_managed(4 * 256)
+        a = cupy.ndarray((256,), dtype=cupy.int32, memptr=ptr)
+        a[:] = 5
+        cupy.cuda.runtime.deviceSynchronize()
+    mem = sycl_rs.from_dlpack(a, q)
+    assert mem.kind == "shared" and mem.ptr == a.data.ptr
+    assert np.frombuffer(mem.copy_to(nbytes=4), np.int32)[0] == 5
