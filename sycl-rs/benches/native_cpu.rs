@@ -197,6 +197,16 @@ fn ipc_child(args: &[String]) {
         ipc::memory::close(m).unwrap();
         close_t.push(t.elapsed().as_secs_f64() * 1e6);
     }
+    // Reopens while one open is kept (the mapping is shared, the checks are not skipped).
+    let keep = ipc::memory::open::<u8>(&handle, &ctx, &dev).unwrap();
+    let mut reopen_t = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        let m = ipc::memory::open::<u8>(&handle, &ctx, &dev).unwrap();
+        reopen_t.push(t.elapsed().as_secs_f64() * 1e6);
+        ipc::memory::close(m).unwrap();
+    }
+    ipc::memory::close(keep).unwrap();
     let mut raw_open_t = Vec::new();
     let mut raw_close_t = Vec::new();
     for _ in 0..reps {
@@ -208,11 +218,12 @@ fn ipc_child(args: &[String]) {
         raw_close_t.push(t.elapsed().as_secs_f64() * 1e6);
     }
     println!(
-        "{cold} {raw_cold} {} {} {} {}",
+        "{cold} {raw_cold} {} {} {} {} {}",
         median(open_t),
         median(raw_open_t),
         median(close_t),
-        median(raw_close_t)
+        median(raw_close_t),
+        median(reopen_t)
     );
 }
 
@@ -314,6 +325,12 @@ fn ipc_latency(reps: usize) {
         f[3],
     );
     row("ipc::memory::close (vs munmap+close)", "us", f[4], f[5]);
+    row(
+        "ipc::memory::open again while open here (vs pidfd+mmap)",
+        "us",
+        f[6],
+        f[3],
+    );
 }
 
 // ---------------------------------------------------------------- event ping-pong

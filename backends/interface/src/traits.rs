@@ -265,7 +265,9 @@ pub trait Context: Send + Sync + Any {
     }
     /// Opens exported memory on `device`: the address in this process (already offset) and
     /// the bytes from there that the backend checked are really mapped (a payload's claimed
-    /// size is never trusted).
+    /// size is never trusted). Opens of the same exported object may share one mapping, and
+    /// so return the same address (as CUDA's driver does); each open is closed once, and the
+    /// mapping goes with the last close.
     fn ipc_open_mem(
         &self,
         device: &Arc<dyn Device>,

@@ -177,9 +177,17 @@ impl Context {
         let len = sys::round_up(size, sys::page_size())
             .filter(|&len| len as u64 <= file_size)
             .ok_or_else(|| Error::invalid(format!("ipc::memory::open: {STALE}")))?;
-        let (base, opened) = usm::map_import(&fd, len, size, device_index, offset)?;
-        let ptr = opened.user_ptr;
-        self.mem.lock().insert(base, MemEntry::Opened(opened));
+        // The descriptor is the very file of a mapping made here before (the kernel's inode
+        // and device say so, checked above, as were its seals and size): share that mapping.
+        if let Some(ptr) = self.mem.lock().reuse_opened(id, size, device_index, offset) {
+            return Ok(OpenedMemory {
+                ptr,
+                size: size - offset as usize,
+            });
+        }
+        let (base, opened) = usm::map_import(&fd, id, len, size, device_index, offset)?;
+        let ptr = base + offset;
+        self.mem.lock().insert_opened(base, opened);
         // `fd` closes here; the mapping keeps the file alive. `offset < size` (parse_mem).
         Ok(OpenedMemory {
             ptr,
@@ -190,8 +198,9 @@ impl Context {
     /// # Safety
     /// No pending command uses the memory.
     pub(crate) unsafe fn ipc_close_mem_impl(&self, ptr: u64) -> Result<()> {
-        let opened = self.mem.lock().remove_opened(ptr)?;
-        drop(opened);
+        // The last open of a mapping unmaps it (outside the lock).
+        let last = self.mem.lock().remove_opened(ptr)?;
+        drop(last);
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 //! The registry maps the base of every live allocation (and of every IPC mapping opened in
 //! this context) to what it is, so pointer queries work for interior pointers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::fd::OwnedFd;
 
 use rustix::mm::ProtFlags;
@@ -26,13 +26,17 @@ pub(crate) struct UsmAlloc {
     pub device_index: Option<usize>,
 }
 
-/// A mapping made by `ipc_open_mem`.
+/// A mapping made by `ipc_open_mem`, shared by every open of the same file in the context
+/// (as the CUDA driver shares one mapping between opens of a handle): a reopen maps nothing.
 pub(crate) struct OpenedMem {
     _map: Mapping,
     pub size: usize,
     pub device_index: usize,
-    /// The address `ipc_open_mem` returned (base + the exporter's offset).
-    pub user_ptr: u64,
+    /// The file mapped.
+    pub id: FileId,
+    /// The addresses `ipc_open_mem` returned and that are not closed yet (base + the
+    /// exporter's offset), one per open; unmapped when the last is closed.
+    pub users: Vec<u64>,
 }
 
 pub(crate) enum MemEntry {
@@ -53,6 +57,8 @@ impl MemEntry {
 #[derive(Default)]
 pub(crate) struct Registry {
     entries: BTreeMap<u64, MemEntry>,
+    /// The base of the IPC mapping of each file opened (the newest, if several).
+    opened_files: HashMap<FileId, u64>,
 }
 
 impl Registry {
@@ -100,19 +106,63 @@ impl Registry {
         }
     }
 
-    /// Removes the IPC mapping that `ipc_open_mem` returned as `ptr`.
-    pub(crate) fn remove_opened(&mut self, ptr: u64) -> Result<OpenedMem> {
+    /// Registers a new IPC mapping (its first user included).
+    pub(crate) fn insert_opened(&mut self, base: u64, opened: OpenedMem) {
+        self.opened_files.insert(opened.id, base);
+        self.entries.insert(base, MemEntry::Opened(opened));
+    }
+
+    /// Another open of file `id` (`size` bytes, offset `offset`, on device `device_index`)
+    /// through the mapping already made of it, if there is one of that size and device:
+    /// the address to return.
+    pub(crate) fn reuse_opened(
+        &mut self,
+        id: FileId,
+        size: usize,
+        device_index: usize,
+        offset: u64,
+    ) -> Option<u64> {
+        let base = *self.opened_files.get(&id)?;
+        match self.entries.get_mut(&base) {
+            Some(MemEntry::Opened(o))
+                if o.id == id && o.size == size && o.device_index == device_index =>
+            {
+                let user = base + offset;
+                o.users.push(user);
+                Some(user)
+            }
+            _ => None,
+        }
+    }
+
+    /// Closes the open that `ipc_open_mem` returned as `ptr`: the mapping to unmap when that
+    /// was its last open.
+    pub(crate) fn remove_opened(&mut self, ptr: u64) -> Result<Option<OpenedMem>> {
         let refuse = || {
             Error::invalid(format!(
                 "ipc::memory::close of {ptr:#x}, which is not an open IPC mapping of this context"
             ))
         };
-        let base = match self.find(ptr) {
-            Some((base, MemEntry::Opened(o))) if o.user_ptr == ptr => base,
+        let (base, last) = match self.find(ptr) {
+            Some((base, MemEntry::Opened(o))) if o.users.contains(&ptr) => {
+                (base, o.users.len() == 1)
+            }
             _ => return Err(refuse()),
         };
+        if !last {
+            if let Some(MemEntry::Opened(o)) = self.entries.get_mut(&base) {
+                let i = o.users.iter().position(|&u| u == ptr).ok_or_else(refuse)?;
+                o.users.swap_remove(i);
+            }
+            return Ok(None);
+        }
         match self.entries.remove(&base) {
-            Some(MemEntry::Opened(o)) => Ok(o),
+            Some(MemEntry::Opened(o)) => {
+                if self.opened_files.get(&o.id) == Some(&base) {
+                    self.opened_files.remove(&o.id);
+                }
+                Ok(Some(o))
+            }
             Some(other) => {
                 self.entries.insert(base, other);
                 Err(refuse())
@@ -174,6 +224,7 @@ pub(crate) fn allocate(
 /// Maps `len` bytes of an imported allocation's memfd.
 pub(crate) fn map_import(
     fd: &OwnedFd,
+    id: FileId,
     len: usize,
     size: usize,
     device_index: usize,
@@ -187,7 +238,8 @@ pub(crate) fn map_import(
             _map: map,
             size,
             device_index,
-            user_ptr: base + offset,
+            id,
+            users: vec![base + offset],
         },
     ))
 }

@@ -221,14 +221,18 @@ fn ipc_memory_round_trip_in_one_process() {
     let export = e.ctx.ipc_get_mem(p + 100).unwrap();
     assert_eq!(export.fds.len(), 1);
 
-    // Two opens: two distinct mappings of the same memory, each already offset, each as long
-    // as the allocation from the exported address on.
+    // Two opens: one mapping of the memory, shared (a reopen maps nothing), already offset,
+    // as long as the allocation from the exported address on.
     let a = e.ctx.ipc_open_mem(&e.device, import_of(&export)).unwrap();
     let b = e.ctx.ipc_open_mem(&e.device, import_of(&export)).unwrap();
     assert_eq!((a.size, b.size), (size - 100, size - 100));
     let (a, b) = (a.ptr, b.ptr);
-    assert_ne!(a, b);
+    assert_eq!(a, b);
     assert_ne!(a, p + 100);
+    // An export of another address of the allocation shares the mapping too.
+    let other = e.ctx.ipc_get_mem(p + 300).unwrap();
+    let c = e.ctx.ipc_open_mem(&e.device, import_of(&other)).unwrap();
+    assert_eq!((c.ptr, c.size), (a + 200, size - 300));
     assert_eq!(read(a, 4), vec![0x11; 4]);
     write(p + 100, b"from exporter");
     assert_eq!(read(a, 13), b"from exporter");
@@ -265,19 +269,51 @@ fn ipc_memory_round_trip_in_one_process() {
     write(a, b"still alive");
     assert_eq!(read(b, 11), b"still alive");
 
-    // Close each once; interior or repeated closes are refused.
+    // Close each open once; the mapping stays until the last. Interior addresses, closes
+    // beyond the opens, and addresses never returned are refused.
     // SAFETY: no command uses the mappings; bad closes are refused by the bookkeeping.
     unsafe {
         assert_eq!(
             e.ctx.ipc_close_mem(a + 1).unwrap_err().code(),
             Errc::Invalid
         );
+        e.ctx.ipc_close_mem(c.ptr).unwrap();
+        assert_eq!(
+            e.ctx.ipc_close_mem(c.ptr).unwrap_err().code(),
+            Errc::Invalid
+        );
         e.ctx.ipc_close_mem(a).unwrap();
-        assert_eq!(e.ctx.ipc_close_mem(a).unwrap_err().code(), Errc::Invalid);
+        assert_eq!(
+            read(b, 11),
+            b"still alive",
+            "the other open keeps the mapping"
+        );
         e.ctx.ipc_close_mem(b).unwrap();
+        assert_eq!(e.ctx.ipc_close_mem(a).unwrap_err().code(), Errc::Invalid);
         assert_eq!(e.ctx.ipc_close_mem(p).unwrap_err().code(), Errc::Invalid);
     }
     assert_eq!(e.ctx.usm_pointer_info(a).kind, UsmKind::Unknown);
+}
+
+#[test]
+fn ipc_memory_reopen_after_the_last_close_maps_again() {
+    let e = env();
+    let p = e
+        .ctx
+        .usm_alloc(UsmKind::Device, Some(&e.device), 8192, 0)
+        .unwrap();
+    let export = e.ctx.ipc_get_mem(p).unwrap();
+    for round in 0..3u8 {
+        let a = e.ctx.ipc_open_mem(&e.device, import_of(&export)).unwrap();
+        write(a.ptr, &[round; 8]);
+        assert_eq!(read(p, 8), vec![round; 8]);
+        assert_eq!(e.ctx.usm_pointer_info(a.ptr).kind, UsmKind::Device);
+        // SAFETY: no command uses the mapping.
+        unsafe { e.ctx.ipc_close_mem(a.ptr).unwrap() };
+        assert_eq!(e.ctx.usm_pointer_info(a.ptr).kind, UsmKind::Unknown);
+    }
+    // SAFETY: no command uses `p`.
+    unsafe { e.ctx.usm_free(p).unwrap() };
 }
 
 #[test]

@@ -71,11 +71,11 @@ pub(crate) fn prepare_import<'h>(
         ));
     }
     let same_process = header.exporter.is_current_process();
-    // Whether the exporter still runs is read from /proc, which costs more than a cached open:
-    // it is checked here only for descriptors received with the handle (taking them from the
-    // exporter fails by itself when it is gone), and otherwise only after a failed open (see
-    // `explain_open_failure`).
-    if !same_process && !handle.fds.is_empty() && !header.exporter.is_alive() {
+    // Whether the exporter still runs is checked here only for descriptors received with the
+    // handle (taking them from the exporter fails by itself when it is gone), and otherwise
+    // only after a failed open (see `explain_open_failure`). It is one `poll` of a kept pidfd
+    // after the first time (`exporter_alive`), not a read of /proc.
+    if !same_process && !handle.fds.is_empty() && !exporter_alive(&header.exporter) {
         return Err(dead_exporter(header.exporter.pid));
     }
     let fds: Vec<OwnedFd> = if let Some((ticket, backend_fds)) = handle.fds.split_last() {
@@ -209,6 +209,69 @@ fn verified_source(
     Ok(source)
 }
 
+/// Exporters found running, with a pidfd proven to name them: whether one still runs is then
+/// one `poll` of the pidfd (readable once the process exited) instead of a read of
+/// `/proc/PID/stat` (an open, a stat, several reads and a parse: most of a cached open's time
+/// otherwise). Keyed by the whole identity: a handle naming another start time or nonce is
+/// another entry, checked against /proc once.
+fn live_exporters() -> &'static Mutex<HashMap<ExporterId, Arc<OwnedFd>>> {
+    static LIVE: OnceLock<Mutex<HashMap<ExporterId, Arc<OwnedFd>>>> = OnceLock::new();
+    LIVE.get_or_init(Default::default)
+}
+
+/// `ExporterId::is_alive`, answered from a kept pidfd after the first time.
+///
+/// The first time, the pidfd is opened before /proc is read: when /proc then shows the
+/// exporter's start time under its pid, the pidfd names the exporter (the exporter made the
+/// handle before we opened the pidfd, so it held the pid then too, unless it had already
+/// exited, and a pid's later owner cannot have its start time). A pidfd names one process for
+/// good, so from then on it answers for that process alone.
+pub(crate) fn exporter_alive(exporter: &ExporterId) -> bool {
+    if exporter.is_current_process() {
+        return true;
+    }
+    let kept = live_exporters().lock().get(exporter).cloned();
+    if let Some(pidfd) = kept {
+        match pidfd_exited(&pidfd) {
+            Some(false) => return true,
+            Some(true) => {
+                live_exporters().lock().remove(exporter);
+                return false;
+            }
+            // poll failed: fall back to /proc below.
+            None => {}
+        }
+    }
+    let pidfd = rustix::process::Pid::from_raw(exporter.pid as i32).and_then(|pid| {
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+    });
+    if !exporter.is_alive() {
+        return false;
+    }
+    if let Some(pidfd) = pidfd {
+        let mut live = live_exporters().lock();
+        if live.len() >= VERIFIED_EXPORTERS {
+            live.clear();
+        }
+        live.insert(*exporter, Arc::new(pidfd));
+    }
+    true
+}
+
+/// Whether the process of `pidfd` exited (its pidfd polls readable); `None` if poll failed.
+fn pidfd_exited(pidfd: &OwnedFd) -> Option<bool> {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+    let zero = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    match poll(&mut fds, Some(&zero)) {
+        Ok(n) => Some(n > 0 && !fds[0].revents().is_empty()),
+        Err(_) => None,
+    }
+}
+
 /// Drops what is kept of an exporter that failed us (exited, or refused a descriptor).
 fn forget_exporter(exporter: &ExporterId) {
     verified_exporters().lock().remove(&key_of(exporter));
@@ -270,3 +333,49 @@ pub(crate) fn default_device_for(handle: &Handle) -> Result<Device> {
 
 #[cfg(test)]
 mod proptests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity_of(child: &std::process::Child) -> ExporterId {
+        let pid = child.id();
+        ExporterId {
+            pid,
+            start_time: sycl_backend::ipc::process_start_time(pid).expect("the child runs"),
+            nonce: 0x5eed ^ u64::from(pid),
+        }
+    }
+
+    #[test]
+    fn exporter_liveness_is_kept_and_follows_the_process() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("sleep(1) runs");
+        let id = identity_of(&child);
+        assert!(exporter_alive(&id));
+        assert!(
+            live_exporters().lock().contains_key(&id),
+            "a pidfd is kept after the first check"
+        );
+        assert!(exporter_alive(&id), "answered from the kept pidfd");
+        // Another start time under the same pid is another process: not alive, not kept.
+        let impostor = ExporterId {
+            start_time: id.start_time + 1,
+            ..id
+        };
+        assert!(!exporter_alive(&impostor));
+        assert!(!live_exporters().lock().contains_key(&impostor));
+        // Exited (a zombie until reaped, then gone): the kept pidfd says so, and is dropped.
+        child.kill().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while exporter_alive(&id) {
+            assert!(std::time::Instant::now() < deadline, "the exit is seen");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!live_exporters().lock().contains_key(&id));
+        child.wait().unwrap();
+        assert!(!exporter_alive(&id));
+    }
+}
