@@ -169,3 +169,13 @@ def test_queues_of_the_wrong_backend_or_device_are_refused(native):
     with pytest.raises(sycl_rs.FeatureNotSupportedError):
         sycl_rs.from_dlpack(a, sycl_rs.Queue(others[0]))
     assert (a == 0).all()
+
+
+def test_sycl_rs_memory_is_not_wrapped_again(native):
+    q = sycl_rs.Queue(native)
+    m = sycl_rs.malloc_device(64, q)
+    with pytest.raises(sycl_rs.InvalidError, match="own owner"):
+        sycl_rs.from_dlpack(m, q)
+    # The capsule taken for it was released (its deleter ran): nothing holds the memory.
+    gc.collect()
+    m.free()

@@ -1768,3 +1768,50 @@ fn imported_event_of_a_dead_exporter_does_not_hang() {
         assert_eq!(e.code(), Errc::Event, "{e}");
     }
 }
+
+#[test]
+fn foreign_pointer_info_is_the_drivers_word() {
+    let Some(fx) = setup("foreign_pointer_info_is_the_drivers_word") else {
+        return;
+    };
+    let info = fx.device.info();
+    let mut kinds = vec![UsmKind::Device];
+    if info.has(Aspect::UsmHostAllocations) {
+        kinds.push(UsmKind::Host);
+    }
+    if info.has(Aspect::UsmSharedAllocations) {
+        kinds.push(UsmKind::Shared);
+    }
+    for kind in kinds {
+        let dev = (kind != UsmKind::Host).then_some(&fx.device);
+        let size = 1 << 20;
+        let p = fx.ctx.usm_alloc(kind, dev, size, 0).expect("usm_alloc");
+        // Interior pointers name the allocation that holds them, as the driver sees it.
+        let got = fx
+            .ctx
+            .foreign_pointer_info(p + 4096)
+            .expect("a CUDA pointer");
+        assert_eq!(got.kind, kind, "{kind}");
+        let want_device = (kind != UsmKind::Host).then_some(0);
+        assert_eq!(got.device_index, want_device, "{kind}");
+        assert!(
+            got.base <= p && p + size as u64 <= got.base + got.size as u64,
+            "{got:?}"
+        );
+        // SAFETY: no command uses `p`.
+        unsafe { fx.ctx.usm_free(p).expect("usm_free") };
+    }
+    // Pageable host memory of this process: unknown to the driver (`Invalid`), or host
+    // memory where the device reaches pageable memory (HMM).
+    let stack = [0u8; 64];
+    match fx.ctx.foreign_pointer_info(stack.as_ptr() as u64) {
+        Err(err) => assert_eq!(err.code(), Errc::Invalid, "{err}"),
+        Ok(got) => {
+            eprintln!("pageable memory is known to this driver: {got:?}");
+            assert_eq!(got.kind, UsmKind::Host);
+        }
+    }
+    fx.ctx
+        .wait_foreign_default_queue(&fx.device)
+        .expect("the legacy default stream is waited for");
+}
