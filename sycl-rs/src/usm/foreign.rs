@@ -373,6 +373,36 @@ mod tests {
     }
 
     #[test]
+    fn queues_without_system_allocations_are_refused() {
+        let (d, c, _q) = native();
+        let Some(other) = Device::all()
+            .into_iter()
+            .find(|x| !x.has(Aspect::UsmSystemAllocations))
+        else {
+            eprintln!("skipping: every device here has usm_system_allocations");
+            return;
+        };
+        let mut buf = vec![7u32; 64];
+        // SAFETY: `buf` outlives the wrapper (dropped after it); no Rust reference is used
+        // while the wrapper lives; the refused commands touch nothing.
+        let usm = unsafe {
+            Usm::<u32>::from_foreign(
+                system(buf.as_mut_ptr(), 64, AccessMode::ReadWrite),
+                &d,
+                &c,
+                Box::new(()),
+            )
+        }
+        .unwrap();
+        let q = Queue::new(&other).unwrap();
+        let err = q.fill(&usm, 0u32, &[]).map(|_| ()).unwrap_err();
+        assert_eq!(err.code(), Errc::Invalid, "{err}");
+        assert!(err.message().contains("usm_system_allocations"), "{err}");
+        drop(usm);
+        assert!(buf.iter().all(|&v| v == 7));
+    }
+
+    #[test]
     fn foreign_memory_is_not_exported_through_ipc() {
         let (d, c, _q) = native();
         let mut buf = vec![0u32; 1024];
