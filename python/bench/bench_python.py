@@ -149,11 +149,12 @@ def torch_exporter(count, to_parent, done):
     import torch
     from torch.multiprocessing.reductions import reduce_tensor
 
-    tensors = [torch.full((GIB // 4,), i + 1, dtype=torch.int32, device="cuda") for i in range(2 * count)]
+    tensors = [torch.full((GIB // 4,), i + 1, dtype=torch.int32, device="cuda") for i in range(3 * count)]
     torch.cuda.synchronize()
     theirs = [reduce_tensor(t) for t in tensors[:count]]
-    ours = [tuple(t.untyped_storage()._share_cuda_()) for t in tensors[count:]]
-    to_parent.put((theirs, ours))
+    ours = [tuple(t.untyped_storage()._share_cuda_()) for t in tensors[count : 2 * count]]
+    raw = [tuple(t.untyped_storage()._share_cuda_()) for t in tensors[2 * count :]]
+    to_parent.put((theirs, ours, raw))
     done.get(timeout=600)
 
 
@@ -168,10 +169,14 @@ def receive_1gib(device):
     to_parent, done = ctx.Queue(), ctx.Queue()
     p = ctx.Process(target=torch_exporter, args=(count, to_parent, done))
     p.start()
-    theirs, ours = to_parent.get(timeout=600)
+    theirs, ours, raw_shares = to_parent.get(timeout=600)
     q = sycl_rs.Queue(device)
     torch.cuda.init()
-    t_theirs, t_ours, opened = [], [], []
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    t_theirs, t_ours, t_raw, opened, raw_opened = [], [], [], [], []
     for i in range(count):
         rebuild, args = theirs[i]
         t0 = time.perf_counter_ns()
@@ -185,6 +190,25 @@ def receive_1gib(device):
         t_ours.append((time.perf_counter_ns() - t0) / 1000)
         assert first == count + i + 1
         opened.append((t, m))
+        if cupy is not None:
+            # The floor: the driver's open of the same kind of handle and a 4-byte read.
+            share = raw_shares[i]
+            handle = bytes(share[1])
+            handle = handle[2:] if len(handle) == 66 else handle
+            host = np.zeros(1, np.int32)
+            t0 = time.perf_counter_ns()
+            base = cupy.cuda.runtime.ipcOpenMemHandle(handle)
+            cupy.cuda.runtime.memcpy(host.ctypes.data, base + int(share[3]), 4, 2)
+            t_raw.append((time.perf_counter_ns() - t0) / 1000)
+            assert int(host[0]) == 2 * count + i + 1
+            raw_opened.append(base)
+    if t_raw:
+        print(
+            f"receive 1 GiB: raw floor (CuPy ipcOpenMemHandle + 4-byte read) "
+            f"{statistics.median(t_raw):.1f} us = {statistics.median(t_raw) / statistics.median(t_theirs):.3f}x torch"
+        )
+    for base in raw_opened:
+        cupy.cuda.runtime.ipcCloseMemHandle(base)
     o, r = statistics.median(t_ours), statistics.median(t_theirs)
     row(
         "receive 1 GiB CUDA buffer, open + first use",
