@@ -21,6 +21,7 @@
 use std::fmt::Write;
 
 use crate::analyze::{fallible, path_key, Analysis, Class, Step};
+use crate::bounds::{Bounds, Proof, Target};
 use crate::ir::*;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -92,6 +93,11 @@ struct Emitter<'a> {
     /// Evaluating a value every work-item computes (`uniform_check`): failures go to
     /// `sycl_ufail`.
     uniform: bool,
+    /// Accesses proved in bounds (their checks are dropped).
+    bounds: Bounds<'a>,
+    /// While emitting the unchecked copy of a flat kernel's body: the run-time guards
+    /// (`global_range(d) <= len(p)`) it assumes.
+    guarded: Option<Vec<(u8, usize)>>,
 }
 
 /// The kernel's C function (without prelude or helpers).
@@ -106,6 +112,8 @@ pub fn kernel(f: &Function, an: &Analysis, d: Dialect) -> String {
         tmp: 0,
         region_end: None,
         uniform: false,
+        bounds: Bounds::new(f),
+        guarded: None,
     };
     e.kernel_fn(an);
     e.out
@@ -123,6 +131,8 @@ pub fn helper(f: &Function, helpers: &[syn::Path], d: Dialect) -> (String, Strin
         tmp: 0,
         region_end: None,
         uniform: false,
+        bounds: Bounds::new(f),
+        guarded: None,
     };
     let ret = f.ret.expect("helpers return a value");
     let mut sig = String::new();
@@ -206,6 +216,26 @@ impl Emitter<'_> {
         }
     }
 
+    /// Whether an access needs its check: `Proof::No` and `Proof::When` are checked (the
+    /// latter folded away where the work-group size proves it), `Proof::Always` is not.
+    fn proof(&mut self, base: Base, index: &Expr, checked: bool) -> Proof {
+        if !checked {
+            return Proof::Always;
+        }
+        match self.bounds.access(base, index, Target::C) {
+            Proof::Guard(d, p) => match &mut self.guarded {
+                Some(guards) => {
+                    if !guards.contains(&(d, p)) {
+                        guards.push((d, p));
+                    }
+                    Proof::Always
+                }
+                None => Proof::No,
+            },
+            other => other,
+        }
+    }
+
     fn class(&self, l: usize) -> Class {
         self.an().map_or(Class::Plain, |an| an.class[l])
     }
@@ -262,6 +292,8 @@ impl Emitter<'_> {
             params.join(", ")
         );
         self.depth = 1;
+        // The bound constants of the proofs made while emitting the body go here.
+        let decls_at = self.out.len();
         for l in &prologue {
             self.line(l);
         }
@@ -284,9 +316,43 @@ impl Emitter<'_> {
         if !an.group {
             // A plain range is launched rounded up to whole work-groups; the extra
             // work-items leave here, so the kernel sees exactly its range.
-            self.line("if (SYCL_OUTSIDE_RANGE) return;");
-            self.block_plain(&self.f.body.clone());
-            self.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
+            // Accesses indexed below `global_range(d)` are in bounds of a slice at least that
+            // long: when every such slice is (one test, the same in every work-item), a copy
+            // of the body without their checks runs; else the checked one. The test comes
+            // first, where no work-item has left yet: CPU vectorizers then see a uniform
+            // branch (after the range check they ran both copies, masked).
+            let body = self.f.body.clone();
+            let mark = self.out.len();
+            self.guarded = Some(Vec::new());
+            // Each copy reports its own failures (the unchecked one, often none: the compiler
+            // drops the report there).
+            let flat_body = |e: &mut Self| {
+                e.line("if (SYCL_OUTSIDE_RANGE) return;");
+                e.block_plain(&body);
+                e.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
+            };
+            self.depth += 1;
+            flat_body(self);
+            self.depth -= 1;
+            let guards = self.guarded.take().unwrap_or_default();
+            if guards.is_empty() {
+                self.out.truncate(mark);
+                flat_body(self);
+            } else {
+                let fast = self.out.split_off(mark);
+                let cond: Vec<String> = guards
+                    .iter()
+                    .map(|(d, p)| format!("sycl_r{d} <= p{p}_len"))
+                    .collect();
+                let line = format!("if ({}) {{", cond.join(" && "));
+                self.line(&line);
+                self.out.push_str(&fast);
+                self.line("} else {");
+                self.depth += 1;
+                flat_body(self);
+                self.depth -= 1;
+                self.line("}");
+            }
         } else {
             // `sycl_done`: the work-item returned (only `return` sets it, so without one it stays
             // a constant the compiler folds). A failed work-item goes on with its effects
@@ -311,6 +377,13 @@ impl Emitter<'_> {
             }
         }
         self.out.push_str("}\n");
+        let decls: String = self
+            .bounds
+            .c_decls()
+            .iter()
+            .map(|d| format!("    {d}\n"))
+            .collect();
+        self.out.insert_str(decls_at, &decls);
     }
 
     fn steps(&mut self, steps: &[Step]) {
@@ -552,28 +625,41 @@ impl Emitter<'_> {
                 let i = self.expr(index);
                 let line = format!("sycl_u64 {iname} = {i};");
                 self.line(&line);
-                let current = if *checked {
-                    format!(
+                // A check the bounds analysis proved always passes is dropped, like the
+                // user's `unsafe` one; one it proved for this work-group size is folded away.
+                let proof = self.proof(*base, index, *checked);
+                let current = match &proof {
+                    // (`proof` resolves guards to one of the others.)
+                    Proof::No | Proof::Guard(..) => format!(
                         "sycl_ld_{space}_{}({ptr}, {len}, {iname}, {})",
                         tag(elem),
                         self.failp()
-                    )
-                } else {
-                    format!("{ptr}[{iname}]")
+                    ),
+                    Proof::When(c) => format!(
+                        "sycl_ldc_{space}_{}({ptr}, {len}, {iname}, {}, {c})",
+                        tag(elem),
+                        self.failp()
+                    ),
+                    Proof::Always => format!("{ptr}[{iname}]"),
                 };
                 let value = match op {
                     None => vn.clone(),
                     Some(op) => self.binary(*op, elem, self.ty(e), &current, &vn),
                 };
-                let line = if *checked {
-                    format!(
+                let line = match &proof {
+                    // (`proof` resolves guards to one of the others.)
+                    Proof::No | Proof::Guard(..) => format!(
                         "sycl_st_{space}_{}({ptr}, {len}, {iname}, {value}, {});",
                         tag(elem),
                         self.failp()
-                    )
-                } else {
-                    // Unchecked (the user's `unsafe`), but still nothing after a failure.
-                    format!("if (!{}) {ptr}[{iname}] = {value};", self.failed())
+                    ),
+                    Proof::When(c) => format!(
+                        "sycl_stc_{space}_{}({ptr}, {len}, {iname}, {value}, {}, {c});",
+                        tag(elem),
+                        self.failp()
+                    ),
+                    // In bounds, but still nothing after a failure.
+                    Proof::Always => format!("if (!{}) {ptr}[{iname}] = {value};", self.failed()),
                 };
                 self.line(&line);
                 self.depth -= 1;
@@ -716,14 +802,20 @@ impl Emitter<'_> {
             } => {
                 let (ptr, len, space) = self.base(*base);
                 let i = self.expr(index);
-                if *checked {
-                    format!(
+                let proof = self.proof(*base, index, *checked);
+                match proof {
+                    // (`proof` resolves guards to one of the others.)
+                    Proof::No | Proof::Guard(..) => format!(
                         "sycl_ld_{space}_{}({ptr}, {len}, {i}, {})",
                         tag(t),
                         self.failp()
-                    )
-                } else {
-                    format!("{ptr}[{i}]")
+                    ),
+                    Proof::When(c) => format!(
+                        "sycl_ldc_{space}_{}({ptr}, {len}, {i}, {}, {c})",
+                        tag(t),
+                        self.failp()
+                    ),
+                    Proof::Always => format!("{ptr}[{i}]"),
                 }
             }
             ExprKind::Len(base) => self.base(*base).1,

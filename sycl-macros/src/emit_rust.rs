@@ -18,6 +18,7 @@ use proc_macro2::{Literal, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
 use crate::analyze::{Analysis, Class, Step};
+use crate::bounds::{Bounds, Proof, Target};
 use crate::ir::*;
 
 /// Where code is emitted: it decides how locals are named and what `return` does.
@@ -36,6 +37,8 @@ pub struct RustEmitter<'a> {
     f: &'a Function,
     class: Vec<Class>,
     ctx: Ctx,
+    /// Accesses proved in bounds (their checks are dropped).
+    bounds: Bounds<'a>,
 }
 
 fn rt() -> TokenStream {
@@ -57,11 +60,17 @@ impl<'a> RustEmitter<'a> {
             f,
             class: an.map_or_else(|| vec![Class::Plain; f.locals.len()], |a| a.class.clone()),
             ctx,
+            bounds: Bounds::new(f),
         }
     }
 
     fn ty(&self, e: &Expr) -> Ty {
         self.f.ty(e.ty)
+    }
+
+    /// Whether a checked access is proved in bounds (then emitted unchecked).
+    fn proved(&self, base: Base, index: &Expr, checked: bool) -> bool {
+        checked && self.bounds.access(base, index, Target::Rust) == Proof::Always
     }
 
     fn local(&self, l: usize) -> TokenStream {
@@ -143,6 +152,22 @@ impl<'a> RustEmitter<'a> {
                 checked,
             } => {
                 let i = self.expr(index);
+                if self.proved(*base, index, *checked) {
+                    return match base {
+                        Base::Param(p) => {
+                            let p = self.param(*p);
+                            // SAFETY: sycl-macros' bounds analysis (bounds.rs) proved the
+                            // index below the slice's length.
+                            quote!(unsafe { #p.load_unchecked(#i) })
+                        }
+                        Base::Local(l) => {
+                            let a = self.local(*l);
+                            // SAFETY: the bounds analysis proved the index below the local
+                            // array's length, which is its vector's.
+                            quote!(unsafe { *#a.get_unchecked(#i) })
+                        }
+                    };
+                }
                 match (base, checked) {
                     (Base::Param(p), true) => {
                         let p = self.param(*p);
@@ -336,10 +361,17 @@ impl<'a> RustEmitter<'a> {
                     },
                     Base::Local(l) => self.f.ty(self.f.locals[*l].ty),
                 };
+                let proved = self.proved(*base, index, *checked);
                 match base {
                     Base::Param(p) => {
                         let p = self.param(*p);
-                        let (load, store) = if *checked {
+                        let (load, store) = if proved {
+                            // SAFETY: the bounds analysis (bounds.rs) proved `__i < len`.
+                            (
+                                quote!(unsafe { #p.load_unchecked(__i) }),
+                                quote!(unsafe { #p.store_unchecked(__i, __new) }),
+                            )
+                        } else if *checked {
                             (quote!(#p.load(__i)), quote!(#p.store(__i, __new)))
                         } else {
                             // SAFETY: an unchecked store or atomic exists only inside the
@@ -357,7 +389,10 @@ impl<'a> RustEmitter<'a> {
                     }
                     Base::Local(l) => {
                         let a = self.local(*l);
-                        let place = if *checked {
+                        let place = if proved {
+                            // SAFETY: the bounds analysis proved `__i` below the array's length.
+                            quote!(*unsafe { #a.get_unchecked_mut(__i) })
+                        } else if *checked {
                             quote!(#a[__i])
                         } else {
                             // SAFETY: as above, the author's `unsafe` block vouches for `__i`.

@@ -11,6 +11,7 @@ use proc_macro2::{Literal, TokenStream as TokenStream2};
 use quote::{format_ident, quote};
 
 mod analyze;
+mod bounds;
 mod emit_c;
 mod emit_rust;
 mod ir;

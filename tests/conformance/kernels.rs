@@ -2085,6 +2085,150 @@ pub fn bounds_checks(d: &Device) -> R {
     })
 }
 
+// Kernels whose checks the macro's bounds analysis (sycl-macros/src/bounds.rs) drops, and
+// near misses it must not.
+
+#[sycl::kernel]
+fn proof_strided_sum(x: &[u32], out: &mut [u32]) {
+    let n = x.len();
+    let mut acc = 0u32;
+    for i in (global_id(0)..n).step_by(global_range(0)) {
+        acc += x[i];
+    }
+    out[global_id(0)] = acc;
+}
+
+#[sycl::kernel]
+fn proof_strided_plus_one(x: &[u32], out: &mut [u32]) {
+    let n = x.len();
+    let mut acc = 0u32;
+    for i in (global_id(0)..n).step_by(global_range(0)) {
+        acc += x[i + 1];
+    }
+    out[global_id(0)] = acc;
+}
+
+#[sycl::kernel]
+fn proof_inclusive(x: &[u32], out: &mut [u32]) {
+    let mut acc = 0u32;
+    for i in global_id(0)..=x.len() {
+        acc += x[i];
+    }
+    out[global_id(0)] = acc;
+}
+
+#[sycl::kernel]
+fn proof_truncated(x: &[u32], out: &mut [u32]) {
+    let n = (x.len() as u32).min(global_id(0) as u32 + 3);
+    let mut acc = 0u32;
+    for i in 0..n {
+        acc += x[i as usize];
+    }
+    out[global_id(0)] = acc;
+}
+
+#[sycl::kernel]
+fn proof_local_stride(out: &mut [u32]) {
+    let tile = local_array::<u32, 64>();
+    let l = local_id(0);
+    tile[l] = l as u32;
+    tile[l + 32] = (l + 32) as u32;
+    barrier();
+    out[global_id(0)] = tile[l * 2];
+}
+
+#[sycl::kernel]
+fn proof_local_wrap(out: &mut [u32]) {
+    let tile = local_array::<u32, 64>();
+    let l = local_id(0) as u32;
+    tile[local_id(0)] = l;
+    barrier();
+    out[global_id(0)] = tile[(l + 4294967295u32) as usize];
+}
+
+/// Item 7b: accesses the macro proves in bounds run without their checks and compute the same;
+/// the near misses (an index one past, `..=` up to the length, a local index over the array for
+/// this work-group size, a `u32` index that wraps, a slice shorter than the range) still fail
+/// with `Errc::Kernel`.
+pub fn bounds_proofs(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = 1000usize;
+    let xs: Vec<u32> = (0..n as u32).map(|i| i * 3 + 1).collect();
+    let x = upload(&q, &xs)?;
+    let items = 64usize;
+    let out = filled(&q, items, 0u32)?;
+    run(&q, Range::d1(items), proof_strided_sum(&x, &out))?;
+    let want: Vec<u32> = (0..items)
+        .map(|g| xs.iter().skip(g).step_by(items).sum())
+        .collect();
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |i| {
+        format!("proof_strided_sum item {i}")
+    })?;
+    run(&q, Range::d1(items), proof_truncated(&x, &out))?;
+    let want: Vec<u32> = (0..items)
+        .map(|g| xs[..(g + 3).min(n)].iter().sum())
+        .collect();
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |i| {
+        format!("proof_truncated item {i}")
+    })?;
+    fails_in_kernel(
+        &q,
+        Range::d1(items),
+        proof_strided_plus_one(&x, &out),
+        "proof_strided_plus_one",
+    )?;
+    fails_in_kernel(
+        &q,
+        Range::d1(items),
+        proof_inclusive(&x, &out),
+        "proof_inclusive",
+    )?;
+    // The same flat kernel with a slice as long as the range (no checks needed) and shorter.
+    let long = filled(&q, items, 0u32)?;
+    run(&q, Range::d1(items), copy_plus_one(&x, &long))?;
+    compare(
+        &q.to_vec(&long).map_err(fail)?,
+        &xs[..items].iter().map(|v| v + 1).collect::<Vec<_>>(),
+        |i| format!("copy_plus_one item {i}"),
+    )?;
+    let short = upload(&q, &xs[..items - 1])?;
+    fails_in_kernel(
+        &q,
+        Range::d1(items),
+        copy_plus_one(&short, &long),
+        "copy_plus_one",
+    )?;
+    // Groups of 32: `l + 32 <= 63` and `l * 2 <= 62` fit the 64-element array; groups of 64
+    // do not.
+    let local = 32usize.min(max_group(d, 64));
+    if local == 32 {
+        let out = filled(&q, 64, 0u32)?;
+        run(
+            &q,
+            Range::d1(64).with_local([32, 1, 1]),
+            proof_local_stride(&out),
+        )?;
+        let want: Vec<u32> = (0..64u32).map(|g| 2 * (g % 32)).collect();
+        compare(&q.to_vec(&out).map_err(fail)?, &want, |i| {
+            format!("proof_local_stride item {i}")
+        })?;
+    }
+    if max_group(d, 64) == 64 {
+        fails_in_kernel(
+            &q,
+            Range::d1(64).with_local([64, 1, 1]),
+            proof_local_stride(&out),
+            "proof_local_stride",
+        )?;
+    }
+    fails_in_kernel(
+        &q,
+        Range::d1(64).with_local([local, 1, 1]),
+        proof_local_wrap(&out),
+        "proof_local_wrap",
+    )
+}
+
 #[sycl::kernel]
 fn div_i32(a: &[i32], b: &[i32], out: &mut [i32]) {
     let i = global_id(0);

@@ -1335,6 +1335,11 @@ fn main() -> ExitCode {
             run: kernels::bounds_checks,
         },
         DeviceTest {
+            name: "kernels::bounds_proofs",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::bounds_proofs,
+        },
+        DeviceTest {
             name: "kernels::division_failures",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::division_failures,

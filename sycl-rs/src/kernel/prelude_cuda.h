@@ -32,15 +32,32 @@ __device__ __forceinline__ sycl_u64 sycl_global_id(int a) { return sycl_group_id
 #define SYCL_OUTSIDE_RANGE (sycl_global_id(2) >= sycl_r0 || sycl_global_id(1) >= sycl_r1 || sycl_global_id(0) >= sycl_r2)
 #endif
 
+// Index bounds the macro derived (sycl-macros/src/bounds.rs) from the work-group size: u64
+// arithmetic saturating at the maximum, which then means "anything" (a wrap is possible).
+#define SYCL_U64C(v) v##ull
+__device__ __forceinline__ sycl_u64 sycl_badd(sycl_u64 a, sycl_u64 b) { return a > ~0ull - b ? ~0ull : a + b; }
+__device__ __forceinline__ sycl_u64 sycl_bmul(sycl_u64 a, sycl_u64 b) { return b != 0ull && a > ~0ull / b ? ~0ull : a * b; }
+__device__ __forceinline__ sycl_u64 sycl_bsub(sycl_u64 a, sycl_u64 b) { return a >= b ? a - b : 0ull; }
+__device__ __forceinline__ sycl_u64 sycl_bdiv(sycl_u64 a, sycl_u64 b) { return b == 0ull ? a : a / b; }
+__device__ __forceinline__ sycl_u64 sycl_bmin(sycl_u64 a, sycl_u64 b) { return a < b ? a : b; }
+__device__ __forceinline__ sycl_u64 sycl_bmax(sycl_u64 a, sycl_u64 b) { return a > b ? a : b; }
+__device__ __forceinline__ sycl_u64 sycl_bwrap_lo(sycl_u64 hi, sycl_u64 lo, sycl_u64 max) { return hi >= max ? 0ull : lo; }
+
 __device__ __forceinline__ void sycl_set_fail(unsigned int* f, unsigned int code) { if (*f == 0u) *f = code; }
 __device__ __noinline__ void sycl_report(unsigned int* status, unsigned int code) { atomicCAS(status, 0u, code); }
 
 // Bounds-checked loads and stores; a failed statement stores nothing.
+// The `c` forms take `proved`: a condition the macro proved implies `i < n` (a constant once
+// inlined, see below), which drops the check.
 #define SYCL_MEM(T, tag, sp) \
 __device__ __forceinline__ T sycl_ld_##sp##_##tag(const T* p, sycl_u64 n, sycl_u64 i, unsigned int* f) { \
     if (i < n) return p[i]; sycl_set_fail(f, SYCL_FAIL_BOUNDS); return (T)0; } \
 __device__ __forceinline__ void sycl_st_##sp##_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f) { \
-    if (i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = v; }
+    if (i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = v; } \
+__device__ __forceinline__ T sycl_ldc_##sp##_##tag(const T* p, sycl_u64 n, sycl_u64 i, unsigned int* f, bool proved) { \
+    if (proved || i < n) return p[i]; sycl_set_fail(f, SYCL_FAIL_BOUNDS); return (T)0; } \
+__device__ __forceinline__ void sycl_stc_##sp##_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f, bool proved) { \
+    if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = v; }
 #define SYCL_MEM_BOTH(T, tag) SYCL_MEM(T, tag, g) SYCL_MEM(T, tag, l)
 SYCL_MEM_BOTH(int, i32)
 SYCL_MEM_BOTH(unsigned int, u32)

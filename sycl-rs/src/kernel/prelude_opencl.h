@@ -41,15 +41,32 @@ typedef ulong sycl_u64;
 #define SYCL_OUTSIDE_RANGE (sycl_global_id(2) >= sycl_r0 || sycl_global_id(1) >= sycl_r1 || sycl_global_id(0) >= sycl_r2)
 #endif
 
+// Index bounds the macro derived (sycl-macros/src/bounds.rs) from the work-group size: u64
+// arithmetic saturating at the maximum, which then means "anything" (a wrap is possible).
+#define SYCL_U64C(v) v##ul
+static inline sycl_u64 sycl_badd(sycl_u64 a, sycl_u64 b) { return a > ~0ul - b ? ~0ul : a + b; }
+static inline sycl_u64 sycl_bmul(sycl_u64 a, sycl_u64 b) { return b != 0ul && a > ~0ul / b ? ~0ul : a * b; }
+static inline sycl_u64 sycl_bsub(sycl_u64 a, sycl_u64 b) { return a >= b ? a - b : 0ul; }
+static inline sycl_u64 sycl_bdiv(sycl_u64 a, sycl_u64 b) { return b == 0ul ? a : a / b; }
+static inline sycl_u64 sycl_bmin(sycl_u64 a, sycl_u64 b) { return a < b ? a : b; }
+static inline sycl_u64 sycl_bmax(sycl_u64 a, sycl_u64 b) { return a > b ? a : b; }
+static inline sycl_u64 sycl_bwrap_lo(sycl_u64 hi, sycl_u64 lo, sycl_u64 max) { return hi >= max ? 0ul : lo; }
+
 static inline void sycl_set_fail(uint* f, uint code) { if (*f == 0u) *f = code; }
 void sycl_report(__global uint* status, uint code) { atomic_cmpxchg((volatile __global uint*)status, 0u, code); }
 
 // Bounds-checked loads and stores; a failed statement stores nothing.
+// The `c` forms take `proved`: a condition the macro proved implies `i < n` (a constant once
+// inlined, see below), which drops the check.
 #define SYCL_MEM(T, tag, sp, SP) \
 static inline T sycl_ld_##sp##_##tag(SP const T* p, sycl_u64 n, sycl_u64 i, uint* f) { \
     if (i < n) return p[i]; sycl_set_fail(f, SYCL_FAIL_BOUNDS); return (T)0; } \
 static inline void sycl_st_##sp##_##tag(SP T* p, sycl_u64 n, sycl_u64 i, T v, uint* f) { \
-    if (i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = v; }
+    if (i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = v; } \
+static inline T sycl_ldc_##sp##_##tag(SP const T* p, sycl_u64 n, sycl_u64 i, uint* f, bool proved) { \
+    if (proved || i < n) return p[i]; sycl_set_fail(f, SYCL_FAIL_BOUNDS); return (T)0; } \
+static inline void sycl_stc_##sp##_##tag(SP T* p, sycl_u64 n, sycl_u64 i, T v, uint* f, bool proved) { \
+    if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = v; }
 #define SYCL_MEM_BOTH(T, tag) SYCL_MEM(T, tag, g, __global) SYCL_MEM(T, tag, l, __local)
 SYCL_MEM_BOTH(int, i32)
 SYCL_MEM_BOTH(uint, u32)

@@ -1,0 +1,435 @@
+//! Which element accesses are in bounds by construction, so that their checks can go.
+//!
+//! A small interval analysis over the kernel's unsigned integer values. Every local that is
+//! never assigned after its `let` (`Local::mutable == false`) has one value, its initializer's,
+//! and every `for` variable lies in its range; from those, an index gets
+//! - a lower and an upper bound, as numbers or as C constant expressions of the work-group
+//!   size (`SYCL_LX` ...: the GPU program is built for one size, so the C compiler folds
+//!   them): a local array's fixed length is then compared with the upper bound;
+//! - or a relation to a slice's length (`i < x.len()`): `let n = x.len();`,
+//!   `let end = (begin + chunk).min(n);`, `for i in (a..end).step_by(s)` make `i < n` for
+//!   every `i` the loop body sees;
+//! - or to the global range (`global_id(d) < global_range(d)`): in bounds of `x` when
+//!   `global_range(d) <= x.len()`, a condition the C emitter tests once per work-item
+//!   (uniform) to pick between a checked and an unchecked copy of a flat kernel's body.
+//!
+//! A proof drops the check of one access on one backend; what cannot be proved stays checked
+//! (an out-of-range index still fails the work-item). Soundness rests on three facts: bounds
+//! are kept in the value's own type, and any operation that may wrap widens its result to the
+//! type's whole range (so a wrapped value is never under-estimated); signed values and
+//! anything else the analysis does not model have no bounds at all; and a `for` variable's
+//! bounds hold in its body, the only place where it can be named.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use crate::ir::*;
+
+/// A bound: a number, or a C expression (of `sycl_u64`) over the work-group size that the C
+/// compiler folds to a constant (the `sycl_b*` functions of the preludes, inlined).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum V {
+    N(u128),
+    C(String),
+}
+
+impl V {
+    fn c(&self) -> String {
+        match self {
+            V::N(v) => format!("SYCL_U64C({v})"),
+            V::C(s) => s.clone(),
+        }
+    }
+}
+
+/// A run-time value an index can be bounded by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rel {
+    /// The length of slice parameter `p`.
+    Len(usize),
+    /// `global_range(d)`.
+    Range(u8),
+}
+
+/// Bounds of an unsigned value: `lo <= v <= hi`, and possibly `v <= rel` (`v < rel` when
+/// `strict`).
+#[derive(Clone, Debug)]
+struct B {
+    lo: V,
+    hi: V,
+    len: Option<(Rel, bool)>,
+}
+
+/// A relation that holds for `min(x, y)` when `a` holds for `x` and `b` for `y`: either; a
+/// slice length first (it needs no run-time guard), a strict one first.
+fn pick(a: Option<(Rel, bool)>, b: Option<(Rel, bool)>) -> Option<(Rel, bool)> {
+    let rank = |r: &Option<(Rel, bool)>| match r {
+        Some((Rel::Len(_), true)) => 4,
+        Some((Rel::Len(_), false)) => 3,
+        Some((Rel::Range(_), true)) => 2,
+        Some((Rel::Range(_), false)) => 1,
+        None => 0,
+    };
+    if rank(&a) >= rank(&b) {
+        a
+    } else {
+        b
+    }
+}
+
+/// The largest value of an unsigned type. Other types get no bounds at all: `bounds` and
+/// `local` return before using it for them.
+fn type_max(t: Ty) -> u128 {
+    match t {
+        Ty::U32 => u32::MAX as u128,
+        Ty::U64 | Ty::Usize => u64::MAX as u128,
+        _ => 0,
+    }
+}
+
+fn full(t: Ty) -> B {
+    B {
+        lo: V::N(0),
+        hi: V::N(type_max(t)),
+        len: None,
+    }
+}
+
+/// `a op b` on bounds: on numbers (u128) with `num`, else the prelude's C function `sycl_b<op>`
+/// (folded by the C compiler). The C functions follow the number forms: `add` and `mul`
+/// saturate (at u64::MAX in C, which `in_type` treats as "may have wrapped"; numbers above
+/// the type's maximum are caught there), `sub` gives 0 instead of wrapping (used where `a >= b`
+/// holds or the result is not used), `div` by 0 gives `a`.
+fn op(name: &str, a: &V, b: &V, num: fn(u128, u128) -> u128) -> V {
+    match (a, b) {
+        (V::N(x), V::N(y)) => V::N(num(*x, *y)),
+        _ => V::C(format!("sycl_b{name}({}, {})", a.c(), b.c())),
+    }
+}
+
+fn add(a: &V, b: &V) -> V {
+    op("add", a, b, u128::saturating_add)
+}
+
+fn mul(a: &V, b: &V) -> V {
+    op("mul", a, b, u128::saturating_mul)
+}
+
+fn min(a: &V, b: &V) -> V {
+    op("min", a, b, u128::min)
+}
+
+fn max(a: &V, b: &V) -> V {
+    op("max", a, b, u128::max)
+}
+
+fn sub(a: &V, b: &V) -> V {
+    op("sub", a, b, u128::saturating_sub)
+}
+
+fn div(a: &V, b: &V) -> V {
+    op("div", a, b, |x, y| x.checked_div(y).unwrap_or(x))
+}
+
+/// What the kernel's immutable locals and loop variables are.
+enum Def<'a> {
+    Let(&'a Expr),
+    For {
+        start: &'a Expr,
+        end: &'a Expr,
+        inclusive: bool,
+    },
+}
+
+/// Which backend a proof is for: the C programs know the work-group size when they are
+/// built; the native CPU form does not.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    C,
+    Rust,
+}
+
+/// Whether an access is in bounds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Proof {
+    /// Not proved: check it.
+    No,
+    /// Always in bounds.
+    Always,
+    /// In bounds when this C constant expression (over the work-group size) is true.
+    When(String),
+    /// In bounds when `global_range(d) <= len(p)` (the index is below `global_range(d)`): a
+    /// run-time condition, the same for every work-item, that the emitter may test once.
+    Guard(u8, usize),
+}
+
+pub struct Bounds<'a> {
+    f: &'a Function,
+    defs: HashMap<usize, Def<'a>>,
+    memo: RefCell<HashMap<usize, B>>,
+    /// C declarations of the symbolic bounds (`const sycl_u64 sycl_bN = ..;`), which keep
+    /// each bound expression small.
+    decls: RefCell<Vec<String>>,
+}
+
+impl<'a> Bounds<'a> {
+    pub fn new(f: &'a Function) -> Bounds<'a> {
+        let mut defs = HashMap::new();
+        fn collect<'a>(f: &'a Function, body: &'a [Stmt], defs: &mut HashMap<usize, Def<'a>>) {
+            for s in body {
+                match &s.kind {
+                    StmtKind::Let(l, e) if !f.locals[*l].mutable => {
+                        defs.insert(*l, Def::Let(e));
+                    }
+                    StmtKind::For {
+                        var,
+                        start,
+                        end,
+                        inclusive,
+                        body,
+                        ..
+                    } => {
+                        if !f.locals[*var].mutable {
+                            defs.insert(
+                                *var,
+                                Def::For {
+                                    start,
+                                    end,
+                                    inclusive: *inclusive,
+                                },
+                            );
+                        }
+                        collect(f, body, defs);
+                    }
+                    StmtKind::If(_, a, b) => {
+                        collect(f, a, defs);
+                        collect(f, b, defs);
+                    }
+                    StmtKind::While(_, b) | StmtKind::Loop(b) => collect(f, b, defs),
+                    _ => {}
+                }
+            }
+        }
+        collect(f, &f.body, &mut defs);
+        Bounds {
+            f,
+            defs,
+            memo: Default::default(),
+            decls: Default::default(),
+        }
+    }
+
+    /// The C declarations the proofs so far refer to: they go first in the kernel's body.
+    pub fn c_decls(&self) -> Vec<String> {
+        self.decls.borrow().clone()
+    }
+
+    /// A C bound under a name.
+    fn name(&self, value: String) -> V {
+        let mut decls = self.decls.borrow_mut();
+        let name = format!("sycl_b{}", decls.len());
+        decls.push(format!("const sycl_u64 {name} = {value};"));
+        V::C(name)
+    }
+
+    /// The bounds of `lo..=hi` computed in the unbounded integers, as a value of type `t`:
+    /// when `hi` may exceed the type's maximum the operation may have wrapped, and the value
+    /// may be anything.
+    fn in_type(&self, t: Ty, lo: V, hi: V, len: Option<(Rel, bool)>) -> B {
+        let m = type_max(t);
+        match &hi {
+            V::N(h) if *h > m => full(t),
+            V::N(_) => B {
+                lo: match lo {
+                    V::C(l) => self.name(l),
+                    n => n,
+                },
+                hi,
+                len,
+            },
+            // C bounds saturate at u64::MAX: reaching the type's maximum may mean it wrapped.
+            V::C(h) => {
+                let lo = self.name(format!("sycl_bwrap_lo({h}, {}, SYCL_U64C({m}))", lo.c()));
+                let hi = self.name(format!("sycl_bmin({h}, SYCL_U64C({m}))"));
+                B { lo, hi, len }
+            }
+        }
+    }
+
+    /// Whether `base[index]` is in bounds, as far as `target` can know.
+    pub fn access(&self, base: Base, index: &Expr, target: Target) -> Proof {
+        let b = self.bounds(index);
+        match base {
+            Base::Param(p) => match b.len {
+                Some((Rel::Len(q), true)) if q == p => Proof::Always,
+                Some((Rel::Range(d), true)) => Proof::Guard(d, p),
+                _ => Proof::No,
+            },
+            Base::Local(l) => {
+                let n = self.f.locals[l].array.expect("an array") as u128;
+                match (&b.hi, target) {
+                    (V::N(h), _) if *h < n => Proof::Always,
+                    (V::C(h), Target::C) => Proof::When(format!("({h} < SYCL_U64C({n}))")),
+                    _ => Proof::No,
+                }
+            }
+        }
+    }
+
+    fn local(&self, l: usize) -> B {
+        let t = self.f.ty(self.f.locals[l].ty);
+        if !matches!(t, Ty::U32 | Ty::U64 | Ty::Usize) {
+            return full(t);
+        }
+        if let Some(b) = self.memo.borrow().get(&l) {
+            return b.clone();
+        }
+        let b = match self.defs.get(&l) {
+            None => full(t),
+            Some(Def::Let(e)) => self.bounds(e),
+            Some(Def::For {
+                start,
+                end,
+                inclusive,
+            }) => {
+                let (s, e) = (self.bounds(start), self.bounds(end));
+                // In the body, start <= v < end (v <= end when inclusive), whatever the step.
+                let (hi, len) = if *inclusive {
+                    (e.hi.clone(), e.len)
+                } else {
+                    (sub(&e.hi, &V::N(1)), e.len.map(|(p, _)| (p, true)))
+                };
+                self.in_type(t, s.lo, hi, len)
+            }
+        };
+        self.memo.borrow_mut().insert(l, b.clone());
+        b
+    }
+
+    fn bounds(&self, e: &Expr) -> B {
+        let t = self.f.ty(e.ty);
+        if !matches!(t, Ty::U32 | Ty::U64 | Ty::Usize) {
+            return full(t);
+        }
+        match &e.kind {
+            ExprKind::Lit(Lit::Zero) => self.in_type(t, V::N(0), V::N(0), None),
+            ExprKind::Lit(Lit::Int(v)) => self.in_type(t, V::N(*v), V::N(*v), None),
+            ExprKind::Local(l) => self.local(*l),
+            ExprKind::Len(Base::Param(p)) => B {
+                len: Some((Rel::Len(*p), false)),
+                ..full(t)
+            },
+            ExprKind::Len(Base::Local(l)) => {
+                let n = self.f.locals[*l].array.expect("an array") as u128;
+                self.in_type(t, V::N(n), V::N(n), None)
+            }
+            ExprKind::Query(Query::LocalId, d) => {
+                let r = V::C(format!("((sycl_u64)SYCL_LOCAL_RANGE(SYCL_AXIS({d})))"));
+                self.in_type(t, V::N(0), sub(&r, &V::N(1)), None)
+            }
+            // Every work-item has `global_id(d) < global_range(d)`: a flat kernel's extra
+            // GPU work-items leave before the body, and an nd-range launches exactly.
+            ExprKind::Query(Query::GlobalId, d) => B {
+                len: Some((Rel::Range(*d), true)),
+                ..full(t)
+            },
+            ExprKind::Query(Query::GlobalRange, d) => B {
+                len: Some((Rel::Range(*d), false)),
+                ..full(t)
+            },
+            ExprKind::Query(Query::LocalRange, d) => {
+                let r = V::C(format!("((sycl_u64)SYCL_LOCAL_RANGE(SYCL_AXIS({d})))"));
+                self.in_type(t, r.clone(), r, None)
+            }
+            ExprKind::Cast(a, _) => {
+                let from = self.f.ty(a.ty);
+                if !matches!(from, Ty::U32 | Ty::U64 | Ty::Usize) {
+                    return full(t);
+                }
+                let b = self.bounds(a);
+                if type_max(t) >= type_max(from) {
+                    b
+                } else {
+                    // Truncation: the value is unchanged when it fits; `v mod 2^k <= v` keeps
+                    // an upper bound by a length in any case.
+                    let len = b.len;
+                    let mut out = self.in_type(t, b.lo, b.hi, None);
+                    out.len = len;
+                    out
+                }
+            }
+            ExprKind::Binary(op, a, b) => {
+                let (x, y) = (self.bounds(a), self.bounds(b));
+                match op {
+                    BinOp::Add => self.in_type(t, add(&x.lo, &y.lo), add(&x.hi, &y.hi), None),
+                    BinOp::Mul => self.in_type(t, mul(&x.lo, &y.lo), mul(&x.hi, &y.hi), None),
+                    BinOp::Sub => {
+                        // No wrap when x.lo >= y.hi: then x - y <= x.
+                        match (&x.lo, &y.hi) {
+                            (V::N(l), V::N(h)) if l >= h => {
+                                self.in_type(t, sub(&x.lo, &y.hi), sub(&x.hi, &y.lo), x.len)
+                            }
+                            (V::N(_), V::N(_)) => full(t),
+                            _ => {
+                                let ok = format!("({} >= {})", x.lo.c(), y.hi.c());
+                                // Without `ok` it may wrap: anything in the type.
+                                let lo = V::C(format!(
+                                    "({ok} ? {} : SYCL_U64C(0))",
+                                    sub(&x.lo, &y.hi).c()
+                                ));
+                                let hi = V::C(format!(
+                                    "({ok} ? {} : SYCL_U64C({}))",
+                                    sub(&x.hi, &y.lo).c(),
+                                    type_max(t)
+                                ));
+                                self.in_type(t, lo, hi, None)
+                            }
+                        }
+                    }
+                    // A failed division gives 0, within every bound below.
+                    BinOp::Div => match &y.lo {
+                        V::N(l) if *l >= 1 => {
+                            self.in_type(t, div(&x.lo, &y.hi), div(&x.hi, &y.lo), x.len)
+                        }
+                        _ => self.in_type(t, V::N(0), x.hi, x.len),
+                    },
+                    BinOp::Rem => {
+                        let hi = match &y.hi {
+                            V::N(h) if *h >= 1 => min(&x.hi, &V::N(h - 1)),
+                            _ => x.hi.clone(),
+                        };
+                        self.in_type(t, V::N(0), hi, x.len)
+                    }
+                    BinOp::BitAnd => {
+                        let len = pick(x.len, y.len);
+                        self.in_type(t, V::N(0), min(&x.hi, &y.hi), len)
+                    }
+                    BinOp::Shr => self.in_type(t, V::N(0), x.hi, x.len),
+                    _ => full(t),
+                }
+            }
+            ExprKind::Math(MathFn::Min, args) => {
+                let (x, y) = (self.bounds(&args[0]), self.bounds(&args[1]));
+                let len = pick(x.len, y.len);
+                self.in_type(t, min(&x.lo, &y.lo), min(&x.hi, &y.hi), len)
+            }
+            ExprKind::Math(MathFn::Max, args) => {
+                let (x, y) = (self.bounds(&args[0]), self.bounds(&args[1]));
+                let len = match (x.len, y.len) {
+                    (Some(a), Some(b)) if a == b => Some(a),
+                    _ => None,
+                };
+                self.in_type(t, max(&x.lo, &y.lo), max(&x.hi, &y.hi), len)
+            }
+            ExprKind::Select(_, a, b) => {
+                let (x, y) = (self.bounds(a), self.bounds(b));
+                let len = match (x.len, y.len) {
+                    (Some(a), Some(b)) if a == b => Some(a),
+                    _ => None,
+                };
+                self.in_type(t, min(&x.lo, &y.lo), max(&x.hi, &y.hi), len)
+            }
+            _ => full(t),
+        }
+    }
+}
