@@ -26,7 +26,8 @@ use crate::ir::*;
 enum Ctx {
     /// A work-item of a flat kernel (the body of its per-item closure).
     Flat,
-    /// A work-item in a region of a group kernel (per-item closure with state `__st`).
+    /// A work-item in a region of a group kernel (per-item closure; its state is copied into
+    /// the local `__sv` for the region, so that LLVM keeps it in registers).
     Region,
     /// Group-level code of a group kernel.
     Group,
@@ -79,7 +80,7 @@ impl<'a> RustEmitter<'a> {
             return quote!(#name);
         }
         match (self.class[l], self.ctx) {
-            (Class::Item, Ctx::Region) => quote!(__st.#name),
+            (Class::Item, Ctx::Region) => quote!(__sv.#name),
             _ => quote!(#name),
         }
     }
@@ -433,15 +434,41 @@ impl<'a> RustEmitter<'a> {
                 body,
             } => {
                 let name = format_ident!("__sycl_v{}", var);
-                let range = self.range(start, end, *inclusive, step.as_ref());
                 let body = self.block(body);
-                quote!(for #name in #range { #body })
+                match step {
+                    None => {
+                        let range = self.range(start, end, *inclusive, None);
+                        quote!(for #name in #range { #body })
+                    }
+                    Some(st) => {
+                        // Two copies of the loop: a step of 1 (a GPU-shaped loop run with
+                        // groups of one work-item, as CPUs prefer) gets a plain range, which
+                        // LLVM compiles far better than `step_by`. Bounds, then step, as Rust
+                        // evaluates them; `step_by(0)` still fails.
+                        let (s, e, st) = (self.expr(start), self.expr(end), self.expr(st));
+                        let range = if *inclusive {
+                            quote!((__sycl_fs)..=(__sycl_fe))
+                        } else {
+                            quote!((__sycl_fs)..(__sycl_fe))
+                        };
+                        quote!({
+                            let __sycl_fs = #s;
+                            let __sycl_fe = #e;
+                            let __sycl_fst: usize = #st;
+                            if __sycl_fst == 1 {
+                                for #name in #range { #body }
+                            } else {
+                                for #name in (#range).step_by(__sycl_fst) { #body }
+                            }
+                        })
+                    }
+                }
             }
             StmtKind::Break => quote!(break;),
             StmtKind::Continue => quote!(continue;),
             StmtKind::Return(None) => match self.ctx {
                 Ctx::Region => quote!({
-                    __st.done = true;
+                    __sv.done = true;
                     return;
                 }),
                 _ => quote!(return;),
@@ -597,11 +624,19 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
             Step::Region(stmts) => {
                 let body = region.block(stmts);
                 quote! {
+                    // The region works on a copy of the item's state, written back when it
+                    // ends (`return` leaves the inner closure): a local that LLVM keeps in
+                    // registers, where stores through `__st` would stay in the loop (the
+                    // relaxed atomic loads of slices keep LLVM from promoting them).
                     __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
                         if __st.done {
                             return;
                         }
-                        #body
+                        let mut __sv: __SyclState = *__st;
+                        (|| {
+                            #body
+                        })();
+                        *__st = __sv;
                     });
                 }
             }
@@ -635,6 +670,7 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
                             if __st.done {
                                 return;
                             }
+                            let __sv: __SyclState = *__st;
                             let __x: #tt = #v;
                             __acc = #combine;
                         });
