@@ -10,7 +10,9 @@
 //! - saxpy: `y[i] = a * x[i] + y[i]` over a plain range (launched in groups of 256 on
 //!   OpenCL and CUDA, the extra work-items leave);
 //! - reduction: the sum of `u32`s (wrapping): each work-group strides through its own
-//!   contiguous chunk (`step_by`), a group reduction, one atomic per work-group (groups of 256);
+//!   contiguous chunk (`step_by`), a group reduction, one atomic per work-group (groups of 256
+//!   on OpenCL and CUDA; on the native CPU, groups of one work-item, which then walks its chunk
+//!   in order: the host picks the launch range per device, the kernel is the same);
 //! - stencil2d: a 5-point stencil on a square grid, through a 18x18 local tile (16x16 groups
 //!   plus a one-element halo, clamped at the edges; edge elements are copied), with 32-bit
 //!   index arithmetic in both versions;
@@ -77,7 +79,9 @@ fn saxpy_unchecked(a: f32, x: &[f32], y: &mut [f32]) {
 
 // Work-group g sums the g-th contiguous chunk of x, its work-items striding through it: on
 // GPUs neighbouring work-items read neighbouring elements; on CPUs, where a group's work-items
-// run one after another, each chunk stays in cache while they do.
+// run one after another, each chunk stays in cache while they do (the native CPU gets groups
+// of one work-item: one pass in order). `i < end <= n == x.len()`: the macro proves the index
+// in bounds, so the checked kernel has no per-element check either.
 #[sycl::kernel]
 fn reduce(x: &[u32], out: &mut [u32]) {
     let n = x.len();
@@ -422,8 +426,12 @@ enum Kind {
 struct Sizes {
     /// saxpy and reduction elements.
     vec: usize,
-    /// Work-items of the reduction (a multiple of WG: one chunk per group).
-    red_items: usize,
+    /// Work-groups of the reduction (one contiguous chunk each).
+    red_groups: usize,
+    /// Work-items per reduction work-group: WG on OpenCL and CUDA (the hand-written kernels
+    /// are built for it); 1 on the native CPU, whose work-items of a group run one after
+    /// another on one thread: one work-item walks its chunk in order (the same kernel text).
+    red_local: usize,
     /// Side of the stencil grid.
     grid: usize,
     /// Side of the matrices.
@@ -439,21 +447,22 @@ impl Sizes {
             (_, false) => (1 << 24, 4096, 1024),
             (_, true) => (1 << 22, 1024, 256),
         };
-        // GPU: 8 groups of 256 per SM. CPUs: 64 elements per work-item (a group's chunk of
-        // 16K elements stays in cache while its work-items stride through it).
-        // SYCL_RS_BENCH_RED_PER_ITEM overrides the CPUs' figure.
+        // GPU: 8 groups of 256 per SM. CPUs: chunks of 64 * WG = 16K elements (on OpenCL a
+        // group's chunk stays in cache while its work-items stride through it).
+        // SYCL_RS_BENCH_RED_PER_ITEM overrides the CPUs' 64.
         let per_item: usize = std::env::var("SYCL_RS_BENCH_RED_PER_ITEM")
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(64)
             .max(1);
-        let red_items = match kind {
-            Kind::Cuda => compute_units.max(1) * 8 * WG,
-            _ => (vec / per_item).max(WG),
+        let red_groups = match kind {
+            Kind::Cuda => compute_units.max(1) * 8,
+            _ => (vec / per_item).div_ceil(WG).max(1),
         };
         Sizes {
             vec,
-            red_items: red_items.div_ceil(WG) * WG,
+            red_groups,
+            red_local: if kind == Kind::Native { 1 } else { WG },
             grid,
             mat,
         }
@@ -873,14 +882,14 @@ impl Bench<'_> {
     fn reduce(&self, rows: &mut Vec<Row>) {
         let q = self.q;
         let n = self.sizes.vec;
-        let items = self.sizes.red_items;
+        let (groups, local) = (self.sizes.red_groups, self.sizes.red_local);
         let xs: Vec<u32> = (0..n as u32)
             .map(|i| i.wrapping_mul(2_654_435_761) >> 7)
             .collect();
         let want = xs.iter().fold(0u32, |s, &v| s.wrapping_add(v));
         let x = upload(q, &xs);
         let out = upload(q, &[0u32]);
-        let range = Range::d1(items).with_local([WG, 1, 1]);
+        let range = Range::d1(groups * local).with_local([local, 1, 1]);
         let ours_c = || {
             q.parallel_for(range, &[], reduce(&x, &out))
                 .expect("launch reduce")
