@@ -9,9 +9,11 @@
 //! - or a relation to a slice's length (`i < x.len()`): `let n = x.len();`,
 //!   `let end = (begin + chunk).min(n);`, `for i in (a..end).step_by(s)` make `i < n` for
 //!   every `i` the loop body sees;
-//! - or to the global range (`global_id(d) < global_range(d)`): in bounds of `x` when
-//!   `global_range(d) <= x.len()`, a condition the C emitter tests once per work-item
-//!   (uniform) to pick between a checked and an unchecked copy of a flat kernel's body.
+//! - or, on the C backends, a guard: a condition over scalar parameters, ranges and slice
+//!   lengths, the same in every work-item of a launch (`global_range(d) <= x.len()` for
+//!   `global_id(d)`; `hi < x.len()` where `hi` is a run-time upper bound such as
+//!   `(group_range(0) - 1) * w + local_range(0) - 1`), which the emitter tests once to pick
+//!   between a checked and an unchecked copy of the body.
 //!
 //! A proof drops the check of one access on one backend; what cannot be proved stays checked
 //! (an out-of-range index still fails the work-item). Soundness rests on three facts: bounds
@@ -25,20 +27,31 @@ use std::collections::HashMap;
 
 use crate::ir::*;
 
-/// A bound: a number, or a C expression (of `sycl_u64`) over the work-group size that the C
-/// compiler folds to a constant (the `sycl_b*` functions of the preludes, inlined).
+/// A bound: a number, or a C expression (of `sycl_u64`, through the `sycl_b*` functions of
+/// the preludes): over the work-group size, which the C compiler folds to a constant
+/// (`run_time: false`), or also over scalar parameters and ranges (`run_time: true`), the same
+/// in every work-item of a launch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum V {
     N(u128),
-    C(String),
+    C(String, bool),
 }
 
 impl V {
     fn c(&self) -> String {
         match self {
             V::N(v) => format!("SYCL_U64C({v})"),
-            V::C(s) => s.clone(),
+            V::C(s, _) => s.clone(),
         }
+    }
+
+    fn run_time(&self) -> bool {
+        matches!(self, V::C(_, true))
+    }
+
+    /// An exact run-time value.
+    fn at_run_time(c: String) -> V {
+        V::C(c, true)
     }
 }
 
@@ -103,7 +116,10 @@ fn full(t: Ty) -> B {
 fn op(name: &str, a: &V, b: &V, num: fn(u128, u128) -> u128) -> V {
     match (a, b) {
         (V::N(x), V::N(y)) => V::N(num(*x, *y)),
-        _ => V::C(format!("sycl_b{name}({}, {})", a.c(), b.c())),
+        _ => V::C(
+            format!("sycl_b{name}({}, {})", a.c(), b.c()),
+            a.run_time() || b.run_time(),
+        ),
     }
 }
 
@@ -158,9 +174,10 @@ pub enum Proof {
     Always,
     /// In bounds when this C constant expression (over the work-group size) is true.
     When(String),
-    /// In bounds when `global_range(d) <= len(p)` (the index is below `global_range(d)`): a
-    /// run-time condition, the same for every work-item, that the emitter may test once.
-    Guard(u8, usize),
+    /// In bounds when this C expression is true: a run-time condition over scalar parameters,
+    /// ranges and slice lengths, the same for every work-item of a launch, that the emitter
+    /// may test once (`global_range(d) <= len(p)` for an index below `global_range(d)`).
+    Guard(String),
 }
 
 pub struct Bounds<'a> {
@@ -225,11 +242,11 @@ impl<'a> Bounds<'a> {
     }
 
     /// A C bound under a name.
-    fn name(&self, value: String) -> V {
+    fn name(&self, value: String, run_time: bool) -> V {
         let mut decls = self.decls.borrow_mut();
         let name = format!("sycl_b{}", decls.len());
         decls.push(format!("const sycl_u64 {name} = {value};"));
-        V::C(name)
+        V::C(name, run_time)
     }
 
     /// The bounds of `lo..=hi` computed in the unbounded integers, as a value of type `t`:
@@ -241,16 +258,20 @@ impl<'a> Bounds<'a> {
             V::N(h) if *h > m => full(t),
             V::N(_) => B {
                 lo: match lo {
-                    V::C(l) => self.name(l),
+                    V::C(l, rt) => self.name(l, rt),
                     n => n,
                 },
                 hi,
                 len,
             },
             // C bounds saturate at u64::MAX: reaching the type's maximum may mean it wrapped.
-            V::C(h) => {
-                let lo = self.name(format!("sycl_bwrap_lo({h}, {}, SYCL_U64C({m}))", lo.c()));
-                let hi = self.name(format!("sycl_bmin({h}, SYCL_U64C({m}))"));
+            V::C(h, rt) => {
+                let rt = *rt || lo.run_time();
+                let lo = self.name(
+                    format!("sycl_bwrap_lo({h}, {}, SYCL_U64C({m}))", lo.c()),
+                    rt,
+                );
+                let hi = self.name(format!("sycl_bmin({h}, SYCL_U64C({m}))"), rt);
                 B { lo, hi, len }
             }
         }
@@ -260,16 +281,21 @@ impl<'a> Bounds<'a> {
     pub fn access(&self, base: Base, index: &Expr, target: Target) -> Proof {
         let b = self.bounds(index);
         match base {
-            Base::Param(p) => match b.len {
-                Some((Rel::Len(q), true)) if q == p => Proof::Always,
-                Some((Rel::Range(d), true)) => Proof::Guard(d, p),
-                _ => Proof::No,
+            Base::Param(p) => match (b.len, &b.hi, target) {
+                (Some((Rel::Len(q), true)), _, _) if q == p => Proof::Always,
+                (_, _, Target::Rust) => Proof::No,
+                (Some((Rel::Range(d), true)), _, _) => {
+                    Proof::Guard(format!("(sycl_r{d} <= p{p}_len)"))
+                }
+                (_, V::N(h), _) if *h >= u64::MAX as u128 => Proof::No,
+                (_, hi, _) => Proof::Guard(format!("({} < p{p}_len)", hi.c())),
             },
             Base::Local(l) => {
                 let n = self.f.locals[l].array.expect("an array") as u128;
                 match (&b.hi, target) {
                     (V::N(h), _) if *h < n => Proof::Always,
-                    (V::C(h), Target::C) => Proof::When(format!("({h} < SYCL_U64C({n}))")),
+                    (V::C(h, false), Target::C) => Proof::When(format!("({h} < SYCL_U64C({n}))")),
+                    (V::C(h, true), Target::C) => Proof::Guard(format!("({h} < SYCL_U64C({n}))")),
                     _ => Proof::No,
                 }
             }
@@ -324,21 +350,44 @@ impl<'a> Bounds<'a> {
                 self.in_type(t, V::N(n), V::N(n), None)
             }
             ExprKind::Query(Query::LocalId, d) => {
-                let r = V::C(format!("((sycl_u64)SYCL_LOCAL_RANGE(SYCL_AXIS({d})))"));
+                let r = V::C(
+                    format!("((sycl_u64)SYCL_LOCAL_RANGE(SYCL_AXIS({d})))"),
+                    false,
+                );
                 self.in_type(t, V::N(0), sub(&r, &V::N(1)), None)
             }
             // Every work-item has `global_id(d) < global_range(d)`: a flat kernel's extra
             // GPU work-items leave before the body, and an nd-range launches exactly.
-            ExprKind::Query(Query::GlobalId, d) => B {
-                len: Some((Rel::Range(*d), true)),
-                ..full(t)
-            },
-            ExprKind::Query(Query::GlobalRange, d) => B {
-                len: Some((Rel::Range(*d), false)),
-                ..full(t)
-            },
+            ExprKind::Query(Query::GlobalId, d) => {
+                let r = V::at_run_time(format!("sycl_r{d}"));
+                let mut b = self.in_type(t, V::N(0), sub(&r, &V::N(1)), None);
+                b.len = Some((Rel::Range(*d), true));
+                b
+            }
+            ExprKind::Query(Query::GlobalRange, d) => {
+                let r = V::at_run_time(format!("sycl_r{d}"));
+                let mut b = self.in_type(t, r.clone(), r, None);
+                b.len = Some((Rel::Range(*d), false));
+                b
+            }
+            ExprKind::Query(Query::GroupId, d) => {
+                let r = V::at_run_time(format!("sycl_group_range(SYCL_AXIS({d}))"));
+                self.in_type(t, V::N(0), sub(&r, &V::N(1)), None)
+            }
+            ExprKind::Query(Query::GroupRange, d) => {
+                let r = V::at_run_time(format!("sycl_group_range(SYCL_AXIS({d}))"));
+                self.in_type(t, r.clone(), r, None)
+            }
+            // A scalar parameter: its value (the same in every work-item).
+            ExprKind::Param(i) => {
+                let v = V::at_run_time(format!("((sycl_u64)p{i})"));
+                self.in_type(t, v.clone(), v, None)
+            }
             ExprKind::Query(Query::LocalRange, d) => {
-                let r = V::C(format!("((sycl_u64)SYCL_LOCAL_RANGE(SYCL_AXIS({d})))"));
+                let r = V::C(
+                    format!("((sycl_u64)SYCL_LOCAL_RANGE(SYCL_AXIS({d})))"),
+                    false,
+                );
                 self.in_type(t, r.clone(), r, None)
             }
             ExprKind::Cast(a, _) => {
@@ -373,15 +422,22 @@ impl<'a> Bounds<'a> {
                             _ => {
                                 let ok = format!("({} >= {})", x.lo.c(), y.hi.c());
                                 // Without `ok` it may wrap: anything in the type.
-                                let lo = V::C(format!(
-                                    "({ok} ? {} : SYCL_U64C(0))",
-                                    sub(&x.lo, &y.hi).c()
-                                ));
-                                let hi = V::C(format!(
-                                    "({ok} ? {} : SYCL_U64C({}))",
-                                    sub(&x.hi, &y.lo).c(),
-                                    type_max(t)
-                                ));
+                                let rt = x.lo.run_time()
+                                    || y.hi.run_time()
+                                    || x.hi.run_time()
+                                    || y.lo.run_time();
+                                let lo = V::C(
+                                    format!("({ok} ? {} : SYCL_U64C(0))", sub(&x.lo, &y.hi).c()),
+                                    rt,
+                                );
+                                let hi = V::C(
+                                    format!(
+                                        "({ok} ? {} : SYCL_U64C({}))",
+                                        sub(&x.hi, &y.lo).c(),
+                                        type_max(t)
+                                    ),
+                                    rt,
+                                );
                                 self.in_type(t, lo, hi, None)
                             }
                         }

@@ -95,9 +95,12 @@ struct Emitter<'a> {
     uniform: bool,
     /// Accesses proved in bounds (their checks are dropped).
     bounds: Bounds<'a>,
-    /// While emitting the unchecked copy of a flat kernel's body: the run-time guards
-    /// (`global_range(d) <= len(p)`) it assumes.
-    guarded: Option<Vec<(u8, usize)>>,
+    /// While emitting the unchecked copy of a kernel's body: the run-time guards it assumes
+    /// (`Proof::Guard`).
+    guarded: Option<Vec<String>>,
+    /// Outside such a copy: test a guard at the access (`sycl_ldc_*` with the run-time
+    /// condition, which the compiler hoists) instead of checking the index.
+    inline_guards: bool,
 }
 
 /// The kernel's C function (without prelude or helpers).
@@ -114,6 +117,7 @@ pub fn kernel(f: &Function, an: &Analysis, d: Dialect) -> String {
         uniform: false,
         bounds: Bounds::new(f),
         guarded: None,
+        inline_guards: false,
     };
     e.kernel_fn(an);
     e.out
@@ -133,6 +137,7 @@ pub fn helper(f: &Function, helpers: &[syn::Path], d: Dialect) -> (String, Strin
         uniform: false,
         bounds: Bounds::new(f),
         guarded: None,
+        inline_guards: false,
     };
     let ret = f.ret.expect("helpers return a value");
     let mut sig = String::new();
@@ -217,19 +222,21 @@ impl Emitter<'_> {
     }
 
     /// Whether an access needs its check: `Proof::No` and `Proof::When` are checked (the
-    /// latter folded away where the work-group size proves it), `Proof::Always` is not.
+    /// latter unless its condition holds: folded away where the work-group size proves it, a
+    /// uniform test where a guard does), `Proof::Always` is not.
     fn proof(&mut self, base: Base, index: &Expr, checked: bool) -> Proof {
         if !checked {
             return Proof::Always;
         }
         match self.bounds.access(base, index, Target::C) {
-            Proof::Guard(d, p) => match &mut self.guarded {
+            Proof::Guard(cond) => match &mut self.guarded {
                 Some(guards) => {
-                    if !guards.contains(&(d, p)) {
-                        guards.push((d, p));
+                    if !guards.contains(&cond) {
+                        guards.push(cond);
                     }
                     Proof::Always
                 }
+                None if self.inline_guards => Proof::When(cond),
                 None => Proof::No,
             },
             other => other,
@@ -316,43 +323,14 @@ impl Emitter<'_> {
         if !an.group {
             // A plain range is launched rounded up to whole work-groups; the extra
             // work-items leave here, so the kernel sees exactly its range.
-            // Accesses indexed below `global_range(d)` are in bounds of a slice at least that
-            // long: when every such slice is (one test, the same in every work-item), a copy
-            // of the body without their checks runs; else the checked one. The test comes
-            // first, where no work-item has left yet: CPU vectorizers then see a uniform
-            // branch (after the range check they ran both copies, masked).
+            // Each copy (see `versioned`) reports its own failures (the unchecked one often
+            // has none: the compiler drops the report there).
             let body = self.f.body.clone();
-            let mark = self.out.len();
-            self.guarded = Some(Vec::new());
-            // Each copy reports its own failures (the unchecked one, often none: the compiler
-            // drops the report there).
-            let flat_body = |e: &mut Self| {
+            self.versioned(|e| {
                 e.line("if (SYCL_OUTSIDE_RANGE) return;");
                 e.block_plain(&body);
                 e.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
-            };
-            self.depth += 1;
-            flat_body(self);
-            self.depth -= 1;
-            let guards = self.guarded.take().unwrap_or_default();
-            if guards.is_empty() {
-                self.out.truncate(mark);
-                flat_body(self);
-            } else {
-                let fast = self.out.split_off(mark);
-                let cond: Vec<String> = guards
-                    .iter()
-                    .map(|(d, p)| format!("sycl_r{d} <= p{p}_len"))
-                    .collect();
-                let line = format!("if ({}) {{", cond.join(" && "));
-                self.line(&line);
-                self.out.push_str(&fast);
-                self.line("} else {");
-                self.depth += 1;
-                flat_body(self);
-                self.depth -= 1;
-                self.line("}");
-            }
+            });
         } else {
             // `sycl_done`: the work-item returned (only `return` sets it, so without one it stays
             // a constant the compiler folds). A failed work-item goes on with its effects
@@ -370,8 +348,23 @@ impl Emitter<'_> {
                     self.line(&s);
                 }
             }
-            self.steps(&an.steps.clone());
-            self.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
+            let steps = an.steps.clone();
+            let emit = |e: &mut Self| {
+                e.steps(&steps);
+                e.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
+            };
+            match d {
+                // Barriers inside the two copies are legal OpenCL (every work-item takes the
+                // same branch), but Intel's CPU runtime 2026.2 crashed at run time on one
+                // such kernel (the conformance test barrier_exchange_waits): OpenCL tests
+                // the guards at each access instead.
+                Dialect::OpenCl => {
+                    self.inline_guards = true;
+                    emit(self);
+                    self.inline_guards = false;
+                }
+                Dialect::Cuda => self.versioned(emit),
+            }
             if self.out.matches("sycl_ufail").count() == 1 {
                 self.out = self.out.replace(", sycl_ufail = 0;", ";");
             }
@@ -384,6 +377,36 @@ impl Emitter<'_> {
             .map(|d| format!("    {d}\n"))
             .collect();
         self.out.insert_str(decls_at, &decls);
+    }
+
+    /// Emits `emit`'s code once, or, where its accesses are in bounds under run-time guards
+    /// (`Proof::Guard`: conditions over scalar parameters, ranges and slice lengths, the same
+    /// in every work-item of the launch), twice: `if (guards) { unchecked copy } else
+    /// { checked copy }`. The test comes first, before any work-item leaves or synchronises:
+    /// every work-item takes the same branch (so barriers inside stay uniform), and CPU
+    /// vectorizers see a uniform branch (placed after the range check, they ran both copies
+    /// masked).
+    fn versioned(&mut self, emit: impl Fn(&mut Self)) {
+        let mark = self.out.len();
+        self.guarded = Some(Vec::new());
+        self.depth += 1;
+        emit(self);
+        self.depth -= 1;
+        let guards = self.guarded.take().unwrap_or_default();
+        if guards.is_empty() {
+            self.out.truncate(mark);
+            emit(self);
+            return;
+        }
+        let fast = self.out.split_off(mark);
+        let line = format!("if ({}) {{", guards.join(" && "));
+        self.line(&line);
+        self.out.push_str(&fast);
+        self.line("} else {");
+        self.depth += 1;
+        emit(self);
+        self.depth -= 1;
+        self.line("}");
     }
 
     fn steps(&mut self, steps: &[Step]) {

@@ -2146,10 +2146,20 @@ fn proof_local_wrap(out: &mut [u32]) {
     out[global_id(0)] = tile[(l + 4294967295u32) as usize];
 }
 
+#[sycl::kernel]
+fn proof_rows(x: &[u32], out: &mut [u32], w: usize) {
+    let tile = local_array::<u32, 64>();
+    let row = group_id(0);
+    let col = local_id(0);
+    tile[col] = x[row * w + col];
+    barrier();
+    out[row * w + col] = tile[col] + 1;
+}
+
 /// Item 7b: accesses the macro proves in bounds run without their checks and compute the same;
 /// the near misses (an index one past, `..=` up to the length, a local index over the array for
-/// this work-group size, a `u32` index that wraps, a slice shorter than the range) still fail
-/// with `Errc::Kernel`.
+/// this work-group size, a `u32` index that wraps, a slice shorter than the range or than
+/// the rows a tiled kernel reads) still fail with `Errc::Kernel`.
 pub fn bounds_proofs(d: &Device) -> R {
     let q = in_order(d)?;
     let n = 1000usize;
@@ -2226,7 +2236,31 @@ pub fn bounds_proofs(d: &Device) -> R {
         Range::d1(64).with_local([local, 1, 1]),
         proof_local_wrap(&out),
         "proof_local_wrap",
-    )
+    )?;
+    // Rows of `w` elements, one group per row: `row * w + col < groups * w` when the slices
+    // are that long (GPUs test it once and run the copy without checks), not when shorter.
+    let groups = 8usize;
+    for w in [local, local + 3] {
+        let xs: Vec<u32> = (0..(groups * w) as u32).collect();
+        let x = upload(&q, &xs)?;
+        let out = filled(&q, groups * w, 0u32)?;
+        let range = Range::d1(groups * local).with_local([local, 1, 1]);
+        run(&q, range, proof_rows(&x, &out, w))?;
+        let got = q.to_vec(&out).map_err(fail)?;
+        for r in 0..groups {
+            for c in 0..w {
+                let want = if c < local { xs[r * w + c] + 1 } else { 0 };
+                check_eq!(
+                    got[r * w + c],
+                    want,
+                    "proof_rows (w {w}) row {r} column {c}"
+                );
+            }
+        }
+        let short = upload(&q, &xs[..groups * w - w + local - 1])?;
+        fails_in_kernel(&q, range, proof_rows(&short, &out, w), "proof_rows")?;
+    }
+    Ok(())
 }
 
 #[sycl::kernel]
