@@ -45,7 +45,7 @@ typedef ulong sycl_u64;
 // arithmetic saturating at the maximum, which then means "anything" (a wrap is possible).
 #define SYCL_U64C(v) v##ul
 static inline sycl_u64 sycl_badd(sycl_u64 a, sycl_u64 b) { return a > ~0ul - b ? ~0ul : a + b; }
-static inline sycl_u64 sycl_bmul(sycl_u64 a, sycl_u64 b) { return b != 0ul && a > ~0ul / b ? ~0ul : a * b; }
+static inline sycl_u64 sycl_bmul(sycl_u64 a, sycl_u64 b) { return mul_hi(a, b) != 0ul ? ~0ul : a * b; }
 static inline sycl_u64 sycl_bsub(sycl_u64 a, sycl_u64 b) { return a >= b ? a - b : 0ul; }
 static inline sycl_u64 sycl_bdiv(sycl_u64 a, sycl_u64 b) { return b == 0ul ? a : a / b; }
 static inline sycl_u64 sycl_bmin(sycl_u64 a, sycl_u64 b) { return a < b ? a : b; }
