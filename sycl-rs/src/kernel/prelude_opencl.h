@@ -152,9 +152,6 @@ SYCL_DEF_ATOMIC64(g, __global) SYCL_DEF_ATOMIC64(l, __local)
 #define SYCL_LINEAR_LOCAL_ID ((uint)(get_local_id(0) + SYCL_LX * (get_local_id(1) + SYCL_LY * get_local_id(2))))
 #endif
 #define SYCL_FADD(a, b) ((a) + (b))
-// Sequential addressing: at each step the first `h` work-items (consecutive, so CPU
-// vectorizers load and store whole vectors) combine their element with the one `h` above; `h`
-// starts at half the smallest power of two >= the group size.
 #define SYCL_REDUCE(T, tag, name, OP, IDENT) \
 T sycl_reduce_##name##_##tag(T x, uint done, __local T* s) { \
     if (done) x = (IDENT); \
@@ -162,10 +159,8 @@ T sycl_reduce_##name##_##tag(T x, uint done, __local T* s) { \
     uint t = SYCL_LINEAR_LOCAL_ID; \
     s[t] = x; \
     barrier(CLK_LOCAL_MEM_FENCE); \
-    uint top = 1u; \
-    while (top < n) top <<= 1; \
-    for (uint h = top >> 1; h > 0u; h >>= 1) { \
-        if (t < h && t + h < n) s[t] = OP(s[t], s[t + h]); \
+    for (uint stride = 1u; stride < n; stride <<= 1) { \
+        if ((t & (2u * stride - 1u)) == 0u && t + stride < n) s[t] = OP(s[t], s[t + stride]); \
         barrier(CLK_LOCAL_MEM_FENCE); } \
     T r = s[0]; \
     barrier(CLK_LOCAL_MEM_FENCE); \
