@@ -236,7 +236,7 @@ impl Emitter<'_> {
                     }
                     Proof::Always
                 }
-                None if self.inline_guards => Proof::When(cond),
+                None if self.inline_guards => Proof::When(format!("(SYCL_GUARDS && {cond})")),
                 None => Proof::No,
             },
             other => other,
@@ -399,7 +399,7 @@ impl Emitter<'_> {
             return;
         }
         let fast = self.out.split_off(mark);
-        let line = format!("if ({}) {{", guards.join(" && "));
+        let line = format!("if (SYCL_GUARDS && {}) {{", guards.join(" && "));
         self.line(&line);
         self.out.push_str(&fast);
         self.line("} else {");

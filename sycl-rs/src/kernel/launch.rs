@@ -521,6 +521,11 @@ pub(crate) fn program_source(
         "#define SYCL_DIMS {}\n#define SYCL_LX {lx}\n#define SYCL_LY {ly}\n#define SYCL_LZ {lz}\n",
         variant.dims
     );
+    // Programs without the run-time bounds guards (spec/kernels.md), to measure what they
+    // buy: every access they would cover stays checked.
+    if std::env::var_os("SYCL_RS_KERNEL_GUARDS").is_some_and(|v| v == "0") {
+        src.push_str("#define SYCL_GUARDS 0\n");
+    }
     if fp64 {
         src.push_str("#define SYCL_FP64 1\n");
     }

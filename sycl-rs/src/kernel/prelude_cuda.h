@@ -35,6 +35,11 @@ __device__ __forceinline__ sycl_u64 sycl_global_id(int a) { return sycl_group_id
 // Index bounds the macro derived (sycl-macros/src/bounds.rs) from the work-group size: u64
 // arithmetic saturating at the maximum, which then means "anything" (a wrap is possible).
 #define SYCL_U64C(v) v##ull
+// Run-time guards (bounds.rs, `Proof::Guard`): 0 builds programs without them, so every
+// access the guards would cover stays checked (SYCL_RS_KERNEL_GUARDS=0, for comparisons).
+#ifndef SYCL_GUARDS
+#define SYCL_GUARDS 1
+#endif
 __device__ __forceinline__ sycl_u64 sycl_badd(sycl_u64 a, sycl_u64 b) { return a > ~0ull - b ? ~0ull : a + b; }
 __device__ __forceinline__ sycl_u64 sycl_bmul(sycl_u64 a, sycl_u64 b) { return __umul64hi(a, b) != 0ull ? ~0ull : a * b; }
 __device__ __forceinline__ sycl_u64 sycl_bsub(sycl_u64 a, sycl_u64 b) { return a >= b ? a - b : 0ull; }

@@ -44,6 +44,11 @@ typedef ulong sycl_u64;
 // Index bounds the macro derived (sycl-macros/src/bounds.rs) from the work-group size: u64
 // arithmetic saturating at the maximum, which then means "anything" (a wrap is possible).
 #define SYCL_U64C(v) v##ul
+// Run-time guards (bounds.rs, `Proof::Guard`): 0 builds programs without them, so every
+// access the guards would cover stays checked (SYCL_RS_KERNEL_GUARDS=0, for comparisons).
+#ifndef SYCL_GUARDS
+#define SYCL_GUARDS 1
+#endif
 static inline sycl_u64 sycl_badd(sycl_u64 a, sycl_u64 b) { return a > ~0ul - b ? ~0ul : a + b; }
 static inline sycl_u64 sycl_bmul(sycl_u64 a, sycl_u64 b) { return mul_hi(a, b) != 0ul ? ~0ul : a * b; }
 static inline sycl_u64 sycl_bsub(sycl_u64 a, sycl_u64 b) { return a >= b ? a - b : 0ul; }
