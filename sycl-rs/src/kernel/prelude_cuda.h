@@ -41,7 +41,9 @@ __device__ __forceinline__ sycl_u64 sycl_global_id(int a) { return sycl_group_id
 #define SYCL_GUARDS 1
 #endif
 __device__ __forceinline__ sycl_u64 sycl_badd(sycl_u64 a, sycl_u64 b) { return a > ~0ull - b ? ~0ull : a + b; }
-__device__ __forceinline__ sycl_u64 sycl_bmul(sycl_u64 a, sycl_u64 b) { return __umul64hi(a, b) != 0ull ? ~0ull : a * b; }
+// (Products of values below 2^32 cannot overflow: no division at run time, and all of it
+// folds where the operands are constants.)
+__device__ __forceinline__ sycl_u64 sycl_bmul(sycl_u64 a, sycl_u64 b) { return ((a | b) >> 32) == 0ull ? a * b : b != 0ull && a > ~0ull / b ? ~0ull : a * b; }
 __device__ __forceinline__ sycl_u64 sycl_bsub(sycl_u64 a, sycl_u64 b) { return a >= b ? a - b : 0ull; }
 __device__ __forceinline__ sycl_u64 sycl_bdiv(sycl_u64 a, sycl_u64 b) { return b == 0ull ? a : a / b; }
 __device__ __forceinline__ sycl_u64 sycl_bmin(sycl_u64 a, sycl_u64 b) { return a < b ? a : b; }
