@@ -390,7 +390,11 @@ pub fn take(capsule: &Bound<'_, PyAny>, device: (i32, i32)) -> PyResult<Taken> {
         return Err(refuse("the DLPack tensor has a null data pointer"));
     }
     let on = (tensor.device.device_type, tensor.device.device_id);
-    if on != device {
+    // PyTorch says kDLCUDAHost in `__dlpack_device__` of a pinned tensor and kDLCPU in its
+    // capsule (torch 2.11). Both describe the same host memory; it is taken as CUDA host
+    // memory, which the driver then confirms (`Usm::from_foreign`) or refuses.
+    let pinned_as_cpu = device.0 == KDL_CUDA_HOST && on == (KDL_CPU, device.1);
+    if on != device && !pinned_as_cpu {
         return Err(refuse(format!(
             "the DLPack tensor is on device {on:?}, but __dlpack_device__ said {device:?}"
         )));

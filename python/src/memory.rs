@@ -885,8 +885,9 @@ fn from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, queue: Option<&Queue>) ->
         })?;
     let kind = foreign_kind(device.0)?;
     let q = queue_for(py, device, queue)?;
-    // CUDA: the legacy default stream, which from_foreign waits for; host memory: no stream.
-    let stream = (device.0 != dlpack::KDL_CPU).then_some(1i64);
+    // Device memory: the legacy default stream, which from_foreign waits for. Host memory,
+    // pinned included (torch's pinned tensors are CPU tensors and refuse a stream): none.
+    let stream = matches!(device.0, dlpack::KDL_CUDA | dlpack::KDL_CUDA_MANAGED).then_some(1i64);
     let kwargs = PyDict::new(py);
     kwargs.set_item("stream", stream)?;
     kwargs.set_item("max_version", (1u32, 0u32))?;
