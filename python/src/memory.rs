@@ -917,7 +917,7 @@ fn from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, queue: Option<&Queue>) ->
     let (dev, ctx) = (q.device().clone(), q.context().clone());
     let usm = py
         .detach(|| {
-            // SAFETY (the contract of `Usm::from_foreign`):
+            // The contract of `Usm::from_foreign`, point by point:
             // 1. the bytes are the DLPack tensor's, `nbytes` from its checked compact shape at
             //    data + byte_offset, on the device type it names (host memory of this process
             //    for kDLCPU; CUDA memory the driver confirms for the others); DLPack keeps
@@ -930,6 +930,7 @@ fn from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, queue: Option<&Queue>) ->
             //    raw (NumPy, C, CUDA streams), their races with our commands the program's
             //    to order, as documented above.
             // 4. dropping `owner` only calls the tensor's deleter (TensorOwner).
+            // SAFETY: points 1-4 above are the four promises `from_foreign` asks for.
             unsafe { Usm::<u8>::from_foreign(memory, &dev, &ctx, owner) }
         })
         .py_err()?;

@@ -367,18 +367,21 @@ impl<'a> RustEmitter<'a> {
                     Base::Param(p) => {
                         let p = self.param(*p);
                         let (load, store) = if proved {
-                            // SAFETY: the bounds analysis (bounds.rs) proved `__i < len`.
                             (
+                                // SAFETY: the bounds analysis (bounds.rs) proved `__i < len`.
                                 quote!(unsafe { #p.load_unchecked(__i) }),
+                                // SAFETY: as for the load: `__i < len` is proved.
                                 quote!(unsafe { #p.store_unchecked(__i, __new) }),
                             )
                         } else if *checked {
                             (quote!(#p.load(__i)), quote!(#p.store(__i, __new)))
                         } else {
-                            // SAFETY: an unchecked store or atomic exists only inside the
-                            // author's `unsafe` block, whose guarantee is `__i < len`.
+                            // An unchecked access exists only inside the author's `unsafe`
+                            // block, whose guarantee is `__i < len`.
                             (
+                                // SAFETY: `__i < len`, the author's guarantee (above).
                                 quote_spanned!(s.span=> unsafe { #p.load_unchecked(__i) }),
+                                // SAFETY: as for the load.
                                 quote_spanned!(s.span=> unsafe { #p.store_unchecked(__i, __new) }),
                             )
                         };

@@ -2388,7 +2388,9 @@ pub fn failure_in_a_work_group(d: &Device) -> R {
 #[sycl::kernel]
 fn unchecked(x: &[u32], out: &mut [u32]) {
     let i = global_id(0);
+    // SAFETY: the test launches x.len() work-items, so i < x.len().
     let v = unsafe { *x.get_unchecked(i) };
+    // SAFETY: out has x.len() elements too.
     unsafe {
         *out.get_unchecked_mut(i) = v * 3 + 1;
     }
@@ -2398,10 +2400,12 @@ fn unchecked(x: &[u32], out: &mut [u32]) {
 fn unchecked_local(x: &[u32], out: &mut [u32]) {
     let tile = local_array::<u32, 64>();
     let l = local_id(0);
+    // SAFETY: the test launches work-groups of 64, so l < 64, the tile's length.
     unsafe {
         *tile.get_unchecked_mut(l) = x[global_id(0)] * 2;
     }
     barrier();
+    // SAFETY: l < 64, so 63 - l < 64.
     out[global_id(0)] = unsafe { *tile.get_unchecked(63 - l) };
 }
 

@@ -669,10 +669,11 @@ pub(crate) mod mem {
                 sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
             ),
         ] {
-            // SAFETY: MEMORY_TYPE writes a CUmemorytype (a 32-bit enum), DEVICE_ORDINAL an int,
-            // IS_MANAGED an unsigned int, RANGE_START_ADDR a CUdeviceptr (u64) and RANGE_SIZE
-            // a size_t, each into the matching local; an address the driver does not know is
-            // an error code, not undefined behaviour.
+            // MEMORY_TYPE writes a CUmemorytype (a 32-bit enum), DEVICE_ORDINAL an int,
+            // IS_MANAGED an unsigned int, RANGE_START_ADDR a CUdeviceptr (u64) and RANGE_SIZE a
+            // size_t.
+            // SAFETY: each `out` is a live local of the type its attribute writes (above); an
+            // address the driver does not know is an error code, not undefined behaviour.
             let r = unsafe { sys::cuPointerGetAttribute(out, attribute, p) };
             check(r, "cuPointerGetAttribute")?;
         }

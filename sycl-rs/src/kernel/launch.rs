@@ -453,13 +453,14 @@ fn submit_gpu(
     let mut uses: Vec<(&Arc<MemoryRecord>, Use)> = uses;
     uses.push((&slot_record, Use::Write));
     let mut event = queue.submit_using(&uses, || {
-        // SAFETY: the arguments match the kernel's parameters (the source was generated from
+        // The arguments match the kernel's parameters (the source was generated from
         // the same definition that `check_args` checked them against: slices as pointer and
         // length, then the status word and the range); every pointer is the start of a live
         // range of its length whose record frees nothing before this command completed; the
         // generated code accesses a slice only below its length (checked indices, or the
         // caller's `unsafe` where it wrote `get_unchecked`), writes only `&mut` slices, which
         // `check_aliasing` kept apart from the others, and keeps to the launched range.
+        // SAFETY: the launch contract of `Queue::launch`, met as the lines above say.
         unsafe { queue.inner.launch(&kernel.inner, geometry, &raw, &all_deps) }
     })?;
     drop(uses);
