@@ -187,6 +187,17 @@ fn ranks_main() -> ExitCode {
             if ranks.rank() == 0 {
                 println!("staged exchange on {}: ok", opencl.name());
             }
+        } else if std::env::var("SYCL_RS_REQUIRE_BACKENDS")
+            .unwrap_or_default()
+            .split(',')
+            .any(|b| b.trim() == "opencl")
+        {
+            // CI names OpenCL: the staged path must not go untested silently.
+            return Err(
+                "no OpenCL device, but SYCL_RS_REQUIRE_BACKENDS names opencl: the \
+                        staged exchange path would go untested"
+                    .into(),
+            );
         } else if ranks.rank() == 0 {
             println!("no OpenCL device: the staged exchange path is not exercised here");
         }

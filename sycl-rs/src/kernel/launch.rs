@@ -19,6 +19,9 @@ use crate::{Context, Device, Errc, Error, Event, Queue, Result, Usm, UsmView};
 
 const PRELUDE_CUDA: &str = include_str!("prelude_cuda.h");
 const PRELUDE_OPENCL: &str = include_str!("prelude_opencl.h");
+/// The index-bound helpers both dialects share (after either prelude, which defines the
+/// function qualifier they use).
+const PRELUDE_BOUNDS: &str = include_str!("prelude_bounds.h");
 
 /// Submits a launch of `K` (what `Queue::parallel_for` does with a `#[sycl::kernel]` value).
 pub fn submit<K: GeneratedKernel>(
@@ -534,6 +537,7 @@ pub(crate) fn program_source(
         src.push_str("#define SYCL_ATOMIC64 1\n");
     }
     src.push_str(if cuda { PRELUDE_CUDA } else { PRELUDE_OPENCL });
+    src.push_str(PRELUDE_BOUNDS);
     src.push('\n');
     for h in helpers {
         let (proto, _) = if cuda { h.parts.cuda } else { h.parts.opencl };

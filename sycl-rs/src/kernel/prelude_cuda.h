@@ -32,23 +32,9 @@ __device__ __forceinline__ sycl_u64 sycl_global_id(int a) { return sycl_group_id
 #define SYCL_OUTSIDE_RANGE (sycl_global_id(2) >= sycl_r0 || sycl_global_id(1) >= sycl_r1 || sycl_global_id(0) >= sycl_r2)
 #endif
 
-// Index bounds the macro derived (sycl-macros/src/bounds.rs) from the work-group size: u64
-// arithmetic saturating at the maximum, which then means "anything" (a wrap is possible).
+// Index bounds (prelude_bounds.h, which launch.rs appends): helpers in this dialect.
+#define SYCL_BOUND_FN __device__ __forceinline__
 #define SYCL_U64C(v) v##ull
-// Run-time guards (bounds.rs, `Proof::Guard`): 0 builds programs without them, so every
-// access the guards would cover stays checked (SYCL_RS_KERNEL_GUARDS=0, for comparisons).
-#ifndef SYCL_GUARDS
-#define SYCL_GUARDS 1
-#endif
-__device__ __forceinline__ sycl_u64 sycl_badd(sycl_u64 a, sycl_u64 b) { return a > ~0ull - b ? ~0ull : a + b; }
-// (Products of values below 2^32 cannot overflow: no division at run time, and all of it
-// folds where the operands are constants.)
-__device__ __forceinline__ sycl_u64 sycl_bmul(sycl_u64 a, sycl_u64 b) { return ((a | b) >> 32) == 0ull ? a * b : b != 0ull && a > ~0ull / b ? ~0ull : a * b; }
-__device__ __forceinline__ sycl_u64 sycl_bsub(sycl_u64 a, sycl_u64 b) { return a >= b ? a - b : 0ull; }
-__device__ __forceinline__ sycl_u64 sycl_bdiv(sycl_u64 a, sycl_u64 b) { return b == 0ull ? a : a / b; }
-__device__ __forceinline__ sycl_u64 sycl_bmin(sycl_u64 a, sycl_u64 b) { return a < b ? a : b; }
-__device__ __forceinline__ sycl_u64 sycl_bmax(sycl_u64 a, sycl_u64 b) { return a > b ? a : b; }
-__device__ __forceinline__ sycl_u64 sycl_bwrap_lo(sycl_u64 hi, sycl_u64 lo, sycl_u64 max) { return hi >= max ? 0ull : lo; }
 
 __device__ __forceinline__ void sycl_set_fail(unsigned int* f, unsigned int code) { if (*f == 0u) *f = code; }
 __device__ __noinline__ void sycl_report(unsigned int* status, unsigned int code) { atomicCAS(status, 0u, code); }

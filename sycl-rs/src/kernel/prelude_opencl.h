@@ -41,23 +41,9 @@ typedef ulong sycl_u64;
 #define SYCL_OUTSIDE_RANGE (sycl_global_id(2) >= sycl_r0 || sycl_global_id(1) >= sycl_r1 || sycl_global_id(0) >= sycl_r2)
 #endif
 
-// Index bounds the macro derived (sycl-macros/src/bounds.rs) from the work-group size: u64
-// arithmetic saturating at the maximum, which then means "anything" (a wrap is possible).
+// Index bounds (prelude_bounds.h, which launch.rs appends): helpers in this dialect.
+#define SYCL_BOUND_FN static inline
 #define SYCL_U64C(v) v##ul
-// Run-time guards (bounds.rs, `Proof::Guard`): 0 builds programs without them, so every
-// access the guards would cover stays checked (SYCL_RS_KERNEL_GUARDS=0, for comparisons).
-#ifndef SYCL_GUARDS
-#define SYCL_GUARDS 1
-#endif
-static inline sycl_u64 sycl_badd(sycl_u64 a, sycl_u64 b) { return a > ~0ul - b ? ~0ul : a + b; }
-// (Products of values below 2^32 cannot overflow: no division at run time, and all of it
-// folds where the operands are constants; `mul_hi` did not fold on Intel's CPU runtime.)
-static inline sycl_u64 sycl_bmul(sycl_u64 a, sycl_u64 b) { return ((a | b) >> 32) == 0ul ? a * b : b != 0ul && a > ~0ul / b ? ~0ul : a * b; }
-static inline sycl_u64 sycl_bsub(sycl_u64 a, sycl_u64 b) { return a >= b ? a - b : 0ul; }
-static inline sycl_u64 sycl_bdiv(sycl_u64 a, sycl_u64 b) { return b == 0ul ? a : a / b; }
-static inline sycl_u64 sycl_bmin(sycl_u64 a, sycl_u64 b) { return a < b ? a : b; }
-static inline sycl_u64 sycl_bmax(sycl_u64 a, sycl_u64 b) { return a > b ? a : b; }
-static inline sycl_u64 sycl_bwrap_lo(sycl_u64 hi, sycl_u64 lo, sycl_u64 max) { return hi >= max ? 0ul : lo; }
 
 static inline void sycl_set_fail(uint* f, uint code) { if (*f == 0u) *f = code; }
 void sycl_report(__global uint* status, uint code) { atomic_cmpxchg((volatile __global uint*)status, 0u, code); }
