@@ -342,21 +342,14 @@ impl Emitter<'_> {
                     self.line(&s);
                 }
             }
-            let steps = an.steps.clone();
-            let emit = |e: &mut Self| {
-                e.steps(&steps);
-                e.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
-            };
-            match d {
-                // Barriers inside the two copies are legal OpenCL (every work-item takes the
-                // same branch), but Intel's CPU runtime 2026.2 crashed at run time on one
-                // such kernel (the conformance test barrier_exchange_waits): OpenCL
-                // work-group kernels keep the checks that guards would cover. (Testing the
-                // guard at each access instead was measured slower on that runtime.) On CUDA
-                // the two copies were measured slower too: stencil2d checked 2.05x of the
-                // hand-written kernel with them, 1.10x without (H100, bench `kernels`).
-                Dialect::OpenCl | Dialect::Cuda => emit(self),
-            }
+            // One body, without the guard-versioned copies of flat kernels: barriers inside
+            // the two copies are legal (every work-item takes the same branch), but Intel's
+            // CPU OpenCL runtime 2026.2 crashed at run time on one such kernel (the
+            // conformance test barrier_exchange_waits), and on an H100 the copies made
+            // stencil2d's checked form 2.05x the hand-written kernel against 1.10x without.
+            // Work-group kernels keep the checks that guards would cover.
+            self.steps(&an.steps);
+            self.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
             if self.out.matches("sycl_ufail").count() == 1 {
                 self.out = self.out.replace(", sycl_ufail = 0;", ";");
             }
