@@ -95,13 +95,21 @@ struct Emitter<'a> {
     uniform: bool,
     /// Accesses proved in bounds (their checks are dropped).
     bounds: Bounds<'a>,
-    /// While emitting the unchecked copy of a kernel's body: the run-time guards it assumes
-    /// (`Proof::Guard`).
+    /// In a kernel: the run-time guards (`Proof::Guard`) its accesses were proved under. The
+    /// runtime evaluates them on the host at each launch and builds the program with
+    /// `SYCL_GUARDED` 1 (those checks fold away) or 0.
     guarded: Option<Vec<String>>,
 }
 
+/// A kernel's C function (without prelude or helpers), and the condition its
+/// `SYCL_GUARDED` form assumes (see [`guard_text`]).
+pub struct KernelC {
+    pub source: String,
+    pub guard: String,
+}
+
 /// The kernel's C function (without prelude or helpers).
-pub fn kernel(f: &Function, an: &Analysis, d: Dialect) -> String {
+pub fn kernel(f: &Function, an: &Analysis, d: Dialect) -> KernelC {
     let mut e = Emitter {
         f,
         d,
@@ -113,10 +121,43 @@ pub fn kernel(f: &Function, an: &Analysis, d: Dialect) -> String {
         region_end: None,
         uniform: false,
         bounds: Bounds::new(f),
-        guarded: None,
+        guarded: Some(Vec::new()),
     };
     e.kernel_fn(an);
-    e.out
+    let guards = e.guarded.take().unwrap_or_default();
+    let guard = guard_text(&e.bounds.c_decls(), &guards);
+    KernelC {
+        source: e.out,
+        guard,
+    }
+}
+
+/// The guards as the runtime reads them (`sycl-rs/src/kernel/guard.rs`): the declarations of
+/// the bound constants they refer to (directly or through other constants), one
+/// `const sycl_u64 NAME = EXPR;` per line, then their conjunction on the last line; empty
+/// when the kernel has no guards.
+fn guard_text(decls: &[String], guards: &[String]) -> String {
+    if guards.is_empty() {
+        return String::new();
+    }
+    let cond = guards.join(" && ");
+    let mut used: Vec<&String> = Vec::new();
+    for d in decls.iter().rev() {
+        if mentions(&cond, decl_name(d)) || used.iter().any(|u| mentions(u, decl_name(d))) {
+            used.push(d);
+        }
+    }
+    let mut out: String = used.iter().rev().map(|d| format!("{d}\n")).collect();
+    out.push_str(&cond);
+    out
+}
+
+/// The name a bound constant's declaration declares.
+fn decl_name(decl: &str) -> &str {
+    decl.trim_start_matches("const sycl_u64 ")
+        .split(' ')
+        .next()
+        .unwrap_or_default()
 }
 
 /// A helper's C definition; its name is [`SELF_MARKER`]. Also returns its prototype.
@@ -218,7 +259,8 @@ impl Emitter<'_> {
 
     /// Whether an access needs its check: `Proof::No` and `Proof::When` are checked (the
     /// latter folded away where the work-group size proves it), `Proof::Always` is not;
-    /// `Proof::Guard` is `Always` in the unchecked copy of `versioned`, else `No`.
+    /// `Proof::Guard` becomes `When(SYCL_GUARDED)` in kernels (the runtime tests the guard on
+    /// the host), `No` in helpers (their parameters are not the launch's).
     fn proof(&mut self, base: Base, index: &Expr, checked: bool) -> Proof {
         if !checked {
             return Proof::Always;
@@ -229,7 +271,7 @@ impl Emitter<'_> {
                     if !guards.contains(&cond) {
                         guards.push(cond);
                     }
-                    Proof::Always
+                    Proof::When("SYCL_GUARDED".into())
                 }
                 None => Proof::No,
             },
@@ -317,14 +359,10 @@ impl Emitter<'_> {
         if !an.group {
             // A plain range is launched rounded up to whole work-groups; the extra
             // work-items leave here, so the kernel sees exactly its range.
-            // Each copy (see `versioned`) reports its own failures (the unchecked one often
-            // has none: the compiler drops the report there).
+            self.line("if (SYCL_OUTSIDE_RANGE) return;");
             let body = self.f.body.clone();
-            self.versioned(|e| {
-                e.line("if (SYCL_OUTSIDE_RANGE) return;");
-                e.block_plain(&body);
-                e.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
-            });
+            self.block_plain(&body);
+            self.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
         } else {
             // `sycl_done`: the work-item returned (only `return` sets it, so without one it stays
             // a constant the compiler folds). A failed work-item goes on with its effects
@@ -342,12 +380,6 @@ impl Emitter<'_> {
                     self.line(&s);
                 }
             }
-            // One body, without the guard-versioned copies of flat kernels: barriers inside
-            // the two copies are legal (every work-item takes the same branch), but Intel's
-            // CPU OpenCL runtime 2026.2 crashed at run time on one such kernel (the
-            // conformance test barrier_exchange_waits), and on an H100 the copies made
-            // stencil2d's checked form 2.05x the hand-written kernel against 1.10x without.
-            // Work-group kernels keep the checks that guards would cover.
             self.steps(&an.steps);
             self.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
             if self.out.matches("sycl_ufail").count() == 1 {
@@ -361,47 +393,13 @@ impl Emitter<'_> {
         let decls = self.bounds.c_decls();
         let mut used: Vec<&String> = Vec::new();
         for d in decls.iter().rev() {
-            let name = d
-                .trim_start_matches("const sycl_u64 ")
-                .split(' ')
-                .next()
-                .unwrap_or_default();
+            let name = decl_name(d);
             if mentions(&self.out, name) || used.iter().any(|u| mentions(u, name)) {
                 used.push(d);
             }
         }
         let decls: String = used.iter().rev().map(|d| format!("    {d}\n")).collect();
         self.out.insert_str(decls_at, &decls);
-    }
-
-    /// Emits `emit`'s code once, or, where its accesses are in bounds under run-time guards
-    /// (`Proof::Guard`: conditions over scalar parameters, ranges and slice lengths, the same
-    /// in every work-item of the launch), twice: `if (guards) { unchecked copy } else
-    /// { checked copy }`. The test comes first, before any work-item leaves or synchronises:
-    /// every work-item takes the same branch (so barriers inside stay uniform), and CPU
-    /// vectorizers see a uniform branch (placed after the range check, they ran both copies
-    /// masked).
-    fn versioned(&mut self, emit: impl Fn(&mut Self)) {
-        let mark = self.out.len();
-        self.guarded = Some(Vec::new());
-        self.depth += 1;
-        emit(self);
-        self.depth -= 1;
-        let guards = self.guarded.take().unwrap_or_default();
-        if guards.is_empty() {
-            self.out.truncate(mark);
-            emit(self);
-            return;
-        }
-        let fast = self.out.split_off(mark);
-        let line = format!("if (SYCL_GUARDS && {}) {{", guards.join(" && "));
-        self.line(&line);
-        self.out.push_str(&fast);
-        self.line("} else {");
-        self.depth += 1;
-        emit(self);
-        self.depth -= 1;
-        self.line("}");
     }
 
     fn steps(&mut self, steps: &[Step]) {

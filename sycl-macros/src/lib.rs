@@ -78,6 +78,9 @@ fn kernel_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
     let an = analyze::kernel(&f)?;
     let cuda = emit_c::kernel(&f, &an, Dialect::Cuda);
     let opencl = emit_c::kernel(&f, &an, Dialect::OpenCl);
+    // One bounds analysis for both dialects: the same guard.
+    debug_assert_eq!(cuda.guard, opencl.guard);
+    let (cuda, opencl, guard) = (cuda.source, opencl.source, opencl.guard);
     let name = &item.sig.ident;
     let vis = &item.vis;
     let attrs = &item.attrs;
@@ -157,6 +160,7 @@ fn kernel_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
                             params: &[#(#specs),*],
                             cuda: #cuda,
                             opencl: #opencl,
+                            guard: #guard,
                             helpers: #helpers,
                             dims: #dims,
                             group: #group,

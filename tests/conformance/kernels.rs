@@ -2238,7 +2238,8 @@ pub fn bounds_proofs(d: &Device) -> R {
         "proof_local_wrap",
     )?;
     // Rows of `w` elements, one group per row: `row * w + col < groups * w` when the slices
-    // are that long (GPUs test it once and run the copy without checks), not when shorter.
+    // are that long (for GPUs the runtime tests that on the host and builds the program
+    // without those checks), not when shorter.
     let groups = 8usize;
     for w in [local, local + 3] {
         let xs: Vec<u32> = (0..(groups * w) as u32).collect();

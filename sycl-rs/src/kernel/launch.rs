@@ -11,8 +11,9 @@ use sycl_backend::{Aspect, BackendKind, EventStatus, LaunchRange, UsmKind};
 
 use super::__rt::{
     ArgInner, Args, CpuArg, CpuArgs, CpuEntry, Definition, DefinitionParts, GeneratedKernel,
-    HelperDef, ParamSpec,
+    HelperDef, ParamSpec, ScalarTy,
 };
+use super::guard::{Guard, GuardEnv, ParamValue};
 use super::{Kernel, KernelBundle, Range};
 use crate::usm::{MemoryRecord, Use};
 use crate::{Context, Device, Errc, Error, Event, Queue, Result, Usm, UsmView};
@@ -43,10 +44,12 @@ impl Drop for ViewGuard {
     }
 }
 
-/// The helpers a definition needs, each once, callees first, and whether any uses `f64`.
+/// The helpers a definition needs, each once, callees first, whether any uses `f64`, and its
+/// parsed run-time guard.
 struct Resolved {
     helpers: Vec<&'static HelperDef>,
     fp64: bool,
+    guard: Option<Guard>,
 }
 
 fn resolve(def: &'static Definition) -> Result<&'static Resolved> {
@@ -88,9 +91,19 @@ fn resolve(def: &'static Definition) -> Result<&'static Resolved> {
         visit(h(), &mut order, &mut on_path)?;
     }
     let fp64 = def.parts.fp64 || order.iter().any(|h| h.parts.fp64);
+    let guard = Guard::parse(def.parts.guard).map_err(|e| {
+        Error::new(
+            Errc::Build,
+            format!(
+                "kernel `{}`: its bounds guard does not parse (a bug of #[sycl::kernel]: please report it): {e}",
+                def.parts.name
+            ),
+        )
+    })?;
     let resolved: &'static Resolved = Box::leak(Box::new(Resolved {
         helpers: order,
         fp64,
+        guard,
     }));
     Ok(*map.lock().entry(key).or_insert(resolved))
 }
@@ -401,9 +414,11 @@ fn submit_gpu(
     let device = queue.device();
     let launch = range.inner;
     let geometry = gpu_range(&launch, device)?;
+    let local = geometry.local.expect("a GPU launch has work-groups");
     let variant = Variant {
         dims: launch.dims,
-        local: geometry.local.expect("a GPU launch has work-groups"),
+        local,
+        guarded: guard_holds(resolved, args, &launch, &geometry.global, local),
     };
     let kernel = queue.context().shared.kernels.kernel(
         queue.context(),
@@ -486,13 +501,61 @@ pub(crate) struct KernelCache {
 }
 
 /// What a GPU program is specialised for: the number of dimensions (SYCL's last is the GPU's
-/// first), and the work-group size in GPU order, which becomes a compile-time constant (group
+/// first), the work-group size in GPU order, which becomes a compile-time constant (group
 /// loops unroll, `local_id` is known to be below it, so checked local-array indices often need
-/// no check at run time).
+/// no check at run time), and whether the definition's run-time guard held for the launch
+/// (`SYCL_GUARDED`: the checks it covers go).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Variant {
     dims: u8,
     local: [usize; 3],
+    guarded: bool,
+}
+
+/// Whether `resolved`'s guard holds for this launch (never with `SYCL_RS_KERNEL_GUARDS=0`,
+/// which keeps every check the guards would drop, for comparisons).
+fn guard_holds(
+    resolved: &Resolved,
+    args: &Args,
+    launch: &LaunchRange,
+    gpu_global: &[usize; 3],
+    local: [usize; 3],
+) -> bool {
+    static DISABLED: OnceLock<bool> = OnceLock::new();
+    let Some(guard) = &resolved.guard else {
+        return false;
+    };
+    if *DISABLED.get_or_init(|| std::env::var_os("SYCL_RS_KERNEL_GUARDS").is_some_and(|v| v == "0"))
+    {
+        return false;
+    }
+    let params: Vec<ParamValue> = args
+        .0
+        .iter()
+        .map(|a| match &a.0 {
+            ArgInner::Slice { len, .. } => ParamValue::Slice(*len as u64),
+            ArgInner::Scalar { bytes, ty } => match ty {
+                ScalarTy::U32 => ParamValue::Unsigned(u32::from_ne_bytes(
+                    bytes[..4].try_into().expect("4"),
+                ) as u64),
+                ScalarTy::U64 | ScalarTy::Usize => {
+                    ParamValue::Unsigned(u64::from_ne_bytes(bytes[..8].try_into().expect("8")))
+                }
+                _ => ParamValue::Other,
+            },
+        })
+        .collect();
+    let mut groups = [1usize; 3];
+    for a in 0..3 {
+        groups[a] = gpu_global[a] / local[a].max(1);
+    }
+    guard.holds(&GuardEnv {
+        dims: launch.dims,
+        params: &params,
+        range: launch.global.map(|g| g as u64),
+        local,
+        groups,
+    })
 }
 
 /// The full source of a program: prelude, helpers (callees first), the kernel.
@@ -525,11 +588,12 @@ pub(crate) fn program_source(
         "#define SYCL_DIMS {}\n#define SYCL_LX {lx}\n#define SYCL_LY {ly}\n#define SYCL_LZ {lz}\n",
         variant.dims
     );
-    // Programs without the run-time bounds guards (spec/kernels.md), to measure what they
-    // buy: every access they would cover stays checked.
-    if std::env::var_os("SYCL_RS_KERNEL_GUARDS").is_some_and(|v| v == "0") {
-        src.push_str("#define SYCL_GUARDS 0\n");
-    }
+    // The definition's guard held for the launches this program is for (`Variant`).
+    src.push_str(if variant.guarded {
+        "#define SYCL_GUARDED 1\n"
+    } else {
+        "#define SYCL_GUARDED 0\n"
+    });
     if fp64 {
         src.push_str("#define SYCL_FP64 1\n");
     }
@@ -783,9 +847,11 @@ pub fn program_source_of<K: GeneratedKernel>(backend: BackendKind, range: Range)
     let mut gpu_local = [1usize; 3];
     gpu_local[..n].copy_from_slice(&local[..n]);
     gpu_local[..n].reverse();
+    // The form launches get when the definition's guard holds.
     let variant = Variant {
         dims: launch.dims,
         local: gpu_local,
+        guarded: resolved.guard.is_some(),
     };
     match backend {
         BackendKind::Cuda | BackendKind::OpenCl => Ok(program_source(

@@ -65,6 +65,7 @@ use crate::{Context, Device, Errc, Error, Event, Queue, Result};
 #[doc(hidden)]
 #[path = "rt.rs"]
 pub mod __rt;
+mod guard;
 mod launch;
 
 pub(crate) use launch::{KernelCache, KernelStatus};

@@ -1,11 +1,6 @@
 // Index bounds the macro derived (sycl-macros/src/bounds.rs) from the work-group size: u64
 // arithmetic saturating at the maximum, which then means "anything" (a wrap is possible).
 // Shared by both dialects: each prelude defines SYCL_BOUND_FN and SYCL_U64C first.
-// Run-time guards (bounds.rs, `Proof::Guard`): 0 builds programs without them, so every
-// access the guards would cover stays checked (SYCL_RS_KERNEL_GUARDS=0, for comparisons).
-#ifndef SYCL_GUARDS
-#define SYCL_GUARDS 1
-#endif
 #define SYCL_U64MAX (~SYCL_U64C(0))
 SYCL_BOUND_FN sycl_u64 sycl_badd(sycl_u64 a, sycl_u64 b) { return a > SYCL_U64MAX - b ? SYCL_U64MAX : a + b; }
 // (Products of values below 2^32 cannot overflow: no division at run time, and all of it

@@ -526,6 +526,10 @@ pub struct DefinitionParts {
     pub cuda: &'static str,
     /// OpenCL C of the kernel function.
     pub opencl: &'static str,
+    /// The condition under which both sources' `SYCL_GUARDED` checks may go: bound constant
+    /// declarations, then a conjunction over the launch's scalars, slice lengths, ranges and
+    /// work-group size (`kernel::guard`); empty when there is none.
+    pub guard: &'static str,
     /// Helpers it calls, in marker order.
     pub helpers: &'static [fn() -> &'static HelperDef],
     /// The number of dimensions it indexes.
@@ -557,7 +561,8 @@ impl Definition {
     /// # Safety
     /// `parts.cuda` and `parts.opencl` are `#[sycl::kernel]`'s translation of the same kernel
     /// as `parts.cpu`, with `parts.params`: they access memory only as the kernel language
-    /// allows (checked indices, except where the Rust source has `unsafe`).
+    /// allows (checked indices, except where the Rust source has `unsafe`, and, built with
+    /// `SYCL_GUARDED` 1, the indices that `parts.guard` proves in bounds when it holds).
     pub const unsafe fn new(parts: DefinitionParts) -> Definition {
         Definition { parts }
     }
