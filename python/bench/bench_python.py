@@ -177,17 +177,25 @@ def receive_1gib(device):
     except ImportError:
         cupy = None
     t_theirs, t_ours, t_raw, opened, raw_opened = [], [], [], [], []
+    # Where the time goes: (open, first use) per side, in us.
+    split = {"torch": [], "ours": [], "raw": []}
     for i in range(count):
         rebuild, args = theirs[i]
         t0 = time.perf_counter_ns()
         t = rebuild(*args)
+        t1 = time.perf_counter_ns()
         first = t[0].item()
-        t_theirs.append((time.perf_counter_ns() - t0) / 1000)
+        t2 = time.perf_counter_ns()
+        t_theirs.append((t2 - t0) / 1000)
+        split["torch"].append(((t1 - t0) / 1000, (t2 - t1) / 1000))
         assert first == i + 1
         t0 = time.perf_counter_ns()
         m = ipc.memory.open_torch(ours[i], queue=q)
+        t1 = time.perf_counter_ns()
         first = int(np.frombuffer(m.copy_to(nbytes=4), np.int32)[0])
-        t_ours.append((time.perf_counter_ns() - t0) / 1000)
+        t2 = time.perf_counter_ns()
+        t_ours.append((t2 - t0) / 1000)
+        split["ours"].append(((t1 - t0) / 1000, (t2 - t1) / 1000))
         assert first == count + i + 1
         opened.append((t, m))
         if cupy is not None:
@@ -198,8 +206,11 @@ def receive_1gib(device):
             host = np.zeros(1, np.int32)
             t0 = time.perf_counter_ns()
             base = cupy.cuda.runtime.ipcOpenMemHandle(handle)
+            t1 = time.perf_counter_ns()
             cupy.cuda.runtime.memcpy(host.ctypes.data, base + int(share[3]), 4, 2)
-            t_raw.append((time.perf_counter_ns() - t0) / 1000)
+            t2 = time.perf_counter_ns()
+            t_raw.append((t2 - t0) / 1000)
+            split["raw"].append(((t1 - t0) / 1000, (t2 - t1) / 1000))
             assert int(host[0]) == 2 * count + i + 1
             raw_opened.append(base)
     if t_raw:
@@ -207,6 +218,12 @@ def receive_1gib(device):
             f"receive 1 GiB: raw floor (CuPy ipcOpenMemHandle + 4-byte read) "
             f"{statistics.median(t_raw):.1f} us = {statistics.median(t_raw) / statistics.median(t_theirs):.3f}x torch"
         )
+    for side, parts in split.items():
+        if parts:
+            print(
+                f"receive 1 GiB, {side}: open {statistics.median(p[0] for p in parts):.1f} us"
+                f" + first use {statistics.median(p[1] for p in parts):.1f} us (medians of {len(parts)})"
+            )
     for base in raw_opened:
         cupy.cuda.runtime.ipcCloseMemHandle(base)
     o, r = statistics.median(t_ours), statistics.median(t_theirs)
