@@ -38,6 +38,13 @@ pub enum Step {
         op: Reduce,
         value: Expr,
     },
+    /// `let x = sub_group_shuffle(value, lane);` and the other sub-group collectives: the
+    /// value, then the lane (delta, mask) where the op takes one.
+    SubGroup {
+        local: usize,
+        op: SubGroupOp,
+        args: Vec<Expr>,
+    },
     /// `for v in start..end { .. }` with uniform bounds and synchronisation inside.
     SyncFor {
         var: usize,
@@ -68,6 +75,8 @@ pub struct Analysis {
     pub dims: u8,
     pub fp64: bool,
     pub atomic64: bool,
+    /// Uses sub-group queries or collectives (needs aspect `ext_sycl_rs_sub_groups`).
+    pub sub_groups: bool,
     /// The widest type a group reduction reduces, in bytes (0: none).
     pub reduce_bytes: usize,
     /// Bytes of work-group local arrays.
@@ -86,7 +95,7 @@ fn err(span: Span, msg: impl std::fmt::Display) -> Error {
 }
 
 const SYNC_RULE: &str =
-    "barrier() and group reductions run in all work-items of a group together: \
+    "barrier(), group reductions and sub-group operations run in all work-items of a group together: \
 write them at the top level of the kernel body, or of a `for` loop whose bounds are the same in \
 every work-item (see spec/kernels.md)";
 
@@ -151,7 +160,9 @@ pub fn walk<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
             walk(a, f);
             walk(b, f);
         }
-        ExprKind::Math(_, args) | ExprKind::Call(_, args) => args.iter().for_each(|a| walk(a, f)),
+        ExprKind::Math(_, args) | ExprKind::Call(_, args) | ExprKind::SubGroup(_, args) => {
+            args.iter().for_each(|a| walk(a, f))
+        }
         ExprKind::Atomic { index, values, .. } => {
             walk(index, f);
             values.iter().for_each(|a| walk(a, f));
@@ -165,7 +176,8 @@ pub fn walk<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
         | ExprKind::Local(_)
         | ExprKind::Param(_)
         | ExprKind::Len(_)
-        | ExprKind::Query(..) => {}
+        | ExprKind::Query(..)
+        | ExprKind::SubGroupQuery(_) => {}
     }
 }
 
@@ -271,6 +283,7 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
         dims: 1,
         fp64: false,
         atomic64: false,
+        sub_groups: false,
         reduce_bytes: 0,
         local_bytes: 0,
         class: vec![Class::Plain; f.locals.len()],
@@ -309,6 +322,16 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
                 }
             }
             ExprKind::Atomic { .. } if f.ty(e.ty).bits() == 64 => a.atomic64 = true,
+            ExprKind::SubGroupQuery(_) => {
+                a.sub_groups = true;
+                a.nd_queries = true;
+                // The CPU computes them from the local id.
+                a.queries.local_id = true;
+            }
+            ExprKind::SubGroup(..) => {
+                a.sub_groups = true;
+                sync_seen = true;
+            }
             ExprKind::Reduce(..) => {
                 sync_seen = true;
                 a.reduce_bytes = a.reduce_bytes.max(f.ty(e.ty).bits() as usize / 8);
@@ -351,7 +374,7 @@ struct StepBuilder<'a> {
 fn synchronises(body: &[Stmt]) -> bool {
     body.iter().any(|s| match &s.kind {
         StmtKind::Barrier => true,
-        StmtKind::Let(_, e) => matches!(e.kind, ExprKind::Reduce(..)),
+        StmtKind::Let(_, e) => matches!(e.kind, ExprKind::Reduce(..) | ExprKind::SubGroup(..)),
         StmtKind::If(_, x, y) => synchronises(x) || synchronises(y),
         StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
             synchronises(b)
@@ -389,6 +412,24 @@ impl StepBuilder<'_> {
                             local: *id,
                             op: *op,
                             value: (**value).clone(),
+                        });
+                    } else if let ExprKind::SubGroup(op, args) = &e.kind {
+                        for arg in args {
+                            self.no_sync_in_expr(arg)?;
+                        }
+                        if *op == SubGroupOp::Broadcast && !self.uniform(&args[1]) {
+                            return Err(err(
+                                args[1].span,
+                                "the lane of `sub_group_broadcast` must be the same in every work-item of the group (parameters, literals, ranges, group ids, `len()`, and immutable locals made of those): use `sub_group_shuffle` for a lane that varies",
+                            ));
+                        }
+                        flush(&mut region, &mut steps);
+                        // Per work-item: lanes get different values.
+                        self.a.class[*id] = Class::Item;
+                        steps.push(Step::SubGroup {
+                            local: *id,
+                            op: *op,
+                            args: args.clone(),
                         });
                     } else {
                         self.no_sync_in_expr(e)?;
@@ -448,14 +489,14 @@ impl StepBuilder<'_> {
     fn no_sync_in_expr(&self, e: &Expr) -> Result<()> {
         let mut found = None;
         walk(e, &mut |x| {
-            if matches!(x.kind, ExprKind::Reduce(..)) && found.is_none() {
+            if matches!(x.kind, ExprKind::Reduce(..) | ExprKind::SubGroup(..)) && found.is_none() {
                 found = Some(x.span);
             }
         });
         match found {
             Some(span) => Err(err(
                 span,
-                format!("a group reduction stands alone in a `let` (`let s = group_sum(x);`): {SYNC_RULE}"),
+                format!("a group reduction or sub-group operation stands alone in a `let` (`let s = group_sum(x);`, `let y = sub_group_shuffle(x, lane);`): {SYNC_RULE}"),
             )),
             None => Ok(()),
         }
@@ -477,7 +518,9 @@ impl StepBuilder<'_> {
             }
             let mut found = None;
             stmt_exprs(s, &mut |x| {
-                if matches!(x.kind, ExprKind::Reduce(..)) && found.is_none() {
+                if matches!(x.kind, ExprKind::Reduce(..) | ExprKind::SubGroup(..))
+                    && found.is_none()
+                {
                     found = Some(x.span);
                 }
             });
@@ -504,7 +547,11 @@ impl StepBuilder<'_> {
                 | ExprKind::Select(..) => true,
                 ExprKind::Local(l) => self.a.class[*l] == Class::Group,
                 ExprKind::Query(q, _) => q.is_uniform(),
-                ExprKind::Load { .. } | ExprKind::Atomic { .. } | ExprKind::Reduce(..) => false,
+                ExprKind::SubGroupQuery(q) => q.is_uniform(),
+                ExprKind::Load { .. }
+                | ExprKind::Atomic { .. }
+                | ExprKind::Reduce(..)
+                | ExprKind::SubGroup(..) => false,
             };
         });
         ok

@@ -463,6 +463,52 @@ impl Emitter<'_> {
                     self.depth -= 1;
                     self.line("}");
                 }
+                Step::SubGroup { local, op, args } => {
+                    // Every work-item of the sub-group calls the collective; one that returned
+                    // offers zero (reductions: their identity, through `sycl_done`).
+                    let t = self.ty(&args[0]);
+                    let x = self.fresh("x");
+                    self.line("{");
+                    self.depth += 1;
+                    let s = format!("{} {x} = 0;", cty(self.d, t));
+                    self.line(&s);
+                    let lane = args.get(1).map(|lane_expr| {
+                        let l = self.fresh("lane");
+                        if *op == SubGroupOp::Broadcast {
+                            // Uniform: every work-item computes it, so all name one lane.
+                            self.uniform = true;
+                            let v = self.expr(lane_expr);
+                            self.uniform = false;
+                            self.line(&format!("sycl_u64 {l} = {v};"));
+                            if fallible(lane_expr) {
+                                self.uniform_check();
+                            }
+                        } else {
+                            self.line(&format!("sycl_u64 {l} = 0;"));
+                        }
+                        l
+                    });
+                    self.line("if (!sycl_done) {");
+                    self.depth += 1;
+                    let v = self.expr(&args[0]);
+                    self.line(&format!("{x} = {v};"));
+                    if let (Some(l), Some(lane_expr)) = (&lane, args.get(1)) {
+                        if *op != SubGroupOp::Broadcast {
+                            let v = self.expr(lane_expr);
+                            self.line(&format!("{l} = {v};"));
+                        }
+                    }
+                    self.depth -= 1;
+                    self.line("}");
+                    let last = match &lane {
+                        Some(l) => l.clone(),
+                        None => "sycl_done".into(),
+                    };
+                    let s = format!("v{local} = sycl_sg_{}_{}({x}, {last});", op.name(), tag(t));
+                    self.line(&s);
+                    self.depth -= 1;
+                    self.line("}");
+                }
                 Step::SyncFor {
                     var,
                     start,
@@ -896,7 +942,17 @@ impl Emitter<'_> {
                     self.failp()
                 )
             }
-            ExprKind::Reduce(..) => unreachable!("reductions are steps"),
+            ExprKind::Reduce(..) | ExprKind::SubGroup(..) => {
+                unreachable!("reductions and sub-group collectives are steps")
+            }
+            ExprKind::SubGroupQuery(q) => match q {
+                SubGroupQuery::LocalId => "sycl_sg_local_id()",
+                SubGroupQuery::LocalRange => "sycl_sg_local_range()",
+                SubGroupQuery::MaxLocalRange => "sycl_sg_max_local_range()",
+                SubGroupQuery::Id => "sycl_sg_id()",
+                SubGroupQuery::Range => "sycl_sg_range()",
+            }
+            .into(),
             ExprKind::Call(path, args) => {
                 let key = path_key(path);
                 let k = self

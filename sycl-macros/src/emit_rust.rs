@@ -275,7 +275,16 @@ impl<'a> RustEmitter<'a> {
                     }
                 }
             }
-            ExprKind::Reduce(..) => unreachable!("reductions are steps"),
+            ExprKind::Reduce(..) | ExprKind::SubGroup(..) => {
+                unreachable!("reductions and sub-group collectives are steps")
+            }
+            ExprKind::SubGroupQuery(q) => match q {
+                SubGroupQuery::LocalId => quote!(#rt::sub_group_local_id(__lid, __lr)),
+                SubGroupQuery::LocalRange => quote!(#rt::sub_group_local_range(__lid, __lr)),
+                SubGroupQuery::MaxLocalRange => quote!(#rt::SUB_GROUP_SIZE),
+                SubGroupQuery::Id => quote!(#rt::sub_group_id(__lid, __lr)),
+                SubGroupQuery::Range => quote!(#rt::sub_group_range(__lr)),
+            },
             ExprKind::Call(path, args) => {
                 let vs: Vec<TokenStream> = args.iter().map(|a| self.expr(a)).collect();
                 quote!(#path(#(#vs),*))
@@ -590,6 +599,11 @@ pub fn kernel_cpu(f: &Function, an: &Analysis, fn_name: &proc_macro2::Ident) -> 
         })
     });
     let steps = steps(f, an, &an.steps);
+    let buffers = sub_group_buffers(f, &an.steps).into_iter().map(|(l, t)| {
+        let name = format_ident!("__sycl_sg{}", l);
+        let t = ty_tokens(t);
+        quote!(let mut #name: ::std::vec::Vec<#t> = ::std::vec![<#t as ::core::default::Default>::default(); __args.group_items()];)
+    });
     quote! {
         #[allow(unused, unused_mut, unused_variables, unreachable_code, non_snake_case, clippy::all)]
         fn #fn_name(__args: &#rt::CpuArgs, __groups: ::core::ops::Range<usize>) {
@@ -602,6 +616,7 @@ pub fn kernel_cpu(f: &Function, an: &Analysis, fn_name: &proc_macro2::Ident) -> 
             let mut __states: ::std::vec::Vec<__SyclState> =
                 ::std::vec![__SyclState::default(); __args.group_items()];
             #(#arrays)*
+            #(#buffers)*
             '__sycl_groups: for __g in __groups {
                 let __grp: [usize; 3] = __args.group_coords(__g);
                 for __s in __states.iter_mut() {
@@ -614,6 +629,7 @@ pub fn kernel_cpu(f: &Function, an: &Analysis, fn_name: &proc_macro2::Ident) -> 
 }
 
 fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
+    let rt = rt();
     let region = RustEmitter::new(f, Some(an), Ctx::Region);
     let group = RustEmitter::new(f, Some(an), Ctx::Group);
     let all_done = quote! {
@@ -658,14 +674,7 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
                 let t = f.ty(value.ty);
                 let tt = ty_tokens(t);
                 let v = region.expr(value);
-                let (ident, combine) = match (op, t.is_float()) {
-                    (Reduce::Sum, true) => (quote!(0 as #tt), quote!(__acc + __x)),
-                    (Reduce::Sum, false) => (quote!(0 as #tt), quote!(__acc.wrapping_add(__x))),
-                    (Reduce::Min, true) => (quote!(#tt::INFINITY), quote!(__acc.min(__x))),
-                    (Reduce::Min, false) => (quote!(#tt::MAX), quote!(__acc.min(__x))),
-                    (Reduce::Max, true) => (quote!(#tt::NEG_INFINITY), quote!(__acc.max(__x))),
-                    (Reduce::Max, false) => (quote!(#tt::MIN), quote!(__acc.max(__x))),
-                };
+                let (ident, combine) = reduction(*op, t);
                 let compute = quote! {
                     {
                         let mut __acc: #tt = #ident;
@@ -691,6 +700,59 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
                     quote!(let #name: #tt = #compute;)
                 }
             }
+            Step::SubGroup { local, op, args } => {
+                let name = format_ident!("__sycl_v{}", local);
+                let buf = format_ident!("__sycl_sg{}", local);
+                let t = f.ty(args[0].ty);
+                let tt = ty_tokens(t);
+                let v = region.expr(&args[0]);
+                // What a work-item that returned offers: the identity to reductions, zero to
+                // the permutations (spec/kernels.md).
+                let (offered, result) = match op {
+                    SubGroupOp::Reduce(r) => {
+                        let (ident, combine) = reduction(*r, t);
+                        (
+                            ident,
+                            quote!(#rt::sub_group_reduce(&#buf, __item, |__acc: #tt, __x: #tt| #combine)),
+                        )
+                    }
+                    _ => {
+                        let lane = region.expr(&args[1]);
+                        let call = format_ident!("sub_group_{}", op.name());
+                        (
+                            quote!(<#tt as ::core::default::Default>::default()),
+                            quote!(#rt::#call(&#buf, __item, #lane)),
+                        )
+                    }
+                };
+                quote! {
+                    {
+                        // Every work-item's value first (a sub-group exchanges them), then each
+                        // item's result.
+                        let mut __item: usize = 0;
+                        __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
+                            #buf[__item] = if __st.done {
+                                #offered
+                            } else {
+                                let __sv: __SyclState = *__st;
+                                #v
+                            };
+                            __item += 1;
+                        });
+                        let mut __next: usize = 0;
+                        __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
+                            let __item = __next;
+                            __next += 1;
+                            if __st.done {
+                                return;
+                            }
+                            let __sv: __SyclState = *__st;
+                            let __r: #tt = #result;
+                            __st.#name = __r;
+                        });
+                    }
+                }
+            }
             Step::SyncFor {
                 var,
                 start,
@@ -711,6 +773,33 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
             }
         };
         out.extend(ts);
+    }
+    out
+}
+
+/// A reduction's identity and its combination of `__acc` and `__x` (integer sums wrap).
+fn reduction(op: Reduce, t: Ty) -> (TokenStream, TokenStream) {
+    let tt = ty_tokens(t);
+    match (op, t.is_float()) {
+        (Reduce::Sum, true) => (quote!(0 as #tt), quote!(__acc + __x)),
+        (Reduce::Sum, false) => (quote!(0 as #tt), quote!(__acc.wrapping_add(__x))),
+        (Reduce::Min, true) => (quote!(#tt::INFINITY), quote!(__acc.min(__x))),
+        (Reduce::Min, false) => (quote!(#tt::MAX), quote!(__acc.min(__x))),
+        (Reduce::Max, true) => (quote!(#tt::NEG_INFINITY), quote!(__acc.max(__x))),
+        (Reduce::Max, false) => (quote!(#tt::MIN), quote!(__acc.max(__x))),
+    }
+}
+
+/// The sub-group collectives of `steps` (nested ones included): their result local and
+/// element type, for the exchange buffers declared once per launch.
+fn sub_group_buffers(f: &Function, steps: &[Step]) -> Vec<(usize, Ty)> {
+    let mut out = Vec::new();
+    for s in steps {
+        match s {
+            Step::SubGroup { local, args, .. } => out.push((*local, f.ty(args[0].ty))),
+            Step::SyncFor { body, .. } => out.extend(sub_group_buffers(f, body)),
+            _ => {}
+        }
     }
     out
 }

@@ -448,6 +448,90 @@ impl Reduce {
     }
 }
 
+/// Sub-group queries (`sub_group_local_id()`, ...): no argument, a `usize`. Sub-groups are
+/// one-dimensional.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubGroupQuery {
+    /// The work-item's lane in its sub-group (SYCL `sub_group::get_local_id`).
+    LocalId,
+    /// The size of this work-item's sub-group (the last one of a work-group may be smaller).
+    LocalRange,
+    /// The sub-group size of the launch (SYCL `get_max_local_range`).
+    MaxLocalRange,
+    /// The sub-group's index in its work-group.
+    Id,
+    /// The number of sub-groups in the work-group.
+    Range,
+}
+
+impl SubGroupQuery {
+    pub fn from_name(name: &str) -> Option<SubGroupQuery> {
+        Some(match name {
+            "sub_group_local_id" => SubGroupQuery::LocalId,
+            "sub_group_local_range" => SubGroupQuery::LocalRange,
+            "sub_group_max_local_range" => SubGroupQuery::MaxLocalRange,
+            "sub_group_id" => SubGroupQuery::Id,
+            "sub_group_range" => SubGroupQuery::Range,
+            _ => return None,
+        })
+    }
+
+    /// The same for every work-item of a work-group.
+    pub fn is_uniform(self) -> bool {
+        matches!(self, SubGroupQuery::MaxLocalRange | SubGroupQuery::Range)
+    }
+}
+
+/// Sub-group collectives: every work-item of the sub-group takes part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubGroupOp {
+    /// `sub_group_broadcast(x, lane)`: `x` of `lane` (the same in the whole work-group).
+    Broadcast,
+    /// `sub_group_shuffle(x, lane)`: `x` of any lane (SYCL `select_from_group`).
+    Shuffle,
+    /// `sub_group_shift_left(x, delta)`: `x` of lane `id + delta`.
+    ShiftLeft,
+    /// `sub_group_shift_right(x, delta)`: `x` of lane `id - delta`.
+    ShiftRight,
+    /// `sub_group_shuffle_xor(x, mask)`: `x` of lane `id ^ mask` (SYCL `permute_group_by_xor`).
+    ShuffleXor,
+    /// `sub_group_sum(x)` (`min`, `max`).
+    Reduce(Reduce),
+}
+
+impl SubGroupOp {
+    pub fn from_name(name: &str) -> Option<SubGroupOp> {
+        Some(match name {
+            "sub_group_broadcast" => SubGroupOp::Broadcast,
+            "sub_group_shuffle" => SubGroupOp::Shuffle,
+            "sub_group_shift_left" => SubGroupOp::ShiftLeft,
+            "sub_group_shift_right" => SubGroupOp::ShiftRight,
+            "sub_group_shuffle_xor" => SubGroupOp::ShuffleXor,
+            "sub_group_sum" => SubGroupOp::Reduce(Reduce::Sum),
+            "sub_group_min" => SubGroupOp::Reduce(Reduce::Min),
+            "sub_group_max" => SubGroupOp::Reduce(Reduce::Max),
+            _ => return None,
+        })
+    }
+
+    /// The prelude's name for it (`sycl_sg_<name>_<type>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SubGroupOp::Broadcast => "broadcast",
+            SubGroupOp::Shuffle => "shuffle",
+            SubGroupOp::ShiftLeft => "shift_left",
+            SubGroupOp::ShiftRight => "shift_right",
+            SubGroupOp::ShuffleXor => "shuffle_xor",
+            SubGroupOp::Reduce(r) => r.name(),
+        }
+    }
+
+    /// Whether it takes a lane (or delta, or mask) after the value.
+    pub fn takes_lane(self) -> bool {
+        !matches!(self, SubGroupOp::Reduce(_))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum Lit {
     /// The zero of its type (`false`, `0`, `0.0`): the placeholder value of a lowered `if`.
@@ -492,6 +576,9 @@ pub enum ExprKind {
         values: Vec<Expr>,
     },
     Reduce(Reduce, Box<Expr>),
+    SubGroupQuery(SubGroupQuery),
+    /// A sub-group collective: the value, then the lane (delta, mask) where the op takes one.
+    SubGroup(SubGroupOp, Vec<Expr>),
     /// A helper (`#[sycl::kernel_fn]`): its path as written, and arguments.
     Call(syn::Path, Vec<Expr>),
     /// `if c { a } else { b }` as a value.

@@ -124,6 +124,7 @@ fn kernel_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
     let helpers = helper_refs(&an.helpers);
     let dims = Literal::u8_unsuffixed(an.dims);
     let (group, nd, fp64, atomic64) = (an.group, an.nd_queries, an.fp64, an.atomic64);
+    let sub_groups = an.sub_groups;
     let reduce_bytes = Literal::usize_unsuffixed(an.reduce_bytes);
     let local_bytes = Literal::usize_unsuffixed(an.local_bytes);
     let doc_launch = format!(
@@ -167,6 +168,7 @@ fn kernel_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
                             nd_queries: #nd,
                             fp64: #fp64,
                             atomic64: #atomic64,
+                            sub_groups: #sub_groups,
                             reduce_bytes: #reduce_bytes,
                             local_bytes: #local_bytes,
                             cpu: #cpu_entry,

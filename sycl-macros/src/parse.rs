@@ -206,7 +206,7 @@ fn check_resolved(f: &Function) -> Result<()> {
                 expr(f, a)?;
                 expr(f, b)
             }
-            ExprKind::Math(_, args) | ExprKind::Call(_, args) => {
+            ExprKind::Math(_, args) | ExprKind::Call(_, args) | ExprKind::SubGroup(_, args) => {
                 args.iter().try_for_each(|a| expr(f, a))
             }
             ExprKind::Atomic { index, values, .. } => {
@@ -222,7 +222,8 @@ fn check_resolved(f: &Function) -> Result<()> {
             | ExprKind::Local(_)
             | ExprKind::Param(_)
             | ExprKind::Len(_)
-            | ExprKind::Query(..) => Ok(()),
+            | ExprKind::Query(..)
+            | ExprKind::SubGroupQuery(_) => Ok(()),
         }
     }
     fn stmts(f: &Function, body: &[Stmt]) -> Result<()> {
@@ -1321,12 +1322,7 @@ impl Parser {
                         "work-item queries belong to kernels, not helpers",
                     ));
                 }
-                let ty = self.types.known(Ty::Usize);
-                return Ok(Expr {
-                    kind: ExprKind::Query(q, d),
-                    ty,
-                    span,
-                });
+                return Ok(self.usize_expr(ExprKind::Query(q, d), span));
             }
             if name == "barrier" {
                 return Err(err(span, "`barrier()` is a statement"));
@@ -1364,6 +1360,21 @@ impl Parser {
                     span,
                 });
             }
+            if let Some(q) = SubGroupQuery::from_name(&name) {
+                if !c.args.is_empty() {
+                    return Err(err(span, format!("`{name}()` takes no argument")));
+                }
+                if self.role == Role::Helper {
+                    return Err(err(
+                        span,
+                        "sub-group queries belong to kernels, not helpers",
+                    ));
+                }
+                return Ok(self.usize_expr(ExprKind::SubGroupQuery(q), span));
+            }
+            if let Some(op) = SubGroupOp::from_name(&name) {
+                return self.sub_group(op, &name, c);
+            }
         }
         if generic_args {
             return Err(err(span, "helpers take no generic arguments"));
@@ -1377,6 +1388,70 @@ impl Parser {
         let ty = self.types.unknown();
         Ok(Expr {
             kind: ExprKind::Call(path.clone(), args),
+            ty,
+            span,
+        })
+    }
+
+    /// A query's value: a `usize`.
+    fn usize_expr(&mut self, kind: ExprKind, span: Span) -> Expr {
+        let ty = self.types.known(Ty::Usize);
+        Expr { kind, ty, span }
+    }
+
+    /// `sub_group_shuffle(x, lane)` and the other collectives: the value's type is the
+    /// result's; lanes, deltas and masks are `usize`.
+    fn sub_group(&mut self, op: SubGroupOp, name: &str, c: &syn::ExprCall) -> Result<Expr> {
+        let span = c.span();
+        if self.role == Role::Helper {
+            return Err(err(
+                span,
+                "sub-group operations belong to kernels, not helpers",
+            ));
+        }
+        let args: Vec<&syn::Expr> = c.args.iter().collect();
+        let usage = match op {
+            SubGroupOp::Broadcast | SubGroupOp::Shuffle => format!("`{name}(x, lane)`"),
+            SubGroupOp::ShiftLeft | SubGroupOp::ShiftRight => format!("`{name}(x, delta)`"),
+            SubGroupOp::ShuffleXor => format!("`{name}(x, mask)`"),
+            SubGroupOp::Reduce(_) => format!("`{name}(x)`"),
+        };
+        let want = if op.takes_lane() { 2 } else { 1 };
+        if args.len() != want {
+            return Err(err(
+                span,
+                format!(
+                    "{usage} takes {want} argument{}",
+                    if want == 1 { "" } else { "s" }
+                ),
+            ));
+        }
+        let value = self.expr(args[0])?;
+        if self.types.get(value.ty) == Some(Ty::Bool) {
+            return Err(err(
+                value.span,
+                "sub-group operations are over numbers (i32, u32, i64, u64, usize, f32, f64)",
+            ));
+        }
+        if self.types.get(value.ty).is_none()
+            && !self.types.is_int(value.ty)
+            && !self.types.is_float(value.ty)
+        {
+            return Err(err(value.span, "annotate this value's type"));
+        }
+        let ty = value.ty;
+        let mut operands = vec![value];
+        if op.takes_lane() {
+            let lane = self.expr(args[1])?;
+            self.expect_ty(
+                &lane,
+                Ty::Usize,
+                &format!("{usage} (its second argument is a `usize`)"),
+            )?;
+            operands.push(lane);
+        }
+        Ok(Expr {
+            kind: ExprKind::SubGroup(op, operands),
             ty,
             span,
         })

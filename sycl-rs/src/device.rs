@@ -140,6 +140,14 @@ impl Device {
         self.info().max_work_item_sizes
     }
 
+    /// `info::device::sub_group_sizes`: the sub-group sizes kernels may run with, where the
+    /// driver says (native CPU and CUDA: 32; OpenCL: listed by Intel's drivers only); empty
+    /// where unknown. Whether `#[sycl::kernel]` kernels may use sub-groups at all is aspect
+    /// `ext_sycl_rs_sub_groups`.
+    pub fn sub_group_sizes(&self) -> &[usize] {
+        &self.info().sub_group_sizes
+    }
+
     /// `ext::intel::info::device::uuid`, where the driver has one.
     pub fn uuid(&self) -> Option<[u8; 16]> {
         self.info().uuid

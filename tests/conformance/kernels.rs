@@ -3708,3 +3708,411 @@ pub fn local_tiles_3d(d: &Device) -> R {
     }
     Ok(())
 }
+
+// ---------------------------------------------------------------- sub-groups
+
+macro_rules! sub_group_ops {
+    ($($kernel:ident: $t:ident),*) => {$(
+        /// Every sub-group query and collective of `x[g]`, per work-item: lanes, deltas and
+        /// masks vary by work-item (from `lanes`), and go past the sub-group's end.
+        #[sycl::kernel]
+        fn $kernel(
+            x: &[$t],
+            lanes: &[u64],
+            broadcast_lane: usize,
+            ids: &mut [u64],
+            out: &mut [$t],
+        ) {
+            let g = global_id(0) * global_range(1) + global_id(1);
+            let v = x[g];
+            let lane = lanes[g] as usize;
+            let b = sub_group_broadcast(v, broadcast_lane);
+            let s = sub_group_shuffle(v, lane);
+            let l = sub_group_shift_left(v, lane % 40);
+            let r = sub_group_shift_right(v, lane % 40);
+            let m = sub_group_shuffle_xor(v, lane % 64);
+            let sum = sub_group_sum(v);
+            let lo = sub_group_min(v);
+            let hi = sub_group_max(v);
+            ids[g * 5] = sub_group_local_id() as u64;
+            ids[g * 5 + 1] = sub_group_local_range() as u64;
+            ids[g * 5 + 2] = sub_group_max_local_range() as u64;
+            ids[g * 5 + 3] = sub_group_id() as u64;
+            ids[g * 5 + 4] = sub_group_range() as u64;
+            out[g * 8] = b;
+            out[g * 8 + 1] = s;
+            out[g * 8 + 2] = l;
+            out[g * 8 + 3] = r;
+            out[g * 8 + 4] = m;
+            out[g * 8 + 5] = sum;
+            out[g * 8 + 6] = lo;
+            out[g * 8 + 7] = hi;
+        }
+    )*};
+}
+
+sub_group_ops!(
+    sub_group_ops_i32: i32,
+    sub_group_ops_u32: u32,
+    sub_group_ops_i64: i64,
+    sub_group_ops_u64: u64,
+    sub_group_ops_f32: f32,
+    sub_group_ops_f64: f64
+);
+
+/// The host's side of a sub-group element type: wrapping sums, and an order.
+trait SubGroupElem: Pod + Debug + PartialEq + PartialOrd {
+    fn add(self, other: Self) -> Self;
+}
+
+macro_rules! sub_group_elem {
+    (wrapping: $($t:ident),*; float: $($f:ident),*) => {
+        $(impl SubGroupElem for $t {
+            fn add(self, other: Self) -> Self {
+                self.wrapping_add(other)
+            }
+        })*
+        $(impl SubGroupElem for $f {
+            fn add(self, other: Self) -> Self {
+                self + other
+            }
+        })*
+    };
+}
+
+sub_group_elem!(wrapping: i32, u32, i64, u64; float: f32, f64);
+
+/// One work-item's sub-group as the kernel reported it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SubGroupIds {
+    lane: usize,
+    size: usize,
+    max: usize,
+    id: usize,
+    count: usize,
+}
+
+/// The results of the host, given the sub-groups the device reported (their layout is the
+/// device's: checked for consistency, and against the documented layout where there is one).
+#[allow(clippy::too_many_arguments)]
+fn sub_group_reference<T: SubGroupElem>(
+    d: &Device,
+    local: [usize; 2],
+    ids: &[SubGroupIds],
+    x: &[T],
+    lanes: &[u64],
+    broadcast_lane: usize,
+    global: [usize; 2],
+) -> Result<Vec<T>, Failed> {
+    let items = local[0] * local[1];
+    let n = global[0] * global[1];
+    // (work-group, sub-group, lane) -> linear global id.
+    let mut members: std::collections::HashMap<(usize, usize, usize), usize> = Default::default();
+    let group_of = |g: usize| {
+        let (r, c) = (g / global[1], g % global[1]);
+        (r / local[0]) * (global[1] / local[1]) + c / local[1]
+    };
+    let linear_local = |g: usize| {
+        let (r, c) = (g / global[1], g % global[1]);
+        (r % local[0]) * local[1] + c % local[1]
+    };
+    let documented = matches!(
+        d.backend(),
+        sycl::BackendKind::NativeCpu | sycl::BackendKind::Cuda
+    );
+    for (g, s) in ids.iter().enumerate() {
+        check!(
+            s.lane < s.size && s.size <= s.max && s.id < s.count && s.size <= items,
+            "item {g}: inconsistent sub-group {s:?} in groups of {items}"
+        );
+        // (Not always ceil(items / max): Intel's OpenCL cuts each row of a 2-D group apart.)
+        check!(
+            s.count * s.max >= items && s.count <= items,
+            "item {g}: {} sub-groups of at most {} for groups of {items}",
+            s.count,
+            s.max
+        );
+        let sizes = d.sub_group_sizes();
+        check!(
+            sizes.is_empty() || sizes.contains(&s.max) || s.max >= items,
+            "item {g}: sub-group size {} is not among the device's {sizes:?}",
+            s.max
+        );
+        if documented {
+            let l = linear_local(g);
+            check_eq!(
+                (s.id, s.lane, s.max),
+                (l / 32, l % 32, 32),
+                "item {g}: warp layout"
+            );
+        }
+        let key = (group_of(g), s.id, s.lane);
+        check!(
+            members.insert(key, g).is_none(),
+            "item {g}: two work-items are lane {} of sub-group {}",
+            s.lane,
+            s.id
+        );
+    }
+    let mut want = Vec::with_capacity(n * 8);
+    for g in 0..n {
+        let s = ids[g];
+        let member = |lane: usize| -> Result<usize, Failed> {
+            members
+                .get(&(group_of(g), s.id, lane))
+                .copied()
+                .ok_or_else(|| fail(format!("item {g}: sub-group {} has no lane {lane}", s.id)))
+        };
+        let own = x[g];
+        let at = |lane: usize| member(lane).map(|m| x[m]);
+        let lane = lanes[g] as usize;
+        let (delta, mask) = (lane % 40, lane % 64);
+        let all: Vec<T> = (0..s.size).map(at).collect::<Result<_, _>>()?;
+        let pick = |a: T, b: T, less: bool| if (a < b) == less { a } else { b };
+        want.extend([
+            at(broadcast_lane % s.size)?,
+            at(lane % s.size)?,
+            if s.lane + delta < s.size {
+                at(s.lane + delta)?
+            } else {
+                own
+            },
+            if delta <= s.lane {
+                at(s.lane - delta)?
+            } else {
+                own
+            },
+            if s.lane ^ mask < s.size {
+                at(s.lane ^ mask)?
+            } else {
+                own
+            },
+            all[1..].iter().fold(all[0], |a, &b| a.add(b)),
+            all[1..].iter().fold(all[0], |a, &b| pick(a, b, true)),
+            all[1..].iter().fold(all[0], |a, &b| pick(a, b, false)),
+        ]);
+    }
+    Ok(want)
+}
+
+/// Work-group shapes (rows, columns) for the sub-group tests: one item, sizes that are not
+/// multiples of 8, 16 or 32 (partial sub-groups), a full 64, and two dimensions.
+fn sub_group_shapes(d: &Device) -> Vec<[usize; 2]> {
+    let max = max_group(d, 1024);
+    [[1, 1], [1, 7], [1, 40], [1, 64], [1, 100], [3, 20], [4, 13]]
+        .into_iter()
+        .filter(|s| s[0] * s[1] <= max && s[1] <= d.max_work_item_sizes()[0].max(s[1]))
+        .collect()
+}
+
+/// Launches `launch` with each shape and compares every result with the host's.
+fn check_sub_groups<T: SubGroupElem>(
+    d: &Device,
+    q: &Queue,
+    gen: impl Fn(usize) -> T,
+    launch: impl Fn(&Queue, Range, &Usm<T>, &Usm<u64>, usize, &Usm<u64>, &Usm<T>) -> R,
+    what: &str,
+) -> R {
+    for (k, local) in sub_group_shapes(d).into_iter().enumerate() {
+        let global = [local[0] * 2, local[1] * 3];
+        let n = global[0] * global[1];
+        let x: Vec<T> = (0..n).map(&gen).collect();
+        // Lanes from 0 to 99: in and out of every sub-group.
+        let lanes: Vec<u64> = (0..n).map(|i| ((i * 37 + k * 11) % 100) as u64).collect();
+        let broadcast_lane = [0, 5, 37, 1000][k % 4];
+        let (dx, dl) = (upload(q, &x)?, upload(q, &lanes)?);
+        let ids = sycl::malloc_device::<u64>(n * 5, q).map_err(fail)?;
+        let out = sycl::malloc_device::<T>(n * 8, q).map_err(fail)?;
+        let range = Range::d2(global[0], global[1]).with_local([local[0], local[1], 1]);
+        launch(q, range, &dx, &dl, broadcast_lane, &ids, &out)?;
+        let raw = q.to_vec(&ids).map_err(fail)?;
+        let ids: Vec<SubGroupIds> = raw
+            .chunks(5)
+            .map(|c| SubGroupIds {
+                lane: c[0] as usize,
+                size: c[1] as usize,
+                max: c[2] as usize,
+                id: c[3] as usize,
+                count: c[4] as usize,
+            })
+            .collect();
+        let want = sub_group_reference(d, local, &ids, &x, &lanes, broadcast_lane, global)
+            .map_err(|e| fail(format!("{what}, groups of {local:?}: {e:?}")))?;
+        compare(&q.to_vec(&out).map_err(fail)?, &want, |j| {
+            let s = ids[j / 8];
+            format!(
+                "{what}, groups of {local:?}: item {} (lane {} of sub-group {} of size {}) {}",
+                j / 8,
+                s.lane,
+                s.id,
+                s.size,
+                [
+                    "broadcast",
+                    "shuffle",
+                    "shift_left",
+                    "shift_right",
+                    "shuffle_xor",
+                    "sum",
+                    "min",
+                    "max"
+                ][j % 8]
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Sub-group queries, broadcast, shuffle, shifts, xor and reductions for i32, u32, i64, u64,
+/// f32 (and f64 with fp64), against the host over the sub-groups the device reports, with
+/// partial sub-groups and lanes out of range.
+pub fn sub_group_operations(d: &Device) -> R {
+    let q = in_order(d)?;
+    let bits = |i: usize| {
+        let mut r = Rng((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        r.next();
+        r.next()
+    };
+    // `check_sub_groups` of one generated kernel.
+    macro_rules! check_kernel {
+        ($kernel:ident, $gen:expr, $what:literal) => {
+            check_sub_groups(
+                d,
+                &q,
+                $gen,
+                |q, r, x, l, b, i, o| run(q, r, $kernel(x, l, b, i, o)),
+                $what,
+            )?
+        };
+    }
+    check_kernel!(sub_group_ops_i32, |i| bits(i) as i32, "i32");
+    check_kernel!(sub_group_ops_u32, |i| (bits(i) >> 3) as u32, "u32");
+    check_kernel!(sub_group_ops_i64, |i| bits(i) as i64, "i64");
+    check_kernel!(sub_group_ops_u64, bits, "u64");
+    // Multiples of 1/4 (1/8) of moderate size: every sum is exact in any order.
+    check_kernel!(
+        sub_group_ops_f32,
+        |i| (bits(i) % 8001) as f32 * 0.25 - 1000.0,
+        "f32"
+    );
+    if d.has(Aspect::Fp64) {
+        check_kernel!(
+            sub_group_ops_f64,
+            |i| (bits(i) % 1_000_001) as f64 * 0.125 - 60000.0,
+            "f64"
+        );
+    }
+    Ok(())
+}
+
+/// Work-items that returned before a collective: they offer zero to shuffles and the
+/// identity to reductions; the others go on.
+#[sycl::kernel]
+fn sub_group_after_return(x: &[i32], lanes: &[u64], ids: &mut [u64], out: &mut [i32]) {
+    let g = global_id(0);
+    ids[g * 3] = sub_group_local_id() as u64;
+    ids[g * 3 + 1] = sub_group_local_range() as u64;
+    ids[g * 3 + 2] = sub_group_id() as u64;
+    if g % 3 == 1 {
+        return;
+    }
+    let v = x[g];
+    let s = sub_group_shuffle(v, lanes[g] as usize);
+    let lo = sub_group_min(v);
+    let sum = sub_group_sum(v);
+    out[g * 3] = s;
+    out[g * 3 + 1] = lo;
+    out[g * 3 + 2] = sum;
+}
+
+/// Sub-group collectives after some work-items returned (groups of 40: a partial sub-group
+/// wherever the size is 16 or 32).
+pub fn sub_group_after_return_offers_zero(d: &Device) -> R {
+    let q = in_order(d)?;
+    let local = 40.min(max_group(d, 1024));
+    let n = local * 3;
+    let x: Vec<i32> = (0..n).map(|i| 1000 - (i as i32 * 7919) % 2000).collect();
+    let lanes: Vec<u64> = (0..n).map(|i| (i * 13 % 50) as u64).collect();
+    let (dx, dl) = (upload(&q, &x)?, upload(&q, &lanes)?);
+    let ids = filled(&q, n * 3, 0u64)?;
+    let out = filled(&q, n * 3, -1i32)?;
+    run(
+        &q,
+        Range::d1(n).with_local([local, 1, 1]),
+        sub_group_after_return(&dx, &dl, &ids, &out),
+    )?;
+    let ids: Vec<usize> = q
+        .to_vec(&ids)
+        .map_err(fail)?
+        .into_iter()
+        .map(|v| v as usize)
+        .collect();
+    let mut members = std::collections::HashMap::new();
+    for g in 0..n {
+        members.insert((g / local, ids[g * 3 + 2], ids[g * 3]), g);
+    }
+    let offered = |g: usize| if g % 3 == 1 { None } else { Some(x[g]) };
+    let mut want = vec![-1i32; n * 3];
+    for g in (0..n).filter(|g| g % 3 != 1) {
+        let (lane, size, id) = (ids[g * 3], ids[g * 3 + 1], ids[g * 3 + 2]);
+        check!(
+            lane < size,
+            "item {g}: lane {lane} of a sub-group of {size}"
+        );
+        let member = |l: usize| {
+            members
+                .get(&(g / local, id, l))
+                .copied()
+                .ok_or_else(|| fail(format!("item {g}: sub-group {id} has no lane {l}")))
+        };
+        let live: Vec<i32> = (0..size)
+            .map(|l| member(l).map(offered))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect();
+        want[g * 3] = offered(member(lanes[g] as usize % size)?).unwrap_or(0);
+        want[g * 3 + 1] = live.iter().copied().min().unwrap_or(i32::MAX);
+        want[g * 3 + 2] = live.iter().fold(0i32, |a, &b| a.wrapping_add(b));
+    }
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |j| {
+        format!("item {} {}", j / 3, ["shuffle", "min", "sum"][j % 3])
+    })
+}
+
+/// A sub-group kernel needs an nd-range everywhere, and aspect `ext_sycl_rs_sub_groups`
+/// (`Errc::FeatureNotSupported` at submit where the device lacks it, as PoCL does).
+pub fn sub_group_refusals(d: &Device) -> R {
+    let q = in_order(d)?;
+    let x = filled(&q, 64, 1i32)?;
+    let lanes = filled(&q, 64, 0u64)?;
+    let ids = filled(&q, 64 * 3, 0u64)?;
+    let out = filled(&q, 64 * 3, 0i32)?;
+    let local = 16.min(max_group(d, 1024));
+    let nd = Range::d1(64 / local * local).with_local([local, 1, 1]);
+    let kernel = || sub_group_after_return(&x, &lanes, &ids, &out);
+    if d.has(Aspect::ExtSyclRsSubGroups) {
+        refused(
+            q.parallel_for(Range::d1(64), &[], kernel()),
+            Errc::NdRange,
+            "a sub-group kernel over a plain range",
+        )?;
+        return run(&q, nd, kernel());
+    }
+    match q.parallel_for(nd, &[], kernel()) {
+        Ok(e) => {
+            let _ = e.wait();
+            Err(fail(
+                "a sub-group kernel was accepted without ext_sycl_rs_sub_groups",
+            ))
+        }
+        Err(e) if e.code() == Errc::FeatureNotSupported => {
+            let msg = e.message().to_string();
+            check!(
+                msg.contains("sub-group") && msg.contains("sub_group_after_return"),
+                "the refusal does not say what is missing: {msg}"
+            );
+            Ok(())
+        }
+        Err(e) => Err(fail(format!("{e} (wanted FeatureNotSupported)"))),
+    }
+}

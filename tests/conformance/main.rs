@@ -1385,6 +1385,29 @@ fn main() -> ExitCode {
             run: kernels::group_reductions,
         },
         DeviceTest {
+            name: "kernels::sub_group_operations",
+            needs: &[
+                Aspect::ExtSyclRsKernels,
+                Aspect::ExtSyclRsSubGroups,
+                Aspect::UsmDeviceAllocations,
+            ],
+            run: kernels::sub_group_operations,
+        },
+        DeviceTest {
+            name: "kernels::sub_group_after_return_offers_zero",
+            needs: &[
+                Aspect::ExtSyclRsKernels,
+                Aspect::ExtSyclRsSubGroups,
+                Aspect::UsmDeviceAllocations,
+            ],
+            run: kernels::sub_group_after_return_offers_zero,
+        },
+        DeviceTest {
+            name: "kernels::sub_group_refusals",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::sub_group_refusals,
+        },
+        DeviceTest {
             name: "kernels::atomics_under_contention",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::atomics_under_contention,

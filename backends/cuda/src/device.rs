@@ -135,6 +135,7 @@ impl Device {
         if result::nvrtc::available() {
             aspects.push(Aspect::OnlineCompiler);
             aspects.push(Aspect::ExtSyclRsKernels);
+            aspects.push(Aspect::ExtSyclRsSubGroups);
         }
 
         let dims = [
@@ -166,6 +167,8 @@ impl Device {
             aspects,
             // NVRTC's default (-prec-div=true, -prec-sqrt=true).
             fp32_correctly_rounded_divide_sqrt: true,
+            // Warps.
+            sub_group_sizes: vec![32],
         };
         Ok(Device {
             ordinal,

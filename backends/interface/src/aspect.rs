@@ -84,6 +84,10 @@ aspects! {
     /// Kernels written in Rust with `#[sycl::kernel]` run here (sycl-rs extension): the native
     /// CPU, and CUDA and OpenCL devices that can compile source.
     ExtSyclRsKernels = "ext_sycl_rs_kernels",
+    /// `#[sycl::kernel]` kernels may use sub-group queries and collectives here (sycl-rs
+    /// extension): the native CPU, CUDA, and OpenCL devices with `cl_khr_subgroups` or
+    /// `cl_intel_subgroups`.
+    ExtSyclRsSubGroups = "ext_sycl_rs_sub_groups",
     /// Standalone events count their completed signals, and waits can target a count
     /// (sycl-rs extension): cross-process hand-offs without a side channel.
     ExtSyclRsEventSignalCount = "ext_sycl_rs_event_signal_count",

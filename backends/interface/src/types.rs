@@ -144,6 +144,9 @@ pub struct DeviceInfo {
     /// are. OpenCL rounds them so only in programs built with
     /// `-cl-fp32-correctly-rounded-divide-sqrt`, which devices with this allow.
     pub fp32_correctly_rounded_divide_sqrt: bool,
+    /// `info::device::sub_group_sizes`: the sub-group sizes kernels may run with, where the
+    /// driver says (empty where it does not, or where there are no sub-groups).
+    pub sub_group_sizes: Vec<usize>,
 }
 
 impl DeviceInfo {

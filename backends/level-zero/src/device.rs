@@ -152,6 +152,11 @@ impl Device {
             uuid: Some(p.uuid.id),
             // Unknown until kernels run there (SPIR-V builds choose their own precision).
             fp32_correctly_rounded_divide_sqrt: false,
+            sub_group_sizes: c.subGroupSizes
+                [..(c.numSubGroupSizes as usize).min(c.subGroupSizes.len())]
+                .iter()
+                .map(|&s| s as usize)
+                .collect(),
             aspects: aspects_for(&inputs),
         };
         Ok(Device {

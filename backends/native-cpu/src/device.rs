@@ -61,6 +61,8 @@ impl Device {
             max_work_item_sizes: [MAX_WORK_GROUP_SIZE; 3],
             uuid: None,
             fp32_correctly_rounded_divide_sqrt: true,
+            // `#[sycl::kernel]` cuts work-groups into sub-groups of 32 (sycl::kernel::__rt).
+            sub_group_sizes: vec![32],
             aspects: vec![
                 Aspect::Cpu,
                 Aspect::Fp64,
@@ -77,6 +79,7 @@ impl Device {
                 Aspect::ExtOneapiReusableEvents,
                 Aspect::ExtSyclRsClosureKernels,
                 Aspect::ExtSyclRsKernels,
+                Aspect::ExtSyclRsSubGroups,
                 Aspect::ExtSyclRsEventSignalCount,
             ],
         };

@@ -180,6 +180,24 @@ impl Device {
                 (UsmSupport::None, false, false, false, false)
             };
 
+        // Only `cl_intel_required_subgroup_size` lists the sizes; other drivers choose one per
+        // kernel without saying which ones they may choose.
+        let sub_group_sizes = if has_ext("cl_intel_required_subgroup_size") {
+            info_bytes(
+                f,
+                CL_DEVICE_SUB_GROUP_SIZES_INTEL,
+                "clGetDeviceInfo(SUB_GROUP_SIZES_INTEL)",
+            )
+            .map(|bytes| {
+                bytes
+                    .chunks_exact(std::mem::size_of::<usize>())
+                    .map(|c| usize::from_ne_bytes(c.try_into().expect("a size_t")))
+                    .collect()
+            })
+            .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let mut aspects = vec![match device_type {
             DeviceType::Cpu => Aspect::Cpu,
             DeviceType::Gpu => Aspect::Gpu,
@@ -201,6 +219,10 @@ impl Device {
         add(compiler, Aspect::OnlineCompiler);
         add(compiler, Aspect::ExtOneapiKernelCompilerOpencl);
         add(compiler, Aspect::ExtSyclRsKernels);
+        // The OpenCL C 1.2 that #[sycl::kernel] emits reaches sub-groups through these
+        // extensions (OpenCL 3.0's optional `__opencl_c_subgroups` needs OpenCL C 3.0).
+        let sub_groups = has_ext("cl_khr_subgroups") || has_ext("cl_intel_subgroups");
+        add(compiler && sub_groups, Aspect::ExtSyclRsSubGroups);
         add(
             !il_version.is_empty() && api.clCreateProgramWithIL.is_some(),
             Aspect::ExtOneapiKernelCompilerSpirv,
@@ -232,6 +254,7 @@ impl Device {
                 aspects,
                 fp32_correctly_rounded_divide_sqrt: single_fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT
                     != 0,
+                sub_group_sizes,
             },
             caps: DeviceCaps {
                 usm,

@@ -86,6 +86,8 @@ pub const CL_DEVICE_MAX_WORK_ITEM_SIZES: cl_device_info = 0x1005;
 pub const CL_DEVICE_MAX_MEM_ALLOC_SIZE: cl_device_info = 0x1010;
 pub const CL_DEVICE_GLOBAL_MEM_SIZE: cl_device_info = 0x101F;
 pub const CL_DEVICE_LOCAL_MEM_SIZE: cl_device_info = 0x1023;
+/// `cl_intel_required_subgroup_size`: the sub-group sizes (size_t[]).
+pub const CL_DEVICE_SUB_GROUP_SIZES_INTEL: cl_device_info = 0x4108;
 pub const CL_DEVICE_COMPILER_AVAILABLE: cl_device_info = 0x1028;
 pub const CL_DEVICE_QUEUE_ON_HOST_PROPERTIES: cl_device_info = 0x102A;
 pub const CL_DEVICE_NAME: cl_device_info = 0x102B;

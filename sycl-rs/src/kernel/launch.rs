@@ -240,6 +240,12 @@ fn submit_definition(
             &format!("kernel `{}` (64-bit atomics)", p.name),
         )?;
     }
+    if p.sub_groups {
+        device.require(
+            Aspect::ExtSyclRsSubGroups,
+            &format!("kernel `{}` (sub-group operations)", p.name),
+        )?;
+    }
     check_range(p, &range, device)?;
     check_aliasing(p, &args)?;
     let uses: Vec<(&Arc<MemoryRecord>, Use)> = args
@@ -599,6 +605,9 @@ pub(crate) fn program_source(
     }
     if p.atomic64 {
         src.push_str("#define SYCL_ATOMIC64 1\n");
+    }
+    if p.sub_groups {
+        src.push_str("#define SYCL_SUB_GROUPS 1\n");
     }
     src.push_str(if cuda { PRELUDE_CUDA } else { PRELUDE_OPENCL });
     src.push_str(PRELUDE_BOUNDS);

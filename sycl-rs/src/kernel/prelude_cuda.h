@@ -138,17 +138,68 @@ __device__ T sycl_reduce_##name##_##tag(T x, unsigned int done) { \
     for (unsigned int w = 1; w < warps; ++w) r = OP(r, sycl_partial[w]); \
     __syncthreads(); \
     return r; }
-#define SYCL_REDUCE_INT(T, tag, MINV, MAXV) \
-    SYCL_REDUCE(T, tag, sum, sycl_wadd_##tag, (T)0) \
-    SYCL_REDUCE(T, tag, min, SYCL_IMIN, MAXV) \
-    SYCL_REDUCE(T, tag, max, SYCL_IMAX, MINV)
-SYCL_REDUCE_INT(int, i32, (-2147483647 - 1), 2147483647)
-SYCL_REDUCE_INT(unsigned int, u32, 0u, 0xffffffffu)
-SYCL_REDUCE_INT(long long, i64, (-9223372036854775807ll - 1), 9223372036854775807ll)
-SYCL_REDUCE_INT(sycl_u64, u64, 0ull, 0xffffffffffffffffull)
-SYCL_REDUCE(float, f32, sum, sycl_fadd_f32, 0.0f)
-SYCL_REDUCE(float, f32, min, sycl_fmin_f32, __int_as_float(0x7f800000))
-SYCL_REDUCE(float, f32, max, sycl_fmax_f32, __int_as_float(0xff800000u))
-SYCL_REDUCE(double, f64, sum, sycl_fadd_f64, 0.0)
-SYCL_REDUCE(double, f64, min, sycl_fmin_f64, __longlong_as_double(0x7ff0000000000000ll))
-SYCL_REDUCE(double, f64, max, sycl_fmax_f64, __longlong_as_double((long long)0xfff0000000000000ull))
+// The reductions there are, for each kind of reduction `R(T, tag, name, OP, IDENT)`.
+#define SYCL_REDUCE_INT(R, T, tag, MINV, MAXV) \
+    R(T, tag, sum, sycl_wadd_##tag, (T)0) \
+    R(T, tag, min, SYCL_IMIN, MAXV) \
+    R(T, tag, max, SYCL_IMAX, MINV)
+#define SYCL_REDUCTIONS(R) \
+    SYCL_REDUCE_INT(R, int, i32, (-2147483647 - 1), 2147483647) \
+    SYCL_REDUCE_INT(R, unsigned int, u32, 0u, 0xffffffffu) \
+    SYCL_REDUCE_INT(R, long long, i64, (-9223372036854775807ll - 1), 9223372036854775807ll) \
+    SYCL_REDUCE_INT(R, sycl_u64, u64, 0ull, 0xffffffffffffffffull) \
+    R(float, f32, sum, sycl_fadd_f32, 0.0f) \
+    R(float, f32, min, sycl_fmin_f32, __int_as_float(0x7f800000)) \
+    R(float, f32, max, sycl_fmax_f32, __int_as_float(0xff800000u)) \
+    R(double, f64, sum, sycl_fadd_f64, 0.0) \
+    R(double, f64, min, sycl_fmin_f64, __longlong_as_double(0x7ff0000000000000ll)) \
+    R(double, f64, max, sycl_fmax_f64, __longlong_as_double((long long)0xfff0000000000000ull))
+SYCL_REDUCTIONS(SYCL_REDUCE)
+
+// Sub-groups are warps: 32 work-items in linear order (SYCL's last dimension fastest, CUDA's
+// x). A group whose size is not a multiple of 32 ends in a partial warp: its shuffles name
+// only the lanes that exist. Every work-item of the warp calls the collectives (spec/kernels.md
+// says what lanes that returned offer). Lanes out of range are defined: shuffles and
+// broadcasts take the lane modulo the sub-group's size; shifts and xor give the caller's own
+// value.
+__device__ __forceinline__ unsigned int sycl_linear_local_id() {
+    return threadIdx.x + SYCL_LX * (threadIdx.y + SYCL_LY * threadIdx.z); }
+__device__ __forceinline__ unsigned int sycl_sg_lane() { return sycl_linear_local_id() & 31u; }
+__device__ __forceinline__ unsigned int sycl_sg_width() {
+    return SYCL_IMIN(32u, (unsigned int)SYCL_GROUP_ITEMS - (sycl_linear_local_id() & ~31u)); }
+__device__ __forceinline__ unsigned int sycl_sg_mask() {
+    unsigned int w = sycl_sg_width(); return w == 32u ? 0xffffffffu : ((1u << w) - 1u); }
+__device__ __forceinline__ sycl_u64 sycl_sg_local_id() { return sycl_sg_lane(); }
+__device__ __forceinline__ sycl_u64 sycl_sg_local_range() { return sycl_sg_width(); }
+__device__ __forceinline__ sycl_u64 sycl_sg_max_local_range() { return 32u; }
+__device__ __forceinline__ sycl_u64 sycl_sg_id() { return sycl_linear_local_id() >> 5; }
+__device__ __forceinline__ sycl_u64 sycl_sg_range() { return ((unsigned int)SYCL_GROUP_ITEMS + 31u) >> 5; }
+#define SYCL_SG_PERMUTE(T, tag) \
+__device__ __forceinline__ T sycl_sg_shuffle_##tag(T x, sycl_u64 lane) { \
+    return __shfl_sync(sycl_sg_mask(), x, (int)(lane % sycl_sg_width())); } \
+__device__ __forceinline__ T sycl_sg_broadcast_##tag(T x, sycl_u64 lane) { return sycl_sg_shuffle_##tag(x, lane); } \
+__device__ __forceinline__ T sycl_sg_shift_left_##tag(T x, sycl_u64 delta) { \
+    unsigned int id = sycl_sg_lane(), w = sycl_sg_width(); \
+    return __shfl_sync(sycl_sg_mask(), x, (int)(delta < (sycl_u64)(w - id) ? id + (unsigned int)delta : id)); } \
+__device__ __forceinline__ T sycl_sg_shift_right_##tag(T x, sycl_u64 delta) { \
+    unsigned int id = sycl_sg_lane(); \
+    return __shfl_sync(sycl_sg_mask(), x, (int)(delta <= (sycl_u64)id ? id - (unsigned int)delta : id)); } \
+__device__ __forceinline__ T sycl_sg_shuffle_xor_##tag(T x, sycl_u64 mask) { \
+    unsigned int id = sycl_sg_lane(); sycl_u64 s = (sycl_u64)id ^ mask; \
+    return __shfl_sync(sycl_sg_mask(), x, (int)(s < (sycl_u64)sycl_sg_width() ? (unsigned int)s : id)); }
+SYCL_SG_PERMUTE(int, i32)
+SYCL_SG_PERMUTE(unsigned int, u32)
+SYCL_SG_PERMUTE(long long, i64)
+SYCL_SG_PERMUTE(sycl_u64, u64)
+SYCL_SG_PERMUTE(float, f32)
+SYCL_SG_PERMUTE(double, f64)
+// Sub-group reductions: a tree of shuffles down to lane 0, whose result every lane reads.
+#define SYCL_SG_REDUCE(T, tag, name, OP, IDENT) \
+__device__ T sycl_sg_##name##_##tag(T x, unsigned int done) { \
+    if (done) x = (IDENT); \
+    unsigned int lane = sycl_sg_lane(), width = sycl_sg_width(), mask = sycl_sg_mask(); \
+    for (unsigned int off = 16; off > 0; off >>= 1) { \
+        T o = __shfl_down_sync(mask, x, off); \
+        if (lane + off < width) x = OP(x, o); } \
+    return __shfl_sync(mask, x, 0); }
+SYCL_REDUCTIONS(SYCL_SG_REDUCE)

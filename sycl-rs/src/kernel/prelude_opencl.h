@@ -158,19 +158,94 @@ T sycl_reduce_##name##_##tag(T x, uint done, __local T* s) { \
     T r = s[0]; \
     barrier(CLK_LOCAL_MEM_FENCE); \
     return r; }
-#define SYCL_REDUCE_INT(T, tag, MINV, MAXV) \
-    SYCL_REDUCE(T, tag, sum, sycl_wadd_##tag, (T)0) \
-    SYCL_REDUCE(T, tag, min, min, MAXV) \
-    SYCL_REDUCE(T, tag, max, max, MINV)
-SYCL_REDUCE_INT(int, i32, INT_MIN, INT_MAX)
-SYCL_REDUCE_INT(uint, u32, 0u, UINT_MAX)
-SYCL_REDUCE_INT(long, i64, LONG_MIN, LONG_MAX)
-SYCL_REDUCE_INT(ulong, u64, 0ul, ULONG_MAX)
-SYCL_REDUCE(float, f32, sum, SYCL_FADD, 0.0f)
-SYCL_REDUCE(float, f32, min, fmin, INFINITY)
-SYCL_REDUCE(float, f32, max, fmax, -INFINITY)
+// The reductions there are, for each kind of reduction `R(T, tag, name, OP, IDENT)`.
+#define SYCL_REDUCE_INT(R, T, tag, MINV, MAXV) \
+    R(T, tag, sum, sycl_wadd_##tag, (T)0) \
+    R(T, tag, min, min, MAXV) \
+    R(T, tag, max, max, MINV)
+#define SYCL_REDUCTIONS(R) \
+    SYCL_REDUCE_INT(R, int, i32, INT_MIN, INT_MAX) \
+    SYCL_REDUCE_INT(R, uint, u32, 0u, UINT_MAX) \
+    SYCL_REDUCE_INT(R, long, i64, LONG_MIN, LONG_MAX) \
+    SYCL_REDUCE_INT(R, ulong, u64, 0ul, ULONG_MAX) \
+    R(float, f32, sum, SYCL_FADD, 0.0f) \
+    R(float, f32, min, fmin, INFINITY) \
+    R(float, f32, max, fmax, -INFINITY)
+#define SYCL_REDUCTIONS_F64(R) \
+    R(double, f64, sum, SYCL_FADD, 0.0) \
+    R(double, f64, min, fmin, (double)INFINITY) \
+    R(double, f64, max, fmax, -(double)INFINITY)
+SYCL_REDUCTIONS(SYCL_REDUCE)
 #ifdef SYCL_FP64
-SYCL_REDUCE(double, f64, sum, SYCL_FADD, 0.0)
-SYCL_REDUCE(double, f64, min, fmin, (double)INFINITY)
-SYCL_REDUCE(double, f64, max, fmax, -(double)INFINITY)
+SYCL_REDUCTIONS_F64(SYCL_REDUCE)
+#endif
+
+// Sub-groups (SYCL_SUB_GROUPS: the kernel uses them; the runtime launches such kernels only on
+// devices with cl_khr_subgroups or cl_intel_subgroups). Every work-item of the sub-group
+// calls the collectives (spec/kernels.md says what lanes that returned offer). Lanes out of
+// range are defined: shuffles and broadcasts take the lane modulo the sub-group's size;
+// shifts and xor give the caller's own value.
+#ifdef SYCL_SUB_GROUPS
+#ifdef cl_khr_subgroups
+#pragma OPENCL EXTENSION cl_khr_subgroups : enable
+#endif
+#define sycl_sg_local_id() ((sycl_u64)get_sub_group_local_id())
+#define sycl_sg_local_range() ((sycl_u64)get_sub_group_size())
+#define sycl_sg_max_local_range() ((sycl_u64)get_max_sub_group_size())
+#define sycl_sg_id() ((sycl_u64)get_sub_group_id())
+#define sycl_sg_range() ((sycl_u64)get_num_sub_groups())
+// `x` of lane `src` (below the sub-group's size): a native shuffle where there is one, else
+// one broadcast per lane.
+#if defined(cl_intel_subgroups)
+#define SYCL_SG_SELECT(T, tag) \
+static inline T sycl_sg_select_##tag(T x, uint src) { return intel_sub_group_shuffle(x, src); }
+#elif defined(cl_khr_subgroup_shuffle)
+#define SYCL_SG_SELECT(T, tag) \
+static inline T sycl_sg_select_##tag(T x, uint src) { return sub_group_shuffle(x, src); }
+#else
+#define SYCL_SG_SELECT(T, tag) \
+static inline T sycl_sg_select_##tag(T x, uint src) { \
+    T r = x; uint w = get_sub_group_size(); \
+    for (uint j = 0u; j < w; ++j) { T v = sub_group_broadcast(x, j); if (j == src) r = v; } \
+    return r; }
+#endif
+#define SYCL_SG_PERMUTE(T, tag) \
+SYCL_SG_SELECT(T, tag) \
+static inline T sycl_sg_shuffle_##tag(T x, sycl_u64 lane) { \
+    return sycl_sg_select_##tag(x, (uint)(lane % get_sub_group_size())); } \
+static inline T sycl_sg_broadcast_##tag(T x, sycl_u64 lane) { \
+    return sub_group_broadcast(x, (uint)(lane % get_sub_group_size())); } \
+static inline T sycl_sg_shift_left_##tag(T x, sycl_u64 delta) { \
+    uint id = get_sub_group_local_id(), w = get_sub_group_size(); \
+    return sycl_sg_select_##tag(x, delta < (sycl_u64)(w - id) ? id + (uint)delta : id); } \
+static inline T sycl_sg_shift_right_##tag(T x, sycl_u64 delta) { \
+    uint id = get_sub_group_local_id(); \
+    return sycl_sg_select_##tag(x, delta <= (sycl_u64)id ? id - (uint)delta : id); } \
+static inline T sycl_sg_shuffle_xor_##tag(T x, sycl_u64 mask) { \
+    uint id = get_sub_group_local_id(); sycl_u64 s = (sycl_u64)id ^ mask; \
+    return sycl_sg_select_##tag(x, s < (sycl_u64)get_sub_group_size() ? (uint)s : id); }
+SYCL_SG_PERMUTE(int, i32)
+SYCL_SG_PERMUTE(uint, u32)
+SYCL_SG_PERMUTE(long, i64)
+SYCL_SG_PERMUTE(ulong, u64)
+SYCL_SG_PERMUTE(float, f32)
+#ifdef SYCL_FP64
+SYCL_SG_PERMUTE(double, f64)
+#endif
+// Reductions: the device's; signed sums in the unsigned type, so that they wrap.
+#define SYCL_SG_sum(tag, v) SYCL_SG_ADD_##tag(v)
+#define SYCL_SG_min(tag, v) sub_group_reduce_min(v)
+#define SYCL_SG_max(tag, v) sub_group_reduce_max(v)
+#define SYCL_SG_ADD_i32(v) ((int)sub_group_reduce_add((uint)(v)))
+#define SYCL_SG_ADD_i64(v) ((long)sub_group_reduce_add((ulong)(v)))
+#define SYCL_SG_ADD_u32(v) sub_group_reduce_add(v)
+#define SYCL_SG_ADD_u64(v) sub_group_reduce_add(v)
+#define SYCL_SG_ADD_f32(v) sub_group_reduce_add(v)
+#define SYCL_SG_ADD_f64(v) sub_group_reduce_add(v)
+#define SYCL_SG_REDUCE(T, tag, name, OP, IDENT) \
+static inline T sycl_sg_##name##_##tag(T x, uint done) { return SYCL_SG_##name(tag, done ? (IDENT) : x); }
+SYCL_REDUCTIONS(SYCL_SG_REDUCE)
+#ifdef SYCL_FP64
+SYCL_REDUCTIONS_F64(SYCL_SG_REDUCE)
+#endif
 #endif

@@ -440,6 +440,109 @@ pub fn local_compare_exchange<T: Eq + Copy>(slot: &mut T, current: T, new: T) ->
 
 // ---- arguments
 
+/// The sub-group size of native CPU kernels: the work-items of a work-group in linear order
+/// (the last dimension fastest), cut into sub-groups of this many, the last possibly smaller
+/// (as a CUDA warp).
+pub const SUB_GROUP_SIZE: usize = 32;
+
+/// A work-item's linear id in its work-group of extent `lr` (SYCL's last dimension fastest).
+#[inline]
+fn linear_local_id(lid: [usize; 3], lr: [usize; 3]) -> usize {
+    (lid[0] * lr[1] + lid[1]) * lr[2] + lid[2]
+}
+
+/// `sub_group_local_id()` on the CPU.
+#[inline]
+pub fn sub_group_local_id(lid: [usize; 3], lr: [usize; 3]) -> usize {
+    linear_local_id(lid, lr) % SUB_GROUP_SIZE
+}
+
+/// `sub_group_id()` on the CPU.
+#[inline]
+pub fn sub_group_id(lid: [usize; 3], lr: [usize; 3]) -> usize {
+    linear_local_id(lid, lr) / SUB_GROUP_SIZE
+}
+
+/// `sub_group_local_range()` on the CPU: the size of the work-item's sub-group.
+#[inline]
+pub fn sub_group_local_range(lid: [usize; 3], lr: [usize; 3]) -> usize {
+    let first = sub_group_id(lid, lr) * SUB_GROUP_SIZE;
+    (lr[0] * lr[1] * lr[2] - first).min(SUB_GROUP_SIZE)
+}
+
+/// `sub_group_range()` on the CPU: the number of sub-groups of a work-group.
+#[inline]
+pub fn sub_group_range(lr: [usize; 3]) -> usize {
+    (lr[0] * lr[1] * lr[2]).div_ceil(SUB_GROUP_SIZE)
+}
+
+/// The sub-group of the work-item with linear id `item` among `n`: its first linear id, its
+/// size, and the item's lane.
+#[inline]
+fn sub_group_of(item: usize, n: usize) -> (usize, usize, usize) {
+    let first = item / SUB_GROUP_SIZE * SUB_GROUP_SIZE;
+    (first, (n - first).min(SUB_GROUP_SIZE), item - first)
+}
+
+/// `sub_group_shuffle(x, lane)`: `values` holds every work-item's `x` in linear order; the
+/// lane is taken modulo the sub-group's size.
+#[inline]
+pub fn sub_group_shuffle<T: Copy>(values: &[T], item: usize, lane: usize) -> T {
+    let (first, size, _) = sub_group_of(item, values.len());
+    values[first + lane % size]
+}
+
+/// `sub_group_broadcast(x, lane)`: as a shuffle (the lane is the same in every work-item).
+#[inline]
+pub fn sub_group_broadcast<T: Copy>(values: &[T], item: usize, lane: usize) -> T {
+    sub_group_shuffle(values, item, lane)
+}
+
+/// `sub_group_shift_left(x, delta)`: lane `id + delta`'s value, or the item's own where that
+/// lane is outside the sub-group.
+#[inline]
+pub fn sub_group_shift_left<T: Copy>(values: &[T], item: usize, delta: usize) -> T {
+    let (_, size, id) = sub_group_of(item, values.len());
+    if delta < size - id {
+        values[item + delta]
+    } else {
+        values[item]
+    }
+}
+
+/// `sub_group_shift_right(x, delta)`: lane `id - delta`'s value, or the item's own where that
+/// lane is outside the sub-group.
+#[inline]
+pub fn sub_group_shift_right<T: Copy>(values: &[T], item: usize, delta: usize) -> T {
+    let (_, _, id) = sub_group_of(item, values.len());
+    if delta <= id {
+        values[item - delta]
+    } else {
+        values[item]
+    }
+}
+
+/// `sub_group_shuffle_xor(x, mask)`: lane `id ^ mask`'s value, or the item's own where that
+/// lane is outside the sub-group.
+#[inline]
+pub fn sub_group_shuffle_xor<T: Copy>(values: &[T], item: usize, mask: usize) -> T {
+    let (first, size, id) = sub_group_of(item, values.len());
+    let source = id ^ mask;
+    if source < size {
+        values[first + source]
+    } else {
+        values[item]
+    }
+}
+
+/// `sub_group_sum(x)` (min, max) with `combine`, in lane order.
+#[inline]
+pub fn sub_group_reduce<T: Copy>(values: &[T], item: usize, combine: impl Fn(T, T) -> T) -> T {
+    let (first, size, _) = sub_group_of(item, values.len());
+    let lanes = &values[first..first + size];
+    lanes[1..].iter().fold(lanes[0], |acc, &x| combine(acc, x))
+}
+
 /// One argument of a generated kernel launch.
 pub struct ArgValue(pub(crate) ArgInner);
 
@@ -542,6 +645,8 @@ pub struct DefinitionParts {
     pub fp64: bool,
     /// Uses 64-bit atomics.
     pub atomic64: bool,
+    /// Uses sub-group queries or collectives.
+    pub sub_groups: bool,
     /// Widest reduced element in bytes (0: no reductions).
     pub reduce_bytes: usize,
     /// Bytes of work-group local arrays.
