@@ -63,6 +63,19 @@ fn main() -> ExitCode {
                     "        Max work-group    : {}",
                     device.max_work_group_size()
                 );
+                let sizes: Vec<String> = device
+                    .sub_group_sizes()
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
+                println!(
+                    "        Sub-group sizes   : {}",
+                    if sizes.is_empty() {
+                        "(not reported)".to_owned()
+                    } else {
+                        sizes.join(" ")
+                    }
+                );
                 match device.uuid() {
                     Some(u) => println!(
                         "        UUID              : {}",
