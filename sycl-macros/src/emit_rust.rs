@@ -707,13 +707,15 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
                 let tt = ty_tokens(t);
                 let v = region.expr(&args[0]);
                 // What a work-item that returned offers: the identity to reductions, zero to
-                // the permutations (spec/kernels.md).
-                let (offered, result) = match op {
+                // the permutations (spec/kernels.md). Reductions combine each sub-group once,
+                // between the passes.
+                let (offered, combine, result) = match op {
                     SubGroupOp::Reduce(r) => {
                         let (ident, combine) = reduction(*r, t);
                         (
                             ident,
-                            quote!(#rt::sub_group_reduce(&#buf, __item, |__acc: #tt, __x: #tt| #combine)),
+                            quote!(#rt::reduce_sub_groups(&mut #buf, |__acc: #tt, __x: #tt| #combine);),
+                            quote!(#buf[__item]),
                         )
                     }
                     _ => {
@@ -721,6 +723,7 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
                         let call = format_ident!("sub_group_{}", op.name());
                         (
                             quote!(<#tt as ::core::default::Default>::default()),
+                            quote!(),
                             quote!(#rt::#call(&#buf, __item, #lane)),
                         )
                     }
@@ -739,6 +742,7 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
                             };
                             __item += 1;
                         });
+                        #combine
                         let mut __next: usize = 0;
                         __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
                             let __item = __next;

@@ -4079,6 +4079,78 @@ pub fn sub_group_after_return_offers_zero(d: &Device) -> R {
     })
 }
 
+/// An inclusive scan over each sub-group (Hillis-Steele: shifts by 1, 2, 4, .. in a loop with
+/// uniform bounds), then the sub-group's sum: collectives inside a loop, on a value that
+/// changes between them.
+#[sycl::kernel]
+fn sub_group_scan(x: &[u32], ids: &mut [u64], out: &mut [u32]) {
+    let g = global_id(0);
+    let lane = sub_group_local_id();
+    ids[g * 2] = sub_group_id() as u64;
+    ids[g * 2 + 1] = lane as u64;
+    let mut acc = x[g];
+    for d in 0..7u32 {
+        let step = 1usize << d;
+        let below = sub_group_shift_right(acc, step);
+        if lane >= step {
+            acc += below;
+        }
+    }
+    let total = sub_group_sum(x[g]);
+    out[g * 2] = acc;
+    out[g * 2 + 1] = total;
+}
+
+/// `sub_group_scan` against the host's prefix sums over the sub-groups the device reported
+/// (sub-groups up to 128 lanes: seven rounds).
+pub fn sub_group_scan_in_loop(d: &Device) -> R {
+    let q = in_order(d)?;
+    for local in [7usize, 40, 100] {
+        let local = local.min(max_group(d, 1024));
+        let n = local * 3;
+        let x: Vec<u32> = (0..n)
+            .map(|i| (i as u32).wrapping_mul(2_654_435_761))
+            .collect();
+        let dx = upload(&q, &x)?;
+        let ids = filled(&q, n * 2, 0u64)?;
+        let out = filled(&q, n * 2, 0u32)?;
+        run(
+            &q,
+            Range::d1(n).with_local([local, 1, 1]),
+            sub_group_scan(&dx, &ids, &out),
+        )?;
+        let ids = q.to_vec(&ids).map_err(fail)?;
+        // Each sub-group's lanes, in lane order.
+        let mut lanes: std::collections::BTreeMap<(usize, u64, u64), usize> = Default::default();
+        for g in 0..n {
+            lanes.insert((g / local, ids[g * 2], ids[g * 2 + 1]), g);
+        }
+        let mut want = vec![0u32; n * 2];
+        for g in 0..n {
+            let (sg, lane) = (ids[g * 2], ids[g * 2 + 1]);
+            let members = lanes.range((g / local, sg, 0)..(g / local, sg, u64::MAX));
+            let mut prefix = 0u32;
+            let mut total = 0u32;
+            for (&(_, _, l), &m) in members {
+                total = total.wrapping_add(x[m]);
+                if l <= lane {
+                    prefix = prefix.wrapping_add(x[m]);
+                }
+            }
+            want[g * 2] = prefix;
+            want[g * 2 + 1] = total;
+        }
+        compare(&q.to_vec(&out).map_err(fail)?, &want, |j| {
+            format!(
+                "groups of {local}: item {} {}",
+                j / 2,
+                ["scan", "sum"][j % 2]
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// A sub-group kernel needs an nd-range everywhere, and aspect `ext_sycl_rs_sub_groups`
 /// (`Errc::FeatureNotSupported` at submit where the device lacks it, as PoCL does).
 pub fn sub_group_refusals(d: &Device) -> R {

@@ -1403,6 +1403,15 @@ fn main() -> ExitCode {
             run: kernels::sub_group_after_return_offers_zero,
         },
         DeviceTest {
+            name: "kernels::sub_group_scan_in_loop",
+            needs: &[
+                Aspect::ExtSyclRsKernels,
+                Aspect::ExtSyclRsSubGroups,
+                Aspect::UsmDeviceAllocations,
+            ],
+            run: kernels::sub_group_scan_in_loop,
+        },
+        DeviceTest {
             name: "kernels::sub_group_refusals",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::sub_group_refusals,

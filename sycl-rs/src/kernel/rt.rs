@@ -535,12 +535,13 @@ pub fn sub_group_shuffle_xor<T: Copy>(values: &[T], item: usize, mask: usize) ->
     }
 }
 
-/// `sub_group_sum(x)` (min, max) with `combine`, in lane order.
-#[inline]
-pub fn sub_group_reduce<T: Copy>(values: &[T], item: usize, combine: impl Fn(T, T) -> T) -> T {
-    let (first, size, _) = sub_group_of(item, values.len());
-    let lanes = &values[first..first + size];
-    lanes[1..].iter().fold(lanes[0], |acc, &x| combine(acc, x))
+/// `sub_group_sum(x)` (min, max) with `combine`, in lane order, for every sub-group at once:
+/// each of `values` (every work-item's `x` in linear order) becomes its sub-group's result.
+pub fn reduce_sub_groups<T: Copy>(values: &mut [T], combine: impl Fn(T, T) -> T) {
+    for lanes in values.chunks_mut(SUB_GROUP_SIZE) {
+        let all = lanes[1..].iter().fold(lanes[0], |acc, &x| combine(acc, x));
+        lanes.fill(all);
+    }
 }
 
 /// One argument of a generated kernel launch.
