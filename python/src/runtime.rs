@@ -188,6 +188,13 @@ impl Device {
         self.inner.max_work_group_size()
     }
 
+    /// `info::device::sub_group_sizes`: the sub-group sizes kernels may run with (empty where
+    /// the driver does not list them).
+    #[getter]
+    fn sub_group_sizes(&self) -> Vec<usize> {
+        self.inner.sub_group_sizes().to_vec()
+    }
+
     /// The device's UUID (16 bytes) where the driver gives one.
     #[getter]
     fn uuid<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {

@@ -44,6 +44,7 @@ class Device:
     local_mem_size: int
     max_mem_alloc_size: int
     max_work_group_size: int
+    sub_group_sizes: list[int]
     uuid: Optional[bytes]
     aspects: list[str]
     is_gpu: bool

@@ -22,6 +22,7 @@ def test_device_properties(device):
     assert device.global_mem_size > 0
     assert device.platform.backend == device.backend
     assert all(device.has_aspect(a) for a in device.aspects)
+    assert all(s > 0 for s in device.sub_group_sizes)
     assert device.is_cpu == (device.device_type == "cpu")
 
 
@@ -29,6 +30,11 @@ def test_native_cpu_has_ipc_aspects(native):
     assert native.backend == "native_cpu"
     for aspect in ("usm_device_allocations", "ext_oneapi_ipc_memory", "ext_oneapi_ipc_event"):
         assert native.has_aspect(aspect), aspect
+
+
+def test_native_cpu_sub_groups_are_runs_of_32(native):
+    assert native.has_aspect("ext_sycl_rs_sub_groups")
+    assert native.sub_group_sizes == [32]
 
 
 def test_unknown_aspect_is_an_invalid_error(native):
