@@ -3727,10 +3727,13 @@ macro_rules! sub_group_ops {
             let v = x[g];
             let lane = lanes[g] as usize;
             let b = sub_group_broadcast(v, broadcast_lane);
+            // Huge lanes stay huge (no overflow anywhere); others become small deltas.
+            let delta = if lane > 1000 { lane } else { lane % 40 };
+            let mask = if lane > 1000 { lane } else { lane % 64 };
             let s = sub_group_shuffle(v, lane);
-            let l = sub_group_shift_left(v, lane % 40);
-            let r = sub_group_shift_right(v, lane % 40);
-            let m = sub_group_shuffle_xor(v, lane % 64);
+            let l = sub_group_shift_left(v, delta);
+            let r = sub_group_shift_right(v, delta);
+            let m = sub_group_shuffle_xor(v, mask);
             let sum = sub_group_sum(v);
             let lo = sub_group_min(v);
             let hi = sub_group_max(v);
@@ -3866,13 +3869,17 @@ fn sub_group_reference<T: SubGroupElem>(
         let own = x[g];
         let at = |lane: usize| member(lane).map(|m| x[m]);
         let lane = lanes[g] as usize;
-        let (delta, mask) = (lane % 40, lane % 64);
+        let (delta, mask) = if lane > 1000 {
+            (lane, lane)
+        } else {
+            (lane % 40, lane % 64)
+        };
         let all: Vec<T> = (0..s.size).map(at).collect::<Result<_, _>>()?;
         let pick = |a: T, b: T, less: bool| if (a < b) == less { a } else { b };
         want.extend([
             at(broadcast_lane % s.size)?,
             at(lane % s.size)?,
-            if s.lane + delta < s.size {
+            if delta < s.size - s.lane {
                 at(s.lane + delta)?
             } else {
                 own
@@ -3917,9 +3924,14 @@ fn check_sub_groups<T: SubGroupElem>(
         let global = [local[0] * 2, local[1] * 3];
         let n = global[0] * global[1];
         let x: Vec<T> = (0..n).map(&gen).collect();
-        // Lanes from 0 to 99: in and out of every sub-group.
-        let lanes: Vec<u64> = (0..n).map(|i| ((i * 37 + k * 11) % 100) as u64).collect();
-        let broadcast_lane = [0, 5, 37, 1000][k % 4];
+        // Lanes from 0 to 99 (in and out of every sub-group), and some near `usize::MAX`.
+        let lanes: Vec<u64> = (0..n)
+            .map(|i| match i % 13 {
+                5 => u64::MAX - i as u64,
+                _ => ((i * 37 + k * 11) % 100) as u64,
+            })
+            .collect();
+        let broadcast_lane = [0, 5, 37, usize::MAX - 3][k % 4];
         let (dx, dl) = (upload(q, &x)?, upload(q, &lanes)?);
         let ids = sycl::malloc_device::<u64>(n * 5, q).map_err(fail)?;
         let out = sycl::malloc_device::<T>(n * 8, q).map_err(fail)?;
