@@ -3908,7 +3908,7 @@ fn sub_group_shapes(d: &Device) -> Vec<[usize; 2]> {
     let max = max_group(d, 1024);
     [[1, 1], [1, 7], [1, 40], [1, 64], [1, 100], [3, 20], [4, 13]]
         .into_iter()
-        .filter(|s| s[0] * s[1] <= max && s[1] <= d.max_work_item_sizes()[0].max(s[1]))
+        .filter(|s| s[0] * s[1] <= max)
         .collect()
 }
 
