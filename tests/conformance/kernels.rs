@@ -4163,6 +4163,55 @@ pub fn sub_group_scan_in_loop(d: &Device) -> R {
     Ok(())
 }
 
+/// A group's sum in two levels, the usual way: each sub-group's sum into local memory by its
+/// lane 0, a barrier, then every work-item adds the partial sums (sub-group collectives,
+/// queries, local memory and a barrier in one kernel).
+#[sycl::kernel]
+fn sub_group_two_level_sum(x: &[u32], out: &mut [u32]) {
+    let partial = local_array::<u32, 1024>();
+    let g = global_id(0);
+    let s = sub_group_sum(x[g]);
+    if sub_group_local_id() == 0 {
+        partial[sub_group_id()] = s;
+    }
+    barrier();
+    let mut total = 0u32;
+    for k in 0..sub_group_range() {
+        total += partial[k];
+    }
+    out[g] = total;
+}
+
+/// `sub_group_two_level_sum` equals the host's group sums (groups of 7, 40, 100, 256).
+pub fn sub_group_sums_through_local_memory(d: &Device) -> R {
+    let q = in_order(d)?;
+    for local in [7usize, 40, 100, 256] {
+        let local = local.min(max_group(d, 1024));
+        let n = local * 4;
+        let x: Vec<u32> = (0..n)
+            .map(|i| (i as u32).wrapping_mul(2_246_822_519))
+            .collect();
+        let dx = upload(&q, &x)?;
+        let out = filled(&q, n, 0u32)?;
+        run(
+            &q,
+            Range::d1(n).with_local([local, 1, 1]),
+            sub_group_two_level_sum(&dx, &out),
+        )?;
+        let want: Vec<u32> = x
+            .chunks(local)
+            .flat_map(|c| {
+                let sum = c.iter().fold(0u32, |a, &b| a.wrapping_add(b));
+                std::iter::repeat(sum).take(local)
+            })
+            .collect();
+        compare(&q.to_vec(&out).map_err(fail)?, &want, |g| {
+            format!("groups of {local}: item {g}")
+        })?;
+    }
+    Ok(())
+}
+
 /// A sub-group kernel needs an nd-range everywhere, and aspect `ext_sycl_rs_sub_groups`
 /// (`Errc::FeatureNotSupported` at submit where the device lacks it, as PoCL does).
 pub fn sub_group_refusals(d: &Device) -> R {

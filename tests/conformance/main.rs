@@ -1412,6 +1412,15 @@ fn main() -> ExitCode {
             run: kernels::sub_group_scan_in_loop,
         },
         DeviceTest {
+            name: "kernels::sub_group_sums_through_local_memory",
+            needs: &[
+                Aspect::ExtSyclRsKernels,
+                Aspect::ExtSyclRsSubGroups,
+                Aspect::UsmDeviceAllocations,
+            ],
+            run: kernels::sub_group_sums_through_local_memory,
+        },
+        DeviceTest {
             name: "kernels::sub_group_refusals",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::sub_group_refusals,
