@@ -4113,6 +4113,11 @@ fn sub_group_scan(x: &[u32], ids: &mut [u64], out: &mut [u32]) {
     out[g * 2 + 1] = total;
 }
 
+/// `n` values spread over all of `u32` (multiples of an odd `factor`, wrapping): sums wrap.
+fn scrambled_u32s(n: usize, factor: u32) -> Vec<u32> {
+    (0..n).map(|i| (i as u32).wrapping_mul(factor)).collect()
+}
+
 /// `sub_group_scan` against the host's prefix sums over the sub-groups the device reported
 /// (sub-groups up to 128 lanes: seven rounds).
 pub fn sub_group_scan_in_loop(d: &Device) -> R {
@@ -4120,9 +4125,7 @@ pub fn sub_group_scan_in_loop(d: &Device) -> R {
     for local in [7usize, 40, 100] {
         let local = local.min(max_group(d, 1024));
         let n = local * 3;
-        let x: Vec<u32> = (0..n)
-            .map(|i| (i as u32).wrapping_mul(2_654_435_761))
-            .collect();
+        let x = scrambled_u32s(n, 2_654_435_761);
         let dx = upload(&q, &x)?;
         let ids = filled(&q, n * 2, 0u64)?;
         let out = filled(&q, n * 2, 0u32)?;
@@ -4188,9 +4191,7 @@ pub fn sub_group_sums_through_local_memory(d: &Device) -> R {
     for local in [7usize, 40, 100, 256] {
         let local = local.min(max_group(d, 1024));
         let n = local * 4;
-        let x: Vec<u32> = (0..n)
-            .map(|i| (i as u32).wrapping_mul(2_246_822_519))
-            .collect();
+        let x = scrambled_u32s(n, 2_246_822_519);
         let dx = upload(&q, &x)?;
         let out = filled(&q, n, 0u32)?;
         run(
