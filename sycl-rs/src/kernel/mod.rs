@@ -43,6 +43,11 @@
 //!   reductions [`group_sum`], [`group_min`], [`group_max`]; atomics [`atomic_fetch_add`],
 //!   [`atomic_fetch_min`], [`atomic_fetch_max`], [`atomic_compare_exchange`] on `&mut` slices
 //!   and local arrays;
+//! - sub-groups (devices with aspect `ext_sycl_rs_sub_groups`): queries [`sub_group_local_id`],
+//!   [`sub_group_local_range`], [`sub_group_max_local_range`], [`sub_group_id`],
+//!   [`sub_group_range`]; collectives [`sub_group_broadcast`], [`sub_group_shuffle`],
+//!   [`sub_group_shift_left`], [`sub_group_shift_right`], [`sub_group_shuffle_xor`],
+//!   [`sub_group_sum`], [`sub_group_min`], [`sub_group_max`];
 //! - indexing is bounds-checked: an index out of bounds ends the work-item and the launch's
 //!   event reports `Errc::Kernel`; `unsafe { *x.get_unchecked(i) }` opts out.
 //!
@@ -162,6 +167,80 @@ group_only!(
 group_only!(
     /// The maximum of `x` over the work-group, returned to every work-item.
     fn group_max
+);
+
+kernel_only!(
+    /// The work-item's lane in its sub-group (nd-range launches, aspect
+    /// `ext_sycl_rs_sub_groups`).
+    fn sub_group_local_id() -> usize
+);
+kernel_only!(
+    /// The size of the work-item's sub-group (smaller than [`sub_group_max_local_range`] in a
+    /// partial sub-group).
+    fn sub_group_local_range() -> usize
+);
+kernel_only!(
+    /// The launch's sub-group size (native CPU and CUDA: 32; OpenCL: the driver's choice).
+    fn sub_group_max_local_range() -> usize
+);
+kernel_only!(
+    /// The sub-group's index in its work-group.
+    fn sub_group_id() -> usize
+);
+kernel_only!(
+    /// The number of sub-groups in the work-group.
+    fn sub_group_range() -> usize
+);
+
+group_only!(
+    /// The sum of `x` over the sub-group (wrapping for integers), returned to every lane.
+    fn sub_group_sum
+);
+group_only!(
+    /// The minimum of `x` over the sub-group, returned to every lane.
+    fn sub_group_min
+);
+group_only!(
+    /// The maximum of `x` over the sub-group, returned to every lane.
+    fn sub_group_max
+);
+
+macro_rules! sub_group_only {
+    ($(#[$doc:meta])* fn $name:ident($arg:ident)) => {
+        $(#[$doc])*
+        ///
+        /// Called by every work-item of the group together, as `let y = ...(x, ..);` at the top
+        /// level of the kernel (or of a `for` loop with uniform bounds); `x` is any number.
+        /// Only inside a [`macro@crate::kernel`] function; it panics anywhere else.
+        pub fn $name<T>(x: T, $arg: usize) -> T {
+            let _ = (x, $arg);
+            panic!(concat!("sycl::kernel::", stringify!($name), " is only available inside #[sycl::kernel] functions"))
+        }
+    };
+}
+
+sub_group_only!(
+    /// `x` of lane `lane % size` of the sub-group; `lane` is the same in every work-item of the
+    /// work-group (the macro checks it).
+    fn sub_group_broadcast(lane)
+);
+sub_group_only!(
+    /// `x` of lane `lane % size` of the sub-group, for any `lane` (SYCL `select_from_group`).
+    fn sub_group_shuffle(lane)
+);
+sub_group_only!(
+    /// `x` of lane `id + delta`, or the caller's own `x` where that lane is not in the
+    /// sub-group.
+    fn sub_group_shift_left(delta)
+);
+sub_group_only!(
+    /// `x` of lane `id - delta`, or the caller's own `x` where `delta > id`.
+    fn sub_group_shift_right(delta)
+);
+sub_group_only!(
+    /// `x` of lane `id ^ mask`, or the caller's own `x` where that lane is not in the
+    /// sub-group (SYCL `permute_group_by_xor`).
+    fn sub_group_shuffle_xor(mask)
 );
 
 macro_rules! atomic_only {
