@@ -40,13 +40,14 @@ impl Context {
             ));
         }
         let raw: Vec<_> = devices.iter().map(|d| d.inner.clone()).collect();
+        let kernels = crate::kernel::KernelCache::new(devices, platform.backend())?;
         let inner = platform.shared.inner.create_context(&raw)?;
         Ok(Context {
             shared: Arc::new(ContextShared {
                 inner,
                 devices: devices.to_vec(),
                 platform,
-                kernels: Default::default(),
+                kernels,
             }),
         })
     }

@@ -440,7 +440,10 @@ fn submit_gpu(
     for r in &range_bytes {
         raw.push(sycl_backend::KernelArg::Scalar(r));
     }
-    if device.backend() == BackendKind::OpenCl && p.reduce_bytes > 0 {
+    // (The SPIR-V form takes the same parameter, unused, so that both forms take the same
+    // arguments.)
+    let ir = queue.context().shared.kernels.ir();
+    if p.reduce_bytes > 0 && (ir == KernelIr::OpenClC || ir == KernelIr::SpirV) {
         let items: usize = geometry
             .local
             .expect("a GPU launch has groups")
@@ -478,11 +481,79 @@ fn submit_gpu(
 /// A program's cache entry: locked while it builds, so a kernel builds once.
 type ProgramSlot = Arc<Mutex<Option<Kernel>>>;
 
-#[derive(Default)]
 pub(crate) struct KernelCache {
     /// By definition address and variant.
     programs: Mutex<HashMap<(usize, Variant), ProgramSlot>>,
     pools: Mutex<HashMap<usize, Arc<Mutex<StatusPool>>>>,
+    /// The form its GPU programs take.
+    ir: KernelIr,
+}
+
+/// The form `#[sycl::kernel]` programs take on a context's devices (spec/kernels.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelIr {
+    /// Rust, compiled with the program (native CPU).
+    Rust,
+    /// CUDA C++ for NVRTC.
+    CudaC,
+    /// OpenCL C, built by the driver's compiler.
+    OpenClC,
+    /// A SPIR-V module built by sycl-rs (Level Zero; OpenCL devices with IL support when
+    /// `SYCL_RS_KERNEL_IR=spirv`).
+    SpirV,
+}
+
+/// The environment variable that picks the IR of OpenCL contexts: `spirv` or `opencl_c`.
+pub const KERNEL_IR_ENV: &str = "SYCL_RS_KERNEL_IR";
+
+impl KernelCache {
+    /// The cache of a new context over `devices` of `backend`, whose kernel form is decided
+    /// here: Level Zero takes SPIR-V only; OpenCL takes OpenCL C unless `SYCL_RS_KERNEL_IR=spirv`
+    /// and every device accepts SPIR-V (aspect `ext_oneapi_kernel_compiler_spirv`).
+    pub(crate) fn new(devices: &[Device], backend: BackendKind) -> Result<KernelCache> {
+        let ir = match backend {
+            BackendKind::NativeCpu => KernelIr::Rust,
+            BackendKind::Cuda => KernelIr::CudaC,
+            BackendKind::LevelZero => KernelIr::SpirV,
+            BackendKind::OpenCl => {
+                let want = std::env::var(KERNEL_IR_ENV).ok();
+                match want.as_deref() {
+                    None | Some("") | Some("opencl_c") => KernelIr::OpenClC,
+                    Some("spirv") => {
+                        if devices
+                            .iter()
+                            .all(|d| d.has(Aspect::ExtOneapiKernelCompilerSpirv))
+                        {
+                            KernelIr::SpirV
+                        } else {
+                            log::info!(
+                                "{KERNEL_IR_ENV}=spirv: a device of the context takes no SPIR-V; its kernels use OpenCL C"
+                            );
+                            KernelIr::OpenClC
+                        }
+                    }
+                    Some(other) => {
+                        return Err(Error::new(
+                            Errc::Invalid,
+                            format!(
+                                "{KERNEL_IR_ENV}={other}: the values are `spirv` and `opencl_c`"
+                            ),
+                        ))
+                    }
+                }
+            }
+        };
+        Ok(KernelCache {
+            programs: Default::default(),
+            pools: Default::default(),
+            ir,
+        })
+    }
+
+    /// The form of its programs.
+    pub(crate) fn ir(&self) -> KernelIr {
+        self.ir
+    }
 }
 
 /// What a GPU program is specialised for: the number of dimensions (SYCL's last is the GPU's
@@ -571,20 +642,36 @@ impl KernelCache {
         if let Some(k) = &*slot {
             return Ok(k.clone());
         }
-        let src = program_source(def, &resolved.helpers, resolved.fp64, variant, backend);
         let exact_division = context
             .devices()
             .iter()
             .all(|d| d.info().fp32_correctly_rounded_divide_sqrt);
-        let (source, options) = match backend {
+        // OpenCL (C or SPIR-V) may round f32 `/` and `sqrt` to 2.5 and 3 ulp unless told
+        // otherwise; so may Level Zero's compiler, which takes the same option.
+        let exact = if exact_division {
+            "-cl-fp32-correctly-rounded-divide-sqrt"
+        } else {
+            ""
+        };
+        let (src, il);
+        let (source, options) = match (backend, self.ir) {
+            (_, KernelIr::SpirV) => {
+                let target = super::spirv::Target {
+                    dims: variant.dims,
+                    local: variant.local,
+                };
+                il = super::spirv::module(def, &resolved.helpers, &target)?;
+                (sycl_backend::KernelSource::SpirV(&il), exact)
+            }
             // Rust does not contract `a * b + c` into a fused multiply-add; `mul_add` does.
-            BackendKind::Cuda => (sycl_backend::KernelSource::CudaC(&src), "--fmad=false"),
-            // OpenCL may round f32 `/` and `sqrt` to 2.5 and 3 ulp unless told otherwise.
-            _ if exact_division => (
-                sycl_backend::KernelSource::OpenClC(&src),
-                "-cl-fp32-correctly-rounded-divide-sqrt",
-            ),
-            _ => (sycl_backend::KernelSource::OpenClC(&src), ""),
+            (BackendKind::Cuda, _) => {
+                src = program_source(def, &resolved.helpers, resolved.fp64, variant, backend);
+                (sycl_backend::KernelSource::CudaC(&src), "--fmad=false")
+            }
+            _ => {
+                src = program_source(def, &resolved.helpers, resolved.fp64, variant, backend);
+                (sycl_backend::KernelSource::OpenClC(&src), exact)
+            }
         };
         let bundle = KernelBundle::build(context, &[], source, options).map_err(|e| {
             Error::new(

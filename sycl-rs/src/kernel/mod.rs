@@ -66,8 +66,10 @@ use crate::{Context, Device, Errc, Error, Event, Queue, Result};
 #[path = "rt.rs"]
 pub mod __rt;
 mod launch;
+mod spirv;
 
 pub(crate) use launch::{KernelCache, KernelStatus};
+pub use launch::{KernelIr, KERNEL_IR_ENV};
 
 /// What [`Queue::parallel_for`] runs: a closure over [`Item`]s (native CPU devices), or a
 /// launch made by a [`macro@crate::kernel`] function (every device).

@@ -526,6 +526,8 @@ pub struct DefinitionParts {
     pub cuda: &'static str,
     /// OpenCL C of the kernel function.
     pub opencl: &'static str,
+    /// The checked IR, encoded (`sycl-macros/src/encode.rs`), for SPIR-V.
+    pub ir: &'static [u32],
     /// Helpers it calls, in marker order.
     pub helpers: &'static [fn() -> &'static HelperDef],
     /// The number of dimensions it indexes.
@@ -555,7 +557,7 @@ impl Definition {
     /// Wraps the macro's output.
     ///
     /// # Safety
-    /// `parts.cuda` and `parts.opencl` are `#[sycl::kernel]`'s translation of the same kernel
+    /// `parts.cuda`, `parts.opencl` and `parts.ir` are `#[sycl::kernel]`'s translation of the same kernel
     /// as `parts.cpu`, with `parts.params`: they access memory only as the kernel language
     /// allows (checked indices, except where the Rust source has `unsafe`).
     pub const unsafe fn new(parts: DefinitionParts) -> Definition {
@@ -572,6 +574,8 @@ pub struct HelperParts {
     pub cuda: (&'static str, &'static str),
     /// OpenCL C prototype and definition.
     pub opencl: (&'static str, &'static str),
+    /// The checked IR, encoded (`sycl-macros/src/encode.rs`), for SPIR-V.
+    pub ir: &'static [u32],
     /// Helpers it calls, in marker order.
     pub helpers: &'static [fn() -> &'static HelperDef],
     /// Uses `f64`.

@@ -1,0 +1,93 @@
+//! SPIR-V for `#[sycl::kernel]` kernels (Level Zero; OpenCL devices with IL support), built at
+//! run time from the checked IR the macros encode for every kernel and helper (a helper is a
+//! separate macro invocation, so only the runtime sees a whole program): one module per
+//! definition, variant and `f64` use, as the C programs.
+//!
+//! `SYCL_RS_SPIRV_DUMP=<dir>` writes every module built to `<dir>` (for `spirv-val`: CI
+//! validates all of them).
+
+mod emit;
+mod ir;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::__rt::{Definition, HelperDef};
+use crate::{Errc, Error, Result};
+
+/// What a module is specialised for.
+pub(crate) struct Target {
+    /// Launch dimensions.
+    pub dims: u8,
+    /// Work-group size in device order (`OpExecutionMode LocalSize`).
+    pub local: [usize; 3],
+}
+
+/// The SPIR-V module (as bytes) of `def` with its resolved helpers (callees first).
+pub(crate) fn module(
+    def: &'static Definition,
+    helpers: &[&'static HelperDef],
+    target: &Target,
+) -> Result<Vec<u8>> {
+    let p = &def.parts;
+    let position = |h: &'static HelperDef| -> Result<usize> {
+        helpers
+            .iter()
+            .position(|x| std::ptr::eq(*x, h))
+            .ok_or_else(|| Error::new(Errc::Build, "a helper is missing from the program"))
+    };
+    let decoded_helpers = helpers
+        .iter()
+        .map(|h| {
+            let f = ir::decode(h.parts.ir, false, h.parts.helpers.len())?;
+            let calls = h
+                .parts
+                .helpers
+                .iter()
+                .map(|c| position(c()))
+                .collect::<Result<Vec<_>>>()?;
+            Ok((f, calls))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let kernel = ir::decode(p.ir, true, p.helpers.len())?;
+    let kernel_calls = p
+        .helpers
+        .iter()
+        .map(|c| position(c()))
+        .collect::<Result<Vec<_>>>()?;
+    let local = target.local.map(|l| l as u32);
+    let program = emit::Program {
+        kernel: &kernel,
+        kernel_calls,
+        helpers: decoded_helpers
+            .iter()
+            .map(|(f, c)| (f, c.clone()))
+            .collect(),
+        dims: target.dims,
+        local,
+        scratch_param: p.reduce_bytes > 0,
+    };
+    let words = emit::build(&program)?;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    dump(p.name, target, &bytes);
+    Ok(bytes)
+}
+
+/// Writes the module under `SYCL_RS_SPIRV_DUMP`, if set (a failure to write is logged: the
+/// dump is for validation, and CI fails on a dump with fewer modules than kernels built).
+fn dump(name: &str, target: &Target, bytes: &[u8]) {
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    let Some(dir) = std::env::var_os("SYCL_RS_SPIRV_DUMP") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let [x, y, z] = target.local;
+    let file = dir.join(format!(
+        "{name}-d{}-{x}x{y}x{z}-{}-{}.spv",
+        target.dims,
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&file, bytes)) {
+        log::warn!("SYCL_RS_SPIRV_DUMP: writing {}: {e}", file.display());
+    }
+}
