@@ -14,7 +14,8 @@
 //!   steps;
 //! - a block is a count and its statements; a statement or expression starts with a tag;
 //!   every expression's second word is its type; a literal is its value's 64 bits at that
-//!   type (two words, low first).
+//!   type (two words, low first);
+//! - a bounds condition (see [`cbound`]) is a tree of tagged words.
 
 use crate::analyze::{path_key, Analysis, Step};
 use crate::bounds::{Bounds, Proof, Target};
@@ -188,11 +189,34 @@ impl<'a> Encoder<'a> {
         }
     }
 
-    /// 1 where the access needs no check (the user's `get_unchecked`, or proved in bounds for
-    /// every work-group size), else 0.
+    /// How an access is checked: 0 checked; 1 no check (the user's `get_unchecked`, or proved
+    /// in bounds for every work-group size); 2 and a bound condition: in bounds when it holds
+    /// for the work-group size the module is built for (`Proof::When`); 3 and a condition: in
+    /// bounds when it holds at run time, the same in every work-item (`Proof::Guard`).
     fn check(&mut self, base: Base, index: &Expr, checked: bool) {
-        let proved = !checked || self.bounds.access(base, index, Target::C) == Proof::Always;
-        self.out.push(proved as u32);
+        if !checked {
+            self.out.push(1);
+            return;
+        }
+        let (tag, cond) = match self.bounds.access(base, index, Target::C) {
+            Proof::No => (0, None),
+            Proof::Always => (1, None),
+            Proof::When(c) => (2, Some(c)),
+            Proof::Guard(c) => (3, Some(c)),
+        };
+        let Some(cond) = cond else {
+            self.out.push(tag);
+            return;
+        };
+        let decls = self.bounds.c_decls();
+        match cbound::parse(&cond, &decls) {
+            Some(words) => {
+                self.out.push(tag);
+                self.out.extend(words);
+            }
+            // A form the parser does not know stays checked (sound, slower).
+            None => self.out.push(0),
+        }
     }
 
     fn block(&mut self, body: &[Stmt]) {
@@ -419,6 +443,220 @@ impl<'a> Encoder<'a> {
                 self.expr(a);
                 self.expr(b);
             }
+        }
+    }
+}
+
+/// The bounds conditions of `bounds.rs` (C expressions over the work-group size, ranges,
+/// parameters and lengths, written for the C preludes' `sycl_b*` functions) as words that the
+/// runtime evaluates (for the work-group size it builds for) or emits as SPIR-V (run-time
+/// guards). The grammar is exactly what `bounds.rs` writes; anything else is `None` (the
+/// access then stays checked).
+///
+/// Words: 0 number (two words, low first); 1 local range, 2 group range, 3 global range (a
+/// SYCL dimension each); 4 scalar parameter, 5 slice length (a parameter index each); 6 a
+/// `sycl_b*` function (0 add, 1 mul, 2 min, 3 max, 4 sub, 5 div: two operands; 6 wrap_lo:
+/// three); 7 a comparison (0 `<`, 1 `<=`, 2 `>=`, 3 `>`) and two operands; 8 `c ? a : b`.
+mod cbound {
+    use std::collections::HashMap;
+
+    struct P<'a> {
+        toks: Vec<String>,
+        at: usize,
+        decls: &'a HashMap<String, String>,
+        depth: usize,
+    }
+
+    fn tokens(s: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let cs: Vec<char> = s.chars().collect();
+        let mut i = 0;
+        while i < cs.len() {
+            let c = cs[i];
+            if c.is_whitespace() {
+                i += 1;
+            } else if c.is_ascii_alphanumeric() || c == '_' {
+                let start = i;
+                while i < cs.len() && (cs[i].is_ascii_alphanumeric() || cs[i] == '_') {
+                    i += 1;
+                }
+                out.push(cs[start..i].iter().collect());
+            } else if (c == '<' || c == '>') && cs.get(i + 1) == Some(&'=') {
+                out.push(format!("{c}="));
+                i += 2;
+            } else {
+                out.push(c.to_string());
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// `cond` (with the named bounds of `decls`, `const sycl_u64 name = value;`) as words.
+    pub fn parse(cond: &str, decls: &[String]) -> Option<Vec<u32>> {
+        let decls: HashMap<String, String> = decls
+            .iter()
+            .filter_map(|d| {
+                let rest = d.strip_prefix("const sycl_u64 ")?.strip_suffix(';')?;
+                let (name, value) = rest.split_once(" = ")?;
+                Some((name.to_owned(), value.to_owned()))
+            })
+            .collect();
+        let mut p = P {
+            toks: tokens(cond),
+            at: 0,
+            decls: &decls,
+            depth: 0,
+        };
+        let mut out = Vec::new();
+        p.expr(&mut out)?;
+        (p.at == p.toks.len()).then_some(out)
+    }
+
+    fn num(s: &str) -> Option<u64> {
+        s.strip_suffix("ul")
+            .or_else(|| s.strip_suffix("ull"))
+            .unwrap_or(s)
+            .parse()
+            .ok()
+    }
+
+    impl P<'_> {
+        fn peek(&self, k: usize) -> Option<&str> {
+            self.toks.get(self.at + k).map(String::as_str)
+        }
+
+        fn eat(&mut self, t: &str) -> Option<()> {
+            (self.peek(0)? == t).then(|| self.at += 1)
+        }
+
+        fn next(&mut self) -> Option<String> {
+            let t = self.toks.get(self.at)?.clone();
+            self.at += 1;
+            Some(t)
+        }
+
+        /// `SYCL_AXIS(d)`: the SYCL dimension.
+        fn axis(&mut self) -> Option<u32> {
+            self.eat("SYCL_AXIS")?;
+            self.eat("(")?;
+            let d = num(&self.next()?)?;
+            self.eat(")")?;
+            (d < 3).then_some(d as u32)
+        }
+
+        fn expr(&mut self, out: &mut Vec<u32>) -> Option<()> {
+            let mut lhs = Vec::new();
+            self.atom(&mut lhs)?;
+            let cmp = match self.peek(0) {
+                Some("<") => Some(0),
+                Some("<=") => Some(1),
+                Some(">=") => Some(2),
+                Some(">") => Some(3),
+                _ => None,
+            };
+            let lhs = match cmp {
+                Some(op) => {
+                    self.at += 1;
+                    let mut w = vec![7, op];
+                    w.extend(lhs);
+                    self.atom(&mut w)?;
+                    w
+                }
+                None => lhs,
+            };
+            if self.eat("?").is_some() {
+                out.push(8);
+                out.extend(lhs);
+                self.expr(out)?;
+                self.eat(":")?;
+                self.expr(out)
+            } else {
+                out.extend(lhs);
+                Some(())
+            }
+        }
+
+        fn atom(&mut self, out: &mut Vec<u32>) -> Option<()> {
+            self.depth += 1;
+            if self.depth > 200 {
+                return None;
+            }
+            let t = self.next()?;
+            let r = match t.as_str() {
+                "(" => {
+                    if self.peek(0) == Some("(")
+                        && self.peek(1) == Some("sycl_u64")
+                        && self.peek(2) == Some(")")
+                    {
+                        // A conversion to u64 of an unsigned value: no change.
+                        self.at += 3;
+                    }
+                    self.expr(out)?;
+                    self.eat(")")
+                }
+                "SYCL_U64C" => {
+                    self.eat("(")?;
+                    let v = num(&self.next()?)?;
+                    self.eat(")")?;
+                    out.extend([0, v as u32, (v >> 32) as u32]);
+                    Some(())
+                }
+                "SYCL_LOCAL_RANGE" | "sycl_group_range" => {
+                    self.eat("(")?;
+                    let d = self.axis()?;
+                    self.eat(")")?;
+                    out.extend([if t == "SYCL_LOCAL_RANGE" { 1 } else { 2 }, d]);
+                    Some(())
+                }
+                f if f.starts_with("sycl_b") && self.peek(0) == Some("(") => {
+                    let (code, arity) = match &f[6..] {
+                        "add" => (0, 2),
+                        "mul" => (1, 2),
+                        "min" => (2, 2),
+                        "max" => (3, 2),
+                        "sub" => (4, 2),
+                        "div" => (5, 2),
+                        "wrap_lo" => (6, 3),
+                        _ => return None,
+                    };
+                    self.eat("(")?;
+                    out.extend([6, code]);
+                    for k in 0..arity {
+                        if k > 0 {
+                            self.eat(",")?;
+                        }
+                        self.expr(out)?;
+                    }
+                    self.eat(")")
+                }
+                name => {
+                    if let Some(value) = self.decls.get(name) {
+                        let mut inner = P {
+                            toks: tokens(value),
+                            at: 0,
+                            decls: self.decls,
+                            depth: self.depth,
+                        };
+                        inner.expr(out)?;
+                        return (inner.at == inner.toks.len()).then_some(());
+                    }
+                    if let Some(d) = name.strip_prefix("sycl_r") {
+                        let d = num(d)?;
+                        (d < 3).then(|| out.extend([3, d as u32]))
+                    } else if let Some(p) = name.strip_prefix('p') {
+                        match p.strip_suffix("_len") {
+                            Some(i) => out.extend([5, num(i)? as u32]),
+                            None => out.extend([4, num(p)? as u32]),
+                        }
+                        Some(())
+                    } else {
+                        None
+                    }
+                }
+            };
+            self.depth -= 1;
+            r
         }
     }
 }

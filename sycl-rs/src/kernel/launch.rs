@@ -508,40 +508,51 @@ pub const KERNEL_IR_ENV: &str = "SYCL_RS_KERNEL_IR";
 
 impl KernelCache {
     /// The cache of a new context over `devices` of `backend`, whose kernel form is decided
-    /// here: Level Zero takes SPIR-V only; OpenCL takes OpenCL C unless `SYCL_RS_KERNEL_IR=spirv`
-    /// and every device accepts SPIR-V (aspect `ext_oneapi_kernel_compiler_spirv`).
-    pub(crate) fn new(devices: &[Device], backend: BackendKind) -> Result<KernelCache> {
-        let ir = match backend {
+    /// here: `want` where given and possible; else Level Zero takes SPIR-V (its only form),
+    /// OpenCL takes OpenCL C unless `SYCL_RS_KERNEL_IR=spirv` and every device accepts SPIR-V
+    /// (aspect `ext_oneapi_kernel_compiler_spirv`).
+    pub(crate) fn new(
+        devices: &[Device],
+        backend: BackendKind,
+        want: Option<KernelIr>,
+    ) -> Result<KernelCache> {
+        let native = match backend {
             BackendKind::NativeCpu => KernelIr::Rust,
             BackendKind::Cuda => KernelIr::CudaC,
             BackendKind::LevelZero => KernelIr::SpirV,
-            BackendKind::OpenCl => {
-                let want = std::env::var(KERNEL_IR_ENV).ok();
-                match want.as_deref() {
-                    None | Some("") | Some("opencl_c") => KernelIr::OpenClC,
-                    Some("spirv") => {
-                        if devices
-                            .iter()
-                            .all(|d| d.has(Aspect::ExtOneapiKernelCompilerSpirv))
-                        {
-                            KernelIr::SpirV
-                        } else {
-                            log::info!(
-                                "{KERNEL_IR_ENV}=spirv: a device of the context takes no SPIR-V; its kernels use OpenCL C"
-                            );
-                            KernelIr::OpenClC
-                        }
-                    }
-                    Some(other) => {
-                        return Err(Error::new(
-                            Errc::Invalid,
-                            format!(
-                                "{KERNEL_IR_ENV}={other}: the values are `spirv` and `opencl_c`"
-                            ),
-                        ))
-                    }
-                }
+            _ => KernelIr::OpenClC,
+        };
+        let spirv_ok = devices
+            .iter()
+            .all(|d| d.has(Aspect::ExtOneapiKernelCompilerSpirv));
+        let ir = match want {
+            Some(KernelIr::SpirV) if spirv_ok && backend != BackendKind::NativeCpu => {
+                KernelIr::SpirV
             }
+            Some(ir) if ir == native => ir,
+            Some(ir) => {
+                return Err(Error::new(
+                    Errc::FeatureNotSupported,
+                    format!("#[sycl::kernel] programs cannot take the form {ir:?} on this context's devices ({backend}: {native:?}{})", if spirv_ok && backend != BackendKind::NativeCpu { " or SpirV" } else { "" }),
+                ))
+            }
+            None if backend != BackendKind::OpenCl => native,
+            None => match std::env::var(KERNEL_IR_ENV).ok().as_deref() {
+                None | Some("") | Some("opencl_c") => KernelIr::OpenClC,
+                Some("spirv") if spirv_ok => KernelIr::SpirV,
+                Some("spirv") => {
+                    log::info!(
+                        "{KERNEL_IR_ENV}=spirv: a device of the context takes no SPIR-V; its kernels use OpenCL C"
+                    );
+                    KernelIr::OpenClC
+                }
+                Some(other) => {
+                    return Err(Error::new(
+                        Errc::Invalid,
+                        format!("{KERNEL_IR_ENV}={other}: the values are `spirv` and `opencl_c`"),
+                    ))
+                }
+            },
         };
         Ok(KernelCache {
             programs: Default::default(),

@@ -224,6 +224,9 @@ struct Fx<'a> {
     in_region: bool,
     dims: u8,
     local: [u32; 3],
+    /// Emitting the copy of a flat kernel's body that runs when every run-time guard holds
+    /// (`Check::Guard` accesses need no check there).
+    assume_guards: bool,
 }
 
 /// Builds the module; returns its words.
@@ -286,6 +289,7 @@ fn new_fx<'a>(m: &'a mut Module, f: &'a Function, callees: Vec<Word>, p: &Progra
         in_region: false,
         dims: p.dims,
         local: p.local,
+        assume_guards: false,
     }
 }
 
@@ -425,17 +429,57 @@ fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>) -> Result<Word> {
                     Some(prev) => fx.op(Op::LogicalOr, ScalarTy::Bool, &[prev, o])?,
                 });
             }
-            if let Some(outside) = outside {
-                fx.if_then(outside, |fx| {
-                    fx.m.b.ret().map_err(build_err)?;
-                    fx.dead_block()
-                })?;
+            let flat = |fx: &mut Fx<'_>| -> Result<()> {
+                if let Some(outside) = outside {
+                    fx.if_then(outside, |fx| {
+                        fx.m.b.ret().map_err(build_err)?;
+                        fx.dead_block()
+                    })?;
+                }
+                fx.block(&f.body)?;
+                fx.report()
+            };
+            // Accesses in bounds under run-time guards (conditions over parameters, ranges
+            // and lengths, the same in every work-item): one test, then a copy of the body
+            // without their checks or one with them (as the OpenCL C form; not in work-group
+            // kernels, see spec/kernels.md). `SYCL_RS_KERNEL_GUARDS=0` keeps one checked copy.
+            let mut guards: Vec<&Bound> = Vec::new();
+            for_each_check(&f.body, &mut |c| {
+                if let Check::Guard(b) = c {
+                    guards.push(b);
+                }
+            });
+            let guards_off = std::env::var_os("SYCL_RS_KERNEL_GUARDS").is_some_and(|v| v == "0");
+            if guards.is_empty() || guards_off {
+                flat(&mut fx)?;
+            } else {
+                let mut all = None;
+                for g in guards {
+                    let v = fx.bound(g)?;
+                    all = Some(match all {
+                        None => v,
+                        Some(prev) => fx.op(Op::LogicalAnd, ScalarTy::Bool, &[prev, v])?,
+                    });
+                }
+                let all = all.expect("at least one guard");
+                let (fast, slow, merge) = (fx.label(), fx.label(), fx.label());
+                fx.open_selection(all, fast, slow, merge)?;
+                fx.begin(fast)?;
+                fx.assume_guards = true;
+                flat(&mut fx)?;
+                fx.assume_guards = false;
+                fx.branch(merge)?;
+                fx.begin(slow)?;
+                flat(&mut fx)?;
+                fx.branch(merge)?;
+                fx.begin(merge)?;
             }
-            fx.block(&f.body)?;
         }
-        Some(steps) => fx.steps(steps)?,
+        Some(steps) => {
+            fx.steps(steps)?;
+            fx.report()?;
+        }
     }
-    fx.report()?;
     fx.m.b.ret().map_err(build_err)?;
     fx.finish()?;
     Ok(id)
@@ -724,7 +768,7 @@ impl Fx<'_> {
             }
             Stmt::Store {
                 base,
-                proved,
+                check,
                 op,
                 index,
                 value,
@@ -733,14 +777,15 @@ impl Fx<'_> {
                 let v = self.expr(value)?;
                 let i = self.expr(index)?;
                 let elem = self.base_ty(*base)?;
+                let proved = self.proved(check)?;
                 let v = match op {
                     None => v,
                     Some(op) => {
-                        let cur = self.load_elem(*base, *proved, i)?;
+                        let cur = self.load_elem(*base, proved, i)?;
                         self.binary(*op, elem, value.ty, cur, v)?
                     }
                 };
-                self.store_elem(*base, *proved, i, v)
+                self.store_elem(*base, proved, i, v)
             }
             Stmt::Expr(e) => self.expr(e).map(drop),
             Stmt::If(c, a, b) => {
@@ -1121,6 +1166,155 @@ impl Fx<'_> {
         self.m.konst(t, v)
     }
 
+    // ---- bounds proofs
+
+    /// Whether an access needs no check here.
+    fn proved(&self, check: &Check) -> Result<bool> {
+        Ok(match check {
+            Check::Checked => false,
+            Check::Proved => true,
+            Check::When(b) => self.eval(b)?.is_some_and(|v| v != 0),
+            Check::Guard(_) => self.assume_guards,
+        })
+    }
+
+    /// A bounds condition's value for the work-group size the module is built for; `None`
+    /// when it depends on run-time values. The `sycl_b*` functions of `prelude_bounds.h`.
+    fn eval(&self, b: &Bound) -> Result<Option<u64>> {
+        let two = |fx: &Self, a: &[Bound]| -> Result<Option<(u64, u64)>> {
+            Ok(match (fx.eval(&a[0])?, fx.eval(&a[1])?) {
+                (Some(x), Some(y)) => Some((x, y)),
+                _ => None,
+            })
+        };
+        Ok(match b {
+            Bound::Num(v) => Some(*v),
+            Bound::LocalRange(d) => Some(self.local[self.axis(*d)? as usize] as u64),
+            Bound::GroupRange(_) | Bound::GlobalRange(_) | Bound::Param(_) | Bound::Len(_) => None,
+            Bound::Fn(BoundFn::WrapLo, a) => {
+                match (self.eval(&a[0])?, self.eval(&a[1])?, self.eval(&a[2])?) {
+                    (Some(hi), Some(lo), Some(max)) => Some(if hi >= max { 0 } else { lo }),
+                    _ => None,
+                }
+            }
+            Bound::Fn(f, a) => two(self, a)?.map(|(x, y)| match f {
+                BoundFn::Add => x.saturating_add(y),
+                BoundFn::Mul => x.saturating_mul(y),
+                BoundFn::Min => x.min(y),
+                BoundFn::Max => x.max(y),
+                BoundFn::Sub => x.saturating_sub(y),
+                BoundFn::Div => x.checked_div(y).unwrap_or(x),
+                BoundFn::WrapLo => unreachable!("above"),
+            }),
+            Bound::Cmp(op, a, b) => match (self.eval(a)?, self.eval(b)?) {
+                (Some(x), Some(y)) => Some(match op {
+                    BoundCmp::Lt => x < y,
+                    BoundCmp::Le => x <= y,
+                    BoundCmp::Ge => x >= y,
+                    BoundCmp::Gt => x > y,
+                } as u64),
+                _ => None,
+            },
+            Bound::Cond(c, a, b) => match self.eval(c)? {
+                Some(0) => self.eval(b)?,
+                Some(_) => self.eval(a)?,
+                None => None,
+            },
+        })
+    }
+
+    /// A bounds value as SPIR-V: a `u64`, or a `bool` for a comparison.
+    fn bound(&mut self, b: &Bound) -> Result<Word> {
+        use ScalarTy::{Bool, U64};
+        if let Some(v) = self.eval(b)? {
+            return Ok(if matches!(b, Bound::Cmp(..)) {
+                self.m.konst(Bool, v)
+            } else {
+                self.m.u64c(v)
+            });
+        }
+        Ok(match b {
+            Bound::Num(v) => self.m.u64c(*v),
+            Bound::LocalRange(d) => self.query(Query::LocalRange, *d)?,
+            Bound::GroupRange(d) => self.query(Query::GroupRange, *d)?,
+            Bound::GlobalRange(d) => self.range(*d)?,
+            Bound::Param(i) => match (self.params[*i], self.f.params[*i]) {
+                (ParamVal::Scalar(v), Param::Scalar(t)) if is_int(t) => {
+                    if bits(t) == 32 {
+                        self.op(Op::UConvert, U64, &[v])?
+                    } else {
+                        v
+                    }
+                }
+                _ => return Err(bad("a bound over a parameter that is not an integer")),
+            },
+            Bound::Len(i) => self.len(Base::Param(*i))?,
+            Bound::Fn(f, a) => {
+                let x = self.bound(&a[0])?;
+                let y = self.bound(&a[1])?;
+                let max = self.m.u64c(u64::MAX);
+                let zero = self.m.u64c(0);
+                match f {
+                    BoundFn::Add => {
+                        let s = self.op(Op::IAdd, U64, &[x, y])?;
+                        let wrapped = self.op(Op::ULessThan, Bool, &[s, x])?;
+                        self.op(Op::Select, U64, &[wrapped, max, s])?
+                    }
+                    BoundFn::Mul => {
+                        // Saturating: a * b > MAX exactly when b != 0 and a > MAX / b.
+                        let p = self.op(Op::IMul, U64, &[x, y])?;
+                        let nonzero = self.op(Op::INotEqual, Bool, &[y, zero])?;
+                        let one = self.m.u64c(1);
+                        let safe = self.op(Op::Select, U64, &[nonzero, y, one])?;
+                        let q = self.op(Op::UDiv, U64, &[max, safe])?;
+                        let above = self.op(Op::UGreaterThan, Bool, &[x, q])?;
+                        let over = self.op(Op::LogicalAnd, Bool, &[nonzero, above])?;
+                        self.op(Op::Select, U64, &[over, max, p])?
+                    }
+                    BoundFn::Min | BoundFn::Max => {
+                        let lt = self.op(Op::ULessThan, Bool, &[x, y])?;
+                        let (a, b) = if *f == BoundFn::Min { (x, y) } else { (y, x) };
+                        self.op(Op::Select, U64, &[lt, a, b])?
+                    }
+                    BoundFn::Sub => {
+                        let ge = self.op(Op::UGreaterThanEqual, Bool, &[x, y])?;
+                        let d = self.op(Op::ISub, U64, &[x, y])?;
+                        self.op(Op::Select, U64, &[ge, d, zero])?
+                    }
+                    BoundFn::Div => {
+                        let is0 = self.op(Op::IEqual, Bool, &[y, zero])?;
+                        let one = self.m.u64c(1);
+                        let safe = self.op(Op::Select, U64, &[is0, one, y])?;
+                        let q = self.op(Op::UDiv, U64, &[x, safe])?;
+                        self.op(Op::Select, U64, &[is0, x, q])?
+                    }
+                    BoundFn::WrapLo => {
+                        let m = self.bound(&a[2])?;
+                        let wrapped = self.op(Op::UGreaterThanEqual, Bool, &[x, m])?;
+                        self.op(Op::Select, U64, &[wrapped, zero, y])?
+                    }
+                }
+            }
+            Bound::Cmp(op, a, b) => {
+                let x = self.bound(a)?;
+                let y = self.bound(b)?;
+                let o = match op {
+                    BoundCmp::Lt => Op::ULessThan,
+                    BoundCmp::Le => Op::ULessThanEqual,
+                    BoundCmp::Ge => Op::UGreaterThanEqual,
+                    BoundCmp::Gt => Op::UGreaterThan,
+                };
+                self.op(o, Bool, &[x, y])?
+            }
+            Bound::Cond(c, a, b) => {
+                let c = self.bound(c)?;
+                let x = self.bound(a)?;
+                let y = self.bound(b)?;
+                self.op(Op::Select, U64, &[c, x, y])?
+            }
+        })
+    }
+
     // ---- memory
 
     fn base_ty(&self, base: Base) -> Result<ScalarTy> {
@@ -1445,13 +1639,10 @@ impl Fx<'_> {
                 ParamVal::Scalar(v) => Ok(v),
                 ParamVal::Slice { .. } => Err(bad("a slice as a value")),
             },
-            ExprKind::Load {
-                base,
-                proved,
-                index,
-            } => {
+            ExprKind::Load { base, check, index } => {
                 let i = self.expr(index)?;
-                self.load_elem(*base, *proved, i)
+                let proved = self.proved(check)?;
+                self.load_elem(*base, proved, i)
             }
             ExprKind::Len(base) => self.len(*base),
             ExprKind::Unary(UnOp::Neg, a) => {

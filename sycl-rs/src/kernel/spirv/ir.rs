@@ -114,10 +114,9 @@ pub(crate) enum ExprKind {
     Lit(u64),
     Local(usize),
     Param(usize),
-    /// `proved`: in bounds by the user's `unsafe` or by the macro's bounds analysis.
     Load {
         base: Base,
-        proved: bool,
+        check: Check,
         index: Box<Expr>,
     },
     Len(Base),
@@ -141,6 +140,56 @@ pub(crate) enum ExprKind {
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
 }
 
+/// Whether an element access is checked (`sycl-macros/src/bounds.rs` decides).
+#[derive(Clone, Debug)]
+pub(crate) enum Check {
+    Checked,
+    /// In bounds (the user's `unsafe`, or proved for every work-group size).
+    Proved,
+    /// In bounds when this holds for the work-group size the module is built for.
+    When(Bound),
+    /// In bounds when this holds at run time (the same in every work-item of a launch).
+    Guard(Bound),
+}
+
+/// A `sycl_b*` function of the bounds conditions (saturating `u64` arithmetic).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BoundFn {
+    Add,
+    Mul,
+    Min,
+    Max,
+    Sub,
+    Div,
+    /// `wrap_lo(hi, lo, max)`: 0 when `hi >= max` (the value may have wrapped), else `lo`.
+    WrapLo,
+}
+
+/// A comparison in a bounds condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BoundCmp {
+    Lt,
+    Le,
+    Ge,
+    Gt,
+}
+
+/// A bounds condition or value (`u64`; comparisons are 0 or 1).
+#[derive(Clone, Debug)]
+pub(crate) enum Bound {
+    Num(u64),
+    LocalRange(u8),
+    GroupRange(u8),
+    GlobalRange(u8),
+    /// A scalar parameter (unsigned).
+    Param(usize),
+    /// A slice parameter's length.
+    Len(usize),
+    Fn(BoundFn, Vec<Bound>),
+    Cmp(BoundCmp, Box<Bound>, Box<Bound>),
+    Cond(Box<Bound>, Box<Bound>, Box<Bound>),
+}
+
 /// A `for` loop's header.
 #[derive(Clone, Debug)]
 pub(crate) struct For {
@@ -157,7 +206,7 @@ pub(crate) enum Stmt {
     AssignLocal(usize, Option<BinOp>, Expr),
     Store {
         base: Base,
-        proved: bool,
+        check: Check,
         op: Option<BinOp>,
         index: Expr,
         value: Expr,
@@ -290,6 +339,66 @@ impl Reader<'_> {
         }
     }
 
+    fn check(&mut self) -> Result<Check> {
+        Ok(match self.word()? {
+            0 => Check::Checked,
+            1 => Check::Proved,
+            2 => Check::When(self.bound(0)?),
+            3 => Check::Guard(self.bound(0)?),
+            _ => return Err(bad("check")),
+        })
+    }
+
+    fn dim(&mut self) -> Result<u8> {
+        match self.word()? {
+            d @ 0..=2 => Ok(d as u8),
+            _ => Err(bad("dimension")),
+        }
+    }
+
+    fn bound(&mut self, depth: usize) -> Result<Bound> {
+        if depth > 256 {
+            return Err(bad("bound nesting"));
+        }
+        let sub = |r: &mut Self| r.bound(depth + 1).map(Box::new);
+        Ok(match self.word()? {
+            0 => {
+                let lo = self.word()? as u64;
+                Bound::Num(lo | (self.word()? as u64) << 32)
+            }
+            1 => Bound::LocalRange(self.dim()?),
+            2 => Bound::GroupRange(self.dim()?),
+            3 => Bound::GlobalRange(self.dim()?),
+            4 => Bound::Param(self.index(self.params, "parameter")?),
+            5 => Bound::Len(self.index(self.params, "parameter")?),
+            6 => {
+                use BoundFn::*;
+                let f = *[Add, Mul, Min, Max, Sub, Div, WrapLo]
+                    .get(self.word()? as usize)
+                    .ok_or_else(|| bad("bound function"))?;
+                let n = if f == WrapLo { 3 } else { 2 };
+                let args = (0..n)
+                    .map(|_| self.bound(depth + 1))
+                    .collect::<Result<Vec<_>>>()?;
+                Bound::Fn(f, args)
+            }
+            7 => {
+                use BoundCmp::*;
+                let op = *[Lt, Le, Ge, Gt]
+                    .get(self.word()? as usize)
+                    .ok_or_else(|| bad("bound comparison"))?;
+                let a = sub(self)?;
+                Bound::Cmp(op, a, sub(self)?)
+            }
+            8 => {
+                let c = sub(self)?;
+                let a = sub(self)?;
+                Bound::Cond(c, a, sub(self)?)
+            }
+            _ => return Err(bad("bound")),
+        })
+    }
+
     fn opt_op(&mut self) -> Result<Option<BinOp>> {
         match self.word()? {
             NONE => Ok(None),
@@ -339,13 +448,13 @@ impl Reader<'_> {
             }
             3 => {
                 let base = self.base()?;
-                let proved = self.flag()?;
+                let check = self.check()?;
                 let op = self.opt_op()?;
                 let index = self.expr()?;
                 let value = self.expr()?;
                 Stmt::Store {
                     base,
-                    proved,
+                    check,
                     op,
                     index,
                     value,
@@ -424,10 +533,10 @@ impl Reader<'_> {
             2 => ExprKind::Param(self.index(self.params, "parameter")?),
             3 => {
                 let base = self.base()?;
-                let proved = self.flag()?;
+                let check = self.check()?;
                 ExprKind::Load {
                     base,
-                    proved,
+                    check,
                     index: b(self.expr()?),
                 }
             }
@@ -578,4 +687,72 @@ pub(crate) fn decode(words: &[u32], kernel: bool, helpers: usize) -> Result<Func
         steps,
     };
     Ok(f)
+}
+
+/// Calls `f` with the check of every element access in `body`.
+pub(crate) fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check)) {
+    fn expr<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Check)) {
+        match &e.kind {
+            ExprKind::Load { check, index, .. } => {
+                f(check);
+                expr(index, f);
+            }
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) => expr(a, f),
+            ExprKind::Binary(_, a, b) => {
+                expr(a, f);
+                expr(b, f);
+            }
+            ExprKind::Math(_, args) | ExprKind::Call(_, args) => {
+                args.iter().for_each(|a| expr(a, f))
+            }
+            ExprKind::Atomic { index, values, .. } => {
+                expr(index, f);
+                values.iter().for_each(|a| expr(a, f));
+            }
+            ExprKind::Select(c, a, b) => {
+                expr(c, f);
+                expr(a, f);
+                expr(b, f);
+            }
+            ExprKind::Lit(_)
+            | ExprKind::Local(_)
+            | ExprKind::Param(_)
+            | ExprKind::Len(_)
+            | ExprKind::Query(..)
+            | ExprKind::Reduce => {}
+        }
+    }
+    for s in body {
+        match s {
+            Stmt::Let(_, e) | Stmt::AssignLocal(_, _, e) | Stmt::Expr(e) => expr(e, f),
+            Stmt::Return(e) => e.iter().for_each(|e| expr(e, f)),
+            Stmt::Store {
+                check,
+                index,
+                value,
+                ..
+            } => {
+                f(check);
+                expr(index, f);
+                expr(value, f);
+            }
+            Stmt::If(c, a, b) => {
+                expr(c, f);
+                for_each_check(a, f);
+                for_each_check(b, f);
+            }
+            Stmt::While(c, b) => {
+                expr(c, f);
+                for_each_check(b, f);
+            }
+            Stmt::Loop(b) => for_each_check(b, f),
+            Stmt::For(h, b) => {
+                expr(&h.start, f);
+                expr(&h.end, f);
+                h.step.iter().for_each(|e| expr(e, f));
+                for_each_check(b, f);
+            }
+            Stmt::Break | Stmt::Continue | Stmt::Barrier => {}
+        }
+    }
 }
