@@ -864,27 +864,33 @@ impl std::fmt::Debug for KernelStatus {
     }
 }
 
-/// The full CUDA C++ or OpenCL C program of kernel `K` for launches over `range` (an nd-range:
-/// the program is specialised for its work-group size), as the runtime builds it (for tests and
-/// for reading what the macro made).
-pub fn program_source_of<K: GeneratedKernel>(backend: BackendKind, range: Range) -> Result<String> {
-    let def = K::definition();
-    let resolved = resolve(def)?;
+/// The variant of launches over `range`, an nd-range (programs depend on the work-group
+/// size).
+fn variant_of(range: Range, what: &str) -> Result<Variant> {
     let launch = range.inner;
     let Some(local) = launch.local else {
         return Err(Error::new(
             Errc::NdRange,
-            "program_source_of needs an nd-range (the program depends on the work-group size)",
+            format!("{what} needs an nd-range (the program depends on the work-group size)"),
         ));
     };
     let n = launch.dims as usize;
     let mut gpu_local = [1usize; 3];
     gpu_local[..n].copy_from_slice(&local[..n]);
     gpu_local[..n].reverse();
-    let variant = Variant {
+    Ok(Variant {
         dims: launch.dims,
         local: gpu_local,
-    };
+    })
+}
+
+/// The full CUDA C++ or OpenCL C program of kernel `K` for launches over `range` (an nd-range:
+/// the program is specialised for its work-group size), as the runtime builds it (for tests and
+/// for reading what the macro made).
+pub fn program_source_of<K: GeneratedKernel>(backend: BackendKind, range: Range) -> Result<String> {
+    let def = K::definition();
+    let resolved = resolve(def)?;
+    let variant = variant_of(range, "program_source_of")?;
     match backend {
         BackendKind::Cuda | BackendKind::OpenCl => Ok(program_source(
             def,
@@ -898,4 +904,18 @@ pub fn program_source_of<K: GeneratedKernel>(backend: BackendKind, range: Range)
             format!("#[sycl::kernel] makes no source for {other}"),
         )),
     }
+}
+
+/// The SPIR-V module (bytes) of kernel `K` for launches over `range` (an nd-range), as the
+/// runtime builds it for Level Zero and OpenCL devices with IL support (for validation tests
+/// and tools; needs no device).
+pub fn spirv_of<K: GeneratedKernel>(range: Range) -> Result<Vec<u8>> {
+    let def = K::definition();
+    let resolved = resolve(def)?;
+    let variant = variant_of(range, "spirv_of")?;
+    let target = super::spirv::Target {
+        dims: variant.dims,
+        local: variant.local,
+    };
+    super::spirv::module(def, &resolved.helpers, &target)
 }

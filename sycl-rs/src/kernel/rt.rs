@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::usm::{AsUsmRange, MemoryRecord};
 
-pub use super::launch::{program_source_of, submit};
+pub use super::launch::{program_source_of, spirv_of, submit};
 
 /// The scalar types of the kernel language.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
