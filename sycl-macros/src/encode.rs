@@ -660,3 +660,37 @@ mod cbound {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::cbound::parse;
+
+    #[test]
+    fn bounds_conditions_become_words() {
+        // `(sycl_b0 < SYCL_U64C(256))` with a named bound over the local range of dimension 0.
+        let decls = vec![
+            "const sycl_u64 sycl_b0 = sycl_badd(sycl_bmul(((sycl_u64)SYCL_LOCAL_RANGE(SYCL_AXIS(0))), SYCL_U64C(16)), SYCL_U64C(15));".to_owned(),
+        ];
+        let words = parse("(sycl_b0 < SYCL_U64C(256))", &decls).expect("parsed");
+        assert_eq!(
+            words,
+            [7, 0, 6, 0, 6, 1, 1, 0, 0, 16, 0, 0, 15, 0, 0, 256, 0]
+        );
+        // Run-time guards: ranges, lengths, parameters, conditionals.
+        let words = parse("(sycl_r1 <= p2_len)", &[]).expect("parsed");
+        assert_eq!(words, [7, 1, 3, 1, 5, 2]);
+        let words = parse(
+            "(((sycl_u64)p0 >= SYCL_U64C(1)) ? sycl_bsub(((sycl_u64)p0), SYCL_U64C(1)) : SYCL_U64C(0))",
+            &[],
+        )
+        .expect("parsed");
+        assert_eq!(
+            words,
+            [8, 7, 2, 4, 0, 0, 1, 0, 6, 4, 4, 0, 0, 1, 0, 0, 0, 0]
+        );
+        // Anything else is refused (the access then stays checked).
+        assert!(parse("(sycl_bfoo(1, 2) < SYCL_U64C(3))", &[]).is_none());
+        assert!(parse("(x + 1 < SYCL_U64C(3))", &[]).is_none());
+        assert!(parse("(sycl_b7 < SYCL_U64C(3))", &[]).is_none());
+    }
+}

@@ -944,7 +944,7 @@ impl Fx<'_> {
             None => None,
         };
         self.uniform = false;
-        if uniform {
+        if uniform && (!Self::pure(&h.start) || !Self::pure(&h.end) || h.step.is_some()) {
             self.uniform_check()?;
         }
         let (lt, le) = if is_signed(t) {
@@ -1108,7 +1108,10 @@ impl Fx<'_> {
                     let v = self.expr(e)?;
                     self.uniform = false;
                     self.store(self.locals[*l], v)?;
-                    self.uniform_check()?;
+                    // (A value that cannot fail leaves `ufail` as it was: 0.)
+                    if !Self::pure(e) {
+                        self.uniform_check()?;
+                    }
                 }
                 Step::Barrier => self.barrier()?,
                 Step::Reduce { local, op, value } => {
