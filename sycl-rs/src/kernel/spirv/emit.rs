@@ -415,21 +415,23 @@ fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>) -> Result<Word> {
     let bool_ty = fx.m.ty(ScalarTy::Bool);
     let no = fx.m.konst(ScalarTy::Bool, 0);
     fx.done = fx.var(bool_ty, Some(no));
-    match &f.steps {
-        None => {
-            // A plain range is launched rounded up to whole work-groups; the extra
-            // work-items leave here, so the kernel sees exactly its range.
-            let mut outside = None;
-            for d in 0..fx.dims {
-                let g = fx.query(Query::GlobalId, d)?;
-                let r = fx.range(d)?;
-                let o = fx.op(Op::UGreaterThanEqual, ScalarTy::Bool, &[g, r])?;
-                outside = Some(match outside {
-                    None => o,
-                    Some(prev) => fx.op(Op::LogicalOr, ScalarTy::Bool, &[prev, o])?,
-                });
-            }
-            let flat = |fx: &mut Fx<'_>| -> Result<()> {
+    // A plain range is launched rounded up to whole work-groups; the extra work-items of a
+    // flat kernel leave first, so the kernel sees exactly its range.
+    let mut outside = None;
+    if f.steps.is_none() {
+        for d in 0..fx.dims {
+            let g = fx.query(Query::GlobalId, d)?;
+            let r = fx.range(d)?;
+            let o = fx.op(Op::UGreaterThanEqual, ScalarTy::Bool, &[g, r])?;
+            outside = Some(match outside {
+                None => o,
+                Some(prev) => fx.op(Op::LogicalOr, ScalarTy::Bool, &[prev, o])?,
+            });
+        }
+    }
+    let body = |fx: &mut Fx<'_>| -> Result<()> {
+        match &f.steps {
+            None => {
                 if let Some(outside) = outside {
                     fx.if_then(outside, |fx| {
                         fx.m.b.ret().map_err(build_err)?;
@@ -437,48 +439,46 @@ fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>) -> Result<Word> {
                     })?;
                 }
                 fx.block(&f.body)?;
-                fx.report()
-            };
-            // Accesses in bounds under run-time guards (conditions over parameters, ranges
-            // and lengths, the same in every work-item): one test, then a copy of the body
-            // without their checks or one with them (as the OpenCL C form; not in work-group
-            // kernels, see spec/kernels.md). `SYCL_RS_KERNEL_GUARDS=0` keeps one checked copy.
-            let mut guards: Vec<&Bound> = Vec::new();
-            for_each_check(&f.body, &mut |c| {
-                if let Check::Guard(b) = c {
-                    guards.push(b);
-                }
-            });
-            let guards_off = std::env::var_os("SYCL_RS_KERNEL_GUARDS").is_some_and(|v| v == "0");
-            if guards.is_empty() || guards_off {
-                flat(&mut fx)?;
-            } else {
-                let mut all = None;
-                for g in guards {
-                    let v = fx.bound(g)?;
-                    all = Some(match all {
-                        None => v,
-                        Some(prev) => fx.op(Op::LogicalAnd, ScalarTy::Bool, &[prev, v])?,
-                    });
-                }
-                let all = all.expect("at least one guard");
-                let (fast, slow, merge) = (fx.label(), fx.label(), fx.label());
-                fx.open_selection(all, fast, slow, merge)?;
-                fx.begin(fast)?;
-                fx.assume_guards = true;
-                flat(&mut fx)?;
-                fx.assume_guards = false;
-                fx.branch(merge)?;
-                fx.begin(slow)?;
-                flat(&mut fx)?;
-                fx.branch(merge)?;
-                fx.begin(merge)?;
             }
+            Some(steps) => fx.steps(steps)?,
         }
-        Some(steps) => {
-            fx.steps(steps)?;
-            fx.report()?;
+        fx.report()
+    };
+    // Accesses in bounds under run-time guards (conditions over parameters, ranges and
+    // lengths, the same in every work-item): one test, then a copy of the body without their
+    // checks or one with them (as the OpenCL C form). Work-group kernels too: every work-item
+    // takes the same branch, so barriers stay uniform (the OpenCL C form does not do this
+    // for them: see spec/kernels.md). `SYCL_RS_KERNEL_GUARDS=0` keeps one checked copy.
+    let mut guards: Vec<&Bound> = Vec::new();
+    for_each_check(&f.body, &mut |c| {
+        if let Check::Guard(b) = c {
+            guards.push(b);
         }
+    });
+    let guards_off = std::env::var_os("SYCL_RS_KERNEL_GUARDS").is_some_and(|v| v == "0");
+    if guards.is_empty() || guards_off {
+        body(&mut fx)?;
+    } else {
+        let mut all = None;
+        for g in guards {
+            let v = fx.bound(g)?;
+            all = Some(match all {
+                None => v,
+                Some(prev) => fx.op(Op::LogicalAnd, ScalarTy::Bool, &[prev, v])?,
+            });
+        }
+        let all = all.expect("at least one guard");
+        let (fast, slow, merge) = (fx.label(), fx.label(), fx.label());
+        fx.open_selection(all, fast, slow, merge)?;
+        fx.begin(fast)?;
+        fx.assume_guards = true;
+        body(&mut fx)?;
+        fx.assume_guards = false;
+        fx.branch(merge)?;
+        fx.begin(slow)?;
+        body(&mut fx)?;
+        fx.branch(merge)?;
+        fx.begin(merge)?;
     }
     fx.m.b.ret().map_err(build_err)?;
     fx.finish()?;
