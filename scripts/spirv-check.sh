@@ -3,7 +3,9 @@
 # conformance suite and every example with SYCL_RS_KERNEL_IR=spirv, every module the runtime
 # built written to a directory (SYCL_RS_SPIRV_DUMP), then `spirv-val` on each (Debian's
 # spirv-tools): with the SPIR-V 1.0 rules the modules declare, and OpenCL 2.2's where a module
-# has no 64-bit atomics (that environment lists Int64Atomics as an extension's).
+# has no 64-bit atomics (that environment lists Int64Atomics as an extension's). Also the kernel
+# suite on the Intel device as OpenCL C (SYCL_RS_KERNEL_IR=opencl_c), the form SPIR-V replaced
+# there by default.
 #
 # Fails on: no Intel OpenCL device, a failed or missing kernel test on it, a failed example, an
 # empty dump, any module spirv-val refuses. Needs the OpenCL environment (OCL_ICD_VENDORS) and
@@ -36,6 +38,14 @@ if [ "$rc" -ne 0 ] || [ "$ran" -eq 0 ] || [ "$bad" -ne 0 ]; then
     exit 1
 fi
 echo "-- $ran kernel tests passed on $intel through SPIR-V"
+
+# SPIR-V is the default where the driver takes it: the OpenCL C form must keep passing there
+# (and build no module: the dump must not grow).
+before=$(ls "$dump" | wc -l)
+SYCL_RS_KERNEL_IR=opencl_c cargo test -q -p sycl-tests --test conformance -- "$intel] kernels::" >"$log" 2>&1 \
+    || { tail -40 "$log" >&2; echo "spirv-check: the kernel suite as OpenCL C failed on $intel" >&2; exit 1; }
+[ "$(ls "$dump" | wc -l)" -eq "$before" ] || { echo "spirv-check: SYCL_RS_KERNEL_IR=opencl_c built SPIR-V" >&2; exit 1; }
+echo "-- and as OpenCL C: $(grep -c ' ok$' "$log") kernel tests passed on $intel"
 
 for e in vector_add reduction stencil2d matmul; do
     ONEAPI_DEVICE_SELECTOR=$selector target/release/examples/$e | tail -1

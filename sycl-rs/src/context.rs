@@ -25,9 +25,9 @@ pub struct Context {
 impl Context {
     /// A new context over `devices` (at least one, all of one platform).
     ///
-    /// Its `#[sycl::kernel]` programs take the backend's form; on OpenCL, OpenCL C unless the
-    /// environment variable `SYCL_RS_KERNEL_IR` is `spirv` and every device takes SPIR-V
-    /// (see [`Context::with_kernel_ir`]).
+    /// Its `#[sycl::kernel]` programs take the backend's form; on OpenCL, SPIR-V where every
+    /// device takes it and OpenCL C elsewhere, unless the environment variable
+    /// `SYCL_RS_KERNEL_IR` is `opencl_c` (see [`Context::with_kernel_ir`]).
     pub fn new(devices: &[Device]) -> Result<Context> {
         Context::create(devices, None)
     }
