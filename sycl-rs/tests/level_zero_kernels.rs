@@ -1,8 +1,9 @@
 //! `#[sycl::kernel]` kernels on Level Zero, against the mock driver of the Level Zero backend
 //! (`backends/level-zero/tests/mock/mock_ze_driver.c`, loaded by the real loader through
 //! `ZE_ENABLE_ALT_DRIVERS`): the launch builds the SPIR-V module sycl-rs makes (the same bytes
-//! as `spirv_of` for the launch's work-group size) with `zeModuleCreate`, and sets the
-//! arguments in the layout of the OpenCL C form. The mock reads the kernel's parameter count
+//! as `spirv_of` for the launch's work-group size) with `zeModuleCreate`, sets the arguments
+//! in the layout of the OpenCL C form, and picks the entry point without the checks that the
+//! run-time bounds guards cover exactly when they hold. The mock reads the kernel's parameter count
 //! from the module and keeps what it received; it runs nothing, so this proves the module and
 //! the argument layout, not the kernel's results (those are proved on Intel's CPU OpenCL
 //! runtime from the same modules: spec/level-zero.md).
@@ -155,7 +156,9 @@ fn generated_kernels_reach_level_zero_as_spirv_with_the_launch_layout() {
     assert_eq!(&module[..4], &0x0723_0203u32.to_le_bytes());
     spirv_val("scale", &module);
     let l = last_launch(&mock);
-    assert_eq!(l.name, "sycl_kernel");
+    // The run-time bounds guards (`global_range(0) <= len` of x and y) hold: the entry point
+    // without those checks.
+    assert_eq!(l.name, "sycl_kernel_guarded");
     // a, flag (one byte), x and its length, y and its length, the status word, the range.
     assert_eq!(l.sizes, [4, 1, 8, 8, 8, 8, 8, 8, 8, 8], "argument sizes");
     assert!(l.nulls.iter().all(|&z| !z));
@@ -167,6 +170,17 @@ fn generated_kernels_reach_level_zero_as_spirv_with_the_launch_layout() {
     );
     assert_ne!(l.values[6], 0, "the status word");
     assert_eq!(&l.values[7..], &[n as u64, 1, 1], "the range");
+
+    // A shorter x: a guard fails, so the entry point with every check (the mock runs nothing:
+    // on a device the out-of-bounds work-items would fail the launch).
+    let short = sycl::malloc_device::<f32>(n - 1, &q).expect("short");
+    q.parallel_for(Range::d1(n), &[], scale(2.5, false, &short, &y))
+        .expect("submit")
+        .wait()
+        .expect("wait");
+    let l = last_launch(&mock);
+    assert_eq!(l.name, "sycl_kernel");
+    assert_eq!((l.values[1], l.values[3]), (0, n as u64 - 1));
 
     // A work-group kernel with a reduction: the local scratch the OpenCL C form takes, too.
     let groups = 4usize;

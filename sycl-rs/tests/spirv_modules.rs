@@ -138,39 +138,46 @@ fn module_of(name: &str, words: &[u8]) -> (Vec<u32>, Module) {
     (w, module)
 }
 
-/// The kernel's entry point, work-group size and parameter list, as launch.rs passes them.
+/// The kernel's entry points (`sycl_kernel`, and `sycl_kernel_guarded` where the kernel has
+/// run-time bounds guards), each with the work-group size and the parameter list launch.rs
+/// passes.
 fn check_structure(name: &str, module: &Module, local: [u32; 3], params: &[&str]) {
-    let entry = &module.entry_points[0];
+    let names: Vec<&Operand> = module.entry_points.iter().map(|e| &e.operands[2]).collect();
     assert_eq!(
-        entry.operands[2],
-        Operand::LiteralString("sycl_kernel".into()),
-        "{name}: entry point"
+        names,
+        [
+            &Operand::LiteralString("sycl_kernel".into()),
+            &Operand::LiteralString("sycl_kernel_guarded".into())
+        ],
+        "{name}: entry points"
     );
-    let kernel_id = entry.operands[1].unwrap_id_ref();
-    let size = module
-        .execution_modes
-        .iter()
-        .find(|m| {
-            m.operands[1] == Operand::ExecutionMode(ExecutionMode::LocalSize)
-                && m.operands[0].unwrap_id_ref() == kernel_id
-        })
-        .unwrap_or_else(|| panic!("{name}: no LocalSize"));
-    assert_eq!(
-        &size.operands[2..],
-        &local.map(Operand::LiteralBit32)[..],
-        "{name}: LocalSize"
-    );
-    let f = module
-        .functions
-        .iter()
-        .find(|f| f.def_id() == Some(kernel_id))
-        .expect("the kernel function");
-    let kinds: Vec<String> = f
-        .parameters
-        .iter()
-        .map(|p| describe(module, p.result_type.expect("typed")))
-        .collect();
-    assert_eq!(kinds, params, "{name}: parameters");
+    for entry in &module.entry_points {
+        let kernel_id = entry.operands[1].unwrap_id_ref();
+        let size = module
+            .execution_modes
+            .iter()
+            .find(|m| {
+                m.operands[1] == Operand::ExecutionMode(ExecutionMode::LocalSize)
+                    && m.operands[0].unwrap_id_ref() == kernel_id
+            })
+            .unwrap_or_else(|| panic!("{name}: no LocalSize"));
+        assert_eq!(
+            &size.operands[2..],
+            &local.map(Operand::LiteralBit32)[..],
+            "{name}: LocalSize"
+        );
+        let f = module
+            .functions
+            .iter()
+            .find(|f| f.def_id() == Some(kernel_id))
+            .expect("the kernel function");
+        let kinds: Vec<String> = f
+            .parameters
+            .iter()
+            .map(|p| describe(module, p.result_type.expect("typed")))
+            .collect();
+        assert_eq!(kinds, params, "{name}: parameters");
+    }
 }
 
 /// `u64`, `ptr global`, `ptr local`, `u8`, `f32`... of a type id.

@@ -11,7 +11,7 @@ use sycl_backend::{Aspect, BackendKind, EventStatus, LaunchRange, UsmKind};
 
 use super::__rt::{
     ArgInner, Args, CpuArg, CpuArgs, CpuEntry, Definition, DefinitionParts, GeneratedKernel,
-    HelperDef, ParamSpec,
+    HelperDef, ParamSpec, ScalarTy,
 };
 use super::{Kernel, KernelBundle, Range};
 use crate::usm::{MemoryRecord, Use};
@@ -405,13 +405,26 @@ fn submit_gpu(
         dims: launch.dims,
         local: geometry.local.expect("a GPU launch has work-groups"),
     };
-    let kernel = queue.context().shared.kernels.kernel(
+    let built = queue.context().shared.kernels.kernel(
         queue.context(),
         def,
         resolved,
         variant,
         device.backend(),
     )?;
+    // A SPIR-V module's entry point without the checks its run-time guards cover, where they
+    // all hold for this launch (the values the device would compute: ranges, scalar
+    // parameters, slice lengths).
+    let kernel = match &built.guarded {
+        Some((guarded, guards))
+            if guards
+                .iter()
+                .all(|g| g.eval(&|leaf| guard_leaf(leaf, &launch, &geometry, args)) == Some(1)) =>
+        {
+            guarded
+        }
+        _ => &built.kernel,
+    };
     let slot = queue.context().shared.kernels.status_slot(queue)?;
     let len_bytes: Vec<[u8; 8]> = args
         .0
@@ -475,11 +488,54 @@ fn submit_gpu(
     Ok(event)
 }
 
+/// A leaf of a run-time bounds guard for this launch: the device's values.
+fn guard_leaf(
+    leaf: &super::spirv::Bound,
+    launch: &LaunchRange,
+    geometry: &LaunchRange,
+    args: &Args,
+) -> Option<u64> {
+    use super::spirv::Bound;
+    let axis = |d: u8| (launch.dims.checked_sub(1)?.checked_sub(d)).map(usize::from);
+    let local = geometry.local?;
+    match *leaf {
+        Bound::LocalRange(d) => Some(local[axis(d)?] as u64),
+        Bound::GroupRange(d) => {
+            let a = axis(d)?;
+            Some((geometry.global[a] / local[a]) as u64)
+        }
+        Bound::GlobalRange(d) => Some(*launch.global.get(d as usize)? as u64),
+        Bound::Param(i) => match &args.0.get(i)?.0 {
+            ArgInner::Scalar { bytes, ty } => match ty {
+                ScalarTy::U32 => {
+                    Some(u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as u64)
+                }
+                ScalarTy::U64 | ScalarTy::Usize => Some(u64::from_ne_bytes(*bytes)),
+                _ => None,
+            },
+            ArgInner::Slice { .. } => None,
+        },
+        Bound::Len(i) => match &args.0.get(i)?.0 {
+            ArgInner::Slice { len, .. } => Some(*len as u64),
+            ArgInner::Scalar { .. } => None,
+        },
+        _ => None,
+    }
+}
+
 // ---- the per-context cache
 
 /// Built programs and status words of one context.
 /// A program's cache entry: locked while it builds, so a kernel builds once.
-type ProgramSlot = Arc<Mutex<Option<Kernel>>>;
+type ProgramSlot = Arc<Mutex<Option<Built>>>;
+
+/// A built program's kernel, and for SPIR-V modules with run-time bounds guards the entry
+/// point without the checks they cover, with the guards.
+#[derive(Clone)]
+struct Built {
+    kernel: Kernel,
+    guarded: Option<(Kernel, Arc<Vec<super::spirv::Bound>>)>,
+}
 
 pub(crate) struct KernelCache {
     /// By definition address and variant.
@@ -650,7 +706,7 @@ impl KernelCache {
         resolved: &'static Resolved,
         variant: Variant,
         backend: BackendKind,
-    ) -> Result<Kernel> {
+    ) -> Result<Built> {
         let key = (def as *const Definition as usize, variant);
         let entry = self.programs.lock().entry(key).or_default().clone();
         let mut slot = entry.lock();
@@ -668,15 +724,17 @@ impl KernelCache {
         } else {
             ""
         };
-        let (src, il);
+        let src;
+        let mut il = None;
         let (source, options) = match (backend, self.ir) {
             (_, KernelIr::SpirV) => {
                 let target = super::spirv::Target {
                     dims: variant.dims,
                     local: variant.local,
                 };
-                il = super::spirv::module(def, &resolved.helpers, &target)?;
-                (sycl_backend::KernelSource::SpirV(&il), exact)
+                il = Some(super::spirv::module(def, &resolved.helpers, &target)?);
+                let bytes = &il.as_ref().expect("just built").bytes;
+                (sycl_backend::KernelSource::SpirV(bytes), exact)
             }
             // Rust does not contract `a * b + c` into a fused multiply-add; `mul_add` does.
             (BackendKind::Cuda, _) => {
@@ -697,9 +755,17 @@ impl KernelCache {
                 ),
             )
         })?;
-        let kernel = bundle.kernel("sycl_kernel")?;
-        *slot = Some(kernel.clone());
-        Ok(kernel)
+        let kernel = bundle.kernel(super::spirv::ENTRY)?;
+        let guarded = match il {
+            Some(m) if !m.guards.is_empty() => Some((
+                bundle.kernel(super::spirv::ENTRY_GUARDED)?,
+                Arc::new(m.guards),
+            )),
+            _ => None,
+        };
+        let built = Built { kernel, guarded };
+        *slot = Some(built.clone());
+        Ok(built)
     }
 
     fn status_slot(&self, queue: &Queue) -> Result<StatusSlot> {
@@ -921,5 +987,5 @@ pub fn spirv_of<K: GeneratedKernel>(range: Range) -> Result<Vec<u8>> {
         dims: variant.dims,
         local: variant.local,
     };
-    super::spirv::module(def, &resolved.helpers, &target)
+    super::spirv::module(def, &resolved.helpers, &target).map(|m| m.bytes)
 }

@@ -29,6 +29,12 @@ const SCOPE_WORKGROUP: u64 = 2;
 /// `barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)`.
 const BARRIER_SEMANTICS: u64 = 0x8 | 0x100 | 0x200;
 
+/// The kernel's entry point, with every check.
+pub(crate) const ENTRY: &str = "sycl_kernel";
+/// The entry point without the checks that the run-time guards cover (`Check::Guard`): the
+/// launch picks it when every guard holds (it evaluates them on the host).
+pub(crate) const ENTRY_GUARDED: &str = "sycl_kernel_guarded";
+
 /// What one module is built from and for.
 pub(crate) struct Program<'a> {
     pub kernel: &'a Function,
@@ -43,6 +49,8 @@ pub(crate) struct Program<'a> {
     /// The kernel takes a work-group scratch pointer (the OpenCL C form's reductions): kept
     /// as a parameter so that both forms take the same arguments.
     pub scratch_param: bool,
+    /// Also the entry point `ENTRY_GUARDED`.
+    pub guarded_entry: bool,
 }
 
 fn build_err(e: rspirv::dr::Error) -> Error {
@@ -224,8 +232,8 @@ struct Fx<'a> {
     in_region: bool,
     dims: u8,
     local: [u32; 3],
-    /// Emitting the copy of a flat kernel's body that runs when every run-time guard holds
-    /// (`Check::Guard` accesses need no check there).
+    /// Emitting the entry point that runs when every run-time guard holds (`Check::Guard`
+    /// accesses need no check there).
     assume_guards: bool,
 }
 
@@ -261,13 +269,18 @@ pub(crate) fn build(p: &Program<'_>) -> Result<Vec<u32>> {
         helper_ids.push(helper(&mut m, h, callees, p)?);
     }
     let callees = targets(&helper_ids, &p.kernel_calls)?;
-    let kernel = kernel(&mut m, p, callees)?;
+    let mut entries = vec![(kernel(&mut m, p, callees.clone(), false)?, ENTRY)];
+    if p.guarded_entry {
+        entries.push((kernel(&mut m, p, callees, true)?, ENTRY_GUARDED));
+    }
     let mut interface: Vec<Word> = m.builtins.values().copied().collect();
     interface.sort_unstable();
-    m.b.entry_point(ExecutionModel::Kernel, kernel, "sycl_kernel", interface);
-    m.b.execution_mode(kernel, ExecutionMode::LocalSize, p.local);
-    // Rust does not contract `a * b + c` (OpenCL C's `FP_CONTRACT OFF`).
-    m.b.execution_mode(kernel, ExecutionMode::ContractionOff, []);
+    for (id, name) in entries {
+        m.b.entry_point(ExecutionModel::Kernel, id, name, &interface);
+        m.b.execution_mode(id, ExecutionMode::LocalSize, p.local);
+        // Rust does not contract `a * b + c` (OpenCL C's `FP_CONTRACT OFF`).
+        m.b.execution_mode(id, ExecutionMode::ContractionOff, []);
+    }
     use rspirv::binary::Assemble;
     Ok(m.b.module().assemble())
 }
@@ -328,9 +341,11 @@ fn helper(m: &mut Module, f: &Function, callees: Vec<Word>, p: &Program<'_>) -> 
     Ok(id)
 }
 
-fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>) -> Result<Word> {
+/// The kernel's entry function; `guarded`: without the checks the run-time guards cover.
+fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>, guarded: bool) -> Result<Word> {
     let f = p.kernel;
     let mut fx = new_fx(m, f, callees, p);
+    fx.assume_guards = guarded;
     let void = fx.m.b.type_void();
     let u64t = fx.m.ty(ScalarTy::U64);
     let u32t = fx.m.ty(ScalarTy::U32);
@@ -429,57 +444,19 @@ fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>) -> Result<Word> {
             });
         }
     }
-    let body = |fx: &mut Fx<'_>| -> Result<()> {
-        match &f.steps {
-            None => {
-                if let Some(outside) = outside {
-                    fx.if_then(outside, |fx| {
-                        fx.m.b.ret().map_err(build_err)?;
-                        fx.dead_block()
-                    })?;
-                }
-                fx.block(&f.body)?;
+    match &f.steps {
+        None => {
+            if let Some(outside) = outside {
+                fx.if_then(outside, |fx| {
+                    fx.m.b.ret().map_err(build_err)?;
+                    fx.dead_block()
+                })?;
             }
-            Some(steps) => fx.steps(steps)?,
+            fx.block(&f.body)?;
         }
-        fx.report()
-    };
-    // Accesses in bounds under run-time guards (conditions over parameters, ranges and
-    // lengths, the same in every work-item): one test, then a copy of the body without their
-    // checks or one with them (as the OpenCL C form). Work-group kernels too: every work-item
-    // takes the same branch, so barriers stay uniform (the OpenCL C form does not do this
-    // for them: see spec/kernels.md). `SYCL_RS_KERNEL_GUARDS=0` keeps one checked copy.
-    let mut guards: Vec<&Bound> = Vec::new();
-    for_each_check(&f.body, &mut |c| {
-        if let Check::Guard(b) = c {
-            guards.push(b);
-        }
-    });
-    let guards_off = std::env::var_os("SYCL_RS_KERNEL_GUARDS").is_some_and(|v| v == "0");
-    if guards.is_empty() || guards_off {
-        body(&mut fx)?;
-    } else {
-        let mut all = None;
-        for g in guards {
-            let v = fx.bound(g)?;
-            all = Some(match all {
-                None => v,
-                Some(prev) => fx.op(Op::LogicalAnd, ScalarTy::Bool, &[prev, v])?,
-            });
-        }
-        let all = all.expect("at least one guard");
-        let (fast, slow, merge) = (fx.label(), fx.label(), fx.label());
-        fx.open_selection(all, fast, slow, merge)?;
-        fx.begin(fast)?;
-        fx.assume_guards = true;
-        body(&mut fx)?;
-        fx.assume_guards = false;
-        fx.branch(merge)?;
-        fx.begin(slow)?;
-        body(&mut fx)?;
-        fx.branch(merge)?;
-        fx.begin(merge)?;
+        Some(steps) => fx.steps(steps)?,
     }
+    fx.report()?;
     fx.m.b.ret().map_err(build_err)?;
     fx.finish()?;
     Ok(id)
@@ -1182,140 +1159,12 @@ impl Fx<'_> {
     }
 
     /// A bounds condition's value for the work-group size the module is built for; `None`
-    /// when it depends on run-time values. The `sycl_b*` functions of `prelude_bounds.h`.
+    /// when it depends on run-time values.
     fn eval(&self, b: &Bound) -> Result<Option<u64>> {
-        let two = |fx: &Self, a: &[Bound]| -> Result<Option<(u64, u64)>> {
-            Ok(match (fx.eval(&a[0])?, fx.eval(&a[1])?) {
-                (Some(x), Some(y)) => Some((x, y)),
-                _ => None,
-            })
-        };
-        Ok(match b {
-            Bound::Num(v) => Some(*v),
-            Bound::LocalRange(d) => Some(self.local[self.axis(*d)? as usize] as u64),
-            Bound::GroupRange(_) | Bound::GlobalRange(_) | Bound::Param(_) | Bound::Len(_) => None,
-            Bound::Fn(BoundFn::WrapLo, a) => {
-                match (self.eval(&a[0])?, self.eval(&a[1])?, self.eval(&a[2])?) {
-                    (Some(hi), Some(lo), Some(max)) => Some(if hi >= max { 0 } else { lo }),
-                    _ => None,
-                }
-            }
-            Bound::Fn(f, a) => two(self, a)?.map(|(x, y)| match f {
-                BoundFn::Add => x.saturating_add(y),
-                BoundFn::Mul => x.saturating_mul(y),
-                BoundFn::Min => x.min(y),
-                BoundFn::Max => x.max(y),
-                BoundFn::Sub => x.saturating_sub(y),
-                BoundFn::Div => x.checked_div(y).unwrap_or(x),
-                BoundFn::WrapLo => unreachable!("above"),
-            }),
-            Bound::Cmp(op, a, b) => match (self.eval(a)?, self.eval(b)?) {
-                (Some(x), Some(y)) => Some(match op {
-                    BoundCmp::Lt => x < y,
-                    BoundCmp::Le => x <= y,
-                    BoundCmp::Ge => x >= y,
-                    BoundCmp::Gt => x > y,
-                } as u64),
-                _ => None,
-            },
-            Bound::Cond(c, a, b) => match self.eval(c)? {
-                Some(0) => self.eval(b)?,
-                Some(_) => self.eval(a)?,
-                None => None,
-            },
-        })
-    }
-
-    /// A bounds value as SPIR-V: a `u64`, or a `bool` for a comparison.
-    fn bound(&mut self, b: &Bound) -> Result<Word> {
-        use ScalarTy::{Bool, U64};
-        if let Some(v) = self.eval(b)? {
-            return Ok(if matches!(b, Bound::Cmp(..)) {
-                self.m.konst(Bool, v)
-            } else {
-                self.m.u64c(v)
-            });
-        }
-        Ok(match b {
-            Bound::Num(v) => self.m.u64c(*v),
-            Bound::LocalRange(d) => self.query(Query::LocalRange, *d)?,
-            Bound::GroupRange(d) => self.query(Query::GroupRange, *d)?,
-            Bound::GlobalRange(d) => self.range(*d)?,
-            Bound::Param(i) => match (self.params[*i], self.f.params[*i]) {
-                (ParamVal::Scalar(v), Param::Scalar(t)) if is_int(t) => {
-                    if bits(t) == 32 {
-                        self.op(Op::UConvert, U64, &[v])?
-                    } else {
-                        v
-                    }
-                }
-                _ => return Err(bad("a bound over a parameter that is not an integer")),
-            },
-            Bound::Len(i) => self.len(Base::Param(*i))?,
-            Bound::Fn(f, a) => {
-                let x = self.bound(&a[0])?;
-                let y = self.bound(&a[1])?;
-                let max = self.m.u64c(u64::MAX);
-                let zero = self.m.u64c(0);
-                match f {
-                    BoundFn::Add => {
-                        let s = self.op(Op::IAdd, U64, &[x, y])?;
-                        let wrapped = self.op(Op::ULessThan, Bool, &[s, x])?;
-                        self.op(Op::Select, U64, &[wrapped, max, s])?
-                    }
-                    BoundFn::Mul => {
-                        // Saturating: a * b > MAX exactly when b != 0 and a > MAX / b.
-                        let p = self.op(Op::IMul, U64, &[x, y])?;
-                        let nonzero = self.op(Op::INotEqual, Bool, &[y, zero])?;
-                        let one = self.m.u64c(1);
-                        let safe = self.op(Op::Select, U64, &[nonzero, y, one])?;
-                        let q = self.op(Op::UDiv, U64, &[max, safe])?;
-                        let above = self.op(Op::UGreaterThan, Bool, &[x, q])?;
-                        let over = self.op(Op::LogicalAnd, Bool, &[nonzero, above])?;
-                        self.op(Op::Select, U64, &[over, max, p])?
-                    }
-                    BoundFn::Min | BoundFn::Max => {
-                        let lt = self.op(Op::ULessThan, Bool, &[x, y])?;
-                        let (a, b) = if *f == BoundFn::Min { (x, y) } else { (y, x) };
-                        self.op(Op::Select, U64, &[lt, a, b])?
-                    }
-                    BoundFn::Sub => {
-                        let ge = self.op(Op::UGreaterThanEqual, Bool, &[x, y])?;
-                        let d = self.op(Op::ISub, U64, &[x, y])?;
-                        self.op(Op::Select, U64, &[ge, d, zero])?
-                    }
-                    BoundFn::Div => {
-                        let is0 = self.op(Op::IEqual, Bool, &[y, zero])?;
-                        let one = self.m.u64c(1);
-                        let safe = self.op(Op::Select, U64, &[is0, one, y])?;
-                        let q = self.op(Op::UDiv, U64, &[x, safe])?;
-                        self.op(Op::Select, U64, &[is0, x, q])?
-                    }
-                    BoundFn::WrapLo => {
-                        let m = self.bound(&a[2])?;
-                        let wrapped = self.op(Op::UGreaterThanEqual, Bool, &[x, m])?;
-                        self.op(Op::Select, U64, &[wrapped, zero, y])?
-                    }
-                }
-            }
-            Bound::Cmp(op, a, b) => {
-                let x = self.bound(a)?;
-                let y = self.bound(b)?;
-                let o = match op {
-                    BoundCmp::Lt => Op::ULessThan,
-                    BoundCmp::Le => Op::ULessThanEqual,
-                    BoundCmp::Ge => Op::UGreaterThanEqual,
-                    BoundCmp::Gt => Op::UGreaterThan,
-                };
-                self.op(o, Bool, &[x, y])?
-            }
-            Bound::Cond(c, a, b) => {
-                let c = self.bound(c)?;
-                let x = self.bound(a)?;
-                let y = self.bound(b)?;
-                self.op(Op::Select, U64, &[c, x, y])?
-            }
-        })
+        Ok(b.eval(&|leaf| match leaf {
+            Bound::LocalRange(d) => self.axis(*d).ok().map(|a| self.local[a as usize] as u64),
+            _ => None,
+        }))
     }
 
     // ---- memory

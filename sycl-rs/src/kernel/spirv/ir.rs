@@ -190,6 +190,64 @@ pub(crate) enum Bound {
     Cond(Box<Bound>, Box<Bound>, Box<Bound>),
 }
 
+impl Bound {
+    /// The value (comparisons 0 or 1) with the `sycl_b*` functions of `prelude_bounds.h`
+    /// (saturating `u64` arithmetic); `leaf` gives the ranges, parameters and lengths it
+    /// knows. `None` when a leaf is unknown.
+    pub(crate) fn eval(&self, leaf: &dyn Fn(&Bound) -> Option<u64>) -> Option<u64> {
+        match self {
+            Bound::Num(v) => Some(*v),
+            Bound::LocalRange(_)
+            | Bound::GroupRange(_)
+            | Bound::GlobalRange(_)
+            | Bound::Param(_)
+            | Bound::Len(_) => leaf(self),
+            Bound::Fn(BoundFn::WrapLo, a) => {
+                let (hi, lo, max) = (a[0].eval(leaf)?, a[1].eval(leaf)?, a[2].eval(leaf)?);
+                Some(if hi >= max { 0 } else { lo })
+            }
+            Bound::Fn(f, a) => {
+                let (x, y) = (a[0].eval(leaf)?, a[1].eval(leaf)?);
+                Some(match f {
+                    BoundFn::Add => x.saturating_add(y),
+                    BoundFn::Mul => x.saturating_mul(y),
+                    BoundFn::Min => x.min(y),
+                    BoundFn::Max => x.max(y),
+                    BoundFn::Sub => x.saturating_sub(y),
+                    BoundFn::Div => x.checked_div(y).unwrap_or(x),
+                    BoundFn::WrapLo => unreachable!("above"),
+                })
+            }
+            Bound::Cmp(op, a, b) => {
+                let (x, y) = (a.eval(leaf)?, b.eval(leaf)?);
+                Some(match op {
+                    BoundCmp::Lt => x < y,
+                    BoundCmp::Le => x <= y,
+                    BoundCmp::Ge => x >= y,
+                    BoundCmp::Gt => x > y,
+                } as u64)
+            }
+            Bound::Cond(c, a, b) => match c.eval(leaf)? {
+                0 => b.eval(leaf),
+                _ => a.eval(leaf),
+            },
+        }
+    }
+}
+
+/// The run-time bounds guards of a kernel's accesses (`Check::Guard`), each once.
+pub(crate) fn guards(f: &Function) -> Vec<Bound> {
+    let mut out: Vec<Bound> = Vec::new();
+    for_each_check(&f.body, &mut |c| {
+        if let Check::Guard(b) = c {
+            if !out.iter().any(|o| format!("{o:?}") == format!("{b:?}")) {
+                out.push(b.clone());
+            }
+        }
+    });
+    out
+}
+
 /// A `for` loop's header.
 #[derive(Clone, Debug)]
 pub(crate) struct For {

@@ -9,6 +9,9 @@
 mod emit;
 mod ir;
 
+pub(crate) use emit::{ENTRY, ENTRY_GUARDED};
+pub(crate) use ir::Bound;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::__rt::{Definition, HelperDef};
@@ -22,12 +25,22 @@ pub(crate) struct Target {
     pub local: [usize; 3],
 }
 
-/// The SPIR-V module (as bytes) of `def` with its resolved helpers (callees first).
+/// A built module.
+pub(crate) struct Module {
+    /// The module.
+    pub bytes: Vec<u8>,
+    /// The run-time bounds guards of the entry point `ENTRY_GUARDED` (none: the module has
+    /// only `ENTRY`): the launch evaluates them on the host and picks that entry point when
+    /// they all hold.
+    pub guards: Vec<Bound>,
+}
+
+/// The SPIR-V module of `def` with its resolved helpers (callees first).
 pub(crate) fn module(
     def: &'static Definition,
     helpers: &[&'static HelperDef],
     target: &Target,
-) -> Result<Vec<u8>> {
+) -> Result<Module> {
     let p = &def.parts;
     let position = |h: &'static HelperDef| -> Result<usize> {
         helpers
@@ -55,6 +68,13 @@ pub(crate) fn module(
         .map(|c| position(c()))
         .collect::<Result<Vec<_>>>()?;
     let local = target.local.map(|l| l as u32);
+    // `SYCL_RS_KERNEL_GUARDS=0`: no guarded entry point, every access the guards would cover
+    // stays checked (to compare).
+    let guards = if std::env::var_os("SYCL_RS_KERNEL_GUARDS").is_some_and(|v| v == "0") {
+        Vec::new()
+    } else {
+        ir::guards(&kernel)
+    };
     let program = emit::Program {
         kernel: &kernel,
         kernel_calls,
@@ -65,11 +85,12 @@ pub(crate) fn module(
         dims: target.dims,
         local,
         scratch_param: p.reduce_bytes > 0,
+        guarded_entry: !guards.is_empty(),
     };
     let words = emit::build(&program)?;
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
     dump(p.name, target, &bytes);
-    Ok(bytes)
+    Ok(Module { bytes, guards })
 }
 
 /// Writes the module under `SYCL_RS_SPIRV_DUMP`, if set (a failure to write is logged: the
