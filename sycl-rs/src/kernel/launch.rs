@@ -595,8 +595,8 @@ impl KernelCache {
             }
             None if backend != BackendKind::OpenCl => native,
             None => match std::env::var(KERNEL_IR_ENV).ok().as_deref() {
-                // SPIR-V where every device takes it: measured faster or equal for all but one
-                // of the bench kernels on Intel's CPU runtime (spec/kernels.md).
+                // SPIR-V where every device takes it: measured as fast or faster for every
+                // bench kernel on Intel's CPU runtime, and faster to build (spec/kernels.md).
                 None | Some("") if spirv_ok => KernelIr::SpirV,
                 None | Some("") | Some("opencl_c") => KernelIr::OpenClC,
                 Some("spirv") if spirv_ok => KernelIr::SpirV,
