@@ -112,3 +112,76 @@ fn dump(name: &str, target: &Target, bytes: &[u8]) {
         log::warn!("SYCL_RS_SPIRV_DUMP: writing {}: {e}", file.display());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{emit, ir};
+    use crate::kernel::__rt::{GeneratedKernel, KernelFn};
+
+    #[sycl::kernel_fn]
+    fn twice(x: u32) -> u32 {
+        if x > 100 {
+            return x;
+        }
+        x * 2
+    }
+
+    #[sycl::kernel]
+    fn sample(k: u32, x: &[u32], y: &mut [u32]) {
+        let tile = local_array::<u32, 64>();
+        let l = local_id(0);
+        tile[l] = x[global_id(0)] / k;
+        barrier();
+        let mut acc = 0u32;
+        for j in (0..64usize).step_by(3) {
+            acc += twice(tile[j]);
+        }
+        let s = group_sum(acc);
+        if s == 7 {
+            return;
+        }
+        y[global_id(0)] = s;
+    }
+
+    /// Decodes and builds `words` (the kernel's) with the helper `twice`; a malformed input
+    /// must give an error, never a panic.
+    fn build(words: &[u32]) -> crate::Result<Vec<u32>> {
+        let helper = ir::decode(twice::definition().parts.ir, false, 0)?;
+        let kernel = ir::decode(words, true, 1)?;
+        emit::build(&emit::Program {
+            kernel: &kernel,
+            kernel_calls: vec![0],
+            helpers: vec![(&helper, Vec::new())],
+            dims: 1,
+            local: [64, 1, 1],
+            scratch_param: true,
+            guarded_entry: !ir::guards(&kernel).is_empty(),
+        })
+    }
+
+    #[test]
+    fn malformed_ir_is_an_error_not_a_panic() {
+        let words = sample::definition().parts.ir;
+        assert!(build(words).is_ok(), "the real words build");
+        for n in 0..words.len() {
+            let e = build(&words[..n]).expect_err("a truncated encoding is refused");
+            assert_eq!(e.code(), crate::Errc::Build);
+        }
+        // Every word replaced by values that are wrong somewhere: errors or modules, no panic.
+        let mut refused = 0;
+        for i in 0..words.len() {
+            for v in [0, 1, 2, 7, 13, 64, 0xFFFF, 0xFFFF_FFFF] {
+                let mut w = words.to_vec();
+                w[i] = v;
+                if let Err(e) = build(&w) {
+                    assert_eq!(e.code(), crate::Errc::Build);
+                    refused += 1;
+                }
+            }
+        }
+        assert!(
+            refused > words.len(),
+            "most corruptions are caught: {refused}"
+        );
+    }
+}
