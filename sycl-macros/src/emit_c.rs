@@ -101,11 +101,12 @@ struct Emitter<'a> {
     guarded: Option<Vec<String>>,
 }
 
-/// A kernel's C function (without prelude or helpers), and the condition its
-/// `SYCL_GUARDED` form assumes (see [`guard_text`]).
+/// A kernel's C function (without prelude or helpers), and the conditions its
+/// `SYCL_GUARDED` form assumes (C text over the bound constants `decls` declares).
 pub struct KernelC {
     pub source: String,
-    pub guard: String,
+    pub guards: Vec<String>,
+    pub decls: Vec<String>,
 }
 
 /// The kernel's C function (without prelude or helpers).
@@ -124,32 +125,11 @@ pub fn kernel(f: &Function, an: &Analysis, d: Dialect) -> KernelC {
         guarded: Some(Vec::new()),
     };
     e.kernel_fn(an);
-    let guards = e.guarded.take().unwrap_or_default();
-    let guard = guard_text(&e.bounds.c_decls(), &guards);
     KernelC {
         source: e.out,
-        guard,
+        guards: e.guarded.take().unwrap_or_default(),
+        decls: e.bounds.c_decls(),
     }
-}
-
-/// The guards as the runtime reads them (`sycl-rs/src/kernel/guard.rs`): the declarations of
-/// the bound constants they refer to (directly or through other constants), one
-/// `const sycl_u64 NAME = EXPR;` per line, then their conjunction on the last line; empty
-/// when the kernel has no guards.
-fn guard_text(decls: &[String], guards: &[String]) -> String {
-    if guards.is_empty() {
-        return String::new();
-    }
-    let cond = guards.join(" && ");
-    let mut used: Vec<&String> = Vec::new();
-    for d in decls.iter().rev() {
-        if mentions(&cond, decl_name(d)) || used.iter().any(|u| mentions(u, decl_name(d))) {
-            used.push(d);
-        }
-    }
-    let mut out: String = used.iter().rev().map(|d| format!("{d}\n")).collect();
-    out.push_str(&cond);
-    out
 }
 
 /// The name a bound constant's declaration declares.

@@ -4,7 +4,8 @@
 //!
 //! The pipeline: [`parse`] checks the function against the kernel language and infers its
 //! types; [`analyze`] finds where the work-group synchronises and what the kernel needs of a
-//! device; [`emit_rust`] and [`emit_c`] write the backends' forms.
+//! device; [`emit_rust`] and [`emit_c`] write the backends' forms; [`encode`] writes the
+//! checked IR as words, from which the runtime builds SPIR-V.
 
 use proc_macro::TokenStream;
 use proc_macro2::{Literal, TokenStream as TokenStream2};
@@ -14,6 +15,7 @@ mod analyze;
 mod bounds;
 mod emit_c;
 mod emit_rust;
+mod encode;
 mod ir;
 mod parse;
 
@@ -66,6 +68,12 @@ fn scalar_ty(t: Ty) -> TokenStream2 {
     quote!(::sycl::kernel::__rt::ScalarTy::#v)
 }
 
+/// The encoded IR as a `&'static [u32]` literal.
+fn words(w: &[u32]) -> TokenStream2 {
+    let w = w.iter().map(|x| Literal::u32_unsuffixed(*x));
+    quote!(&[#(#w),*])
+}
+
 fn helper_refs(paths: &[syn::Path]) -> TokenStream2 {
     let refs = paths
         .iter()
@@ -79,8 +87,10 @@ fn kernel_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
     let cuda = emit_c::kernel(&f, &an, Dialect::Cuda);
     let opencl = emit_c::kernel(&f, &an, Dialect::OpenCl);
     // One bounds analysis for both dialects: the same guard.
-    debug_assert_eq!(cuda.guard, opencl.guard);
-    let (cuda, opencl, guard) = (cuda.source, opencl.source, opencl.guard);
+    debug_assert_eq!(cuda.guards, opencl.guards);
+    let guard = words(&encode::guards(&opencl.guards, &opencl.decls));
+    let (cuda, opencl) = (cuda.source, opencl.source);
+    let ir = words(&encode::kernel(&f, &an));
     let name = &item.sig.ident;
     let vis = &item.vis;
     let attrs = &item.attrs;
@@ -162,6 +172,7 @@ fn kernel_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
                             cuda: #cuda,
                             opencl: #opencl,
                             guard: #guard,
+                            ir: #ir,
                             helpers: #helpers,
                             dims: #dims,
                             group: #group,
@@ -212,6 +223,7 @@ fn helper_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
     });
     let (cuda_proto, cuda) = emit_c::helper(&f, &paths, Dialect::Cuda);
     let (ocl_proto, ocl) = emit_c::helper(&f, &paths, Dialect::OpenCl);
+    let ir = words(&encode::helper(&f, &paths));
     let rust = emit_rust::helper_fn(&f, &item);
     let name = &item.sig.ident;
     let vis = &item.vis;
@@ -235,6 +247,7 @@ fn helper_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
                             name: #name_str,
                             cuda: (#cuda_proto, #cuda),
                             opencl: (#ocl_proto, #ocl),
+                            ir: #ir,
                             helpers: #helpers,
                             fp64: #fp64,
                         })

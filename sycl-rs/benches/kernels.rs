@@ -33,6 +33,10 @@
 //! every side runs once first (warm-up: program build, JIT, page faults) and its result is
 //! checked against a host reference (a wrong result panics).
 //!
+//! OpenCL devices that take SPIR-V run everything twice, each time in a context of its own:
+//! our kernels as OpenCL C, then as SPIR-V built by sycl-rs (rows labelled `SPIR-V`), each
+//! time beside the hand-written OpenCL C (built in the same context).
+//!
 //! Targets (one PASS/MISS per row): CUDA and Intel's CPU OpenCL: ours <= 1.05x the
 //! hand-written time; native CPU saxpy and reduction: ours >= 0.8x rayon's throughput. Other
 //! OpenCL platforms (PoCL) and native stencil/matmul are information.
@@ -51,9 +55,10 @@ use std::fmt::Debug;
 use std::time::Instant;
 
 use rayon::prelude::*;
+use sycl::kernel::KernelIr;
 use sycl::{
-    Aspect, BackendKind, Device, DeviceSelector, Event, Kernel, KernelArg, KernelBundle, Queue,
-    QueueProperties, Range, Source, Usm,
+    Aspect, BackendKind, Context, Device, DeviceSelector, Event, Kernel, KernelArg, KernelBundle,
+    Queue, QueueProperties, Range, Source, Usm,
 };
 
 // ---------------------------------------------------------------- the Rust kernels
@@ -1161,10 +1166,20 @@ fn hand_kernels(q: &Queue, kind: Kind) -> Hand {
     }
 }
 
-fn run_device(dev: &Device, kind: Kind, quick: bool, algos: &[&str], rows: &mut Vec<Row>) {
-    let label = match kind {
-        Kind::Native => "native CPU".to_owned(),
-        Kind::Cuda => format!("CUDA {}", dev.name().trim()),
+/// `ir`: the form our kernels take (OpenCL devices: OpenCL C or SPIR-V, each a context of its
+/// own; the hand-written kernels are built in the same context).
+fn run_device(
+    dev: &Device,
+    kind: Kind,
+    ir: Option<KernelIr>,
+    quick: bool,
+    algos: &[&str],
+    rows: &mut Vec<Row>,
+) {
+    let label = match (kind, ir) {
+        (Kind::Native, _) => "native CPU".to_owned(),
+        (Kind::Cuda, _) => format!("CUDA {}", dev.name().trim()),
+        (_, Some(KernelIr::SpirV)) => format!("{} SPIR-V", dev.platform().name().trim()),
         _ => dev.platform().name().trim().to_owned(),
     };
     if !dev.has(Aspect::ExtSyclRsKernels) {
@@ -1177,13 +1192,18 @@ fn run_device(dev: &Device, kind: Kind, quick: bool, algos: &[&str], rows: &mut 
         return;
     }
     let profiling = kind != Kind::Native && dev.has(Aspect::QueueProfiling);
-    let q = Queue::with_properties(
-        dev,
-        QueueProperties {
-            in_order: true,
-            enable_profiling: profiling,
-        },
-    )
+    let props = QueueProperties {
+        in_order: true,
+        enable_profiling: profiling,
+    };
+    let q = match ir {
+        Some(ir) => {
+            let ctx = Context::with_kernel_ir(std::slice::from_ref(dev), ir)
+                .expect("a context with the kernel form");
+            Queue::with_context(&ctx, dev, props)
+        }
+        None => Queue::with_properties(dev, props),
+    }
     .expect("queue");
     let clock = if profiling {
         Clock::Profiling
@@ -1295,6 +1315,7 @@ fn main() {
         run_device(
             &Device::native_cpu(),
             Kind::Native,
+            None,
             quick,
             &algos,
             &mut rows,
@@ -1324,12 +1345,17 @@ fn main() {
             } else {
                 Kind::OtherOpenCl
             };
-            run_device(dev, kind, quick, &algos, &mut rows);
+            // OpenCL C, then (where the device takes it) SPIR-V built by sycl-rs, each beside
+            // the hand-written kernels.
+            run_device(dev, kind, Some(KernelIr::OpenClC), quick, &algos, &mut rows);
+            if dev.has(Aspect::ExtOneapiKernelCompilerSpirv) {
+                run_device(dev, kind, Some(KernelIr::SpirV), quick, &algos, &mut rows);
+            }
         }
     }
     if wanted("cuda") {
         match DeviceSelector::filter("cuda:0").and_then(|s| s.select()) {
-            Ok(dev) => run_device(&dev, Kind::Cuda, quick, &algos, &mut rows),
+            Ok(dev) => run_device(&dev, Kind::Cuda, None, quick, &algos, &mut rows),
             Err(_) => skip("cuda", "no CUDA device"),
         }
     }

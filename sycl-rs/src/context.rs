@@ -24,7 +24,28 @@ pub struct Context {
 
 impl Context {
     /// A new context over `devices` (at least one, all of one platform).
+    ///
+    /// Its `#[sycl::kernel]` programs take the backend's form; on OpenCL, SPIR-V where every
+    /// device takes it and OpenCL C elsewhere, unless the environment variable
+    /// `SYCL_RS_KERNEL_IR` is `opencl_c` (see [`Context::with_kernel_ir`]).
     pub fn new(devices: &[Device]) -> Result<Context> {
+        Context::create(devices, None)
+    }
+
+    /// A new context over `devices` whose `#[sycl::kernel]` programs take the form `ir`
+    /// (whatever `SYCL_RS_KERNEL_IR` says): `Errc::FeatureNotSupported` where a device cannot
+    /// take it (SPIR-V needs aspect `ext_oneapi_kernel_compiler_spirv`; each backend has its
+    /// own other form).
+    pub fn with_kernel_ir(devices: &[Device], ir: crate::kernel::KernelIr) -> Result<Context> {
+        Context::create(devices, Some(ir))
+    }
+
+    /// The form of its `#[sycl::kernel]` programs.
+    pub fn kernel_ir(&self) -> crate::kernel::KernelIr {
+        self.shared.kernels.ir()
+    }
+
+    fn create(devices: &[Device], ir: Option<crate::kernel::KernelIr>) -> Result<Context> {
         let first = devices
             .first()
             .ok_or_else(|| Error::new(Errc::Invalid, "a context needs at least one device"))?;
@@ -40,13 +61,14 @@ impl Context {
             ));
         }
         let raw: Vec<_> = devices.iter().map(|d| d.inner.clone()).collect();
+        let kernels = crate::kernel::KernelCache::new(devices, platform.backend(), ir)?;
         let inner = platform.shared.inner.create_context(&raw)?;
         Ok(Context {
             shared: Arc::new(ContextShared {
                 inner,
                 devices: devices.to_vec(),
                 platform,
-                kernels: Default::default(),
+                kernels,
             }),
         })
     }

@@ -81,6 +81,8 @@ pub fn aspects_for(inputs: &AspectInputs) -> Vec<Aspect> {
         Aspect::UsmSharedAllocations,
         Aspect::ExtOneapiVirtualMem,
         Aspect::ExtOneapiKernelCompilerSpirv,
+        // #[sycl::kernel] kernels, as SPIR-V built by sycl-rs.
+        Aspect::ExtSyclRsKernels,
         Aspect::ExtOneapiReusableEvents,
     ]);
     if inputs.linux {

@@ -13,7 +13,6 @@ use super::__rt::{
     ArgInner, Args, CpuArg, CpuArgs, CpuEntry, Definition, DefinitionParts, GeneratedKernel,
     HelperDef, ParamSpec, ScalarTy,
 };
-use super::guard::{Guard, GuardEnv, ParamValue};
 use super::{Kernel, KernelBundle, Range};
 use crate::usm::{MemoryRecord, Use};
 use crate::{Context, Device, Errc, Error, Event, Queue, Result, Usm, UsmView};
@@ -49,7 +48,7 @@ impl Drop for ViewGuard {
 struct Resolved {
     helpers: Vec<&'static HelperDef>,
     fp64: bool,
-    guard: Option<Guard>,
+    guard: Option<Vec<super::spirv::Bound>>,
 }
 
 fn resolve(def: &'static Definition) -> Result<&'static Resolved> {
@@ -91,15 +90,16 @@ fn resolve(def: &'static Definition) -> Result<&'static Resolved> {
         visit(h(), &mut order, &mut on_path)?;
     }
     let fp64 = def.parts.fp64 || order.iter().any(|h| h.parts.fp64);
-    let guard = Guard::parse(def.parts.guard).map_err(|e| {
-        Error::new(
-            Errc::Build,
-            format!(
-                "kernel `{}`: its bounds guard does not parse (a bug of #[sycl::kernel]: please report it): {e}",
+    let guard =
+        super::spirv::decode_guard(def.parts.guard, def.parts.params.len()).map_err(|e| {
+            Error::new(
+                e.code(),
+                format!(
+                "kernel `{}`: its bounds guard (a bug of #[sycl::kernel]: please report it): {e}",
                 def.parts.name
             ),
-        )
-    })?;
+            )
+        })?;
     let resolved: &'static Resolved = Box::leak(Box::new(Resolved {
         helpers: order,
         fp64,
@@ -420,19 +420,35 @@ fn submit_gpu(
     let device = queue.device();
     let launch = range.inner;
     let geometry = gpu_range(&launch, device)?;
-    let local = geometry.local.expect("a GPU launch has work-groups");
+    let form = queue
+        .context()
+        .shared
+        .kernels
+        .form_of(def, device.backend())?;
     let variant = Variant {
         dims: launch.dims,
-        local,
-        guarded: guard_holds(resolved, args, &launch, &geometry.global, local),
+        local: geometry.local.expect("a GPU launch has work-groups"),
+        // (SPIR-V modules carry both forms, as two entry points: below.)
+        guarded: form != KernelIr::SpirV
+            && resolved
+                .guard
+                .as_ref()
+                .is_some_and(|g| guards_hold(g, args, &launch, &geometry)),
     };
-    let kernel = queue.context().shared.kernels.kernel(
+    let built = queue.context().shared.kernels.kernel(
         queue.context(),
         def,
         resolved,
         variant,
         device.backend(),
     )?;
+    // A SPIR-V module's entry point without the checks its run-time guards cover, where they
+    // all hold for this launch (the values the device would compute: ranges, scalar
+    // parameters, slice lengths).
+    let kernel = match &built.guarded {
+        Some((guarded, guards)) if guards_hold(guards, args, &launch, &geometry) => guarded,
+        _ => &built.kernel,
+    };
     let slot = queue.context().shared.kernels.status_slot(queue)?;
     let len_bytes: Vec<[u8; 8]> = args
         .0
@@ -461,7 +477,9 @@ fn submit_gpu(
     for r in &range_bytes {
         raw.push(sycl_backend::KernelArg::Scalar(r));
     }
-    if device.backend() == BackendKind::OpenCl && p.reduce_bytes > 0 {
+    // (The SPIR-V form takes the same parameter, unused, so that both forms take the same
+    // arguments.)
+    if p.reduce_bytes > 0 && (form == KernelIr::OpenClC || form == KernelIr::SpirV) {
         let items: usize = geometry
             .local
             .expect("a GPU launch has groups")
@@ -493,17 +511,161 @@ fn submit_gpu(
     Ok(event)
 }
 
+/// A leaf of a run-time bounds guard for this launch: the device's values.
+fn guard_leaf(
+    leaf: &super::spirv::Bound,
+    launch: &LaunchRange,
+    geometry: &LaunchRange,
+    args: &Args,
+) -> Option<u64> {
+    use super::spirv::Bound;
+    let axis = |d: u8| (launch.dims.checked_sub(1)?.checked_sub(d)).map(usize::from);
+    let local = geometry.local?;
+    match *leaf {
+        Bound::LocalRange(d) => Some(local[axis(d)?] as u64),
+        Bound::GroupRange(d) => {
+            let a = axis(d)?;
+            Some((geometry.global[a] / local[a]) as u64)
+        }
+        Bound::GlobalRange(d) => Some(*launch.global.get(d as usize)? as u64),
+        Bound::Param(i) => match &args.0.get(i)?.0 {
+            ArgInner::Scalar { bytes, ty } => match ty {
+                ScalarTy::U32 => {
+                    Some(u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as u64)
+                }
+                ScalarTy::U64 | ScalarTy::Usize => Some(u64::from_ne_bytes(*bytes)),
+                _ => None,
+            },
+            ArgInner::Slice { .. } => None,
+        },
+        Bound::Len(i) => match &args.0.get(i)?.0 {
+            ArgInner::Slice { len, .. } => Some(*len as u64),
+            ArgInner::Scalar { .. } => None,
+        },
+        _ => None,
+    }
+}
+
 // ---- the per-context cache
 
 /// Built programs and status words of one context.
 /// A program's cache entry: locked while it builds, so a kernel builds once.
-type ProgramSlot = Arc<Mutex<Option<Kernel>>>;
+type ProgramSlot = Arc<Mutex<Option<Built>>>;
 
-#[derive(Default)]
+/// A built program's kernel, and for SPIR-V modules with run-time bounds guards the entry
+/// point without the checks they cover, with the guards.
+#[derive(Clone)]
+struct Built {
+    kernel: Kernel,
+    guarded: Option<(Kernel, Arc<Vec<super::spirv::Bound>>)>,
+}
+
 pub(crate) struct KernelCache {
     /// By definition address and variant.
     programs: Mutex<HashMap<(usize, Variant), ProgramSlot>>,
     pools: Mutex<HashMap<usize, Arc<Mutex<StatusPool>>>>,
+    /// The form its GPU programs take.
+    ir: KernelIr,
+}
+
+/// The form `#[sycl::kernel]` programs take on a context's devices (spec/kernels.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelIr {
+    /// Rust, compiled with the program (native CPU).
+    Rust,
+    /// CUDA C++ for NVRTC.
+    CudaC,
+    /// OpenCL C, built by the driver's compiler.
+    OpenClC,
+    /// A SPIR-V module built by sycl-rs (Level Zero; OpenCL contexts whose devices all take
+    /// IL, unless `SYCL_RS_KERNEL_IR=opencl_c`).
+    SpirV,
+}
+
+/// The environment variable that picks the IR of OpenCL contexts: `spirv` or `opencl_c`.
+pub const KERNEL_IR_ENV: &str = "SYCL_RS_KERNEL_IR";
+
+impl KernelCache {
+    /// The cache of a new context over `devices` of `backend`, whose kernel form is decided
+    /// here: `want` where given and possible; else Level Zero takes SPIR-V (its only form),
+    /// OpenCL takes SPIR-V where every device accepts it (aspect
+    /// `ext_oneapi_kernel_compiler_spirv`) and OpenCL C elsewhere, unless `SYCL_RS_KERNEL_IR`
+    /// says `opencl_c` (or `spirv`, the default).
+    pub(crate) fn new(
+        devices: &[Device],
+        backend: BackendKind,
+        want: Option<KernelIr>,
+    ) -> Result<KernelCache> {
+        let native = match backend {
+            BackendKind::NativeCpu => KernelIr::Rust,
+            BackendKind::Cuda => KernelIr::CudaC,
+            BackendKind::LevelZero => KernelIr::SpirV,
+            _ => KernelIr::OpenClC,
+        };
+        let spirv_ok = devices
+            .iter()
+            .all(|d| d.has(Aspect::ExtOneapiKernelCompilerSpirv));
+        let ir = match want {
+            Some(KernelIr::SpirV) if spirv_ok && backend != BackendKind::NativeCpu => {
+                KernelIr::SpirV
+            }
+            Some(ir) if ir == native => ir,
+            Some(ir) => {
+                return Err(Error::new(
+                    Errc::FeatureNotSupported,
+                    format!("#[sycl::kernel] programs cannot take the form {ir:?} on this context's devices ({backend}: {native:?}{})", if spirv_ok && backend != BackendKind::NativeCpu { " or SpirV" } else { "" }),
+                ))
+            }
+            None if backend != BackendKind::OpenCl => native,
+            None => match std::env::var(KERNEL_IR_ENV).ok().as_deref() {
+                // SPIR-V where every device takes it: measured as fast or faster for every
+                // bench kernel on Intel's CPU runtime, and faster to build (spec/kernels.md).
+                None | Some("") if spirv_ok => KernelIr::SpirV,
+                None | Some("") | Some("opencl_c") => KernelIr::OpenClC,
+                Some("spirv") if spirv_ok => KernelIr::SpirV,
+                Some("spirv") => {
+                    log::info!(
+                        "{KERNEL_IR_ENV}=spirv: a device of the context takes no SPIR-V; its kernels use OpenCL C"
+                    );
+                    KernelIr::OpenClC
+                }
+                Some(other) => {
+                    return Err(Error::new(
+                        Errc::Invalid,
+                        format!("{KERNEL_IR_ENV}={other}: the values are `spirv` and `opencl_c`"),
+                    ))
+                }
+            },
+        };
+        Ok(KernelCache {
+            programs: Default::default(),
+            pools: Default::default(),
+            ir,
+        })
+    }
+
+    /// The form of its programs.
+    pub(crate) fn ir(&self) -> KernelIr {
+        self.ir
+    }
+
+    /// The form of `def`'s programs: the context's, except that kernels using sub-groups are
+    /// not in the SPIR-V form yet (OpenCL builds them from OpenCL C; Level Zero refuses them).
+    fn form_of(&self, def: &Definition, backend: BackendKind) -> Result<KernelIr> {
+        match self.ir {
+            KernelIr::SpirV if def.parts.sub_groups && backend == BackendKind::OpenCl => {
+                Ok(KernelIr::OpenClC)
+            }
+            KernelIr::SpirV if def.parts.sub_groups => Err(Error::new(
+                Errc::FeatureNotSupported,
+                format!(
+                    "kernel `{}`: sub-group operations are not in the SPIR-V form yet (spec/kernels.md)",
+                    def.parts.name
+                ),
+            )),
+            ir => Ok(ir),
+        }
+    }
 }
 
 /// What a GPU program is specialised for: the number of dimensions (SYCL's last is the GPU's
@@ -518,50 +680,25 @@ pub(crate) struct Variant {
     guarded: bool,
 }
 
-/// Whether `resolved`'s guard holds for this launch (never with `SYCL_RS_KERNEL_GUARDS=0`,
-/// which keeps every check the guards would drop, for comparisons).
-fn guard_holds(
-    resolved: &Resolved,
+/// Whether every condition of a kernel's guard holds for this launch (never with
+/// `SYCL_RS_KERNEL_GUARDS=0`, which keeps every check the guards would drop, to compare),
+/// evaluated as the device would (`spirv::Bound::eval`, the preludes' saturating `u64`
+/// arithmetic); a value the launch cannot supply makes it false.
+fn guards_hold(
+    guards: &[super::spirv::Bound],
     args: &Args,
     launch: &LaunchRange,
-    gpu_global: &[usize; 3],
-    local: [usize; 3],
+    geometry: &LaunchRange,
 ) -> bool {
     static DISABLED: OnceLock<bool> = OnceLock::new();
-    let Some(guard) = &resolved.guard else {
-        return false;
-    };
     if *DISABLED.get_or_init(|| std::env::var_os("SYCL_RS_KERNEL_GUARDS").is_some_and(|v| v == "0"))
     {
         return false;
     }
-    let params: Vec<ParamValue> = args
-        .0
-        .iter()
-        .map(|a| match &a.0 {
-            ArgInner::Slice { len, .. } => ParamValue::Slice(*len as u64),
-            ArgInner::Scalar { bytes, ty } => match ty {
-                ScalarTy::U32 => ParamValue::Unsigned(u32::from_ne_bytes(
-                    bytes[..4].try_into().expect("4"),
-                ) as u64),
-                ScalarTy::U64 | ScalarTy::Usize => {
-                    ParamValue::Unsigned(u64::from_ne_bytes(bytes[..8].try_into().expect("8")))
-                }
-                _ => ParamValue::Other,
-            },
-        })
-        .collect();
-    let mut groups = [1usize; 3];
-    for a in 0..3 {
-        groups[a] = gpu_global[a] / local[a].max(1);
-    }
-    guard.holds(&GuardEnv {
-        dims: launch.dims,
-        params: &params,
-        range: launch.global.map(|g| g as u64),
-        local,
-        groups,
-    })
+    !guards.is_empty()
+        && guards
+            .iter()
+            .all(|g| g.eval(&|leaf| guard_leaf(leaf, launch, geometry, args)) == Some(1))
 }
 
 /// The full source of a program: prelude, helpers (callees first), the kernel.
@@ -637,27 +774,45 @@ impl KernelCache {
         resolved: &'static Resolved,
         variant: Variant,
         backend: BackendKind,
-    ) -> Result<Kernel> {
+    ) -> Result<Built> {
         let key = (def as *const Definition as usize, variant);
         let entry = self.programs.lock().entry(key).or_default().clone();
         let mut slot = entry.lock();
         if let Some(k) = &*slot {
             return Ok(k.clone());
         }
-        let src = program_source(def, &resolved.helpers, resolved.fp64, variant, backend);
         let exact_division = context
             .devices()
             .iter()
             .all(|d| d.info().fp32_correctly_rounded_divide_sqrt);
-        let (source, options) = match backend {
+        // OpenCL (C or SPIR-V) may round f32 `/` and `sqrt` to 2.5 and 3 ulp unless told
+        // otherwise; so may Level Zero's compiler, which takes the same option.
+        let exact = if exact_division {
+            "-cl-fp32-correctly-rounded-divide-sqrt"
+        } else {
+            ""
+        };
+        let src;
+        let mut il = None;
+        let (source, options) = match (backend, self.form_of(def, backend)?) {
+            (_, KernelIr::SpirV) => {
+                let target = super::spirv::Target {
+                    dims: variant.dims,
+                    local: variant.local,
+                };
+                il = Some(super::spirv::module(def, &resolved.helpers, &target)?);
+                let bytes = &il.as_ref().expect("just built").bytes;
+                (sycl_backend::KernelSource::SpirV(bytes), exact)
+            }
             // Rust does not contract `a * b + c` into a fused multiply-add; `mul_add` does.
-            BackendKind::Cuda => (sycl_backend::KernelSource::CudaC(&src), "--fmad=false"),
-            // OpenCL may round f32 `/` and `sqrt` to 2.5 and 3 ulp unless told otherwise.
-            _ if exact_division => (
-                sycl_backend::KernelSource::OpenClC(&src),
-                "-cl-fp32-correctly-rounded-divide-sqrt",
-            ),
-            _ => (sycl_backend::KernelSource::OpenClC(&src), ""),
+            (BackendKind::Cuda, _) => {
+                src = program_source(def, &resolved.helpers, resolved.fp64, variant, backend);
+                (sycl_backend::KernelSource::CudaC(&src), "--fmad=false")
+            }
+            _ => {
+                src = program_source(def, &resolved.helpers, resolved.fp64, variant, backend);
+                (sycl_backend::KernelSource::OpenClC(&src), exact)
+            }
         };
         let bundle = KernelBundle::build(context, &[], source, options).map_err(|e| {
             Error::new(
@@ -668,9 +823,17 @@ impl KernelCache {
                 ),
             )
         })?;
-        let kernel = bundle.kernel("sycl_kernel")?;
-        *slot = Some(kernel.clone());
-        Ok(kernel)
+        let kernel = bundle.kernel(super::spirv::ENTRY)?;
+        let guarded = match il {
+            Some(m) if !m.guards.is_empty() => Some((
+                bundle.kernel(super::spirv::ENTRY_GUARDED)?,
+                Arc::new(m.guards),
+            )),
+            _ => None,
+        };
+        let built = Built { kernel, guarded };
+        *slot = Some(built.clone());
+        Ok(built)
     }
 
     fn status_slot(&self, queue: &Queue) -> Result<StatusSlot> {
@@ -839,28 +1002,36 @@ impl std::fmt::Debug for KernelStatus {
     }
 }
 
-/// The full CUDA C++ or OpenCL C program of kernel `K` for launches over `range` (an nd-range:
-/// the program is specialised for its work-group size), as the runtime builds it (for tests and
-/// for reading what the macro made).
-pub fn program_source_of<K: GeneratedKernel>(backend: BackendKind, range: Range) -> Result<String> {
-    let def = K::definition();
-    let resolved = resolve(def)?;
+/// The variant of launches over `range`, an nd-range (programs depend on the work-group
+/// size).
+fn variant_of(range: Range, what: &str) -> Result<Variant> {
     let launch = range.inner;
     let Some(local) = launch.local else {
         return Err(Error::new(
             Errc::NdRange,
-            "program_source_of needs an nd-range (the program depends on the work-group size)",
+            format!("{what} needs an nd-range (the program depends on the work-group size)"),
         ));
     };
     let n = launch.dims as usize;
     let mut gpu_local = [1usize; 3];
     gpu_local[..n].copy_from_slice(&local[..n]);
     gpu_local[..n].reverse();
-    // The form launches get when the definition's guard holds.
-    let variant = Variant {
+    Ok(Variant {
         dims: launch.dims,
         local: gpu_local,
+        guarded: false,
+    })
+}
+
+/// The full CUDA C++ or OpenCL C program of kernel `K` for launches over `range` (an nd-range:
+/// the program is specialised for its work-group size), as the runtime builds it (for tests and
+/// for reading what the macro made): the form launches get when the definition's guard holds.
+pub fn program_source_of<K: GeneratedKernel>(backend: BackendKind, range: Range) -> Result<String> {
+    let def = K::definition();
+    let resolved = resolve(def)?;
+    let variant = Variant {
         guarded: resolved.guard.is_some(),
+        ..variant_of(range, "program_source_of")?
     };
     match backend {
         BackendKind::Cuda | BackendKind::OpenCl => Ok(program_source(
@@ -875,4 +1046,18 @@ pub fn program_source_of<K: GeneratedKernel>(backend: BackendKind, range: Range)
             format!("#[sycl::kernel] makes no source for {other}"),
         )),
     }
+}
+
+/// The SPIR-V module (bytes) of kernel `K` for launches over `range` (an nd-range), as the
+/// runtime builds it for Level Zero and OpenCL devices with IL support (for validation tests
+/// and tools; needs no device).
+pub fn spirv_of<K: GeneratedKernel>(range: Range) -> Result<Vec<u8>> {
+    let def = K::definition();
+    let resolved = resolve(def)?;
+    let variant = variant_of(range, "spirv_of")?;
+    let target = super::spirv::Target {
+        dims: variant.dims,
+        local: variant.local,
+    };
+    super::spirv::module(def, &resolved.helpers, &target).map(|m| m.bytes)
 }

@@ -5,7 +5,9 @@
 //!
 //! `#[sycl::kernel]` turns a Rust function into a kernel that runs on every device with one
 //! definition: the native CPU runs it as Rust, CUDA devices as CUDA C++ compiled by NVRTC,
-//! OpenCL devices as OpenCL C. The function becomes a constructor of a launch, which
+//! Level Zero devices and OpenCL devices that take IL as SPIR-V built by sycl-rs, other OpenCL
+//! devices as OpenCL C ([`KernelIr`], [`Context::with_kernel_ir`](crate::Context::with_kernel_ir)).
+//! The function becomes a constructor of a launch, which
 //! [`Queue::parallel_for`](crate::Queue::parallel_for) submits:
 //!
 //! ```
@@ -70,10 +72,11 @@ use crate::{Context, Device, Errc, Error, Event, Queue, Result};
 #[doc(hidden)]
 #[path = "rt.rs"]
 pub mod __rt;
-mod guard;
 mod launch;
+mod spirv;
 
 pub(crate) use launch::{KernelCache, KernelStatus};
+pub use launch::{KernelIr, KERNEL_IR_ENV};
 
 /// What [`Queue::parallel_for`] runs: a closure over [`Item`]s (native CPU devices), or a
 /// launch made by a [`macro@crate::kernel`] function (every device).

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::usm::{AsUsmRange, MemoryRecord};
 
-pub use super::launch::{program_source_of, submit};
+pub use super::launch::{program_source_of, spirv_of, submit};
 
 /// The scalar types of the kernel language.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -630,10 +630,12 @@ pub struct DefinitionParts {
     pub cuda: &'static str,
     /// OpenCL C of the kernel function.
     pub opencl: &'static str,
-    /// The condition under which both sources' `SYCL_GUARDED` checks may go: bound constant
-    /// declarations, then a conjunction over the launch's scalars, slice lengths, ranges and
-    /// work-group size (`kernel::guard`); empty when there is none.
-    pub guard: &'static str,
+    /// The conditions under which both C sources' `SYCL_GUARDED` checks may go, encoded as
+    /// the IR's bounds (`sycl-macros/src/encode.rs`): a count, then each condition over the
+    /// launch's scalars, slice lengths, ranges and work-group size. Empty: never.
+    pub guard: &'static [u32],
+    /// The checked IR, encoded (`sycl-macros/src/encode.rs`), for SPIR-V.
+    pub ir: &'static [u32],
     /// Helpers it calls, in marker order.
     pub helpers: &'static [fn() -> &'static HelperDef],
     /// The number of dimensions it indexes.
@@ -665,10 +667,10 @@ impl Definition {
     /// Wraps the macro's output.
     ///
     /// # Safety
-    /// `parts.cuda` and `parts.opencl` are `#[sycl::kernel]`'s translation of the same kernel
-    /// as `parts.cpu`, with `parts.params`: they access memory only as the kernel language
-    /// allows (checked indices, except where the Rust source has `unsafe`, and, built with
-    /// `SYCL_GUARDED` 1, the indices that `parts.guard` proves in bounds when it holds).
+    /// `parts.cuda`, `parts.opencl` and `parts.ir` are `#[sycl::kernel]`'s translation of the
+    /// same kernel as `parts.cpu`, with `parts.params`: they access memory only as the kernel
+    /// language allows (checked indices, except where the Rust source has `unsafe`, and, built
+    /// with `SYCL_GUARDED` 1, the indices that `parts.guard` proves in bounds when it holds).
     pub const unsafe fn new(parts: DefinitionParts) -> Definition {
         Definition { parts }
     }
@@ -683,6 +685,8 @@ pub struct HelperParts {
     pub cuda: (&'static str, &'static str),
     /// OpenCL C prototype and definition.
     pub opencl: (&'static str, &'static str),
+    /// The checked IR, encoded (`sycl-macros/src/encode.rs`), for SPIR-V.
+    pub ir: &'static [u32],
     /// Helpers it calls, in marker order.
     pub helpers: &'static [fn() -> &'static HelperDef],
     /// Uses `f64`.

@@ -39,14 +39,18 @@ pub fn required() -> bool {
 }
 
 pub fn build_mock() -> Result<PathBuf, String> {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mock/mock_ze_driver.c");
+    build_mock_from(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mock/mock_ze_driver.c"))
+}
+
+/// Compiles the mock driver from `src` (other crates' tests include this module by path).
+pub fn build_mock_from(src: &std::path::Path) -> Result<PathBuf, String> {
     let dir = std::env::temp_dir().join(format!("sycl-rs-l0-mock-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let out = dir.join("libmock_ze_driver.so");
     let status = std::process::Command::new("cc")
         .args(["-std=c11", "-O1", "-Wall", "-shared", "-fPIC", "-o"])
         .arg(&out)
-        .arg(&src)
+        .arg(src)
         .output()
         .map_err(|e| format!("cannot run cc: {e}"))?;
     if !status.status.success() {

@@ -438,9 +438,19 @@ static ze_result_t m_close_ipc(ze_context_handle_t c, const void *p) {
 }
 
 /* ---------------------------------------------------------------- modules and kernels */
-typedef struct { int nnames; char names[16][64]; } mock_module_t;
+#define MOCK_MAX_ARGS 32
+/* Per entry point: its name, and its parameter count where the module declares the function
+   (a real module; the tests' stub modules have no functions: -1, see nargs_of). */
+typedef struct { int nnames; char names[16][64]; int nparams[16]; } mock_module_t;
 typedef struct { char log[128]; } mock_log_t;
-typedef struct { char name[64]; uint32_t gs[3]; size_t argsz[8]; unsigned char argv[8][16]; int argnull[8]; } mock_kernel_t;
+typedef struct { char name[64]; int nparams; uint32_t gs[3]; size_t argsz[MOCK_MAX_ARGS]; unsigned char argv[MOCK_MAX_ARGS][16]; int argnull[MOCK_MAX_ARGS]; } mock_kernel_t;
+
+/* What the last zeModuleCreate received and the last launch of a kernel with declared
+   parameters set, for the tests (mock_ze_last_module, mock_ze_last_launch). */
+static unsigned char *g_last_module;
+static size_t g_last_module_len;
+static mock_kernel_t g_last_launch;
+static int g_last_launch_nargs;
 
 static ze_result_t m_module_create(ze_context_handle_t c, ze_device_handle_t d, const ze_module_desc_t *desc, ze_module_handle_t *out, ze_module_build_log_handle_t *log) {
     (void)c; (void)d;
@@ -450,7 +460,12 @@ static ze_result_t m_module_create(ze_context_handle_t c, ze_device_handle_t d, 
     size_t nw = desc->inputSize / 4;
     if (nw < 5 || w[0] != 0x07230203u) return ZE_RESULT_ERROR_INVALID_NATIVE_BINARY;
     mock_module_t *m = calloc(1, sizeof *m);
+    free(g_last_module);
+    g_last_module = malloc(desc->inputSize);
+    memcpy(g_last_module, desc->pInputModule, desc->inputSize);
+    g_last_module_len = desc->inputSize;
     int fail = 0;
+    uint32_t entry_fn[16];
     for (size_t i = 5; i < nw;) {
         uint32_t count = w[i] >> 16, op = w[i] & 0xffff;
         if (count == 0 || i + count > nw) break;
@@ -460,7 +475,25 @@ static ze_result_t m_module_create(ze_context_handle_t c, ze_device_handle_t d, 
             memcpy(m->names[m->nnames], &w[i + 3], len);
             m->names[m->nnames][63] = 0;
             if (strcmp(m->names[m->nnames], "fail_build") == 0) fail = 1;
+            entry_fn[m->nnames] = w[i + 2];
+            m->nparams[m->nnames] = -1;
             m->nnames++;
+        }
+        i += count;
+    }
+    /* The entry points' parameters: the OpFunctionParameters after their OpFunction. */
+    int current = -1;
+    for (size_t i = 5; i < nw;) {
+        uint32_t count = w[i] >> 16, op = w[i] & 0xffff;
+        if (count == 0 || i + count > nw) break;
+        if (op == 54 /* OpFunction */ && count > 2) {
+            current = -1;
+            for (int k = 0; k < m->nnames; k++)
+                if (entry_fn[k] == w[i + 2]) { current = k; m->nparams[k] = 0; }
+        } else if (op == 55 /* OpFunctionParameter */ && current >= 0) {
+            m->nparams[current]++;
+        } else if (op != 55) {
+            current = -1;
         }
         i += count;
     }
@@ -502,6 +535,7 @@ static ze_result_t m_kernel_create(ze_module_handle_t h, const ze_kernel_desc_t 
         if (strcmp(m->names[i], d->pKernelName) == 0) {
             mock_kernel_t *k = calloc(1, sizeof *k);
             snprintf(k->name, sizeof k->name, "%s", d->pKernelName);
+            k->nparams = m->nparams[i];
             k->gs[0] = k->gs[1] = k->gs[2] = 1;
             *out = (ze_kernel_handle_t)k;
             return ZE_RESULT_SUCCESS;
@@ -510,14 +544,15 @@ static ze_result_t m_kernel_create(ze_module_handle_t h, const ze_kernel_desc_t 
     return ZE_RESULT_ERROR_INVALID_KERNEL_NAME;
 }
 static ze_result_t m_kernel_destroy(ze_kernel_handle_t k) { free(k); return ZE_RESULT_SUCCESS; }
-static uint32_t nargs_of(const char *name) {
-    if (!strcmp(name, "iota_u32") || !strcmp(name, "local_probe")) return 2;
-    if (!strcmp(name, "launch_probe")) return 1;
+static uint32_t nargs_of(const mock_kernel_t *k) {
+    if (k->nparams >= 0) return k->nparams < MOCK_MAX_ARGS ? (uint32_t)k->nparams : MOCK_MAX_ARGS;
+    if (!strcmp(k->name, "iota_u32") || !strcmp(k->name, "local_probe")) return 2;
+    if (!strcmp(k->name, "launch_probe")) return 1;
     return 0;
 }
 static ze_result_t m_kernel_arg(ze_kernel_handle_t h, uint32_t i, size_t sz, const void *v) {
     mock_kernel_t *k = (mock_kernel_t *)h;
-    if (i >= nargs_of(k->name)) return ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX;
+    if (i >= nargs_of(k)) return ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX;
     if (v && sz > 16) return ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE;
     k->argsz[i] = sz; k->argnull[i] = v == NULL;
     if (v) memcpy(k->argv[i], v, sz);
@@ -539,7 +574,7 @@ static ze_result_t m_suggest(ze_kernel_handle_t h, uint32_t gx, uint32_t gy, uin
 static ze_result_t m_kernel_props(ze_kernel_handle_t h, ze_kernel_properties_t *p) {
     mock_kernel_t *k = (mock_kernel_t *)h;
     if (p->stype != ZE_STRUCTURE_TYPE_KERNEL_PROPERTIES) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-    p->numKernelArgs = nargs_of(k->name);
+    p->numKernelArgs = nargs_of(k);
     return ZE_RESULT_SUCCESS;
 }
 static ze_result_t m_launch(ze_command_list_handle_t l, ze_kernel_handle_t h, const ze_group_count_t *gc, ze_event_handle_t sig, uint32_t nw, ze_event_handle_t *w) {
@@ -547,6 +582,13 @@ static ze_result_t m_launch(ze_command_list_handle_t l, ze_kernel_handle_t h, co
     mock_kernel_t *k = (mock_kernel_t *)h;
     ze_result_t r = wait_events(nw, w);
     if (r) return r;
+    if (k->nparams >= 0) {
+        /* A real module's kernel: not run; what it was given is kept for the tests. */
+        g_last_launch = *k;
+        g_last_launch_nargs = (int)nargs_of(k);
+        signal_ev(sig);
+        return ZE_RESULT_SUCCESS;
+    }
     uint32_t *out;
     memcpy(&out, k->argv[0], sizeof out);
     if (!strcmp(k->name, "iota_u32")) {
@@ -650,6 +692,24 @@ static ze_result_t m_vm_get(ze_context_handle_t c, const void *ptr, size_t n, ze
 }
 
 /* ---------------------------------------------------------------- what the tests can ask */
+/* The bytes the last zeModuleCreate received (NULL before any). */
+EXPORT const unsigned char *mock_ze_last_module(size_t *len) {
+    *len = g_last_module_len;
+    return g_last_module;
+}
+/* The last launch of a kernel of a real module: its name, its arguments' sizes, whether each
+   was NULL (local memory), and their first 8 bytes; returns the argument count. */
+EXPORT int mock_ze_last_launch(char name[64], size_t sizes[MOCK_MAX_ARGS], int nulls[MOCK_MAX_ARGS], uint64_t values[MOCK_MAX_ARGS]) {
+    memcpy(name, g_last_launch.name, 64);
+    for (int i = 0; i < g_last_launch_nargs; i++) {
+        sizes[i] = g_last_launch.argsz[i];
+        nulls[i] = g_last_launch.argnull[i];
+        values[i] = 0;
+        memcpy(&values[i], g_last_launch.argv[i], g_last_launch.argsz[i] < 8 ? g_last_launch.argsz[i] : 8);
+    }
+    return g_last_launch_nargs;
+}
+
 EXPORT int mock_ze_live_allocations(void) {
     int n = 0;
     for (int i = 0; i < MAX_ALLOCS; i++) n += g_allocs[i].used;

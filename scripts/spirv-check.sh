@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# #[sycl::kernel] through SPIR-V on Intel's CPU OpenCL runtime (spec/level-zero.md): the kernel
+# conformance suite and every example with SYCL_RS_KERNEL_IR=spirv, every module the runtime
+# built written to a directory (SYCL_RS_SPIRV_DUMP), then `spirv-val` on each (Debian's
+# spirv-tools): with the SPIR-V 1.0 rules the modules declare, and OpenCL 2.2's where a module
+# has no 64-bit atomics (that environment lists Int64Atomics as an extension's). Also the kernel
+# suite on the Intel device as OpenCL C (SYCL_RS_KERNEL_IR=opencl_c), the form SPIR-V replaced
+# there by default.
+#
+# Fails on: no Intel OpenCL device, a failed or missing kernel test on it, a failed example, an
+# empty dump, any module spirv-val refuses. Needs the OpenCL environment (OCL_ICD_VENDORS) and
+# release examples (scripts/run-examples.sh builds them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v spirv-val >/dev/null || { echo "spirv-check: spirv-val missing (apt: spirv-tools)" >&2; exit 1; }
+
+cargo build -q --release -p sycl-rs --bin sycl-ls --examples
+intel=$(env -u ONEAPI_DEVICE_SELECTOR target/release/sycl-ls | grep 'Intel(R) OpenCL' | head -1 | sed -n 's/^\[\([a-z_]*:[a-z]*:[0-9]*\)\].*/\1/p')
+[ -n "$intel" ] || { echo "spirv-check: no Intel(R) OpenCL device" >&2; exit 1; }
+selector=${intel%%:*}:${intel##*:}
+
+dump=$(mktemp -d)
+log=$(mktemp)
+trap 'rm -rf "$dump" "$log"' EXIT
+export SYCL_RS_KERNEL_IR=spirv SYCL_RS_SPIRV_DUMP=$dump
+
+echo "-- kernel conformance suite through SPIR-V ($intel takes SPIR-V; PoCL has no IL and keeps OpenCL C)"
+set +e
+cargo test -q -p sycl-tests --test conformance -- kernels:: >"$log" 2>&1
+rc=$?
+set -e
+grep '^test result' "$log" || true
+ran=$(grep -c "^test \[$intel\] kernels::.* ok$" "$log" || true)
+bad=$(grep "^test \[$intel\] kernels::" "$log" | grep -vc " ok$" || true)
+if [ "$rc" -ne 0 ] || [ "$ran" -eq 0 ] || [ "$bad" -ne 0 ]; then
+    grep -E "FAILED|failed|panicked" "$log" | head -40 >&2 || true
+    echo "spirv-check: conformance through SPIR-V failed (exit $rc; $ran passed and $bad not passed on $intel)" >&2
+    exit 1
+fi
+echo "-- $ran kernel tests passed on $intel through SPIR-V"
+
+# SPIR-V is the default where the driver takes it: the OpenCL C form must keep passing there
+# (and build no module: the dump must not grow).
+before=$(ls "$dump" | wc -l)
+SYCL_RS_KERNEL_IR=opencl_c cargo test -q -p sycl-tests --test conformance -- "$intel] kernels::" >"$log" 2>&1 \
+    || { tail -40 "$log" >&2; echo "spirv-check: the kernel suite as OpenCL C failed on $intel" >&2; exit 1; }
+[ "$(ls "$dump" | wc -l)" -eq "$before" ] || { echo "spirv-check: SYCL_RS_KERNEL_IR=opencl_c built SPIR-V" >&2; exit 1; }
+echo "-- and as OpenCL C: $(grep -c ' ok$' "$log") kernel tests passed on $intel"
+
+for e in vector_add reduction stencil2d matmul; do
+    ONEAPI_DEVICE_SELECTOR=$selector target/release/examples/$e | tail -1
+done
+
+n=0
+bad=0
+for f in "$dump"/*.spv; do
+    [ -e "$f" ] || break
+    n=$((n + 1))
+    envs="spv1.0"
+    # (grep without -q reads all of spirv-dis's output: no SIGPIPE under pipefail.)
+    spirv-dis "$f" | grep 'OpCapability Int64Atomics' >/dev/null || envs="$envs opencl2.2"
+    for env in $envs; do
+        if ! out=$(spirv-val --target-env "$env" "$f" 2>&1); then
+            bad=$((bad + 1))
+            echo "spirv-check: $(basename "$f") ($env): $out" >&2
+        fi
+    done
+done
+[ "$n" -gt 0 ] || { echo "spirv-check: no module was dumped" >&2; exit 1; }
+[ "$bad" -eq 0 ] || { echo "spirv-check: $bad validation failures in $n modules" >&2; exit 1; }
+echo "spirv-check: $ran kernel tests on $intel through SPIR-V, 4 examples, $n modules clean under spirv-val"

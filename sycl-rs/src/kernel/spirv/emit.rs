@@ -1,0 +1,1867 @@
+//! SPIR-V (Kernel capability, Physical64 addressing, the OpenCL memory model and `OpenCL.std`)
+//! from the decoded IR, with the semantics of the OpenCL C the macro writes
+//! (`sycl-macros/src/emit_c.rs` and `prelude_opencl.h`): wrapping integer arithmetic, Rust's
+//! `as`, checked indices and divisions that record a failure code and suppress the
+//! work-item's later effects, the same status word and the same kernel parameters.
+//!
+//! Every local is a `Function` variable (the driver promotes them to registers), control flow
+//! is structured (selection and loop merges), and a `return` inside a work-group kernel's
+//! region leaves the region through the enclosing loops' merges (the C form's `goto`).
+
+use std::collections::HashMap;
+
+use rspirv::dr::{Builder, InsertPoint, Instruction, Operand};
+use rspirv::spirv::{
+    self, BuiltIn, Capability, Decoration, ExecutionMode, ExecutionModel, FunctionControl,
+    FunctionParameterAttribute, GroupOperation, LoopControl, MemoryAccess, Op, OpenclStd100Op,
+    SelectionControl, StorageClass, Word,
+};
+
+use super::ir::*;
+use crate::kernel::__rt::ScalarTy;
+use crate::{Errc, Error, Result};
+
+const FAIL_BOUNDS: u64 = 1;
+const FAIL_ARITH: u64 = 2;
+const SCOPE_DEVICE: u64 = 1;
+const SCOPE_WORKGROUP: u64 = 2;
+/// AcquireRelease | WorkgroupMemory | CrossWorkgroupMemory: OpenCL C's
+/// `barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)`.
+const BARRIER_SEMANTICS: u64 = 0x8 | 0x100 | 0x200;
+
+/// The kernel's entry point, with every check.
+pub(crate) const ENTRY: &str = "sycl_kernel";
+/// The entry point without the checks that the run-time guards cover (`Check::Guard`): the
+/// launch picks it when every guard holds (it evaluates them on the host).
+pub(crate) const ENTRY_GUARDED: &str = "sycl_kernel_guarded";
+
+/// What one module is built from and for.
+pub(crate) struct Program<'a> {
+    pub kernel: &'a Function,
+    /// The function index (into `helpers`) of each of the kernel's call targets.
+    pub kernel_calls: Vec<usize>,
+    /// Helpers, callees first, each with the indices of its own call targets.
+    pub helpers: Vec<(&'a Function, Vec<usize>)>,
+    /// Launch dimensions (SYCL's last is the device's first).
+    pub dims: u8,
+    /// Work-group size in device order.
+    pub local: [u32; 3],
+    /// The kernel takes a work-group scratch pointer (the OpenCL C form's reductions): kept
+    /// as a parameter so that both forms take the same arguments.
+    pub scratch_param: bool,
+    /// Also the entry point `ENTRY_GUARDED`.
+    pub guarded_entry: bool,
+}
+
+fn build_err(e: rspirv::dr::Error) -> Error {
+    Error::new(
+        Errc::Build,
+        format!("building SPIR-V: {e} (a bug of #[sycl::kernel]: please report it)"),
+    )
+}
+
+fn bad(what: &str) -> Error {
+    Error::new(
+        Errc::Build,
+        format!("building SPIR-V: {what} (a bug of #[sycl::kernel]: please report it)"),
+    )
+}
+
+fn is_signed(t: ScalarTy) -> bool {
+    matches!(t, ScalarTy::I32 | ScalarTy::I64)
+}
+
+fn is_float(t: ScalarTy) -> bool {
+    matches!(t, ScalarTy::F32 | ScalarTy::F64)
+}
+
+fn is_int(t: ScalarTy) -> bool {
+    !is_float(t) && t != ScalarTy::Bool
+}
+
+fn bits(t: ScalarTy) -> u32 {
+    match t {
+        ScalarTy::Bool => 1,
+        ScalarTy::I32 | ScalarTy::U32 | ScalarTy::F32 => 32,
+        _ => 64,
+    }
+}
+
+/// Module-wide state: types, constants, built-in variables.
+struct Module {
+    b: Builder,
+    ext: Word,
+    consts: HashMap<(Word, u64), Word>,
+    builtins: HashMap<u32, Word>,
+    caps: Vec<Capability>,
+}
+
+impl Module {
+    fn cap(&mut self, c: Capability) {
+        if !self.caps.contains(&c) {
+            self.caps.push(c);
+            self.b.capability(c);
+        }
+    }
+
+    fn ty(&mut self, t: ScalarTy) -> Word {
+        match t {
+            ScalarTy::Bool => self.b.type_bool(),
+            ScalarTy::I32 | ScalarTy::U32 => self.b.type_int(32, 0),
+            ScalarTy::I64 | ScalarTy::U64 | ScalarTy::Usize => self.b.type_int(64, 0),
+            ScalarTy::F32 => self.b.type_float(32, None),
+            ScalarTy::F64 => {
+                self.cap(Capability::Float64);
+                self.b.type_float(64, None)
+            }
+        }
+    }
+
+    fn u8_ty(&mut self) -> Word {
+        self.cap(Capability::Int8);
+        self.b.type_int(8, 0)
+    }
+
+    fn ptr(&mut self, class: StorageClass, pointee: Word) -> Word {
+        self.b.type_pointer(None, class, pointee)
+    }
+
+    fn konst_raw(&mut self, ty: Word, width: u32, v: u64) -> Word {
+        if let Some(id) = self.consts.get(&(ty, v)) {
+            return *id;
+        }
+        let id = if width == 64 {
+            self.b.constant_bit64(ty, v)
+        } else {
+            self.b.constant_bit32(ty, v as u32)
+        };
+        self.consts.insert((ty, v), id);
+        id
+    }
+
+    /// A constant of type `t` with these bits.
+    fn konst(&mut self, t: ScalarTy, v: u64) -> Word {
+        let ty = self.ty(t);
+        if t == ScalarTy::Bool {
+            if let Some(id) = self.consts.get(&(ty, v)) {
+                return *id;
+            }
+            let id = if v != 0 {
+                self.b.constant_true(ty)
+            } else {
+                self.b.constant_false(ty)
+            };
+            self.consts.insert((ty, v), id);
+            return id;
+        }
+        self.konst_raw(ty, bits(t), v)
+    }
+
+    fn u32c(&mut self, v: u64) -> Word {
+        self.konst(ScalarTy::U32, v)
+    }
+
+    fn u64c(&mut self, v: u64) -> Word {
+        self.konst(ScalarTy::U64, v)
+    }
+
+    /// The `Input` variable of a built-in `v3ulong`.
+    fn builtin(&mut self, which: BuiltIn) -> Word {
+        if let Some(id) = self.builtins.get(&(which as u32)) {
+            return *id;
+        }
+        let u64t = self.ty(ScalarTy::U64);
+        let v3 = self.b.type_vector(u64t, 3);
+        let p = self.ptr(StorageClass::Input, v3);
+        let var = self.b.id();
+        // At module scope (`variable` would put it in the function being emitted).
+        self.b.insert_types_global_values(
+            InsertPoint::End,
+            Instruction::new(
+                Op::Variable,
+                Some(p),
+                Some(var),
+                vec![Operand::StorageClass(StorageClass::Input)],
+            ),
+        );
+        self.b
+            .decorate(var, Decoration::BuiltIn, [Operand::BuiltIn(which)]);
+        self.b.decorate(var, Decoration::Constant, []);
+        self.builtins.insert(which as u32, var);
+        var
+    }
+}
+
+/// How a parameter arrives in the function.
+#[derive(Clone, Copy)]
+enum ParamVal {
+    Scalar(Word),
+    Slice { ptr: Word, len: Word },
+}
+
+/// An element index: as `u64` (for the bounds check), and as the 32-bit value it was widened
+/// from, where it was (`x as usize` of a `u32`): the index local arrays take.
+#[derive(Clone, Copy)]
+struct Index {
+    wide: Word,
+    narrow: Option<Word>,
+}
+
+#[derive(Clone, Copy)]
+struct LoopCtx {
+    merge: Word,
+    cont: Word,
+}
+
+enum Role {
+    Kernel { status: Word, ranges: [Word; 3] },
+    Helper,
+}
+
+/// One function being emitted.
+struct Fx<'a> {
+    m: &'a mut Module,
+    f: &'a Function,
+    /// Function ids of the call targets.
+    callees: Vec<Word>,
+    role: Role,
+    params: Vec<ParamVal>,
+    /// A pointer per local: a `Function` variable, or a `Workgroup` array.
+    locals: Vec<Word>,
+    /// The function's variables, placed at the top of its first block at the end.
+    vars: Vec<Instruction>,
+    fail: Word,
+    ufail: Word,
+    done: Word,
+    /// Evaluating a value every work-item computes (see `uniform_check`).
+    uniform: bool,
+    loops: Vec<LoopCtx>,
+    /// Inside a work-group kernel's region (a `return` sets `done` and leaves it).
+    in_region: bool,
+    dims: u8,
+    local: [u32; 3],
+    /// Emitting the entry point that runs when every run-time guard holds (`Check::Guard`
+    /// accesses need no check there).
+    assume_guards: bool,
+    /// Loops (user and synchronising ones) around the code being emitted.
+    loop_depth: usize,
+}
+
+/// Builds the module; returns its words.
+pub(crate) fn build(p: &Program<'_>) -> Result<Vec<u32>> {
+    let mut b = Builder::new();
+    b.set_version(1, 0);
+    let mut m = Module {
+        ext: 0,
+        b,
+        consts: HashMap::new(),
+        builtins: HashMap::new(),
+        caps: Vec::new(),
+    };
+    m.cap(Capability::Addresses);
+    m.cap(Capability::Kernel);
+    m.cap(Capability::Int64);
+    m.ext = m.b.ext_inst_import("OpenCL.std");
+    m.b.memory_model(
+        spirv::AddressingModel::Physical64,
+        spirv::MemoryModel::OpenCL,
+    );
+    // The function ids of call targets, by their index among the helpers (callees first).
+    fn targets(ids: &[Word], calls: &[usize]) -> Result<Vec<Word>> {
+        calls
+            .iter()
+            .map(|&i| ids.get(i).copied().ok_or_else(|| bad("helper order")))
+            .collect()
+    }
+    let mut helper_ids: Vec<Word> = Vec::with_capacity(p.helpers.len());
+    for (h, calls) in &p.helpers {
+        let callees = targets(&helper_ids, calls)?;
+        helper_ids.push(helper(&mut m, h, callees, p)?);
+    }
+    let callees = targets(&helper_ids, &p.kernel_calls)?;
+    let mut entries = vec![(kernel(&mut m, p, callees.clone(), false)?, ENTRY)];
+    if p.guarded_entry {
+        entries.push((kernel(&mut m, p, callees, true)?, ENTRY_GUARDED));
+    }
+    let mut interface: Vec<Word> = m.builtins.values().copied().collect();
+    interface.sort_unstable();
+    for (id, name) in entries {
+        m.b.entry_point(ExecutionModel::Kernel, id, name, &interface);
+        m.b.execution_mode(id, ExecutionMode::LocalSize, p.local);
+        // Rust does not contract `a * b + c` (OpenCL C's `FP_CONTRACT OFF`).
+        m.b.execution_mode(id, ExecutionMode::ContractionOff, []);
+    }
+    use rspirv::binary::Assemble;
+    Ok(m.b.module().assemble())
+}
+
+fn new_fx<'a>(m: &'a mut Module, f: &'a Function, callees: Vec<Word>, p: &Program<'_>) -> Fx<'a> {
+    Fx {
+        m,
+        f,
+        callees,
+        role: Role::Helper,
+        params: Vec::new(),
+        locals: Vec::new(),
+        vars: Vec::new(),
+        fail: 0,
+        ufail: 0,
+        done: 0,
+        uniform: false,
+        loops: Vec::new(),
+        in_region: false,
+        dims: p.dims,
+        local: p.local,
+        assume_guards: false,
+        loop_depth: 0,
+    }
+}
+
+fn helper(m: &mut Module, f: &Function, callees: Vec<Word>, p: &Program<'_>) -> Result<Word> {
+    let ret = f.ret.ok_or_else(|| bad("a helper without a result type"))?;
+    let mut fx = new_fx(m, f, callees, p);
+    let ret_ty = fx.m.ty(ret);
+    let u32t = fx.m.ty(ScalarTy::U32);
+    let failp_ty = fx.m.ptr(StorageClass::Function, u32t);
+    let mut param_tys = Vec::new();
+    for param in &f.params {
+        match param {
+            Param::Scalar(t) => param_tys.push(fx.m.ty(*t)),
+            Param::Slice { .. } => return Err(bad("a helper with a slice parameter")),
+        }
+    }
+    param_tys.push(failp_ty);
+    let fty = fx.m.b.type_function(ret_ty, param_tys.clone());
+    let id =
+        fx.m.b
+            .begin_function(ret_ty, None, FunctionControl::NONE, fty)
+            .map_err(build_err)?;
+    for ty in &param_tys[..f.params.len()] {
+        let v = fx.m.b.function_parameter(*ty).map_err(build_err)?;
+        fx.params.push(ParamVal::Scalar(v));
+    }
+    let failp = fx.m.b.function_parameter(failp_ty).map_err(build_err)?;
+    fx.fail = failp;
+    fx.ufail = failp;
+    fx.m.b.begin_block(None).map_err(build_err)?;
+    fx.declare_locals()?;
+    fx.block(&f.body)?;
+    let zero = fx.m.konst(ret, 0);
+    fx.m.b.ret_value(zero).map_err(build_err)?;
+    fx.finish()?;
+    Ok(id)
+}
+
+/// The kernel's entry function; `guarded`: without the checks the run-time guards cover.
+fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>, guarded: bool) -> Result<Word> {
+    let f = p.kernel;
+    let mut fx = new_fx(m, f, callees, p);
+    fx.assume_guards = guarded;
+    let void = fx.m.b.type_void();
+    let u64t = fx.m.ty(ScalarTy::U64);
+    let u32t = fx.m.ty(ScalarTy::U32);
+    let mut param_tys = Vec::new();
+    for param in &f.params {
+        match *param {
+            Param::Scalar(ScalarTy::Bool) => param_tys.push(fx.m.u8_ty()),
+            Param::Scalar(t) => param_tys.push(fx.m.ty(t)),
+            Param::Slice { elem, .. } => {
+                let e = fx.m.ty(elem);
+                param_tys.push(fx.m.ptr(StorageClass::CrossWorkgroup, e));
+                param_tys.push(u64t);
+            }
+        }
+    }
+    let status_ty = fx.m.ptr(StorageClass::CrossWorkgroup, u32t);
+    param_tys.push(status_ty);
+    param_tys.extend([u64t; 3]);
+    if p.scratch_param {
+        let scratch = fx.m.ptr(StorageClass::Workgroup, u64t);
+        param_tys.push(scratch);
+    }
+    let fty = fx.m.b.type_function(void, param_tys.clone());
+    let id =
+        fx.m.b
+            .begin_function(void, None, FunctionControl::NONE, fty)
+            .map_err(build_err)?;
+    let mut raw = Vec::new();
+    for ty in &param_tys {
+        raw.push(fx.m.b.function_parameter(*ty).map_err(build_err)?);
+    }
+    fx.m.b.begin_block(None).map_err(build_err)?;
+    let mut at = 0;
+    for param in &f.params {
+        match *param {
+            Param::Scalar(ScalarTy::Bool) => {
+                let byte_ty = fx.m.u8_ty();
+                let zero = fx.m.konst_raw(byte_ty, 8, 0);
+                let v = fx.op(Op::INotEqual, ScalarTy::Bool, &[raw[at], zero])?;
+                fx.params.push(ParamVal::Scalar(v));
+                at += 1;
+            }
+            Param::Scalar(_) => {
+                fx.params.push(ParamVal::Scalar(raw[at]));
+                at += 1;
+            }
+            Param::Slice { mutable, .. } => {
+                // The launch refuses a written slice that overlaps another slice (OpenCL C's
+                // `restrict`).
+                fx.m.b.decorate(
+                    raw[at],
+                    Decoration::FuncParamAttr,
+                    [Operand::FunctionParameterAttribute(
+                        FunctionParameterAttribute::NoAlias,
+                    )],
+                );
+                if !mutable {
+                    fx.m.b.decorate(
+                        raw[at],
+                        Decoration::FuncParamAttr,
+                        [Operand::FunctionParameterAttribute(
+                            FunctionParameterAttribute::NoWrite,
+                        )],
+                    );
+                }
+                fx.params.push(ParamVal::Slice {
+                    ptr: raw[at],
+                    len: raw[at + 1],
+                });
+                at += 2;
+            }
+        }
+    }
+    fx.role = Role::Kernel {
+        status: raw[at],
+        ranges: [raw[at + 1], raw[at + 2], raw[at + 3]],
+    };
+    fx.declare_locals()?;
+    let zero32 = fx.m.u32c(0);
+    fx.fail = fx.var(u32t, Some(zero32));
+    fx.ufail = fx.var(u32t, Some(zero32));
+    let bool_ty = fx.m.ty(ScalarTy::Bool);
+    let no = fx.m.konst(ScalarTy::Bool, 0);
+    fx.done = fx.var(bool_ty, Some(no));
+    // A plain range is launched rounded up to whole work-groups; the extra work-items of a
+    // flat kernel leave first, so the kernel sees exactly its range.
+    let mut outside = None;
+    if f.steps.is_none() {
+        for d in 0..fx.dims {
+            let g = fx.query(Query::GlobalId, d)?;
+            let r = fx.range(d)?;
+            let o = fx.op(Op::UGreaterThanEqual, ScalarTy::Bool, &[g, r])?;
+            outside = Some(match outside {
+                None => o,
+                Some(prev) => fx.op(Op::LogicalOr, ScalarTy::Bool, &[prev, o])?,
+            });
+        }
+    }
+    match &f.steps {
+        None => {
+            if let Some(outside) = outside {
+                fx.if_then(outside, |fx| {
+                    fx.m.b.ret().map_err(build_err)?;
+                    fx.dead_block()
+                })?;
+            }
+            fx.block(&f.body)?;
+        }
+        Some(steps) => fx.steps(steps)?,
+    }
+    fx.report()?;
+    fx.m.b.ret().map_err(build_err)?;
+    fx.finish()?;
+    Ok(id)
+}
+
+impl Fx<'_> {
+    // ---- plumbing
+
+    fn ins(&mut self, op: Op, ty: Option<Word>, operands: Vec<Operand>) -> Result<Word> {
+        let id = self.m.b.id();
+        let inst = Instruction::new(op, ty, ty.map(|_| id), operands);
+        self.m
+            .b
+            .insert_into_block(InsertPoint::End, inst)
+            .map_err(build_err)?;
+        Ok(id)
+    }
+
+    /// `op` over id operands, with a result of type `t`.
+    fn op(&mut self, op: Op, t: ScalarTy, args: &[Word]) -> Result<Word> {
+        let ty = self.m.ty(t);
+        self.ins(
+            op,
+            Some(ty),
+            args.iter().map(|a| Operand::IdRef(*a)).collect(),
+        )
+    }
+
+    fn var(&mut self, ty: Word, init: Option<Word>) -> Word {
+        let p = self.m.ptr(StorageClass::Function, ty);
+        let id = self.m.b.id();
+        let mut ops = vec![Operand::StorageClass(StorageClass::Function)];
+        if let Some(i) = init {
+            ops.push(Operand::IdRef(i));
+        }
+        self.vars
+            .push(Instruction::new(Op::Variable, Some(p), Some(id), ops));
+        id
+    }
+
+    fn load(&mut self, t: ScalarTy, ptr: Word) -> Result<Word> {
+        let ty = self.m.ty(t);
+        self.m.b.load(ty, None, ptr, None, []).map_err(build_err)
+    }
+
+    fn store(&mut self, ptr: Word, v: Word) -> Result<()> {
+        self.m.b.store(ptr, v, None, []).map_err(build_err)
+    }
+
+    fn label(&mut self) -> Word {
+        self.m.b.id()
+    }
+
+    fn begin(&mut self, label: Word) -> Result<()> {
+        self.m.b.begin_block(Some(label)).map_err(build_err)?;
+        Ok(())
+    }
+
+    fn branch(&mut self, to: Word) -> Result<()> {
+        self.m.b.branch(to).map_err(build_err)
+    }
+
+    /// A block for code after a jump (reached by nothing).
+    fn dead_block(&mut self) -> Result<()> {
+        let l = self.label();
+        self.begin(l)
+    }
+
+    /// Jumps to `to`; what follows goes into an unreachable block.
+    fn jump(&mut self, to: Word) -> Result<()> {
+        self.branch(to)?;
+        self.dead_block()
+    }
+
+    fn current_label(&self) -> Result<Word> {
+        let m = self.m.b.module_ref();
+        let f = self
+            .m
+            .b
+            .selected_function()
+            .ok_or_else(|| bad("no function"))?;
+        let b = self.m.b.selected_block().ok_or_else(|| bad("no block"))?;
+        m.functions[f].blocks[b]
+            .label_id()
+            .ok_or_else(|| bad("a block without a label"))
+    }
+
+    fn declare_locals(&mut self) -> Result<()> {
+        for (i, l) in self.f.locals.iter().enumerate() {
+            let ty = self.m.ty(l.ty);
+            let id = match l.array {
+                None => self.var(ty, None),
+                Some(n) => {
+                    let len = self.m.u32c(n as u64);
+                    let arr = self.m.b.type_array(ty, len);
+                    let p = self.m.ptr(StorageClass::Workgroup, arr);
+                    // Module scope (the function is not selected for it): kernel-scope
+                    // `__local` memory.
+                    let var = Instruction::new(
+                        Op::Variable,
+                        Some(p),
+                        Some(self.m.b.id()),
+                        vec![Operand::StorageClass(StorageClass::Workgroup)],
+                    );
+                    let id = var.result_id.expect("an id");
+                    self.m.b.insert_types_global_values(InsertPoint::End, var);
+                    let _ = i;
+                    id
+                }
+            };
+            self.locals.push(id);
+        }
+        Ok(())
+    }
+
+    /// Puts the variables at the top of the function's first block and ends it.
+    fn finish(&mut self) -> Result<()> {
+        let fi = self
+            .m
+            .b
+            .selected_function()
+            .ok_or_else(|| bad("no function"))?;
+        let vars = std::mem::take(&mut self.vars);
+        let block = &mut self.m.b.module_mut().functions[fi].blocks[0];
+        block.instructions.splice(0..0, vars);
+        self.m.b.end_function().map_err(build_err)
+    }
+
+    fn if_then(&mut self, cond: Word, then: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        let (t, merge) = (self.label(), self.label());
+        self.open_selection(cond, t, merge, merge)?;
+        self.begin(t)?;
+        then(self)?;
+        self.branch(merge)?;
+        self.begin(merge)
+    }
+
+    /// Opens a selection construct: `cond` branches to `yes` or `no`; both meet at `merge`.
+    fn open_selection(&mut self, cond: Word, yes: Word, no: Word, merge: Word) -> Result<()> {
+        self.m
+            .b
+            .selection_merge(merge, SelectionControl::NONE)
+            .map_err(build_err)?;
+        self.branch_if(cond, yes, no)
+    }
+
+    /// `cond ? then() : otherwise` where `then` runs only when `cond` holds.
+    fn cond_value(
+        &mut self,
+        cond: Word,
+        t: ScalarTy,
+        then: impl FnOnce(&mut Self) -> Result<Word>,
+        otherwise: Word,
+    ) -> Result<Word> {
+        self.if_value(cond, t, then, |_| Ok(otherwise))
+    }
+
+    /// One side of a selection: its value and the block it ends in (for the phi).
+    fn arm(
+        &mut self,
+        label: Word,
+        merge: Word,
+        value: impl FnOnce(&mut Self) -> Result<Word>,
+    ) -> Result<(Word, Word)> {
+        self.begin(label)?;
+        let v = value(self)?;
+        let end = self.current_label()?;
+        self.branch(merge)?;
+        Ok((v, end))
+    }
+
+    /// `cond ? a() : b()`, each evaluated only on its side.
+    fn if_value(
+        &mut self,
+        cond: Word,
+        t: ScalarTy,
+        a: impl FnOnce(&mut Self) -> Result<Word>,
+        b: impl FnOnce(&mut Self) -> Result<Word>,
+    ) -> Result<Word> {
+        let (al, bl, merge) = (self.label(), self.label(), self.label());
+        self.open_selection(cond, al, bl, merge)?;
+        let va = self.arm(al, merge, a)?;
+        let vb = self.arm(bl, merge, b)?;
+        self.begin(merge)?;
+        let ty = self.m.ty(t);
+        self.m.b.phi(ty, None, [va, vb]).map_err(build_err)
+    }
+
+    // ---- failures
+
+    fn failp(&self) -> Word {
+        if self.uniform {
+            self.ufail
+        } else {
+            self.fail
+        }
+    }
+
+    /// Records `code` unless `ok` or a failure is recorded already; returns the failure
+    /// before it.
+    fn set_fail_unless(&mut self, ok: Word, code: u64) -> Result<Word> {
+        let fp = self.failp();
+        let f = self.load(ScalarTy::U32, fp)?;
+        let zero = self.m.u32c(0);
+        let failed = self.op(Op::INotEqual, ScalarTy::Bool, &[f, zero])?;
+        let keep = self.op(Op::LogicalOr, ScalarTy::Bool, &[ok, failed])?;
+        let c = self.m.u32c(code);
+        let nf = self.op(Op::Select, ScalarTy::U32, &[keep, f, c])?;
+        self.store(fp, nf)?;
+        Ok(f)
+    }
+
+    /// Whether the work-item has failed.
+    fn failed(&mut self) -> Result<Word> {
+        let fp = self.failp();
+        let f = self.load(ScalarTy::U32, fp)?;
+        let zero = self.m.u32c(0);
+        self.op(Op::INotEqual, ScalarTy::Bool, &[f, zero])
+    }
+
+    /// After a value every work-item computes (uniform), into `ufail`: the failure is the
+    /// work-item's own unless it had returned.
+    fn uniform_check(&mut self) -> Result<()> {
+        let f = self.load(ScalarTy::U32, self.fail)?;
+        let u = self.load(ScalarTy::U32, self.ufail)?;
+        let d = self.load(ScalarTy::Bool, self.done)?;
+        let zero = self.m.u32c(0);
+        let clean = self.op(Op::IEqual, ScalarTy::Bool, &[f, zero])?;
+        let live = self.op(Op::LogicalNot, ScalarTy::Bool, &[d])?;
+        let take = self.op(Op::LogicalAnd, ScalarTy::Bool, &[live, clean])?;
+        let nf = self.op(Op::Select, ScalarTy::U32, &[take, u, f])?;
+        self.store(self.fail, nf)?;
+        self.store(self.ufail, zero)
+    }
+
+    /// Writes the work-item's failure code, if any, to the status word (the first wins).
+    fn report(&mut self) -> Result<()> {
+        let Role::Kernel { status, .. } = self.role else {
+            return Err(bad("report outside a kernel"));
+        };
+        let f = self.load(ScalarTy::U32, self.fail)?;
+        let zero = self.m.u32c(0);
+        let failed = self.op(Op::INotEqual, ScalarTy::Bool, &[f, zero])?;
+        self.if_then(failed, |fx| {
+            let scope = fx.m.u32c(SCOPE_DEVICE);
+            let relaxed = fx.m.u32c(0);
+            fx.op(
+                Op::AtomicCompareExchange,
+                ScalarTy::U32,
+                &[status, scope, relaxed, relaxed, f, zero],
+            )?;
+            Ok(())
+        })
+    }
+
+    // ---- statements
+
+    fn block(&mut self, body: &[Stmt]) -> Result<()> {
+        for s in body {
+            self.stmt(s)?;
+        }
+        Ok(())
+    }
+
+    fn local_ty(&self, l: usize) -> ScalarTy {
+        self.f.locals[l].ty
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Result<()> {
+        match s {
+            Stmt::Let(l, e) => {
+                let v = self.expr(e)?;
+                self.store(self.locals[*l], v)
+            }
+            Stmt::AssignLocal(l, op, e) => {
+                let v = self.expr(e)?;
+                let v = match op {
+                    None => v,
+                    Some(op) => {
+                        let t = self.local_ty(*l);
+                        let cur = self.load(t, self.locals[*l])?;
+                        self.binary(*op, t, e.ty, cur, v)?
+                    }
+                };
+                self.store(self.locals[*l], v)
+            }
+            Stmt::Store {
+                base,
+                check,
+                op,
+                index,
+                value,
+            } => {
+                // Rust's order: the value, then the place.
+                let v = self.expr(value)?;
+                let i = self.index(*base, index)?;
+                let elem = self.base_ty(*base)?;
+                let proved = self.proved(check)?;
+                let v = match op {
+                    None => v,
+                    Some(op) => {
+                        let cur = self.load_elem(*base, proved, i)?;
+                        self.binary(*op, elem, value.ty, cur, v)?
+                    }
+                };
+                self.store_elem(*base, proved, i, v)
+            }
+            Stmt::Expr(e) => self.expr(e).map(drop),
+            Stmt::If(c, a, b) => {
+                let c = self.expr(c)?;
+                let (tl, el, merge) = (self.label(), self.label(), self.label());
+                let else_target = if b.is_empty() { merge } else { el };
+                self.open_selection(c, tl, else_target, merge)?;
+                self.begin(tl)?;
+                self.block(a)?;
+                self.branch(merge)?;
+                if !b.is_empty() {
+                    self.begin(el)?;
+                    self.block(b)?;
+                    self.branch(merge)?;
+                }
+                self.begin(merge)
+            }
+            Stmt::While(c, body) => self.while_loop(Some(c), body),
+            Stmt::Loop(body) => self.while_loop(None, body),
+            Stmt::For(h, body) => {
+                self.for_loop(h, false, |fx| fx.block(body))?;
+                self.after_loop()
+            }
+            Stmt::Break => {
+                let l = *self
+                    .loops
+                    .last()
+                    .ok_or_else(|| bad("break outside a loop"))?;
+                self.jump(l.merge)
+            }
+            Stmt::Continue => {
+                let l = *self
+                    .loops
+                    .last()
+                    .ok_or_else(|| bad("continue outside a loop"))?;
+                self.jump(l.cont)
+            }
+            Stmt::Return(None) => {
+                if self.in_region {
+                    let yes = self.m.konst(ScalarTy::Bool, 1);
+                    self.store(self.done, yes)?;
+                    let l = *self.loops.last().ok_or_else(|| bad("region"))?;
+                    self.jump(l.merge)
+                } else {
+                    self.report()?;
+                    self.m.b.ret().map_err(build_err)?;
+                    self.dead_block()
+                }
+            }
+            Stmt::Return(Some(e)) => {
+                let v = self.expr(e)?;
+                self.m.b.ret_value(v).map_err(build_err)?;
+                self.dead_block()
+            }
+            Stmt::Barrier => self.barrier(),
+        }
+    }
+
+    /// In a region, a loop left by `return` leaves the enclosing one too.
+    fn after_loop(&mut self) -> Result<()> {
+        if !self.in_region {
+            return Ok(());
+        }
+        let outer = *self.loops.last().ok_or_else(|| bad("region"))?;
+        let d = self.load(ScalarTy::Bool, self.done)?;
+        let next = self.label();
+        self.open_selection(d, outer.merge, next, next)?;
+        self.begin(next)
+    }
+
+    /// A structured loop: `check` decides (branching to `body` or `merge`), `body` runs with
+    /// the loop as the target of `break`/`continue`, `step` runs before the next check.
+    fn emit_loop(
+        &mut self,
+        check: impl FnOnce(&mut Self, Word, Word) -> Result<()>,
+        body: impl FnOnce(&mut Self) -> Result<()>,
+        step: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        let (header, check_l, body_l, cont, merge) = (
+            self.label(),
+            self.label(),
+            self.label(),
+            self.label(),
+            self.label(),
+        );
+        self.branch(header)?;
+        self.begin(header)?;
+        self.m
+            .b
+            .loop_merge(merge, cont, LoopControl::NONE, [])
+            .map_err(build_err)?;
+        self.branch(check_l)?;
+        self.begin(check_l)?;
+        self.loop_depth += 1;
+        check(self, body_l, merge)?;
+        self.begin(body_l)?;
+        self.loops.push(LoopCtx { merge, cont });
+        body(self)?;
+        self.loops.pop();
+        self.branch(cont)?;
+        self.begin(cont)?;
+        step(self)?;
+        self.loop_depth -= 1;
+        self.branch(header)?;
+        self.begin(merge)
+    }
+
+    fn branch_if(&mut self, c: Word, yes: Word, no: Word) -> Result<()> {
+        self.m
+            .b
+            .branch_conditional(c, yes, no, [])
+            .map_err(build_err)
+    }
+
+    /// `while (!failed && c) body` (`loop`: no `c`).
+    fn while_loop(&mut self, c: Option<&Expr>, body: &[Stmt]) -> Result<()> {
+        self.emit_loop(
+            |fx, body_l, merge| {
+                let failed = fx.failed()?;
+                let test = fx.label();
+                fx.branch_if(failed, merge, test)?;
+                fx.begin(test)?;
+                match c {
+                    Some(c) => {
+                        let c = fx.expr(c)?;
+                        fx.branch_if(c, body_l, merge)
+                    }
+                    None => fx.branch(body_l),
+                }
+            },
+            |fx| fx.block(body),
+            |_| Ok(()),
+        )?;
+        self.after_loop()
+    }
+
+    /// `for var in start..end` (`..=`, `.step_by(step)`); `uniform`: its bounds are computed
+    /// by every work-item of the group (a loop that synchronises).
+    fn for_loop(
+        &mut self,
+        h: &For,
+        uniform: bool,
+        body: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        let t = h.start.ty;
+        let var = self.locals[h.var];
+        self.uniform = uniform;
+        let s = self.expr(&h.start)?;
+        let e = self.expr(&h.end)?;
+        let step = match &h.step {
+            Some(st) => {
+                let st = self.expr(st)?;
+                let zero = self.m.u64c(0);
+                let ok = self.op(Op::INotEqual, ScalarTy::Bool, &[st, zero])?;
+                self.set_fail_unless(ok, FAIL_ARITH)?;
+                Some((st, ok))
+            }
+            None => None,
+        };
+        self.uniform = false;
+        if uniform && (!Self::pure(&h.start) || !Self::pure(&h.end) || h.step.is_some()) {
+            self.uniform_check()?;
+        }
+        let (lt, le) = if is_signed(t) {
+            (Op::SLessThan, Op::SLessThanEqual)
+        } else {
+            (Op::ULessThan, Op::ULessThanEqual)
+        };
+        let one = self.m.konst(t, 1);
+        match step {
+            None if !h.inclusive => {
+                self.store(var, s)?;
+                self.emit_loop(
+                    |fx, body_l, merge| {
+                        let v = fx.load(t, var)?;
+                        let c = fx.op(lt, ScalarTy::Bool, &[v, e])?;
+                        fx.branch_if(c, body_l, merge)
+                    },
+                    body,
+                    |fx| {
+                        let v = fx.load(t, var)?;
+                        let v1 = fx.op(Op::IAdd, t, &[v, one])?;
+                        fx.store(var, v1)
+                    },
+                )
+            }
+            None => {
+                // `a..=b` stops after b even when b is the type's maximum.
+                let bool_ty = self.m.ty(ScalarTy::Bool);
+                let more = self.var(bool_ty, None);
+                let m0 = self.op(le, ScalarTy::Bool, &[s, e])?;
+                self.store(more, m0)?;
+                self.store(var, s)?;
+                self.emit_loop(
+                    |fx, body_l, merge| {
+                        let c = fx.load(ScalarTy::Bool, more)?;
+                        fx.branch_if(c, body_l, merge)
+                    },
+                    body,
+                    |fx| {
+                        let v = fx.load(t, var)?;
+                        let again = fx.op(Op::INotEqual, ScalarTy::Bool, &[v, e])?;
+                        fx.store(more, again)?;
+                        let v1 = fx.op(Op::IAdd, t, &[v, one])?;
+                        let next = fx.op(Op::Select, t, &[again, v1, v])?;
+                        fx.store(var, next)
+                    },
+                )
+            }
+            Some((st, step_ok)) => {
+                // A count, then an index: the count cannot wrap (Rust's `step_by` stops at the
+                // end too; a step of 0 failed above and runs nothing).
+                let cmp = self.op(if h.inclusive { le } else { lt }, ScalarTy::Bool, &[s, e])?;
+                let go = self.op(Op::LogicalAnd, ScalarTy::Bool, &[step_ok, cmp])?;
+                let diff = self.op(Op::ISub, t, &[e, s])?;
+                let diff = if bits(t) == 32 {
+                    self.op(Op::UConvert, ScalarTy::U64, &[diff])?
+                } else {
+                    diff
+                };
+                let one64 = self.m.u64c(1);
+                let diff = if h.inclusive {
+                    diff
+                } else {
+                    self.op(Op::ISub, ScalarTy::U64, &[diff, one64])?
+                };
+                let safe = self.op(Op::Select, ScalarTy::U64, &[step_ok, st, one64])?;
+                let q = self.op(Op::UDiv, ScalarTy::U64, &[diff, safe])?;
+                let q1 = self.op(Op::IAdd, ScalarTy::U64, &[q, one64])?;
+                let zero = self.m.u64c(0);
+                let n = self.op(Op::Select, ScalarTy::U64, &[go, q1, zero])?;
+                let u64t = self.m.ty(ScalarTy::U64);
+                let k = self.var(u64t, None);
+                self.store(k, zero)?;
+                self.emit_loop(
+                    |fx, body_l, merge| {
+                        let kv = fx.load(ScalarTy::U64, k)?;
+                        let c = fx.op(Op::ULessThan, ScalarTy::Bool, &[kv, n])?;
+                        fx.branch_if(c, body_l, merge)
+                    },
+                    |fx| {
+                        let kv = fx.load(ScalarTy::U64, k)?;
+                        let off = fx.op(Op::IMul, ScalarTy::U64, &[kv, st])?;
+                        let off = if bits(t) == 32 {
+                            fx.op(Op::UConvert, t, &[off])?
+                        } else {
+                            off
+                        };
+                        let v = fx.op(Op::IAdd, t, &[s, off])?;
+                        fx.store(var, v)?;
+                        body(fx)
+                    },
+                    |fx| {
+                        let kv = fx.load(ScalarTy::U64, k)?;
+                        let k1 = fx.op(Op::IAdd, ScalarTy::U64, &[kv, one64])?;
+                        fx.store(k, k1)
+                    },
+                )
+            }
+        }
+    }
+
+    fn barrier(&mut self) -> Result<()> {
+        let wg = self.m.u32c(SCOPE_WORKGROUP);
+        let sem = self.m.u32c(BARRIER_SEMANTICS);
+        self.ins(
+            Op::ControlBarrier,
+            None,
+            vec![Operand::IdRef(wg), Operand::IdRef(wg), Operand::IdRef(sem)],
+        )?;
+        Ok(())
+    }
+
+    // ---- work-group kernels
+
+    fn has_return(body: &[Stmt]) -> bool {
+        body.iter().any(|s| match s {
+            Stmt::Return(_) => true,
+            Stmt::If(_, a, b) => Self::has_return(a) || Self::has_return(b),
+            Stmt::While(_, b) | Stmt::Loop(b) | Stmt::For(_, b) => Self::has_return(b),
+            _ => false,
+        })
+    }
+
+    fn steps(&mut self, steps: &[Step]) -> Result<()> {
+        for step in steps {
+            match step {
+                Step::Region(stmts) => {
+                    let d = self.load(ScalarTy::Bool, self.done)?;
+                    let live = self.op(Op::LogicalNot, ScalarTy::Bool, &[d])?;
+                    self.if_then(live, |fx| {
+                        if !Self::has_return(stmts) {
+                            return fx.block(stmts);
+                        }
+                        // A loop run once, so that `return` can leave the region by its
+                        // merge (`do { .. } while (false)`).
+                        let (header, body_l, cont, merge) =
+                            (fx.label(), fx.label(), fx.label(), fx.label());
+                        fx.branch(header)?;
+                        fx.begin(header)?;
+                        fx.m.b
+                            .loop_merge(merge, cont, LoopControl::NONE, [])
+                            .map_err(build_err)?;
+                        fx.branch(body_l)?;
+                        fx.begin(body_l)?;
+                        fx.loops.push(LoopCtx { merge, cont });
+                        fx.in_region = true;
+                        fx.block(stmts)?;
+                        fx.in_region = false;
+                        fx.loops.pop();
+                        fx.branch(cont)?;
+                        fx.begin(cont)?;
+                        let no = fx.m.konst(ScalarTy::Bool, 0);
+                        fx.m.b
+                            .branch_conditional(no, header, merge, [])
+                            .map_err(build_err)?;
+                        fx.begin(merge)
+                    })?;
+                }
+                Step::GroupLet(l, e) => {
+                    self.uniform = true;
+                    let v = self.expr(e)?;
+                    self.uniform = false;
+                    self.store(self.locals[*l], v)?;
+                    // (A value that cannot fail leaves `ufail` as it was: 0.)
+                    if !Self::pure(e) {
+                        self.uniform_check()?;
+                    }
+                }
+                Step::Barrier => self.barrier()?,
+                Step::Reduce { local, op, value } => {
+                    let t = value.ty;
+                    let d = self.load(ScalarTy::Bool, self.done)?;
+                    let live = self.op(Op::LogicalNot, ScalarTy::Bool, &[d])?;
+                    let ident = self.identity(*op, t);
+                    // A work-item that returned adds the identity.
+                    let x = self.cond_value(live, t, |fx| fx.expr(value), ident)?;
+                    let gop = match (op, t) {
+                        (Reduce::Sum, t) if is_float(t) => Op::GroupFAdd,
+                        (Reduce::Sum, _) => Op::GroupIAdd,
+                        (Reduce::Min, t) if is_float(t) => Op::GroupFMin,
+                        (Reduce::Min, t) if is_signed(t) => Op::GroupSMin,
+                        (Reduce::Min, _) => Op::GroupUMin,
+                        (Reduce::Max, t) if is_float(t) => Op::GroupFMax,
+                        (Reduce::Max, t) if is_signed(t) => Op::GroupSMax,
+                        (Reduce::Max, _) => Op::GroupUMax,
+                    };
+                    self.m.cap(Capability::Groups);
+                    let wg = self.m.u32c(SCOPE_WORKGROUP);
+                    let ty = self.m.ty(t);
+                    let r = self.ins(
+                        gop,
+                        Some(ty),
+                        vec![
+                            Operand::IdRef(wg),
+                            Operand::GroupOperation(GroupOperation::Reduce),
+                            Operand::IdRef(x),
+                        ],
+                    )?;
+                    self.store(self.locals[*local], r)?;
+                }
+                Step::SyncFor(h, body) => self.for_loop(h, true, |fx| fx.steps(body))?,
+            }
+        }
+        Ok(())
+    }
+
+    fn identity(&mut self, op: Reduce, t: ScalarTy) -> Word {
+        let v: u64 = match (op, t) {
+            (Reduce::Sum, _) => 0,
+            (Reduce::Min, ScalarTy::F32) => f32::INFINITY.to_bits() as u64,
+            (Reduce::Min, ScalarTy::F64) => f64::INFINITY.to_bits(),
+            (Reduce::Max, ScalarTy::F32) => f32::NEG_INFINITY.to_bits() as u64,
+            (Reduce::Max, ScalarTy::F64) => f64::NEG_INFINITY.to_bits(),
+            (Reduce::Min, ScalarTy::I32) => i32::MAX as u64,
+            (Reduce::Min, ScalarTy::I64) => i64::MAX as u64,
+            (Reduce::Min, ScalarTy::U32) => u32::MAX as u64,
+            (Reduce::Min, _) => u64::MAX,
+            (Reduce::Max, ScalarTy::I32) => i32::MIN as u32 as u64,
+            (Reduce::Max, ScalarTy::I64) => i64::MIN as u64,
+            (Reduce::Max, _) => 0,
+        };
+        self.m.konst(t, v)
+    }
+
+    // ---- bounds proofs
+
+    /// Whether an access needs no check here.
+    fn proved(&self, check: &Check) -> Result<bool> {
+        Ok(match check {
+            Check::Checked => false,
+            Check::Proved => true,
+            Check::When(b) => self.eval(b)?.is_some_and(|v| v != 0),
+            Check::Guard(_) => self.assume_guards,
+        })
+    }
+
+    /// A bounds condition's value for the work-group size the module is built for; `None`
+    /// when it depends on run-time values.
+    fn eval(&self, b: &Bound) -> Result<Option<u64>> {
+        Ok(b.eval(&|leaf| match leaf {
+            Bound::LocalRange(d) => self.axis(*d).ok().map(|a| self.local[a as usize] as u64),
+            _ => None,
+        }))
+    }
+
+    // ---- memory
+
+    fn base_ty(&self, base: Base) -> Result<ScalarTy> {
+        match base {
+            Base::Param(i) => match self.f.params[i] {
+                Param::Slice { elem, .. } => Ok(elem),
+                Param::Scalar(_) => Err(bad("indexing a scalar parameter")),
+            },
+            Base::Local(l) => match self.f.locals[l].array {
+                Some(_) => Ok(self.f.locals[l].ty),
+                None => Err(bad("indexing a scalar local")),
+            },
+        }
+    }
+
+    /// The length of a slice or array, as `u64`.
+    fn len(&mut self, base: Base) -> Result<Word> {
+        match base {
+            Base::Param(i) => match self.params[i] {
+                ParamVal::Slice { len, .. } => Ok(len),
+                ParamVal::Scalar(_) => Err(bad("the length of a scalar")),
+            },
+            Base::Local(l) => {
+                let n = self.f.locals[l].array.ok_or_else(|| bad("not an array"))?;
+                Ok(self.m.u64c(n as u64))
+            }
+        }
+    }
+
+    /// An element index of `base`.
+    fn index(&mut self, base: Base, e: &Expr) -> Result<Index> {
+        if let (Base::Local(_), ExprKind::Cast(inner)) = (base, &e.kind) {
+            if inner.ty == ScalarTy::U32 {
+                let narrow = self.expr(inner)?;
+                let wide = self.cast(narrow, ScalarTy::U32, e.ty)?;
+                return Ok(Index {
+                    wide,
+                    narrow: Some(narrow),
+                });
+            }
+        }
+        Ok(Index {
+            wide: self.expr(e)?,
+            narrow: None,
+        })
+    }
+
+    /// A pointer to element `i`; its storage class; the element's alignment.
+    fn elem_ptr(&mut self, base: Base, i: Index) -> Result<(Word, StorageClass, u32)> {
+        let t = self.base_ty(base)?;
+        let ty = self.m.ty(t);
+        let align = bits(t) / 8;
+        match base {
+            Base::Param(p) => {
+                let ParamVal::Slice { ptr, .. } = self.params[p] else {
+                    return Err(bad("not a slice"));
+                };
+                let pt = self.m.ptr(StorageClass::CrossWorkgroup, ty);
+                let id = self
+                    .m
+                    .b
+                    .in_bounds_ptr_access_chain(pt, None, ptr, i.wide, [])
+                    .map_err(build_err)?;
+                Ok((id, StorageClass::CrossWorkgroup, align))
+            }
+            Base::Local(l) => {
+                let pt = self.m.ptr(StorageClass::Workgroup, ty);
+                let arr = self.locals[l];
+                // A 32-bit index (exact: the access runs only in bounds, proved or behind its
+                // check, and a local array has at most 65536 elements) where the index is a
+                // widened `u32`, or outside loops: on Intel's CPU runtime stencil2d ran 1.87x
+                // -> 1.27x the hand-written time with it; inside loops a narrowed 64-bit index
+                // made matmul 1.00x -> 1.79x (the loop's induction variable is 64-bit there).
+                let i = match i.narrow {
+                    Some(narrow) => narrow,
+                    None if self.loop_depth == 0 => {
+                        self.op(Op::UConvert, ScalarTy::U32, &[i.wide])?
+                    }
+                    None => i.wide,
+                };
+                let id = self
+                    .m
+                    .b
+                    .in_bounds_access_chain(pt, None, arr, [i])
+                    .map_err(build_err)?;
+                Ok((id, StorageClass::Workgroup, align))
+            }
+        }
+    }
+
+    fn raw_load(&mut self, base: Base, i: Index) -> Result<Word> {
+        let t = self.base_ty(base)?;
+        let (p, _, align) = self.elem_ptr(base, i)?;
+        let ty = self.m.ty(t);
+        self.m
+            .b
+            .load(
+                ty,
+                None,
+                p,
+                Some(MemoryAccess::ALIGNED),
+                [Operand::LiteralBit32(align)],
+            )
+            .map_err(build_err)
+    }
+
+    /// `base[i]`: checked unless proved; a failed check records the failure and gives 0.
+    fn load_elem(&mut self, base: Base, proved: bool, i: Index) -> Result<Word> {
+        if proved {
+            return self.raw_load(base, i);
+        }
+        let t = self.base_ty(base)?;
+        let n = self.len(base)?;
+        let ok = self.op(Op::ULessThan, ScalarTy::Bool, &[i.wide, n])?;
+        self.set_fail_unless(ok, FAIL_BOUNDS)?;
+        let zero = self.m.konst(t, 0);
+        self.cond_value(ok, t, |fx| fx.raw_load(base, i), zero)
+    }
+
+    /// `base[i] = v`: nothing after a failure; checked unless proved.
+    fn store_elem(&mut self, base: Base, proved: bool, i: Index, v: Word) -> Result<()> {
+        let go = if proved {
+            let failed = self.failed()?;
+            self.op(Op::LogicalNot, ScalarTy::Bool, &[failed])?
+        } else {
+            let n = self.len(base)?;
+            let ok = self.op(Op::ULessThan, ScalarTy::Bool, &[i.wide, n])?;
+            let before = self.set_fail_unless(ok, FAIL_BOUNDS)?;
+            let zero = self.m.u32c(0);
+            let clean = self.op(Op::IEqual, ScalarTy::Bool, &[before, zero])?;
+            self.op(Op::LogicalAnd, ScalarTy::Bool, &[ok, clean])?
+        };
+        self.if_then(go, |fx| {
+            let (p, _, align) = fx.elem_ptr(base, i)?;
+            fx.m.b
+                .store(
+                    p,
+                    v,
+                    Some(MemoryAccess::ALIGNED),
+                    [Operand::LiteralBit32(align)],
+                )
+                .map_err(build_err)
+        })
+    }
+
+    fn atomic(
+        &mut self,
+        op: AtomicOp,
+        t: ScalarTy,
+        base: Base,
+        i: Index,
+        vs: &[Word],
+    ) -> Result<Word> {
+        if bits(t) == 64 {
+            self.m.cap(Capability::Int64Atomics);
+        }
+        let n = self.len(base)?;
+        let ok = self.op(Op::ULessThan, ScalarTy::Bool, &[i.wide, n])?;
+        let before = self.set_fail_unless(ok, FAIL_BOUNDS)?;
+        let zero32 = self.m.u32c(0);
+        let clean = self.op(Op::IEqual, ScalarTy::Bool, &[before, zero32])?;
+        let go = self.op(Op::LogicalAnd, ScalarTy::Bool, &[ok, clean])?;
+        let zero = self.m.konst(t, 0);
+        self.cond_value(
+            go,
+            t,
+            |fx| {
+                let (p, class, _) = fx.elem_ptr(base, i)?;
+                let scope = fx.m.u32c(if class == StorageClass::Workgroup {
+                    SCOPE_WORKGROUP
+                } else {
+                    SCOPE_DEVICE
+                });
+                let relaxed = fx.m.u32c(0);
+                match op {
+                    AtomicOp::FetchAdd if t == ScalarTy::F32 => {
+                        fx.atomic_fadd(p, class, scope, vs[0])
+                    }
+                    AtomicOp::FetchAdd => fx.op(Op::AtomicIAdd, t, &[p, scope, relaxed, vs[0]]),
+                    AtomicOp::FetchMin | AtomicOp::FetchMax => {
+                        let o = match (op, is_signed(t)) {
+                            (AtomicOp::FetchMin, true) => Op::AtomicSMin,
+                            (AtomicOp::FetchMin, false) => Op::AtomicUMin,
+                            (_, true) => Op::AtomicSMax,
+                            (_, false) => Op::AtomicUMax,
+                        };
+                        fx.op(o, t, &[p, scope, relaxed, vs[0]])
+                    }
+                    AtomicOp::CompareExchange => fx.op(
+                        Op::AtomicCompareExchange,
+                        t,
+                        &[p, scope, relaxed, relaxed, vs[1], vs[0]],
+                    ),
+                }
+            },
+            zero,
+        )
+    }
+
+    /// `f32` fetch-add as a compare-exchange loop on the bits (as the OpenCL C prelude).
+    fn atomic_fadd(&mut self, p: Word, class: StorageClass, scope: Word, v: Word) -> Result<Word> {
+        let u32t = self.m.ty(ScalarTy::U32);
+        let qt = self.m.ptr(class, u32t);
+        let q = self.ins(Op::Bitcast, Some(qt), vec![Operand::IdRef(p)])?;
+        let relaxed = self.m.u32c(0);
+        let first = self.op(Op::AtomicLoad, ScalarTy::U32, &[q, scope, relaxed])?;
+        let pre = self.current_label()?;
+        let (header, body_l, cont, merge) =
+            (self.label(), self.label(), self.label(), self.label());
+        self.branch(header)?;
+        self.begin(header)?;
+        let old = self.m.b.id();
+        let seen = self.m.b.id();
+        self.ins(
+            Op::Phi,
+            Some(u32t),
+            vec![
+                Operand::IdRef(first),
+                Operand::IdRef(pre),
+                Operand::IdRef(seen),
+                Operand::IdRef(cont),
+            ],
+        )
+        .map(drop)?;
+        // (`ins` allocated a fresh id for the phi: rename it to `old`.)
+        self.rename_last(old)?;
+        self.m
+            .b
+            .loop_merge(merge, cont, LoopControl::NONE, [])
+            .map_err(build_err)?;
+        self.branch(body_l)?;
+        self.begin(body_l)?;
+        let oldf = self.op(Op::Bitcast, ScalarTy::F32, &[old])?;
+        let sum = self.op(Op::FAdd, ScalarTy::F32, &[oldf, v])?;
+        let sumi = self.op(Op::Bitcast, ScalarTy::U32, &[sum])?;
+        self.ins(
+            Op::AtomicCompareExchange,
+            Some(u32t),
+            [q, scope, relaxed, relaxed, sumi, old]
+                .into_iter()
+                .map(Operand::IdRef)
+                .collect(),
+        )?;
+        self.rename_last(seen)?;
+        let same = self.op(Op::IEqual, ScalarTy::Bool, &[seen, old])?;
+        self.m
+            .b
+            .branch_conditional(same, merge, cont, [])
+            .map_err(build_err)?;
+        self.begin(cont)?;
+        self.branch(header)?;
+        self.begin(merge)?;
+        self.op(Op::Bitcast, ScalarTy::F32, &[old])
+    }
+
+    /// Gives the last instruction of the current block the result id `id`.
+    fn rename_last(&mut self, id: Word) -> Result<()> {
+        let f = self
+            .m
+            .b
+            .selected_function()
+            .ok_or_else(|| bad("no function"))?;
+        let b = self.m.b.selected_block().ok_or_else(|| bad("no block"))?;
+        let inst = self.m.b.module_mut().functions[f].blocks[b]
+            .instructions
+            .last_mut()
+            .ok_or_else(|| bad("no instruction"))?;
+        inst.result_id = Some(id);
+        Ok(())
+    }
+
+    // ---- expressions
+
+    /// Whether evaluating `e` has no effect and cannot fail (so it may be evaluated early,
+    /// or not at all: `&&`, `||` and `if` values branch only around the others).
+    fn pure(e: &Expr) -> bool {
+        match &e.kind {
+            ExprKind::Lit(_)
+            | ExprKind::Local(_)
+            | ExprKind::Param(_)
+            | ExprKind::Len(_)
+            | ExprKind::Query(..) => true,
+            ExprKind::Load { .. }
+            | ExprKind::Atomic { .. }
+            | ExprKind::Reduce
+            | ExprKind::Call(..) => false,
+            ExprKind::Binary(BinOp::Div | BinOp::Rem, a, b) if is_int(a.ty) => {
+                let _ = b;
+                false
+            }
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) => Self::pure(a),
+            ExprKind::Binary(_, a, b) => Self::pure(a) && Self::pure(b),
+            ExprKind::Math(_, args) => args.iter().all(Self::pure),
+            ExprKind::Select(c, a, b) => Self::pure(c) && Self::pure(a) && Self::pure(b),
+        }
+    }
+
+    fn range(&mut self, d: u8) -> Result<Word> {
+        match self.role {
+            Role::Kernel { ranges, .. } => Ok(ranges[d as usize]),
+            Role::Helper => Err(bad("a range query in a helper")),
+        }
+    }
+
+    /// The device axis of SYCL dimension `d`.
+    fn axis(&self, d: u8) -> Result<u32> {
+        if d >= self.dims {
+            return Err(bad("a dimension beyond the launch's"));
+        }
+        Ok((self.dims - 1 - d) as u32)
+    }
+
+    fn query(&mut self, q: Query, d: u8) -> Result<Word> {
+        let builtin = match q {
+            Query::GlobalRange => return self.range(d),
+            Query::LocalRange => {
+                let a = self.axis(d)?;
+                return Ok(self.m.u64c(self.local[a as usize] as u64));
+            }
+            Query::GlobalId => BuiltIn::GlobalInvocationId,
+            Query::LocalId => BuiltIn::LocalInvocationId,
+            Query::GroupId => BuiltIn::WorkgroupId,
+            Query::GroupRange => BuiltIn::NumWorkgroups,
+        };
+        let a = self.axis(d)?;
+        let var = self.m.builtin(builtin);
+        let u64t = self.m.ty(ScalarTy::U64);
+        let v3 = self.m.b.type_vector(u64t, 3);
+        let v = self
+            .m
+            .b
+            .load(
+                v3,
+                None,
+                var,
+                Some(MemoryAccess::ALIGNED),
+                [Operand::LiteralBit32(32)],
+            )
+            .map_err(build_err)?;
+        self.m
+            .b
+            .composite_extract(u64t, None, v, [a])
+            .map_err(build_err)
+    }
+
+    fn expr(&mut self, e: &Expr) -> Result<Word> {
+        let t = e.ty;
+        match &e.kind {
+            ExprKind::Lit(bits) => Ok(self.m.konst(t, *bits)),
+            ExprKind::Local(l) => self.load(t, self.locals[*l]),
+            ExprKind::Param(i) => match self.params[*i] {
+                ParamVal::Scalar(v) => Ok(v),
+                ParamVal::Slice { .. } => Err(bad("a slice as a value")),
+            },
+            ExprKind::Load { base, check, index } => {
+                let i = self.index(*base, index)?;
+                let proved = self.proved(check)?;
+                self.load_elem(*base, proved, i)
+            }
+            ExprKind::Len(base) => self.len(*base),
+            ExprKind::Unary(UnOp::Neg, a) => {
+                let v = self.expr(a)?;
+                // Integer negation wraps (SPIR-V integers have no overflow).
+                self.op(
+                    if is_float(t) {
+                        Op::FNegate
+                    } else {
+                        Op::SNegate
+                    },
+                    t,
+                    &[v],
+                )
+            }
+            ExprKind::Unary(UnOp::Not, a) => {
+                let v = self.expr(a)?;
+                self.op(
+                    if t == ScalarTy::Bool {
+                        Op::LogicalNot
+                    } else {
+                        Op::Not
+                    },
+                    t,
+                    &[v],
+                )
+            }
+            ExprKind::Binary(op @ (BinOp::And | BinOp::Or), a, b) => {
+                let x = self.expr(a)?;
+                let logical = if *op == BinOp::And {
+                    Op::LogicalAnd
+                } else {
+                    Op::LogicalOr
+                };
+                if Self::pure(b) {
+                    let y = self.expr(b)?;
+                    return self.op(logical, ScalarTy::Bool, &[x, y]);
+                }
+                // Short-circuit: `b` runs only when it decides.
+                if *op == BinOp::And {
+                    let no = self.m.konst(ScalarTy::Bool, 0);
+                    self.cond_value(x, ScalarTy::Bool, |fx| fx.expr(b), no)
+                } else {
+                    let yes = self.m.konst(ScalarTy::Bool, 1);
+                    let not_x = self.op(Op::LogicalNot, ScalarTy::Bool, &[x])?;
+                    self.cond_value(not_x, ScalarTy::Bool, |fx| fx.expr(b), yes)
+                }
+            }
+            ExprKind::Binary(op, a, b) => {
+                let x = self.expr(a)?;
+                let y = self.expr(b)?;
+                self.binary(*op, a.ty, b.ty, x, y)
+            }
+            ExprKind::Cast(a) => {
+                let v = self.expr(a)?;
+                self.cast(v, a.ty, t)
+            }
+            ExprKind::Math(m, args) => {
+                let vs = args
+                    .iter()
+                    .map(|a| self.expr(a))
+                    .collect::<Result<Vec<_>>>()?;
+                self.math(*m, t, &vs)
+            }
+            ExprKind::Query(q, d) => self.query(*q, *d),
+            ExprKind::Atomic {
+                op,
+                base,
+                index,
+                values,
+            } => {
+                let i = self.index(*base, index)?;
+                let vs = values
+                    .iter()
+                    .map(|a| self.expr(a))
+                    .collect::<Result<Vec<_>>>()?;
+                self.atomic(*op, t, *base, i, &vs)
+            }
+            ExprKind::Reduce => Err(bad("a group reduction outside a step")),
+            ExprKind::Call(k, args) => {
+                let mut vs = args
+                    .iter()
+                    .map(|a| self.expr(a))
+                    .collect::<Result<Vec<_>>>()?;
+                vs.push(self.failp());
+                let callee = *self.callees.get(*k).ok_or_else(|| bad("helper index"))?;
+                let ty = self.m.ty(t);
+                self.m
+                    .b
+                    .function_call(ty, None, callee, vs)
+                    .map_err(build_err)
+            }
+            ExprKind::Select(c, a, b) => {
+                let cv = self.expr(c)?;
+                if Self::pure(a) && Self::pure(b) {
+                    let x = self.expr(a)?;
+                    let y = self.expr(b)?;
+                    return self.op(Op::Select, t, &[cv, x, y]);
+                }
+                self.if_value(cv, t, |fx| fx.expr(a), |fx| fx.expr(b))
+            }
+        }
+    }
+
+    /// `x op y` with Rust's semantics; `t`: the left operand's type, `rt`: the right's.
+    fn binary(&mut self, op: BinOp, t: ScalarTy, rt: ScalarTy, x: Word, y: Word) -> Result<Word> {
+        let float = is_float(t);
+        let signed = is_signed(t);
+        let b = ScalarTy::Bool;
+        match op {
+            BinOp::Add => self.op(if float { Op::FAdd } else { Op::IAdd }, t, &[x, y]),
+            BinOp::Sub => self.op(if float { Op::FSub } else { Op::ISub }, t, &[x, y]),
+            BinOp::Mul => self.op(if float { Op::FMul } else { Op::IMul }, t, &[x, y]),
+            BinOp::Div if float => self.op(Op::FDiv, t, &[x, y]),
+            BinOp::Rem if float => self.op(Op::FRem, t, &[x, y]),
+            BinOp::Div | BinOp::Rem => {
+                // By zero, or MIN / -1, fails (and gives 0).
+                let zero = self.m.konst(t, 0);
+                let mut bad_args = self.op(Op::IEqual, b, &[y, zero])?;
+                if signed {
+                    let min = self.m.konst(t, 1u64 << (bits(t) - 1));
+                    let minus1 = self.m.konst(t, u64::MAX >> (64 - bits(t)));
+                    let a_min = self.op(Op::IEqual, b, &[x, min])?;
+                    let b_m1 = self.op(Op::IEqual, b, &[y, minus1])?;
+                    let ovf = self.op(Op::LogicalAnd, b, &[a_min, b_m1])?;
+                    bad_args = self.op(Op::LogicalOr, b, &[bad_args, ovf])?;
+                }
+                let ok = self.op(Op::LogicalNot, b, &[bad_args])?;
+                self.set_fail_unless(ok, FAIL_ARITH)?;
+                let one = self.m.konst(t, 1);
+                let safe = self.op(Op::Select, t, &[bad_args, one, y])?;
+                let o = match (op, signed) {
+                    (BinOp::Div, true) => Op::SDiv,
+                    (BinOp::Div, false) => Op::UDiv,
+                    (_, true) => Op::SRem,
+                    (_, false) => Op::UMod,
+                };
+                let r = self.op(o, t, &[x, safe])?;
+                self.op(Op::Select, t, &[bad_args, zero, r])
+            }
+            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor if t == ScalarTy::Bool => {
+                let o = match op {
+                    BinOp::BitAnd => Op::LogicalAnd,
+                    BinOp::BitOr => Op::LogicalOr,
+                    _ => Op::LogicalNotEqual,
+                };
+                self.op(o, t, &[x, y])
+            }
+            BinOp::BitAnd => self.op(Op::BitwiseAnd, t, &[x, y]),
+            BinOp::BitOr => self.op(Op::BitwiseOr, t, &[x, y]),
+            BinOp::BitXor => self.op(Op::BitwiseXor, t, &[x, y]),
+            BinOp::Shl | BinOp::Shr => {
+                // The amount is masked by the bit width, in the left operand's width.
+                let mask = self.m.konst(rt, (bits(t) - 1) as u64);
+                let amount = self.op(Op::BitwiseAnd, rt, &[y, mask])?;
+                let amount = match (bits(rt), bits(t)) {
+                    (a, b) if a == b => amount,
+                    _ => self.op(Op::UConvert, t, &[amount])?,
+                };
+                let o = match (op, signed) {
+                    (BinOp::Shl, _) => Op::ShiftLeftLogical,
+                    (_, true) => Op::ShiftRightArithmetic,
+                    (_, false) => Op::ShiftRightLogical,
+                };
+                self.op(o, t, &[x, amount])
+            }
+            BinOp::And => self.op(Op::LogicalAnd, b, &[x, y]),
+            BinOp::Or => self.op(Op::LogicalOr, b, &[x, y]),
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                if t == ScalarTy::Bool {
+                    if matches!(op, BinOp::Eq | BinOp::Ne) {
+                        let o = if op == BinOp::Eq {
+                            Op::LogicalEqual
+                        } else {
+                            Op::LogicalNotEqual
+                        };
+                        return self.op(o, b, &[x, y]);
+                    }
+                    // false < true: compare as integers.
+                    let xi = self.cast(x, b, ScalarTy::U32)?;
+                    let yi = self.cast(y, b, ScalarTy::U32)?;
+                    return self.binary(op, ScalarTy::U32, ScalarTy::U32, xi, yi);
+                }
+                let o = match (op, float, signed) {
+                    (BinOp::Eq, true, _) => Op::FOrdEqual,
+                    // `!=` holds for NaN.
+                    (BinOp::Ne, true, _) => Op::FUnordNotEqual,
+                    (BinOp::Lt, true, _) => Op::FOrdLessThan,
+                    (BinOp::Le, true, _) => Op::FOrdLessThanEqual,
+                    (BinOp::Gt, true, _) => Op::FOrdGreaterThan,
+                    (BinOp::Ge, true, _) => Op::FOrdGreaterThanEqual,
+                    (BinOp::Eq, false, _) => Op::IEqual,
+                    (BinOp::Ne, false, _) => Op::INotEqual,
+                    (BinOp::Lt, false, true) => Op::SLessThan,
+                    (BinOp::Le, false, true) => Op::SLessThanEqual,
+                    (BinOp::Gt, false, true) => Op::SGreaterThan,
+                    (BinOp::Ge, false, true) => Op::SGreaterThanEqual,
+                    (BinOp::Lt, false, false) => Op::ULessThan,
+                    (BinOp::Le, false, false) => Op::ULessThanEqual,
+                    (BinOp::Gt, false, false) => Op::UGreaterThan,
+                    (BinOp::Ge, false, false) => Op::UGreaterThanEqual,
+                    _ => return Err(bad("not a comparison")),
+                };
+                self.op(o, b, &[x, y])
+            }
+        }
+    }
+
+    /// Rust's `as`.
+    fn cast(&mut self, v: Word, from: ScalarTy, to: ScalarTy) -> Result<Word> {
+        if from == to {
+            return Ok(v);
+        }
+        if from == ScalarTy::Bool {
+            let one = self
+                .m
+                .konst(to, if is_float(to) { 1.0f64.to_bits() } else { 1 });
+            let one = if to == ScalarTy::F32 {
+                self.m.konst(to, 1.0f32.to_bits() as u64)
+            } else {
+                one
+            };
+            let zero = self.m.konst(to, 0);
+            return self.op(Op::Select, to, &[v, one, zero]);
+        }
+        match (is_float(from), is_float(to)) {
+            (false, false) => {
+                if bits(from) == bits(to) {
+                    // One SPIR-V type for both signednesses.
+                    Ok(v)
+                } else if bits(from) < bits(to) && is_signed(from) {
+                    self.op(Op::SConvert, to, &[v])
+                } else {
+                    self.op(Op::UConvert, to, &[v])
+                }
+            }
+            (false, true) => self.op(
+                if is_signed(from) {
+                    Op::ConvertSToF
+                } else {
+                    Op::ConvertUToF
+                },
+                to,
+                &[v],
+            ),
+            (true, true) => self.op(Op::FConvert, to, &[v]),
+            (true, false) => {
+                // Toward zero, saturating; NaN to 0 (some drivers give MIN for NaN).
+                let c = self.op(
+                    if is_signed(to) {
+                        Op::ConvertFToS
+                    } else {
+                        Op::ConvertFToU
+                    },
+                    to,
+                    &[v],
+                )?;
+                self.m.b.decorate(c, Decoration::SaturatedConversion, []);
+                let nan = self.op(Op::IsNan, ScalarTy::Bool, &[v])?;
+                let zero = self.m.konst(to, 0);
+                self.op(Op::Select, to, &[nan, zero, c])
+            }
+        }
+    }
+
+    fn math(&mut self, m: MathFn, t: ScalarTy, a: &[Word]) -> Result<Word> {
+        let ty = self.m.ty(t);
+        let ext = self.m.ext;
+        let call = |fx: &mut Self, op: OpenclStd100Op, args: &[Word]| -> Result<Word> {
+            fx.m.b
+                .ext_inst(
+                    ty,
+                    None,
+                    ext,
+                    op as u32,
+                    args.iter().map(|w| Operand::IdRef(*w)),
+                )
+                .map_err(build_err)
+        };
+        if !is_float(t) {
+            return match m {
+                MathFn::Min => call(
+                    self,
+                    if is_signed(t) {
+                        OpenclStd100Op::s_min
+                    } else {
+                        OpenclStd100Op::u_min
+                    },
+                    a,
+                ),
+                MathFn::Max => call(
+                    self,
+                    if is_signed(t) {
+                        OpenclStd100Op::s_max
+                    } else {
+                        OpenclStd100Op::u_max
+                    },
+                    a,
+                ),
+                MathFn::Abs if is_signed(t) => {
+                    // Wraps: MIN stays MIN.
+                    let zero = self.m.konst(t, 0);
+                    let neg = self.op(Op::SLessThan, ScalarTy::Bool, &[a[0], zero])?;
+                    let minus = self.op(Op::SNegate, t, &[a[0]])?;
+                    self.op(Op::Select, t, &[neg, minus, a[0]])
+                }
+                MathFn::Abs => Ok(a[0]),
+                _ => Err(bad("a float function on an integer")),
+            };
+        }
+        let op = match m {
+            MathFn::Sqrt => OpenclStd100Op::sqrt,
+            MathFn::Exp => OpenclStd100Op::exp,
+            MathFn::Ln => OpenclStd100Op::log,
+            MathFn::Sin => OpenclStd100Op::sin,
+            MathFn::Cos => OpenclStd100Op::cos,
+            MathFn::Powf => OpenclStd100Op::pow,
+            MathFn::MulAdd => OpenclStd100Op::fma,
+            MathFn::Min => OpenclStd100Op::fmin,
+            MathFn::Max => OpenclStd100Op::fmax,
+            MathFn::Abs => OpenclStd100Op::fabs,
+            MathFn::Floor => OpenclStd100Op::floor,
+            MathFn::Ceil => OpenclStd100Op::ceil,
+        };
+        call(self, op, a)
+    }
+}

@@ -1,0 +1,187 @@
+//! SPIR-V for `#[sycl::kernel]` kernels (Level Zero; OpenCL devices with IL support), built at
+//! run time from the checked IR the macros encode for every kernel and helper (a helper is a
+//! separate macro invocation, so only the runtime sees a whole program): one module per
+//! definition, variant and `f64` use, as the C programs.
+//!
+//! `SYCL_RS_SPIRV_DUMP=<dir>` writes every module built to `<dir>` (for `spirv-val`: CI
+//! validates all of them).
+
+mod emit;
+mod ir;
+
+pub(crate) use emit::{ENTRY, ENTRY_GUARDED};
+pub(crate) use ir::{decode_guard, Bound};
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::__rt::{Definition, HelperDef};
+use crate::{Errc, Error, Result};
+
+/// What a module is specialised for.
+pub(crate) struct Target {
+    /// Launch dimensions.
+    pub dims: u8,
+    /// Work-group size in device order (`OpExecutionMode LocalSize`).
+    pub local: [usize; 3],
+}
+
+/// A built module.
+pub(crate) struct Module {
+    /// The module.
+    pub bytes: Vec<u8>,
+    /// The run-time bounds guards of the entry point `ENTRY_GUARDED` (none: the module has
+    /// only `ENTRY`): the launch evaluates them on the host and picks that entry point when
+    /// they all hold.
+    pub guards: Vec<Bound>,
+}
+
+/// The SPIR-V module of `def` with its resolved helpers (callees first).
+pub(crate) fn module(
+    def: &'static Definition,
+    helpers: &[&'static HelperDef],
+    target: &Target,
+) -> Result<Module> {
+    let p = &def.parts;
+    let position = |h: &'static HelperDef| -> Result<usize> {
+        helpers
+            .iter()
+            .position(|x| std::ptr::eq(*x, h))
+            .ok_or_else(|| Error::new(Errc::Build, "a helper is missing from the program"))
+    };
+    let decoded_helpers = helpers
+        .iter()
+        .map(|h| {
+            let f = ir::decode(h.parts.ir, false, h.parts.helpers.len())?;
+            let calls = h
+                .parts
+                .helpers
+                .iter()
+                .map(|c| position(c()))
+                .collect::<Result<Vec<_>>>()?;
+            Ok((f, calls))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let kernel = ir::decode(p.ir, true, p.helpers.len())?;
+    let kernel_calls = p
+        .helpers
+        .iter()
+        .map(|c| position(c()))
+        .collect::<Result<Vec<_>>>()?;
+    let local = target.local.map(|l| l as u32);
+    // `SYCL_RS_KERNEL_GUARDS=0`: no guarded entry point, every access the guards would cover
+    // stays checked (to compare).
+    let guards = if std::env::var_os("SYCL_RS_KERNEL_GUARDS").is_some_and(|v| v == "0") {
+        Vec::new()
+    } else {
+        ir::guards(&kernel)
+    };
+    let program = emit::Program {
+        kernel: &kernel,
+        kernel_calls,
+        helpers: decoded_helpers
+            .iter()
+            .map(|(f, c)| (f, c.clone()))
+            .collect(),
+        dims: target.dims,
+        local,
+        scratch_param: p.reduce_bytes > 0,
+        guarded_entry: !guards.is_empty(),
+    };
+    let words = emit::build(&program)?;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    dump(p.name, target, &bytes);
+    Ok(Module { bytes, guards })
+}
+
+/// Writes the module under `SYCL_RS_SPIRV_DUMP`, if set (a failure to write is logged: the
+/// dump is for validation, and CI fails on a dump with fewer modules than kernels built).
+fn dump(name: &str, target: &Target, bytes: &[u8]) {
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    let Some(dir) = std::env::var_os("SYCL_RS_SPIRV_DUMP") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let [x, y, z] = target.local;
+    let file = dir.join(format!(
+        "{name}-d{}-{x}x{y}x{z}-{}-{}.spv",
+        target.dims,
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&file, bytes)) {
+        log::warn!("SYCL_RS_SPIRV_DUMP: writing {}: {e}", file.display());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{emit, ir};
+    use crate::kernel::__rt::{GeneratedKernel, KernelFn};
+
+    #[sycl::kernel_fn]
+    fn twice(x: u32) -> u32 {
+        if x > 100 {
+            return x;
+        }
+        x * 2
+    }
+
+    #[sycl::kernel]
+    fn sample(k: u32, x: &[u32], y: &mut [u32]) {
+        let tile = local_array::<u32, 64>();
+        let l = local_id(0);
+        tile[l] = x[global_id(0)] / k;
+        barrier();
+        let mut acc = 0u32;
+        for j in (0..64usize).step_by(3) {
+            acc += twice(tile[j]);
+        }
+        let s = group_sum(acc);
+        if s == 7 {
+            return;
+        }
+        y[global_id(0)] = s;
+    }
+
+    /// Decodes and builds `words` (the kernel's) with the helper `twice`; a malformed input
+    /// must give an error, never a panic.
+    fn build(words: &[u32]) -> crate::Result<Vec<u32>> {
+        let helper = ir::decode(twice::definition().parts.ir, false, 0)?;
+        let kernel = ir::decode(words, true, 1)?;
+        emit::build(&emit::Program {
+            kernel: &kernel,
+            kernel_calls: vec![0],
+            helpers: vec![(&helper, Vec::new())],
+            dims: 1,
+            local: [64, 1, 1],
+            scratch_param: true,
+            guarded_entry: !ir::guards(&kernel).is_empty(),
+        })
+    }
+
+    #[test]
+    fn malformed_ir_is_an_error_not_a_panic() {
+        let words = sample::definition().parts.ir;
+        assert!(build(words).is_ok(), "the real words build");
+        for n in 0..words.len() {
+            let e = build(&words[..n]).expect_err("a truncated encoding is refused");
+            assert_eq!(e.code(), crate::Errc::Build);
+        }
+        // Every word replaced by values that are wrong somewhere: errors or modules, no panic.
+        let mut refused = 0;
+        for i in 0..words.len() {
+            for v in [0, 1, 2, 7, 13, 64, 0xFFFF, 0xFFFF_FFFF] {
+                let mut w = words.to_vec();
+                w[i] = v;
+                if let Err(e) = build(&w) {
+                    assert_eq!(e.code(), crate::Errc::Build);
+                    refused += 1;
+                }
+            }
+        }
+        assert!(
+            refused > words.len(),
+            "most corruptions are caught: {refused}"
+        );
+    }
+}

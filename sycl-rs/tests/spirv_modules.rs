@@ -1,0 +1,304 @@
+//! The SPIR-V modules sycl-rs builds for `#[sycl::kernel]` kernels, without a driver: their
+//! structure (entry point, work-group size, parameters in the OpenCL C form's layout), and
+//! `spirv-val` (Debian's `spirv-tools`) on each. Without `spirv-val` the validation is skipped
+//! with the reason; `SYCL_RS_REQUIRE_SPIRV_VAL=1` (CI) makes that a failure.
+//!
+//! The kernels cover the language: arithmetic of every type, casts, math, helpers (nested,
+//! failing), every loop form with `break`/`continue`/`return`, short-circuits, `if` values,
+//! local arrays, barriers in uniform loops, group reductions, atomics (32 and 64 bits, local
+//! and global), and bounds proofs of every kind.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rspirv::dr::{load_words, Module, Operand};
+use rspirv::spirv::{ExecutionMode, Op, StorageClass};
+use sycl::kernel::__rt::spirv_of;
+use sycl::Range;
+
+#[sycl::kernel_fn]
+fn halve(x: f32) -> f32 {
+    x * 0.5
+}
+
+#[sycl::kernel_fn]
+fn safe_div(a: i32, b: i32) -> i32 {
+    if b == 0 {
+        return 0;
+    }
+    a / b
+}
+
+#[sycl::kernel_fn]
+fn scaled_div(a: i32, b: i32) -> i32 {
+    safe_div(a, b) * 2 + a % b
+}
+
+#[sycl::kernel]
+fn arithmetic(flag: bool, k: i32, x: &[f32], n: &[i64], y: &mut [f32], m: &mut [u32]) {
+    let i = global_id(0);
+    let mut acc = 0.0f32;
+    for j in 0..4usize {
+        if j == 2 {
+            continue;
+        }
+        acc += halve(x[(i + j) % x.len()]);
+    }
+    let mut w = 0u32;
+    while w < 10 {
+        w += 3;
+        if w > 7 {
+            break;
+        }
+    }
+    let mut t = 0i64;
+    loop {
+        t += 1;
+        if t >= 3 {
+            break;
+        }
+    }
+    for s in (0..=k).step_by(2) {
+        t += s as i64;
+    }
+    if i >= y.len() {
+        return;
+    }
+    let big = if flag && n[i] > 0 {
+        n[i] << 3
+    } else {
+        -n[i] >> 1u32
+    };
+    let f = (acc.sqrt() + acc.exp().ln() + acc.sin() * acc.cos()).powf(2.0);
+    let g = f.mul_add(2.0, 1.0).min(100.0).max(-100.0).abs().floor() + f.ceil();
+    let q: i32 = scaled_div(k, (i as i32) - 3);
+    y[i] = g + (q as f32) + (big as f32) + (t as f32) + (w as f32);
+    m[i] = (g as u32) ^ (k as u32 / 3) ^ (k as u32).min(7) ^ (k.abs() as u32);
+}
+
+#[sycl::kernel]
+fn doubles(x: &[f64], y: &mut [f64], z: &mut [u64]) {
+    let i = global_id(0);
+    let v = x[i] * 2.0 - (x[i] as f32) as f64;
+    y[i] = v.sqrt();
+    let old = atomic_fetch_add(z, 0, v as u64);
+    let _m = atomic_fetch_max(z, 1, old);
+    let _c = atomic_compare_exchange(z, 2, 0, 1);
+}
+
+#[sycl::kernel]
+fn groups(x: &[u32], out: &mut [u32], f: &mut [f32]) {
+    let tile = local_array::<u32, 256>();
+    let counts = local_array::<u32, 16>();
+    let l = local_id(0);
+    let g = group_id(0);
+    if l < 16 {
+        counts[l] = 0;
+    }
+    tile[l] = x[global_id(0)];
+    barrier();
+    for step in 0..4 {
+        let k = (l + step) % local_range(0);
+        let v = tile[k];
+        barrier();
+        tile[l] = v + 1;
+        barrier();
+    }
+    if tile[l] == 7 {
+        return;
+    }
+    let _c = atomic_fetch_add(counts, (tile[l] % 16) as usize, 1);
+    let s = group_sum(tile[l]);
+    let lo = group_min(tile[l]);
+    let hi = group_max(f[global_id(0)]);
+    if l == 0 {
+        let _o = atomic_fetch_add(out, g, s + lo);
+        let _p = atomic_fetch_add(f, g, hi);
+    }
+}
+
+#[sycl::kernel]
+fn tiles_2d(a: &[f32], c: &mut [f32], w: usize) {
+    let tile = local_array::<f32, 256>();
+    let row = group_id(0) * local_range(0) + local_id(0);
+    let col = group_id(1) * local_range(1) + local_id(1);
+    tile[local_id(0) * 16 + local_id(1)] = a[row * w + col];
+    barrier();
+    c[row * w + col] = tile[local_id(1) * 16 + local_id(0)];
+}
+
+fn module_of(name: &str, words: &[u8]) -> (Vec<u32>, Module) {
+    assert_eq!(words.len() % 4, 0, "{name}: not whole words");
+    let w: Vec<u32> = words
+        .chunks(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    assert_eq!(w[0], 0x0723_0203, "{name}: SPIR-V magic");
+    let module = load_words(&w).unwrap_or_else(|e| panic!("{name}: does not parse: {e}"));
+    (w, module)
+}
+
+/// The kernel's entry points (`sycl_kernel`, and `sycl_kernel_guarded` where the kernel has
+/// run-time bounds guards), each with the work-group size and the parameter list launch.rs
+/// passes.
+fn check_structure(name: &str, module: &Module, local: [u32; 3], params: &[&str]) {
+    let names: Vec<&Operand> = module.entry_points.iter().map(|e| &e.operands[2]).collect();
+    assert_eq!(
+        names,
+        [
+            &Operand::LiteralString("sycl_kernel".into()),
+            &Operand::LiteralString("sycl_kernel_guarded".into())
+        ],
+        "{name}: entry points"
+    );
+    for entry in &module.entry_points {
+        let kernel_id = entry.operands[1].unwrap_id_ref();
+        let size = module
+            .execution_modes
+            .iter()
+            .find(|m| {
+                m.operands[1] == Operand::ExecutionMode(ExecutionMode::LocalSize)
+                    && m.operands[0].unwrap_id_ref() == kernel_id
+            })
+            .unwrap_or_else(|| panic!("{name}: no LocalSize"));
+        assert_eq!(
+            &size.operands[2..],
+            &local.map(Operand::LiteralBit32)[..],
+            "{name}: LocalSize"
+        );
+        let f = module
+            .functions
+            .iter()
+            .find(|f| f.def_id() == Some(kernel_id))
+            .expect("the kernel function");
+        let kinds: Vec<String> = f
+            .parameters
+            .iter()
+            .map(|p| describe(module, p.result_type.expect("typed")))
+            .collect();
+        assert_eq!(kinds, params, "{name}: parameters");
+    }
+}
+
+/// `u64`, `ptr global`, `ptr local`, `u8`, `f32`... of a type id.
+fn describe(module: &Module, ty: u32) -> String {
+    let inst = module
+        .types_global_values
+        .iter()
+        .find(|i| i.result_id == Some(ty))
+        .expect("a type");
+    match inst.class.opcode {
+        Op::TypeInt => format!("i{}", inst.operands[0].unwrap_literal_bit32()),
+        Op::TypeFloat => format!("f{}", inst.operands[0].unwrap_literal_bit32()),
+        Op::TypeBool => "bool".into(),
+        Op::TypePointer => match inst.operands[0] {
+            Operand::StorageClass(StorageClass::CrossWorkgroup) => "global*".into(),
+            Operand::StorageClass(StorageClass::Workgroup) => "local*".into(),
+            ref other => format!("{other:?}*"),
+        },
+        other => format!("{other:?}"),
+    }
+}
+
+/// `spirv-val` on `file`: with the module's own version's rules, and OpenCL 2.2's where the
+/// module has no 64-bit atomics (which that environment lists as an extension's).
+fn validate(file: &Path, words: &[u32]) -> Result<(), String> {
+    let int64_atomics = words.windows(2).any(|w| w == [0x0002_0011, 12]);
+    let mut envs = vec!["spv1.0"];
+    if !int64_atomics {
+        envs.push("opencl2.2");
+    }
+    for env in envs {
+        let out = Command::new("spirv-val")
+            .arg("--target-env")
+            .arg(env)
+            .arg(file)
+            .output()
+            .map_err(|e| format!("running spirv-val: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} ({env}): {}{}",
+                file.display(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn spirv_val_present() -> bool {
+    Command::new("spirv-val").arg("--version").output().is_ok()
+}
+
+#[test]
+fn modules_are_valid_spirv_with_the_launch_layout() {
+    let d1 = Range::d1(256).with_local([64, 1, 1]);
+    let g1 = Range::d1(1024).with_local([256, 1, 1]);
+    let d2 = Range::d2(64, 64).with_local([16, 16, 1]);
+    let slice = ["global*", "i64"];
+    let tail = ["global*", "i64", "i64", "i64"];
+    let cat = |parts: &[&[&'static str]]| -> Vec<&'static str> { parts.concat() };
+    let modules = [
+        (
+            "arithmetic",
+            spirv_of::<arithmetic>(d1),
+            [64, 1, 1],
+            cat(&[&["i8", "i32"], &slice, &slice, &slice, &slice, &tail]),
+        ),
+        (
+            "doubles",
+            spirv_of::<doubles>(d1),
+            [64, 1, 1],
+            cat(&[&slice, &slice, &slice, &tail]),
+        ),
+        (
+            "groups",
+            spirv_of::<groups>(g1),
+            [256, 1, 1],
+            cat(&[&slice, &slice, &slice, &tail, &["local*"]]),
+        ),
+        (
+            "tiles_2d",
+            spirv_of::<tiles_2d>(d2),
+            [16, 16, 1],
+            cat(&[&slice, &slice, &["i64"], &tail]),
+        ),
+    ];
+    let dir = std::env::temp_dir().join(format!("sycl-rs-spirv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let present = spirv_val_present();
+    let required = std::env::var("SYCL_RS_REQUIRE_SPIRV_VAL").is_ok_and(|v| v == "1");
+    if !present {
+        assert!(
+            !required,
+            "SYCL_RS_REQUIRE_SPIRV_VAL=1 but spirv-val is not on PATH (Debian: spirv-tools)"
+        );
+        eprintln!("skip spirv-val: not on PATH (Debian package spirv-tools); structure only");
+    }
+    let mut failures = Vec::new();
+    for (name, bytes, local, params) in modules {
+        let bytes = bytes.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (words, module) = module_of(name, &bytes);
+        check_structure(name, &module, local, &params);
+        if present {
+            let file: PathBuf = dir.join(format!("{name}.spv"));
+            std::fs::write(&file, &bytes).expect("write the module");
+            if let Err(e) = validate(&file, &words) {
+                failures.push(e);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        failures.is_empty(),
+        "spirv-val failed:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn spirv_needs_an_nd_range() {
+    let e = spirv_of::<arithmetic>(Range::d1(256)).unwrap_err();
+    assert_eq!(e.code(), sycl::Errc::NdRange);
+}
