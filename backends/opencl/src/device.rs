@@ -222,7 +222,12 @@ impl Device {
         // The OpenCL C 1.2 that #[sycl::kernel] emits reaches sub-groups through these
         // extensions (OpenCL 3.0's optional `__opencl_c_subgroups` needs OpenCL C 3.0).
         let sub_groups = has_ext("cl_khr_subgroups") || has_ext("cl_intel_subgroups");
-        add(compiler && sub_groups, Aspect::ExtSyclRsSubGroups);
+        // PoCL 5.0 (the GPU machines' Ubuntu package) lists cl_khr_subgroups, but the first
+        // sub-group kernel of the conformance suite made its kernel library fail to load
+        // (`undefined symbol: __pocl_work_group_alloca`), and PoCL aborted the process: a
+        // crash no caller could handle. PoCL 3.1 (Debian 12) does not list the extension.
+        let pocl = version.contains("PoCL");
+        add(compiler && sub_groups && !pocl, Aspect::ExtSyclRsSubGroups);
         add(
             !il_version.is_empty() && api.clCreateProgramWithIL.is_some(),
             Aspect::ExtOneapiKernelCompilerSpirv,
