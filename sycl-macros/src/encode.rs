@@ -15,6 +15,9 @@
 //! - a block is a count and its statements; a statement or expression starts with a tag;
 //!   every expression's second word is its type; a literal is its value's 64 bits at that
 //!   type (two words, low first);
+//! - a sub-group collective is an expression (tag 15: its op, then its arguments) in the
+//!   body, and a step (tag 5: the local, the op, the arguments) in the steps; sub-group
+//!   queries are expressions (tag 14 and the query);
 //! - a bounds condition (see [`cbound`]) is a tree of tagged words.
 
 use crate::analyze::{path_key, Analysis, Step};
@@ -23,7 +26,7 @@ use crate::ir::*;
 
 /// "SYIR".
 pub const MAGIC: u32 = 0x5359_4952;
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// No value (a kernel's result type, an assignment without operator).
 pub const NONE: u32 = 0xFFFF_FFFF;
 
@@ -34,12 +37,8 @@ struct Encoder<'a> {
     out: Vec<u32>,
 }
 
-/// The words of a kernel; none for a kernel that uses sub-groups, which the SPIR-V form does
-/// not have yet (the runtime builds OpenCL C for it, or refuses it on Level Zero).
+/// The words of a kernel.
 pub fn kernel(f: &Function, an: &Analysis) -> Vec<u32> {
-    if an.sub_groups {
-        return Vec::new();
-    }
     let mut e = Encoder::new(f, &an.helpers);
     e.function();
     e.out.push(an.group as u32);
@@ -143,6 +142,27 @@ fn reduce_code(r: Reduce) -> u32 {
         Reduce::Sum => 0,
         Reduce::Min => 1,
         Reduce::Max => 2,
+    }
+}
+
+fn sub_group_query_code(q: SubGroupQuery) -> u32 {
+    match q {
+        SubGroupQuery::LocalId => 0,
+        SubGroupQuery::LocalRange => 1,
+        SubGroupQuery::MaxLocalRange => 2,
+        SubGroupQuery::Id => 3,
+        SubGroupQuery::Range => 4,
+    }
+}
+
+fn sub_group_op_code(op: SubGroupOp) -> u32 {
+    match op {
+        SubGroupOp::Broadcast => 0,
+        SubGroupOp::Shuffle => 1,
+        SubGroupOp::ShiftLeft => 2,
+        SubGroupOp::ShiftRight => 3,
+        SubGroupOp::ShuffleXor => 4,
+        SubGroupOp::Reduce(r) => 5 + reduce_code(r),
     }
 }
 
@@ -351,7 +371,10 @@ impl<'a> Encoder<'a> {
                     self.expr(e);
                 }
                 Step::Barrier => self.out.push(2),
-                Step::SubGroup { .. } => unreachable!("kernels with sub-groups are not encoded"),
+                Step::SubGroup { local, op, args } => {
+                    self.out.extend([5, *local as u32, sub_group_op_code(*op)]);
+                    self.exprs(args);
+                }
                 Step::Reduce { local, op, value } => {
                     self.out.extend([3, *local as u32, reduce_code(*op)]);
                     self.expr(value);
@@ -383,9 +406,14 @@ impl<'a> Encoder<'a> {
         let t = self.f.ty(e.ty);
         let head = |tag: u32| [tag, ty_code(t)];
         match &e.kind {
-            // (Helpers cannot use sub-groups, and kernels that do are not encoded.)
-            ExprKind::SubGroupQuery(_) | ExprKind::SubGroup(..) => {
-                unreachable!("kernels with sub-groups are not encoded")
+            ExprKind::SubGroupQuery(q) => {
+                self.out.extend(head(14));
+                self.out.push(sub_group_query_code(*q));
+            }
+            ExprKind::SubGroup(op, args) => {
+                self.out.extend(head(15));
+                self.out.push(sub_group_op_code(*op));
+                self.exprs(args);
             }
             ExprKind::Lit(l) => {
                 let bits = lit_bits(l, t);

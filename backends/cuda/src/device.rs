@@ -169,6 +169,7 @@ impl Device {
             fp32_correctly_rounded_divide_sqrt: true,
             // Warps.
             sub_group_sizes: vec![32],
+            spirv_sub_group_shuffle: false,
         };
         Ok(Device {
             ordinal,

@@ -147,6 +147,10 @@ pub struct DeviceInfo {
     /// `info::device::sub_group_sizes`: the sub-group sizes kernels may run with, where the
     /// driver says (empty where it does not, or where there are no sub-groups).
     pub sub_group_sizes: Vec<usize>,
+    /// The device takes SPIR-V sub-group shuffles (`SPV_INTEL_subgroups`, which the SPIR-V
+    /// form of `#[sycl::kernel]` sub-group permutations uses): OpenCL's
+    /// `cl_intel_spirv_subgroups`, Level Zero drivers with sub-groups.
+    pub spirv_sub_group_shuffle: bool,
 }
 
 impl DeviceInfo {

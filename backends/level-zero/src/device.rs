@@ -41,6 +41,9 @@ pub struct AspectInputs {
     pub has_phys_mem_get_properties: bool,
     /// The IPC event route.
     pub event_route: Option<EventIpcRoute>,
+    /// `ze_device_compute_properties_t.numSubGroupSizes`: how many sub-group sizes kernels
+    /// may run with (0: no sub-groups).
+    pub sub_group_sizes: u32,
 }
 
 /// The aspects of a device with `inputs`:
@@ -54,7 +57,10 @@ pub struct AspectInputs {
 ///   1.8 loader has no memory-access-properties query for IPC, so this is assumed, as UR does);
 /// * `ext_oneapi_ipc_physical_memory`: Linux and `zePhysicalMemGetProperties` resolved;
 /// * `ext_oneapi_ipc_event`: the counter-based IPC entry points (core or `zex`) resolved. The
-///   IPC event-pool fallback exists but does not set the aspect.
+///   IPC event-pool fallback exists but does not set the aspect;
+/// * `ext_sycl_rs_sub_groups`: the driver lists sub-group sizes (the SPIR-V form's
+///   sub-group instructions, `Groups` and `SPV_INTEL_subgroups`, are what Intel's drivers
+///   take).
 pub fn aspects_for(inputs: &AspectInputs) -> Vec<Aspect> {
     let mut a = Vec::new();
     match inputs.device_type {
@@ -85,6 +91,9 @@ pub fn aspects_for(inputs: &AspectInputs) -> Vec<Aspect> {
         Aspect::ExtSyclRsKernels,
         Aspect::ExtOneapiReusableEvents,
     ]);
+    if inputs.sub_group_sizes > 0 {
+        a.push(Aspect::ExtSyclRsSubGroups);
+    }
     if inputs.linux {
         a.push(Aspect::ExtOneapiIpcMemory);
         if inputs.has_phys_mem_get_properties {
@@ -118,6 +127,7 @@ impl Device {
             linux: cfg!(target_os = "linux"),
             has_phys_mem_get_properties: loader.zePhysicalMemGetProperties.is_some(),
             event_route: Some(ext.event_ipc_route(&loader)),
+            sub_group_sizes: c.numSubGroupSizes,
         };
         let device_type = match p.type_ {
             ZE_DEVICE_TYPE_GPU => DeviceType::Gpu,
@@ -159,6 +169,7 @@ impl Device {
                 .iter()
                 .map(|&s| s as usize)
                 .collect(),
+            spirv_sub_group_shuffle: c.numSubGroupSizes > 0,
             aspects: aspects_for(&inputs),
         };
         Ok(Device {
@@ -229,6 +240,7 @@ mod tests {
         assert!(a.contains(&Aspect::ExtOneapiIpcMemory));
         assert!(!a.contains(&Aspect::ExtOneapiIpcPhysicalMemory));
         assert!(!a.contains(&Aspect::ExtOneapiIpcEvent));
+        assert!(!a.contains(&Aspect::ExtSyclRsSubGroups));
 
         let full = AspectInputs {
             module_flags: ZE_DEVICE_MODULE_FLAG_FP16
@@ -236,6 +248,7 @@ mod tests {
                 | ZE_DEVICE_MODULE_FLAG_INT64_ATOMICS,
             has_phys_mem_get_properties: true,
             event_route: Some(EventIpcRoute::Zex),
+            sub_group_sizes: 3,
             ..base
         };
         let a = aspects_for(&full);
@@ -245,6 +258,7 @@ mod tests {
             Aspect::Atomic64,
             Aspect::ExtOneapiIpcPhysicalMemory,
             Aspect::ExtOneapiIpcEvent,
+            Aspect::ExtSyclRsSubGroups,
         ] {
             assert!(a.contains(&x), "{x}");
         }

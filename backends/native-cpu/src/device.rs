@@ -63,6 +63,7 @@ impl Device {
             fp32_correctly_rounded_divide_sqrt: true,
             // `#[sycl::kernel]` cuts work-groups into sub-groups of 32 (sycl::kernel::__rt).
             sub_group_sizes: vec![32],
+            spirv_sub_group_shuffle: false,
             aspects: vec![
                 Aspect::Cpu,
                 Aspect::Fp64,

@@ -260,6 +260,7 @@ impl Device {
                 fp32_correctly_rounded_divide_sqrt: single_fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT
                     != 0,
                 sub_group_sizes,
+                spirv_sub_group_shuffle: has_ext("cl_intel_spirv_subgroups"),
             },
             caps: DeviceCaps {
                 usm,

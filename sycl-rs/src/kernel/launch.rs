@@ -420,11 +420,7 @@ fn submit_gpu(
     let device = queue.device();
     let launch = range.inner;
     let geometry = gpu_range(&launch, device)?;
-    let form = queue
-        .context()
-        .shared
-        .kernels
-        .form_of(def, device.backend())?;
+    let form = queue.context().shared.kernels.form_of(def, queue.context());
     let variant = Variant {
         dims: launch.dims,
         local: geometry.local.expect("a GPU launch has work-groups"),
@@ -649,21 +645,27 @@ impl KernelCache {
         self.ir
     }
 
-    /// The form of `def`'s programs: the context's, except that kernels using sub-groups are
-    /// not in the SPIR-V form yet (OpenCL builds them from OpenCL C; Level Zero refuses them).
-    fn form_of(&self, def: &Definition, backend: BackendKind) -> Result<KernelIr> {
+    /// The form of `def`'s programs on `context`: the context's, except that the SPIR-V form
+    /// of sub-group permutations needs `SPV_INTEL_subgroups`: on OpenCL devices without it
+    /// (`cl_intel_spirv_subgroups`) such kernels are built from OpenCL C, which reaches
+    /// sub-groups through `cl_khr_subgroups` too. (Level Zero devices with sub-groups have it:
+    /// launches on devices without sub-groups are refused before.)
+    fn form_of(&self, def: &Definition, context: &Context) -> KernelIr {
+        let shuffles = || {
+            context
+                .devices()
+                .iter()
+                .all(|d| d.info().spirv_sub_group_shuffle)
+        };
         match self.ir {
-            KernelIr::SpirV if def.parts.sub_groups && backend == BackendKind::OpenCl => {
-                Ok(KernelIr::OpenClC)
+            KernelIr::SpirV
+                if def.parts.sub_groups
+                    && context.backend() == BackendKind::OpenCl
+                    && !shuffles() =>
+            {
+                KernelIr::OpenClC
             }
-            KernelIr::SpirV if def.parts.sub_groups => Err(Error::new(
-                Errc::FeatureNotSupported,
-                format!(
-                    "kernel `{}`: sub-group operations are not in the SPIR-V form yet (spec/kernels.md)",
-                    def.parts.name
-                ),
-            )),
-            ir => Ok(ir),
+            ir => ir,
         }
     }
 }
@@ -794,7 +796,7 @@ impl KernelCache {
         };
         let src;
         let mut il = None;
-        let (source, options) = match (backend, self.form_of(def, backend)?) {
+        let (source, options) = match (backend, self.form_of(def, context)) {
             (_, KernelIr::SpirV) => {
                 let target = super::spirv::Target {
                     dims: variant.dims,

@@ -25,6 +25,7 @@ const FAIL_BOUNDS: u64 = 1;
 const FAIL_ARITH: u64 = 2;
 const SCOPE_DEVICE: u64 = 1;
 const SCOPE_WORKGROUP: u64 = 2;
+const SCOPE_SUBGROUP: u64 = 3;
 /// AcquireRelease | WorkgroupMemory | CrossWorkgroupMemory: OpenCL C's
 /// `barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)`.
 const BARRIER_SEMANTICS: u64 = 0x8 | 0x100 | 0x200;
@@ -117,6 +118,14 @@ impl Module {
         }
     }
 
+    /// `OpSubgroupShuffleINTEL`'s capability and extension, once.
+    fn shuffle_intel(&mut self) {
+        if !self.caps.contains(&Capability::SubgroupShuffleINTEL) {
+            self.b.extension("SPV_INTEL_subgroups");
+        }
+        self.cap(Capability::SubgroupShuffleINTEL);
+    }
+
     fn u8_ty(&mut self) -> Word {
         self.cap(Capability::Int8);
         self.b.type_int(8, 0)
@@ -167,12 +176,17 @@ impl Module {
 
     /// The `Input` variable of a built-in `v3ulong`.
     fn builtin(&mut self, which: BuiltIn) -> Word {
+        let u64t = self.ty(ScalarTy::U64);
+        let v3 = self.b.type_vector(u64t, 3);
+        self.builtin_of(which, v3)
+    }
+
+    /// The `Input` variable of a built-in of type `ty` (the sub-group ones are `uint`).
+    fn builtin_of(&mut self, which: BuiltIn, ty: Word) -> Word {
         if let Some(id) = self.builtins.get(&(which as u32)) {
             return *id;
         }
-        let u64t = self.ty(ScalarTy::U64);
-        let v3 = self.b.type_vector(u64t, 3);
-        let p = self.ptr(StorageClass::Input, v3);
+        let p = self.ptr(StorageClass::Input, ty);
         let var = self.b.id();
         // At module scope (`variable` would put it in the function being emitted).
         self.b.insert_types_global_values(
@@ -1111,16 +1125,7 @@ impl Fx<'_> {
                     let ident = self.identity(*op, t);
                     // A work-item that returned adds the identity.
                     let x = self.cond_value(live, t, |fx| fx.expr(value), ident)?;
-                    let gop = match (op, t) {
-                        (Reduce::Sum, t) if is_float(t) => Op::GroupFAdd,
-                        (Reduce::Sum, _) => Op::GroupIAdd,
-                        (Reduce::Min, t) if is_float(t) => Op::GroupFMin,
-                        (Reduce::Min, t) if is_signed(t) => Op::GroupSMin,
-                        (Reduce::Min, _) => Op::GroupUMin,
-                        (Reduce::Max, t) if is_float(t) => Op::GroupFMax,
-                        (Reduce::Max, t) if is_signed(t) => Op::GroupSMax,
-                        (Reduce::Max, _) => Op::GroupUMax,
-                    };
+                    let gop = Self::group_op(*op, t);
                     self.m.cap(Capability::Groups);
                     let wg = self.m.u32c(SCOPE_WORKGROUP);
                     let ty = self.m.ty(t);
@@ -1136,9 +1141,142 @@ impl Fx<'_> {
                     self.store(self.locals[*local], r)?;
                 }
                 Step::SyncFor(h, body) => self.for_loop(h, true, |fx| fx.steps(body))?,
+                Step::SubGroup { local, op, args } => self.sub_group(*local, *op, args)?,
             }
         }
         Ok(())
+    }
+
+    /// A sub-group built-in (`uint`).
+    fn sub_group_builtin(&mut self, which: BuiltIn) -> Result<Word> {
+        let u32t = self.m.ty(ScalarTy::U32);
+        let var = self.m.builtin_of(which, u32t);
+        self.load(ScalarTy::U32, var)
+    }
+
+    /// `let local = op(args)` with the OpenCL C prelude's semantics (`sycl_sg_*`): every
+    /// work-item of the sub-group takes part; one that returned offers 0 (reductions: their
+    /// identity) and lane 0. Lanes out of range: shuffles and broadcasts take the lane modulo
+    /// the sub-group's size; shifts and xor give the caller's own value.
+    fn sub_group(&mut self, local: usize, op: SubGroupOp, args: &[Expr]) -> Result<()> {
+        let t = args[0].ty;
+        if self.f.locals[local].ty != t || self.f.locals[local].array.is_some() {
+            return Err(bad("a sub-group result's local"));
+        }
+        let usize_t = ScalarTy::Usize;
+        // A broadcast's lane is uniform: every work-item computes it (as a `GroupLet`).
+        let uniform_lane = match (op, args.get(1)) {
+            (SubGroupOp::Broadcast, Some(lane)) => {
+                self.uniform = true;
+                let v = self.expr(lane)?;
+                self.uniform = false;
+                if !Self::pure(lane) {
+                    self.uniform_check()?;
+                }
+                Some(v)
+            }
+            _ => None,
+        };
+        let d = self.load(ScalarTy::Bool, self.done)?;
+        let live = self.op(Op::LogicalNot, ScalarTy::Bool, &[d])?;
+        let offered = match op {
+            SubGroupOp::Reduce(r) => self.identity(r, t),
+            _ => self.m.konst(t, 0),
+        };
+        let x = self.cond_value(live, t, |fx| fx.expr(&args[0]), offered)?;
+        let lane = match (uniform_lane, args.get(1)) {
+            (Some(v), _) => Some(v),
+            (None, Some(lane)) => {
+                let zero = self.m.konst(usize_t, 0);
+                Some(self.cond_value(live, usize_t, |fx| fx.expr(lane), zero)?)
+            }
+            (None, None) => None,
+        };
+        self.m.cap(Capability::Groups);
+        let sg = self.m.u32c(SCOPE_SUBGROUP);
+        let ty = self.m.ty(t);
+        let r = match (op, lane) {
+            (SubGroupOp::Reduce(r), _) => {
+                let gop = Self::group_op(r, t);
+                self.ins(
+                    gop,
+                    Some(ty),
+                    vec![
+                        Operand::IdRef(sg),
+                        Operand::GroupOperation(GroupOperation::Reduce),
+                        Operand::IdRef(x),
+                    ],
+                )?
+            }
+            (_, None) => return Err(bad("a sub-group permutation without a lane")),
+            (_, Some(lane)) => {
+                let size = self.sub_group_builtin(BuiltIn::SubgroupSize)?;
+                let size64 = self.op(Op::UConvert, usize_t, &[size])?;
+                let id = self.sub_group_builtin(BuiltIn::SubgroupLocalInvocationId)?;
+                let id64 = self.op(Op::UConvert, usize_t, &[id])?;
+                let b = ScalarTy::Bool;
+                let u32 = ScalarTy::U32;
+                let src = match op {
+                    SubGroupOp::Broadcast | SubGroupOp::Shuffle => {
+                        let m = self.op(Op::UMod, usize_t, &[lane, size64])?;
+                        self.op(Op::UConvert, u32, &[m])?
+                    }
+                    SubGroupOp::ShiftLeft => {
+                        // id + delta when delta < size - id.
+                        let room = self.op(Op::ISub, u32, &[size, id])?;
+                        let room = self.op(Op::UConvert, usize_t, &[room])?;
+                        let ok = self.op(Op::ULessThan, b, &[lane, room])?;
+                        let l32 = self.op(Op::UConvert, u32, &[lane])?;
+                        let to = self.op(Op::IAdd, u32, &[id, l32])?;
+                        self.op(Op::Select, u32, &[ok, to, id])?
+                    }
+                    SubGroupOp::ShiftRight => {
+                        let ok = self.op(Op::ULessThanEqual, b, &[lane, id64])?;
+                        let l32 = self.op(Op::UConvert, u32, &[lane])?;
+                        let to = self.op(Op::ISub, u32, &[id, l32])?;
+                        self.op(Op::Select, u32, &[ok, to, id])?
+                    }
+                    SubGroupOp::ShuffleXor => {
+                        let s = self.op(Op::BitwiseXor, usize_t, &[id64, lane])?;
+                        let ok = self.op(Op::ULessThan, b, &[s, size64])?;
+                        let s32 = self.op(Op::UConvert, u32, &[s])?;
+                        self.op(Op::Select, u32, &[ok, s32, id])?
+                    }
+                    SubGroupOp::Reduce(_) => return Err(bad("unreachable")),
+                };
+                if op == SubGroupOp::Broadcast {
+                    self.ins(
+                        Op::GroupBroadcast,
+                        Some(ty),
+                        [sg, x, src].into_iter().map(Operand::IdRef).collect(),
+                    )?
+                } else {
+                    // SPV_INTEL_subgroups (cl_intel_spirv_subgroups; Intel's Level Zero
+                    // drivers): any lane's value in one instruction.
+                    self.m.shuffle_intel();
+                    self.ins(
+                        Op::SubgroupShuffleINTEL,
+                        Some(ty),
+                        vec![Operand::IdRef(x), Operand::IdRef(src)],
+                    )?
+                }
+            }
+        };
+        self.store(self.locals[local], r)
+    }
+
+    /// The `OpGroup*` instruction of a reduction over `t`.
+    fn group_op(op: Reduce, t: ScalarTy) -> Op {
+        match (op, t) {
+            (Reduce::Sum, t) if is_float(t) => Op::GroupFAdd,
+            (Reduce::Sum, _) => Op::GroupIAdd,
+            (Reduce::Min, t) if is_float(t) => Op::GroupFMin,
+            (Reduce::Min, t) if is_signed(t) => Op::GroupSMin,
+            (Reduce::Min, _) => Op::GroupUMin,
+            (Reduce::Max, t) if is_float(t) => Op::GroupFMax,
+            (Reduce::Max, t) if is_signed(t) => Op::GroupSMax,
+            (Reduce::Max, _) => Op::GroupUMax,
+        }
     }
 
     fn identity(&mut self, op: Reduce, t: ScalarTy) -> Word {
@@ -1461,10 +1599,12 @@ impl Fx<'_> {
             | ExprKind::Local(_)
             | ExprKind::Param(_)
             | ExprKind::Len(_)
-            | ExprKind::Query(..) => true,
+            | ExprKind::Query(..)
+            | ExprKind::SubGroupQuery(_) => true,
             ExprKind::Load { .. }
             | ExprKind::Atomic { .. }
-            | ExprKind::Reduce
+            | ExprKind::Reduce(_)
+            | ExprKind::SubGroup(_)
             | ExprKind::Call(..) => false,
             ExprKind::Binary(BinOp::Div | BinOp::Rem, a, b) if is_int(a.ty) => {
                 let _ = b;
@@ -1616,7 +1756,18 @@ impl Fx<'_> {
                     .collect::<Result<Vec<_>>>()?;
                 self.atomic(*op, t, *base, i, &vs)
             }
-            ExprKind::Reduce => Err(bad("a group reduction outside a step")),
+            ExprKind::Reduce(_) => Err(bad("a group reduction outside a step")),
+            ExprKind::SubGroup(_) => Err(bad("a sub-group operation outside a step")),
+            ExprKind::SubGroupQuery(q) => {
+                let v = self.sub_group_builtin(match q {
+                    SubGroupQuery::LocalId => BuiltIn::SubgroupLocalInvocationId,
+                    SubGroupQuery::LocalRange => BuiltIn::SubgroupSize,
+                    SubGroupQuery::MaxLocalRange => BuiltIn::SubgroupMaxSize,
+                    SubGroupQuery::Id => BuiltIn::SubgroupId,
+                    SubGroupQuery::Range => BuiltIn::NumSubgroups,
+                })?;
+                self.op(Op::UConvert, ScalarTy::Usize, &[v])
+            }
             ExprKind::Call(k, args) => {
                 let mut vs = args
                     .iter()

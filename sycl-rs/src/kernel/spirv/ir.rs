@@ -8,7 +8,7 @@ use crate::kernel::__rt::ScalarTy;
 use crate::{Errc, Error, Result};
 
 const MAGIC: u32 = 0x5359_4952;
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const NONE: u32 = 0xFFFF_FFFF;
 
 /// A kernel or helper parameter.
@@ -101,6 +101,28 @@ pub(crate) enum Reduce {
     Max,
 }
 
+/// Sub-group queries (`usize`; sub-groups are one-dimensional).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SubGroupQuery {
+    LocalId,
+    LocalRange,
+    MaxLocalRange,
+    Id,
+    Range,
+}
+
+/// Sub-group collectives (`spec/kernels.md`); all but the reductions take a lane (delta,
+/// mask) after the value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SubGroupOp {
+    Broadcast,
+    Shuffle,
+    ShiftLeft,
+    ShiftRight,
+    ShuffleXor,
+    Reduce(Reduce),
+}
+
 /// An expression and its (resolved) type.
 #[derive(Clone, Debug)]
 pub(crate) struct Expr {
@@ -132,9 +154,13 @@ pub(crate) enum ExprKind {
         index: Box<Expr>,
         values: Vec<Expr>,
     },
-    /// A group reduction: only in the body of a work-group kernel, which is emitted from its
-    /// steps (`Step::Reduce`).
-    Reduce,
+    /// A group reduction of its value: only in the body of a work-group kernel, which is
+    /// emitted from its steps (`Step::Reduce`).
+    Reduce(Box<Expr>),
+    SubGroupQuery(SubGroupQuery),
+    /// A sub-group collective's arguments: as `Reduce`, emitted from its step
+    /// (`Step::SubGroup`).
+    SubGroup(Vec<Expr>),
     /// Helper `k` of the caller's helper list.
     Call(usize, Vec<Expr>),
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
@@ -292,6 +318,12 @@ pub(crate) enum Step {
         value: Expr,
     },
     SyncFor(For, Vec<Step>),
+    /// `let local = <sub-group collective>(args);`
+    SubGroup {
+        local: usize,
+        op: SubGroupOp,
+        args: Vec<Expr>,
+    },
 }
 
 /// A decoded kernel or helper.
@@ -350,6 +382,28 @@ fn reduce(code: u32) -> Result<Reduce> {
         .get(code as usize)
         .copied()
         .ok_or_else(|| bad("reduction"))
+}
+
+/// A sub-group collective's op code and its arguments (the value, a number; then a `usize`
+/// lane where the op takes one).
+fn sub_group(code: u32, args: &[Expr]) -> Result<SubGroupOp> {
+    use SubGroupOp::*;
+    let op = match code {
+        0 => Broadcast,
+        1 => Shuffle,
+        2 => ShiftLeft,
+        3 => ShiftRight,
+        4 => ShuffleXor,
+        _ => Reduce(reduce(code.wrapping_sub(5))?),
+    };
+    let lanes = usize::from(!matches!(op, Reduce(_)));
+    let ok = args.len() == 1 + lanes
+        && args[0].ty != ScalarTy::Bool
+        && args[1..].iter().all(|l| l.ty == ScalarTy::Usize);
+    if !ok {
+        return Err(bad("sub-group arguments"));
+    }
+    Ok(op)
 }
 
 impl Reader<'_> {
@@ -566,6 +620,13 @@ impl Reader<'_> {
                         let h = self.for_header()?;
                         Step::SyncFor(h, self.steps()?)
                     }
+                    5 => {
+                        let local = self.local()?;
+                        let code = self.word()?;
+                        let args = self.exprs()?;
+                        let op = sub_group(code, &args)?;
+                        Step::SubGroup { local, op, args }
+                    }
                     _ => return Err(bad("step")),
                 })
             })
@@ -669,8 +730,7 @@ impl Reader<'_> {
             }
             11 => {
                 reduce(self.word()?)?;
-                self.expr()?;
-                ExprKind::Reduce
+                ExprKind::Reduce(b(self.expr()?))
             }
             12 => {
                 let k = self.index(self.helpers, "helper")?;
@@ -680,6 +740,19 @@ impl Reader<'_> {
                 let c = self.expr()?;
                 let x = self.expr()?;
                 ExprKind::Select(b(c), b(x), b(self.expr()?))
+            }
+            14 => {
+                use SubGroupQuery::*;
+                let q = *[LocalId, LocalRange, MaxLocalRange, Id, Range]
+                    .get(self.word()? as usize)
+                    .ok_or_else(|| bad("sub-group query"))?;
+                ExprKind::SubGroupQuery(q)
+            }
+            15 => {
+                let code = self.word()?;
+                let args = self.exprs()?;
+                sub_group(code, &args)?;
+                ExprKind::SubGroup(args)
             }
             _ => return Err(bad("expression")),
         };
@@ -776,12 +849,12 @@ pub(crate) fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check))
                 f(check);
                 expr(index, f);
             }
-            ExprKind::Unary(_, a) | ExprKind::Cast(a) => expr(a, f),
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) | ExprKind::Reduce(a) => expr(a, f),
             ExprKind::Binary(_, a, b) => {
                 expr(a, f);
                 expr(b, f);
             }
-            ExprKind::Math(_, args) | ExprKind::Call(_, args) => {
+            ExprKind::Math(_, args) | ExprKind::Call(_, args) | ExprKind::SubGroup(args) => {
                 args.iter().for_each(|a| expr(a, f))
             }
             ExprKind::Atomic { index, values, .. } => {
@@ -798,7 +871,7 @@ pub(crate) fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check))
             | ExprKind::Param(_)
             | ExprKind::Len(_)
             | ExprKind::Query(..)
-            | ExprKind::Reduce => {}
+            | ExprKind::SubGroupQuery(_) => {}
         }
     }
     for s in body {
