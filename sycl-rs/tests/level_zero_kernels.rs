@@ -33,6 +33,14 @@ fn sums(x: &[u32], out: &mut [u32]) {
     }
 }
 
+#[sycl::kernel]
+fn lane_sums(x: &[u32], out: &mut [u32]) {
+    let v = x[global_id(0)];
+    let s = sub_group_sum(v);
+    let next = sub_group_shuffle(v, sub_group_local_id() + 1);
+    out[global_id(0)] = s + next;
+}
+
 /// What the mock kept of the last launch.
 struct Launch {
     name: String,
@@ -81,6 +89,29 @@ fn last_launch(mock: &libloading::Library) -> Launch {
         nulls: nulls[..n].iter().map(|&v| v != 0).collect(),
         values: values[..n].to_vec(),
     }
+}
+
+/// Launches `kernel` (of definition `K`) over `range`, checks that the driver got exactly
+/// `spirv_of::<K>(range)` and that it validates; returns what the mock kept of the launch.
+fn launch_module<K: sycl::kernel::__rt::GeneratedKernel>(
+    q: &Queue,
+    mock: &libloading::Library,
+    name: &str,
+    range: Range,
+    kernel: impl sycl::KernelFunctor,
+) -> Launch {
+    q.parallel_for(range, &[], kernel)
+        .expect("submit")
+        .wait()
+        .expect("wait");
+    let module = last_module(mock);
+    assert_eq!(
+        module,
+        sycl::kernel::__rt::spirv_of::<K>(range).expect("spirv_of"),
+        "{name}: zeModuleCreate got another module"
+    );
+    spirv_val(name, &module);
+    last_launch(mock)
 }
 
 /// `spirv-val` on the module where it is installed (`SYCL_RS_REQUIRE_SPIRV_VAL=1`: it must be).
@@ -187,21 +218,21 @@ fn generated_kernels_reach_level_zero_as_spirv_with_the_launch_layout() {
     let xs = sycl::malloc_device::<u32>(groups * 64, &q).expect("xs");
     let out = sycl::malloc_device::<u32>(groups, &q).expect("out");
     let range = Range::d1(groups * 64).with_local([64, 1, 1]);
-    q.parallel_for(range, &[], sums(&xs, &out))
-        .expect("submit")
-        .wait()
-        .expect("wait");
-    let module = last_module(&mock);
-    assert_eq!(
-        module,
-        sycl::kernel::__rt::spirv_of::<sums>(range).expect("spirv_of")
-    );
-    spirv_val("sums", &module);
-    let l = last_launch(&mock);
+    let l = launch_module::<sums>(&q, &mock, "sums", range, sums(&xs, &out));
     assert_eq!(l.sizes, [8, 8, 8, 8, 8, 8, 8, 8, 64 * 8], "argument sizes");
     assert_eq!(
         l.nulls,
         [false, false, false, false, false, false, false, false, true]
     );
+    assert_eq!(&l.values[5..8], &[(groups * 64) as u64, 1, 1], "the range");
+
+    // Sub-groups: the mock lists one sub-group size, so the device has the aspect, and a
+    // sub-group kernel reaches the driver as SPIR-V with the flat layout (no scratch).
+    assert!(dev.has(Aspect::ExtSyclRsSubGroups));
+    assert_eq!(dev.sub_group_sizes(), [16]);
+    let out = sycl::malloc_device::<u32>(groups * 64, &q).expect("out");
+    let l = launch_module::<lane_sums>(&q, &mock, "lane_sums", range, lane_sums(&xs, &out));
+    assert_eq!(l.sizes, [8; 8], "argument sizes");
+    assert!(l.nulls.iter().all(|&z| !z));
     assert_eq!(&l.values[5..8], &[(groups * 64) as u64, 1, 1], "the range");
 }

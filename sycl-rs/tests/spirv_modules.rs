@@ -6,13 +6,13 @@
 //! The kernels cover the language: arithmetic of every type, casts, math, helpers (nested,
 //! failing), every loop form with `break`/`continue`/`return`, short-circuits, `if` values,
 //! local arrays, barriers in uniform loops, group reductions, atomics (32 and 64 bits, local
-//! and global), and bounds proofs of every kind.
+//! and global), sub-group queries and collectives, and bounds proofs of every kind.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rspirv::dr::{load_words, Module, Operand};
-use rspirv::spirv::{ExecutionMode, Op, StorageClass};
+use rspirv::spirv::{BuiltIn, Capability, Decoration, ExecutionMode, Op, StorageClass};
 use sycl::kernel::__rt::spirv_of;
 use sycl::Range;
 
@@ -125,6 +125,26 @@ fn tiles_2d(a: &[f32], c: &mut [f32], w: usize) {
     tile[local_id(0) * 16 + local_id(1)] = a[row * w + col];
     barrier();
     c[row * w + col] = tile[local_id(1) * 16 + local_id(0)];
+}
+
+#[sycl::kernel]
+fn sub_groups(x: &[f64], k: usize, out: &mut [f64], ids: &mut [u64]) {
+    let i = global_id(0);
+    let v = x[i];
+    if v < 0.0 {
+        return;
+    }
+    let b = sub_group_broadcast(v, k);
+    let s = sub_group_shuffle(v, sub_group_local_id() + 1);
+    let l = sub_group_shift_left(v, 1);
+    let r = sub_group_shift_right(v, k);
+    let m = sub_group_shuffle_xor(v, 3);
+    let sum = sub_group_sum(v);
+    let lo = sub_group_min(i as i32);
+    let hi = sub_group_max(i as u32);
+    out[i] = b + s + l + r + m + sum + (lo as f64) + (hi as f64);
+    let q = sub_group_id() * sub_group_range() + sub_group_local_range();
+    ids[i] = (q * sub_group_max_local_range()) as u64;
 }
 
 fn module_of(name: &str, words: &[u8]) -> (Vec<u32>, Module) {
@@ -264,6 +284,12 @@ fn modules_are_valid_spirv_with_the_launch_layout() {
             [16, 16, 1],
             cat(&[&slice, &slice, &["i64"], &tail]),
         ),
+        (
+            "sub_groups",
+            spirv_of::<sub_groups>(d1),
+            [64, 1, 1],
+            cat(&[&slice, &["i64"], &slice, &slice, &tail]),
+        ),
     ];
     let dir = std::env::temp_dir().join(format!("sycl-rs-spirv-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
@@ -295,6 +321,66 @@ fn modules_are_valid_spirv_with_the_launch_layout() {
         "spirv-val failed:\n{}",
         failures.join("\n")
     );
+}
+
+/// The sub-group form: `Groups` and `SPV_INTEL_subgroups` (what Intel's OpenCL and Level
+/// Zero drivers take), the five sub-group built-ins, and the instructions of each collective.
+#[test]
+fn sub_groups_use_group_instructions_and_intel_shuffles() {
+    let bytes = spirv_of::<sub_groups>(Range::d1(256).with_local([64, 1, 1])).expect("built");
+    let (_, module) = module_of("sub_groups", &bytes);
+    let caps: Vec<Capability> = module
+        .capabilities
+        .iter()
+        .map(|c| match c.operands[0] {
+            Operand::Capability(c) => c,
+            ref other => panic!("a capability operand: {other:?}"),
+        })
+        .collect();
+    for c in [Capability::Groups, Capability::SubgroupShuffleINTEL] {
+        assert!(caps.contains(&c), "{c:?} in {caps:?}");
+    }
+    assert!(
+        module
+            .extensions
+            .iter()
+            .any(|e| e.operands[0] == Operand::LiteralString("SPV_INTEL_subgroups".into())),
+        "the SPV_INTEL_subgroups extension"
+    );
+    let builtins: Vec<BuiltIn> = module
+        .annotations
+        .iter()
+        .filter(|a| a.operands.get(1) == Some(&Operand::Decoration(Decoration::BuiltIn)))
+        .map(|a| match a.operands[2] {
+            Operand::BuiltIn(b) => b,
+            ref other => panic!("a built-in operand: {other:?}"),
+        })
+        .collect();
+    for b in [
+        BuiltIn::SubgroupLocalInvocationId,
+        BuiltIn::SubgroupSize,
+        BuiltIn::SubgroupMaxSize,
+        BuiltIn::SubgroupId,
+        BuiltIn::NumSubgroups,
+    ] {
+        assert!(builtins.contains(&b), "{b:?} in {builtins:?}");
+    }
+    let count = |op: Op| {
+        module
+            .functions
+            .iter()
+            .flat_map(|f| &f.blocks)
+            .flat_map(|b| &b.instructions)
+            .filter(|i| i.class.opcode == op)
+            .count()
+    };
+    // Two entry points (checked and guarded), each with every collective once: a broadcast,
+    // four shuffles (shuffle, both shifts, xor), three reductions.
+    assert_eq!(count(Op::GroupBroadcast), 2);
+    assert_eq!(count(Op::SubgroupShuffleINTEL), 8);
+    for op in [Op::GroupFAdd, Op::GroupSMin, Op::GroupUMax] {
+        assert_eq!(count(op), 2, "{op:?}");
+    }
 }
 
 #[test]

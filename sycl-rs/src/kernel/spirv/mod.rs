@@ -140,7 +140,9 @@ mod tests {
         if s == 7 {
             return;
         }
-        y[global_id(0)] = s;
+        let t = sub_group_shuffle(s, sub_group_local_id() + 1);
+        let u = sub_group_max(t);
+        y[global_id(0)] = s + u;
     }
 
     /// Decodes and builds `words` (the kernel's) with the helper `twice`; a malformed input
