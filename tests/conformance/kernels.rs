@@ -3077,6 +3077,36 @@ fn check_reduce<T: Pod + Debug + PartialEq>(
     Ok(())
 }
 
+#[sycl::kernel]
+fn sum_of_input(x: &[u32], y: &mut [u32]) {
+    let s = group_sum(x[global_id(0)]);
+    y[global_id(0)] = s;
+}
+
+/// A checked access inside a group reduction's value stays checked where the kernel's other
+/// accesses are proved by run-time guards (SPIR-V: the entry point without the checks the
+/// guards cover runs only when the reduction's guard holds too): an `x` one short fails the
+/// launch, even inside a larger allocation; a long enough one gives every item its group's sum.
+pub fn reduction_value_stays_checked(d: &Device) -> R {
+    let q = in_order(d)?;
+    let local = 16.min(max_group(d, 1024));
+    let n = 4 * local;
+    let range = Range::d1(n).with_local([local, 1, 1]);
+    let big = filled(&q, n + 64, 1u32)?;
+    let short = big.range(0..n - 1).map_err(fail)?;
+    let y = filled(&q, n, 0u32)?;
+    fails_in_kernel(&q, range, sum_of_input(&short, &y), "sum_of_input")?;
+    let x = big.range(0..n).map_err(fail)?;
+    run(&q, range, sum_of_input(&x, &y))?;
+    let got = q.to_vec(&y).map_err(fail)?;
+    check!(
+        got.iter().all(|&v| v == local as u32),
+        "group sums of ones over groups of {local}: {:?}",
+        &got[..got.len().min(8)]
+    );
+    Ok(())
+}
+
 /// Item 11: `group_sum`, `group_min`, `group_max` for i32, u32, i64, u64, f32 (and f64 with
 /// fp64) return the group's value to every item; integer sums wrap. Group sizes 1, 7, 48,
 /// 100, 256, 1000 (as the device allows).

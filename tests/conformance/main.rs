@@ -1385,6 +1385,11 @@ fn main() -> ExitCode {
             run: kernels::group_reductions,
         },
         DeviceTest {
+            name: "kernels::reduction_value_stays_checked",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::reduction_value_stays_checked,
+        },
+        DeviceTest {
             name: "kernels::sub_group_operations",
             needs: &[
                 Aspect::ExtSyclRsKernels,
