@@ -48,12 +48,14 @@ pub fn kernel(f: &Function, an: &Analysis) -> Vec<u32> {
     e.out
 }
 
-/// The words of a helper (`helpers`: its callees in call-marker order).
 /// The C forms' run-time guards (`emit_c::KernelC::guards`, over the bound constants of
 /// `decls`): their count, then each as a bound. Empty when there are none, or when one is
 /// not in the grammar `cbound` reads: then the runtime never takes the `SYCL_GUARDED` form
 /// (sound: every check stays).
 pub fn guards(conds: &[String], decls: &[String]) -> Vec<u32> {
+    if conds.is_empty() {
+        return Vec::new();
+    }
     let mut out = vec![conds.len() as u32];
     for c in conds {
         match cbound::parse(c, decls) {
@@ -61,12 +63,10 @@ pub fn guards(conds: &[String], decls: &[String]) -> Vec<u32> {
             None => return Vec::new(),
         }
     }
-    if conds.is_empty() {
-        out.clear();
-    }
     out
 }
 
+/// The words of a helper (`helpers`: its callees in call-marker order).
 pub fn helper(f: &Function, helpers: &[syn::Path]) -> Vec<u32> {
     let mut e = Encoder::new(f, helpers);
     e.function();

@@ -6,7 +6,8 @@
 //! The kernels cover the language: arithmetic of every type, casts, math, helpers (nested,
 //! failing), every loop form with `break`/`continue`/`return`, short-circuits, `if` values,
 //! local arrays, barriers in uniform loops, group reductions, atomics (32 and 64 bits, local
-//! and global), sub-group queries and collectives, and bounds proofs of every kind.
+//! and global), sub-group queries and collectives, and bounds proofs of every kind. Also the
+//! C programs' side of the run-time bounds guards (`program_source_of`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -387,4 +388,26 @@ fn sub_groups_use_group_instructions_and_intel_shuffles() {
 fn spirv_needs_an_nd_range() {
     let e = spirv_of::<arithmetic>(Range::d1(256)).unwrap_err();
     assert_eq!(e.code(), sycl::Errc::NdRange);
+}
+
+/// The C forms get the same run-time guards: `tiles_2d`'s `row * w + col` is in bounds when
+/// `(group_range(0) * 16 - 1) * w + ... < a.len()`, a condition the macro encodes and the
+/// runtime decodes (an unreadable one would leave the program without guards, every check
+/// kept). The program launches get when it holds is built with `SYCL_GUARDED` 1 and uses it.
+#[test]
+fn c_programs_carry_the_run_time_guards() {
+    use sycl::kernel::__rt::program_source_of;
+    let d2 = Range::d2(64, 64).with_local([16, 16, 1]);
+    for backend in [sycl::BackendKind::OpenCl, sycl::BackendKind::Cuda] {
+        let src = program_source_of::<tiles_2d>(backend, d2).expect("a C program");
+        assert!(
+            src.contains("#define SYCL_GUARDED 1\n"),
+            "{backend}: tiles_2d's program is not the guarded form"
+        );
+        let kernel = &src[src.find("// kernel `tiles_2d`").expect("the kernel")..];
+        assert!(
+            kernel.contains(", SYCL_GUARDED)"),
+            "{backend}: no access of tiles_2d is covered by the guard"
+        );
+    }
 }

@@ -11,7 +11,7 @@ use sycl_backend::{Aspect, BackendKind, EventStatus, LaunchRange, UsmKind};
 
 use super::__rt::{
     ArgInner, Args, CpuArg, CpuArgs, CpuEntry, Definition, DefinitionParts, GeneratedKernel,
-    HelperDef, ParamSpec, ScalarTy,
+    HelperDef, ParamSpec, Scalar, ScalarTy,
 };
 use super::{Kernel, KernelBundle, Range};
 use crate::usm::{MemoryRecord, Use};
@@ -526,10 +526,8 @@ fn guard_leaf(
         Bound::GlobalRange(d) => Some(*launch.global.get(d as usize)? as u64),
         Bound::Param(i) => match &args.0.get(i)?.0 {
             ArgInner::Scalar { bytes, ty } => match ty {
-                ScalarTy::U32 => {
-                    Some(u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as u64)
-                }
-                ScalarTy::U64 | ScalarTy::Usize => Some(u64::from_ne_bytes(*bytes)),
+                ScalarTy::U32 => Some(u32::from_arg(*bytes).into()),
+                ScalarTy::U64 | ScalarTy::Usize => Some(u64::from_arg(*bytes)),
                 _ => None,
             },
             ArgInner::Slice { .. } => None,

@@ -908,3 +908,120 @@ pub(crate) fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check))
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Words of the bound grammar (`sycl-macros/src/encode.rs`, `cbound`).
+    const MAX: [u32; 3] = [0, u32::MAX, u32::MAX];
+    fn num(v: u64) -> [u32; 3] {
+        [0, v as u32, (v >> 32) as u32]
+    }
+
+    /// A launch: global range [64, 32], 8 groups along SYCL dimension 0 of local size 8,
+    /// parameter 0 a scalar `p`, parameter 1 a slice of `len` elements.
+    fn eval_with(g: &Bound, p: u64, len: u64) -> Option<u64> {
+        g.eval(&|leaf| match *leaf {
+            Bound::GlobalRange(0) => Some(64),
+            Bound::GlobalRange(1) => Some(32),
+            Bound::LocalRange(0) => Some(8),
+            Bound::GroupRange(0) => Some(8),
+            Bound::Param(0) => Some(p),
+            Bound::Len(1) => Some(len),
+            _ => None,
+        })
+    }
+
+    fn guard(words: &[u32]) -> Vec<Bound> {
+        decode_guard(words, 2).expect("decodes").expect("a guard")
+    }
+
+    #[test]
+    fn no_words_is_no_guard() {
+        assert!(decode_guard(&[], 2).unwrap().is_none());
+    }
+
+    #[test]
+    fn range_against_a_length() {
+        // global_range(0) <= len(p1)
+        let g = guard(&[1, 7, 1, 3, 0, 5, 1]);
+        assert_eq!(g.len(), 1);
+        assert_eq!(eval_with(&g[0], 0, 64), Some(1));
+        assert_eq!(eval_with(&g[0], 0, 63), Some(0));
+    }
+
+    #[test]
+    fn rows_of_a_tiled_kernel() {
+        // (group_range(0) - 1) * local_range(0) + local_range(0) - 1 < len(p1): 63 < len
+        let mut w = vec![1, 7, 0, 6, 0, 6, 1, 6, 4, 2, 0];
+        w.extend(num(1));
+        w.extend([1, 0, 6, 4, 1, 0]);
+        w.extend(num(1));
+        w.extend([5, 1]);
+        let g = guard(&w);
+        assert_eq!(eval_with(&g[0], 0, 64), Some(1));
+        assert_eq!(eval_with(&g[0], 0, 63), Some(0));
+    }
+
+    #[test]
+    fn saturation_selects_and_failed_divisions() {
+        // u64::MAX * 2 saturates at the maximum, which no length exceeds.
+        let mut w = vec![1, 7, 0, 6, 1];
+        w.extend(MAX);
+        w.extend(num(2));
+        w.extend([5, 1]);
+        assert_eq!(eval_with(&guard(&w)[0], 0, u64::MAX), Some(0));
+        // (p >= 4 ? p - 4 : MAX) < len(p1)
+        let mut w = vec![1, 7, 0, 8, 7, 2, 4, 0];
+        w.extend(num(4));
+        w.extend([6, 4, 4, 0]);
+        w.extend(num(4));
+        w.extend(MAX);
+        w.extend([5, 1]);
+        let g = guard(&w);
+        assert_eq!(eval_with(&g[0], 10, 7), Some(1));
+        assert_eq!(eval_with(&g[0], 3, 7), Some(0));
+        // A division by 0 gives the dividend; wrap_lo gives 0 where hi reached the maximum.
+        let mut w = vec![3];
+        for cmp in [2, 1] {
+            // 7 / 0 >= 7, then 7 / 0 <= 7
+            w.extend([7, cmp, 6, 5]);
+            w.extend(num(7));
+            w.extend(num(0));
+            w.extend(num(7));
+        }
+        w.extend([7, 1, 6, 6]);
+        w.extend(num(5));
+        w.extend(num(1));
+        w.extend(num(5));
+        w.extend(num(0));
+        let g = guard(&w);
+        assert_eq!(g.len(), 3);
+        for (i, b) in g.iter().enumerate() {
+            assert_eq!(eval_with(b, 0, 0), Some(1), "condition {i}");
+        }
+    }
+
+    #[test]
+    fn a_value_the_launch_lacks_is_no_value() {
+        // global_range(2) is not given: the guard has no value (the launch takes it as false).
+        let g = guard(&[1, 7, 1, 3, 2, 5, 1]);
+        assert_eq!(eval_with(&g[0], 0, 64), None);
+    }
+
+    #[test]
+    fn malformed_guards_are_errors() {
+        for bad in [
+            &[1, 7, 1, 3, 0, 5, 2][..], // parameter 2 of 2
+            &[1, 7, 1, 3, 0, 5, 1, 9],  // trailing word
+            &[0],                       // a count of none
+            &[2, 7, 1, 3, 0, 5, 1],     // one bound short
+            &[1, 7, 9, 3, 0, 5, 1],     // no such comparison
+            &[1, 3, 4],                 // no such dimension
+        ] {
+            let err = decode_guard(bad, 2).expect_err("malformed");
+            assert_eq!(err.code(), Errc::Build, "{bad:?}");
+        }
+    }
+}
