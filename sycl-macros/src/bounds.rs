@@ -302,6 +302,148 @@ impl<'a> Bounds<'a> {
         }
     }
 
+    /// Whether index `e` can be computed in signed 32-bit arithmetic and sign-extended (how
+    /// hand-written OpenCL C with `int` indices reads, and what Intel's CPU vectorizer needs to
+    /// see consecutive accesses; zero-extended or truncated 64-bit arithmetic hides them).
+    /// Only for indices computed in `u32` (`narrow_tree`), and only when every value of the
+    /// tree is below 2^31, so that the signed form computes the same numbers without overflow.
+    pub fn narrow_index(&self, e: &Expr, narrowed: &dyn Fn(usize) -> bool) -> (Proof, Vec<usize>) {
+        let mut his = Vec::new();
+        let mut locals = Vec::new();
+        match self.narrow_tree(e, narrowed, &mut his, &mut locals) {
+            Some(true) => (self.all_below_values(&his, 1u128 << 31), locals),
+            _ => (Proof::No, Vec::new()),
+        }
+    }
+
+    /// The upper bounds of a narrowable index tree's values into `his`, and the locals it
+    /// reads as leaves into `locals`; `Some(true)` when it has a `u32` part (an index of only
+    /// `usize` values stays 64-bit: Intel's vectorizer reads those well), `None` when it
+    /// cannot be narrowed. Leaves are pure: the narrow form is emitted beside the wide one,
+    /// and only one of them runs.
+    fn narrow_tree(
+        &self,
+        e: &Expr,
+        narrowed: &dyn Fn(usize) -> bool,
+        his: &mut Vec<V>,
+        locals: &mut Vec<usize>,
+    ) -> Option<bool> {
+        let t = self.f.ty(e.ty);
+        if !matches!(t, Ty::U32 | Ty::U64 | Ty::Usize) {
+            return None;
+        }
+        his.push(self.bounds(e).hi);
+        let small = t == Ty::U32;
+        match &e.kind {
+            ExprKind::Lit(_) => Some(false),
+            ExprKind::Local(l) if self.f.locals[*l].array.is_none() => {
+                if small || narrowed(*l) {
+                    locals.push(*l);
+                    return Some(true);
+                }
+                // A `usize` local that is a widened `u32` value (`let c = (..) as usize;`).
+                match self.defs.get(l) {
+                    Some(Def::Let(d)) => {
+                        locals.push(*l);
+                        self.narrow_tree(d, narrowed, his, locals)
+                    }
+                    _ => None,
+                }
+            }
+            ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul, a, b) => {
+                let x = self.narrow_tree(a, narrowed, his, locals)?;
+                let y = self.narrow_tree(b, narrowed, his, locals)?;
+                Some(x || y)
+            }
+            ExprKind::Cast(a, _) => {
+                let from = self.f.ty(a.ty);
+                match from {
+                    // Widening a `u32`: its tree.
+                    Ty::U32 => self.narrow_tree(a, narrowed, his, locals).map(|_| true),
+                    // Truncating to `u32` (a leaf, emitted by pushing the truncation down).
+                    Ty::U64 | Ty::Usize if small && pure(a) => Some(true),
+                    _ => None,
+                }
+            }
+            ExprKind::Param(_) if small => Some(true),
+            ExprKind::Math(MathFn::Min | MathFn::Max, args) if small && args.iter().all(pure) => {
+                Some(true)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether `for v in start..end` (`..=end`, `.step_by(step)`) can count with `v += step`
+    /// in a type of `bits` bits: every value it reaches, the last step included, stays below
+    /// 2^bits. Then the loop needs no trip count (Intel's vectorizer keeps a work-item-strided
+    /// loop whose counter is the index) and, at 32 bits, no 64-bit counter.
+    pub fn loop_fits(&self, end: &Expr, step: Option<&Expr>, bits: u32) -> Proof {
+        let e = self.bounds(end);
+        let st = match step {
+            Some(s) => self.bounds(s).hi,
+            None => V::N(1),
+        };
+        let top = add(&e.hi, &st);
+        // `v <= end - 1`, so `v + step <= hi(end) + hi(step) - 1`, which must be below
+        // 2^bits; saturated bounds (u64::MAX) never pass at 64 bits.
+        let limit = if bits >= 64 {
+            u64::MAX as u128
+        } else {
+            1u128 << bits
+        };
+        let top = match (&e.hi, &top) {
+            (V::N(h), _) if *h >= u64::MAX as u128 => return Proof::No,
+            _ => top,
+        };
+        self.all_below_values(&[top], limit)
+    }
+
+    /// Whether `e` differs between the work-items of a group: it reads a local or global id
+    /// (directly or through immutable locals).
+    pub fn per_work_item(&self, e: &Expr) -> bool {
+        match &e.kind {
+            ExprKind::Query(Query::LocalId | Query::GlobalId, _) => true,
+            ExprKind::Local(l) => match self.defs.get(l) {
+                Some(Def::Let(d)) => self.per_work_item(d),
+                Some(Def::For { start, .. }) => self.per_work_item(start),
+                None => false,
+            },
+            ExprKind::Unary(_, a) | ExprKind::Cast(a, _) => self.per_work_item(a),
+            ExprKind::Binary(_, a, b) => self.per_work_item(a) || self.per_work_item(b),
+            ExprKind::Math(_, args) => args.iter().any(|a| self.per_work_item(a)),
+            _ => false,
+        }
+    }
+
+    fn all_below_values(&self, his: &[V], limit: u128) -> Proof {
+        let mut symbolic: Option<V> = None;
+        let mut run_time = false;
+        for h in his {
+            match h {
+                V::N(n) if *n < limit => {}
+                V::N(_) => return Proof::No,
+                c => {
+                    run_time |= c.run_time();
+                    symbolic = Some(match symbolic {
+                        None => c.clone(),
+                        Some(s) => max(&s, c),
+                    });
+                }
+            }
+        }
+        match symbolic {
+            None => Proof::Always,
+            Some(s) => {
+                let cond = format!("({} < SYCL_U64C({limit}))", s.c());
+                if run_time {
+                    Proof::Guard(cond)
+                } else {
+                    Proof::When(cond)
+                }
+            }
+        }
+    }
+
     fn local(&self, l: usize) -> B {
         let t = self.f.ty(self.f.locals[l].ty);
         if !matches!(t, Ty::U32 | Ty::U64 | Ty::Usize) {
@@ -341,10 +483,13 @@ impl<'a> Bounds<'a> {
             ExprKind::Lit(Lit::Zero) => self.in_type(t, V::N(0), V::N(0), None),
             ExprKind::Lit(Lit::Int(v)) => self.in_type(t, V::N(*v), V::N(*v), None),
             ExprKind::Local(l) => self.local(*l),
-            ExprKind::Len(Base::Param(p)) => B {
-                len: Some((Rel::Len(*p), false)),
-                ..full(t)
-            },
+            // Its value at run time (the same in every work-item), and the relation.
+            ExprKind::Len(Base::Param(p)) => {
+                let v = V::at_run_time(format!("p{p}_len"));
+                let mut b = self.in_type(t, v.clone(), v, None);
+                b.len = Some((Rel::Len(*p), false));
+                b
+            }
             ExprKind::Len(Base::Local(l)) => {
                 let n = self.f.locals[*l].array.expect("an array") as u128;
                 self.in_type(t, V::N(n), V::N(n), None)
@@ -487,5 +632,33 @@ impl<'a> Bounds<'a> {
             }
             _ => full(t),
         }
+    }
+}
+
+/// An expression without effects or failures: locals, parameters, literals, work-item
+/// queries, and arithmetic that cannot fail over those.
+pub fn pure(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Lit(_) | ExprKind::Local(_) | ExprKind::Param(_) | ExprKind::Query(..) => true,
+        ExprKind::Len(_) => true,
+        ExprKind::Unary(_, a) | ExprKind::Cast(a, _) => pure(a),
+        ExprKind::Binary(
+            BinOp::Add
+            | BinOp::Sub
+            | BinOp::Mul
+            | BinOp::BitAnd
+            | BinOp::BitOr
+            | BinOp::BitXor
+            | BinOp::Eq
+            | BinOp::Ne
+            | BinOp::Lt
+            | BinOp::Le
+            | BinOp::Gt
+            | BinOp::Ge,
+            a,
+            b,
+        ) => pure(a) && pure(b),
+        ExprKind::Math(MathFn::Min | MathFn::Max, args) => args.iter().all(pure),
+        _ => false,
     }
 }

@@ -18,7 +18,11 @@
 //! - a sub-group collective is an expression (tag 15: its op, then its arguments) in the
 //!   body, and a step (tag 5: the local, the op, the arguments) in the steps; sub-group
 //!   queries are expressions (tag 14 and the query);
-//! - a bounds condition (see [`cbound`]) is a tree of tagged words.
+//! - a bounds condition (see [`cbound`]) is a tree of tagged words;
+//! - an element access (load, store) carries two proofs in the same form (`check`): that it
+//!   is in bounds, then that its index can be computed in 32-bit signed arithmetic
+//!   (`Bounds::narrow_index`); a `for` header ends with one more: that the loop can count
+//!   with `v += step` in its own type (`Bounds::loop_fits`).
 
 use crate::analyze::{path_key, Analysis, Step};
 use crate::bounds::{Bounds, Proof, Target};
@@ -26,7 +30,7 @@ use crate::ir::*;
 
 /// "SYIR".
 pub const MAGIC: u32 = 0x5359_4952;
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// No value (a kernel's result type, an assignment without operator).
 pub const NONE: u32 = 0xFFFF_FFFF;
 
@@ -240,7 +244,19 @@ impl<'a> Encoder<'a> {
             self.out.push(1);
             return;
         }
-        let (tag, cond) = match self.bounds.access(base, index, Target::C) {
+        let p = self.bounds.access(base, index, Target::C);
+        self.proof(p);
+    }
+
+    /// Whether `index` can be computed in 32 bits (see the module's format).
+    fn narrow(&mut self, index: &Expr) {
+        let (p, _) = self.bounds.narrow_index(index, &|_| false);
+        self.proof(p);
+    }
+
+    /// A proof as words: 0 no, 1 always, 2 and 3 with their condition (as `check`).
+    fn proof(&mut self, p: Proof) {
+        let (tag, cond) = match p {
             Proof::No => (0, None),
             Proof::Always => (1, None),
             Proof::When(c) => (2, Some(c)),
@@ -286,6 +302,19 @@ impl<'a> Encoder<'a> {
         if let Some(s) = step {
             self.expr(s);
         }
+        // Whether the loop can count with `v += step` (as `emit_c::open_for`; a condition
+        // over the work-group size counts as not proved there, and here). SPIR-V keeps
+        // `usize` loops 64-bit (see `spirv/emit.rs`), so no loop is narrowed here.
+        let ty = self.f.ty(start.ty);
+        let mut simple = Proof::No;
+        if !inclusive && matches!(ty, Ty::U32 | Ty::U64 | Ty::Usize) {
+            let bits = if ty == Ty::U32 { 32 } else { 64 };
+            simple = self.bounds.loop_fits(end, step, bits);
+            if matches!(simple, Proof::When(_)) {
+                simple = Proof::No;
+            }
+        }
+        self.proof(simple);
     }
 
     fn stmt(&mut self, s: &Stmt) {
@@ -312,6 +341,7 @@ impl<'a> Encoder<'a> {
                 self.out.push(3);
                 self.base(*base);
                 self.check(*base, index, *checked);
+                self.narrow(index);
                 self.opt_op(op);
                 self.expr(index);
                 self.expr(e);
@@ -430,6 +460,7 @@ impl<'a> Encoder<'a> {
                 self.out.extend(head(3));
                 self.base(*base);
                 self.check(*base, index, *checked);
+                self.narrow(index);
                 self.expr(index);
             }
             ExprKind::Len(base) => {

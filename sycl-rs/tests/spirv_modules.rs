@@ -411,3 +411,114 @@ fn c_programs_carry_the_run_time_guards() {
         );
     }
 }
+
+#[sycl::kernel]
+fn rows_u32(src: &[f32], dst: &mut [f32]) {
+    let w = global_range(1) as u32;
+    let y = global_id(0) as u32;
+    let x = global_id(1) as u32;
+    dst[(y * w + x) as usize] = src[(y * w + x) as usize] + 1.0;
+}
+
+#[sycl::kernel]
+fn strided_sum(x: &[u32], out: &mut [u32]) {
+    let n = x.len();
+    let mut acc = 0u32;
+    for i in (local_id(0)..n).step_by(local_range(0)) {
+        acc += x[i];
+    }
+    out[global_id(0)] = acc;
+}
+
+/// The forms Intel's CPU vectorizer needs (spec/kernels.md, "Performance notes"; the kernel
+/// bench measures them), present where the guards hold: `u32` index arithmetic in `int`,
+/// sign-extended; `global_id(d) as u32` from 32-bit parts; a work-item-strided loop counted
+/// with `v += step` (OpenCL C: in `uint`) instead of a trip count. CUDA keeps the written
+/// forms. (Conformance `kernels::index_forms` runs them on both sides of their guards.)
+#[test]
+fn index_and_loop_forms_for_intels_vectorizer() {
+    use sycl::kernel::__rt::program_source_of;
+    let d2 = Range::d2(64, 64).with_local([16, 16, 1]);
+    let d1 = Range::d1(256).with_local([256, 1, 1]);
+    let cl = program_source_of::<rows_u32>(sycl::BackendKind::OpenCl, d2).expect("OpenCL C");
+    let kernel = &cl[cl.find("// kernel `rows_u32`").expect("the kernel")..];
+    assert!(
+        kernel.contains("sycl_global_id_u32(SYCL_AXIS(0))"),
+        "{kernel}"
+    );
+    assert!(
+        kernel.contains("(SYCL_GUARDED) ? ((sycl_u64)(")
+            && kernel.contains("((int)v1) * ((int)v0)"),
+        "no signed 32-bit index: {kernel}"
+    );
+    let cl = program_source_of::<strided_sum>(sycl::BackendKind::OpenCl, d1).expect("OpenCL C");
+    let kernel = &cl[cl.find("// kernel `strided_sum`").expect("the kernel")..];
+    assert!(
+        kernel.contains("#if SYCL_GUARDED\n") && kernel.contains("for (uint v"),
+        "no 32-bit strided loop: {kernel}"
+    );
+    for (k, src) in [
+        (
+            "rows_u32",
+            program_source_of::<rows_u32>(sycl::BackendKind::Cuda, d2),
+        ),
+        (
+            "strided_sum",
+            program_source_of::<strided_sum>(sycl::BackendKind::Cuda, d1),
+        ),
+    ] {
+        let src = src.expect("CUDA C++");
+        let kernel = &src[src.find("// kernel `").expect("the kernel")..];
+        assert!(
+            !kernel.contains("(int)v") && !kernel.contains("#if SYCL_GUARDED"),
+            "{k}: CUDA got an Intel form: {kernel}"
+        );
+    }
+
+    // SPIR-V: the guarded entry point has them, the other one does not.
+    let ops = |module: &Module, guarded: bool| -> Vec<Op> {
+        let name = if guarded {
+            "sycl_kernel_guarded"
+        } else {
+            "sycl_kernel"
+        };
+        let entry = module
+            .entry_points
+            .iter()
+            .find(|e| e.operands[2] == Operand::LiteralString(name.into()))
+            .expect("the entry point");
+        let Operand::IdRef(id) = entry.operands[1] else {
+            panic!("entry point operand")
+        };
+        let f = module
+            .functions
+            .iter()
+            .find(|f| f.def.as_ref().and_then(|d| d.result_id) == Some(id))
+            .expect("the entry function");
+        f.blocks
+            .iter()
+            .flat_map(|b| &b.instructions)
+            .map(|i| i.class.opcode)
+            .collect()
+    };
+    let (_, rows) = module_of("rows_u32", &spirv_of::<rows_u32>(d2).expect("SPIR-V"));
+    let (plain, guarded) = (ops(&rows, false), ops(&rows, true));
+    assert!(
+        guarded.contains(&Op::SConvert),
+        "rows_u32: no sign extension"
+    );
+    assert!(
+        !plain.contains(&Op::SConvert),
+        "rows_u32: sign extension unguarded"
+    );
+    let (_, sum) = module_of("strided_sum", &spirv_of::<strided_sum>(d1).expect("SPIR-V"));
+    let (plain, guarded) = (ops(&sum, false), ops(&sum, true));
+    assert!(
+        plain.contains(&Op::UDiv),
+        "strided_sum: no trip count unguarded"
+    );
+    assert!(
+        !guarded.contains(&Op::UDiv),
+        "strided_sum: a trip count where v += step fits"
+    );
+}

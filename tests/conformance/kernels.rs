@@ -2264,6 +2264,106 @@ pub fn bounds_proofs(d: &Device) -> R {
     Ok(())
 }
 
+// A work-item-strided `usize` loop whose values may pass 2^32 (through `base`). OpenCL C
+// counts it in 32 bits where its end plus its step stays below 2^32 (a run-time guard), and
+// starts it at its end when the start is at or past it (a truncated start would run).
+#[sycl::kernel]
+fn strided_from(x: &[u32], out: &mut [u32], base: usize, end: usize) {
+    let mut acc = 0u32;
+    let mut count = 0u32;
+    for i in (base + local_id(0)..end).step_by(local_range(0)) {
+        acc += x[i - base];
+        count += 1;
+    }
+    out[global_id(0)] = acc + count * 1000;
+}
+
+// A `u32` loop counted with `v += step` only where no value can wrap.
+#[sycl::kernel]
+fn count_steps_u32(out: &mut [u32], start: u32, end: u32, step: usize) {
+    let mut n = 0u32;
+    let mut last = 0u32;
+    for i in (start..end).step_by(step) {
+        n += 1;
+        last = i;
+    }
+    out[0] = n;
+    out[1] = last;
+}
+
+// `u32` index arithmetic: signed 32-bit only where every value stays below 2^31. With
+// `big` near 2^32 the sum passes 2^31 (and the guard fails); the index is still `i`. (A wrong
+// sign extension itself would show only with an index past 2^31, in a slice that long.)
+#[sycl::kernel]
+fn index_through_big(x: &[u32], out: &mut [u32], big: u32) {
+    let i = global_id(0) as u32;
+    out[global_id(0)] = x[(i + big - big) as usize] + x[(i * 2 + 1 - i - 1) as usize];
+}
+
+/// The index and loop forms chosen for Intel's CPU vectorizer (spec/kernels.md, "Performance
+/// notes") compute what the plain forms compute, on both sides of their conditions: a `usize`
+/// loop past 2^32 and below it, a start past the end whose 32-bit truncation is not, a `u32`
+/// loop that would wrap if counted by `v += step`, index sums past 2^31.
+pub fn index_forms(d: &Device) -> R {
+    let q = in_order(d)?;
+    let local = 32usize.min(max_group(d, 32));
+    let n = 300usize;
+    let xs: Vec<u32> = (0..n as u32).map(|k| k * 7 + 2).collect();
+    let x = upload(&q, &xs)?;
+    let out = filled(&q, local, 0u32)?;
+    let range = Range::d1(local).with_local([local, 1, 1]);
+    // Work-item l sums x[l], x[l + local], .. below `len`, and counts them.
+    let strided = |len: usize| -> Vec<u32> {
+        (0..local)
+            .map(|l| {
+                let picked: Vec<u32> = (l..len).step_by(local).map(|k| xs[k]).collect();
+                picked.iter().sum::<u32>() + picked.len() as u32 * 1000
+            })
+            .collect()
+    };
+    for base in [5usize, (1usize << 32) + 5, (1usize << 33) - 3] {
+        run(&q, range, strided_from(&x, &out, base, base + n))?;
+        compare(&q.to_vec(&out).map_err(fail)?, &strided(n), |l| {
+            format!("strided_from base {base:#x} item {l}")
+        })?;
+    }
+    // The start is past the end; its low 32 bits (3 + l) are not.
+    run(&q, range, strided_from(&x, &out, (1usize << 32) + 3, 10))?;
+    compare(&q.to_vec(&out).map_err(fail)?, &vec![0u32; local], |l| {
+        format!("strided_from past the end item {l}")
+    })?;
+    run(&q, range, strided_from(&x, &out, 3, 10))?;
+    compare(&q.to_vec(&out).map_err(fail)?, &strided(7), |l| {
+        format!("strided_from 3..10 item {l}")
+    })?;
+
+    let pair = filled(&q, 2, 0u32)?;
+    for (start, end, step) in [
+        (u32::MAX - 40, u32::MAX, 16usize),
+        (0, 100, 16),
+        (u32::MAX - 1, u32::MAX, 1 << 40),
+        (7, 7, 3),
+    ] {
+        run(&q, Range::d1(1), count_steps_u32(&pair, start, end, step))?;
+        let seen: Vec<u32> = (start..end).step_by(step).collect();
+        let want = [seen.len() as u32, seen.last().copied().unwrap_or(0)];
+        compare(&q.to_vec(&pair).map_err(fail)?, &want, |k| {
+            format!("count_steps_u32 {start}..{end} by {step} word {k}")
+        })?;
+    }
+
+    let items = 64usize;
+    let out = filled(&q, items, 0u32)?;
+    for big in [3u32, 1 << 31, u32::MAX - 10] {
+        run(&q, Range::d1(items), index_through_big(&x, &out, big))?;
+        let want: Vec<u32> = (0..items).map(|i| xs[i] * 2).collect();
+        compare(&q.to_vec(&out).map_err(fail)?, &want, |i| {
+            format!("index_through_big {big} item {i}")
+        })?;
+    }
+    Ok(())
+}
+
 #[sycl::kernel]
 fn div_i32(a: &[i32], b: &[i32], out: &mut [i32]) {
     let i = global_id(0);

@@ -1340,6 +1340,11 @@ fn main() -> ExitCode {
             run: kernels::bounds_proofs,
         },
         DeviceTest {
+            name: "kernels::index_forms",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::index_forms,
+        },
+        DeviceTest {
             name: "kernels::division_failures",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::division_failures,

@@ -31,6 +31,10 @@ typedef ulong sycl_u64;
 #define sycl_group_id(a) ((sycl_u64)get_group_id(a))
 #define sycl_group_range(a) ((sycl_u64)get_num_groups(a))
 #define sycl_global_id(a) ((sycl_u64)get_global_id(a))
+// A global id truncated to 32 bits, from 32-bit parts (no global offset: the runtime passes
+// none): Intel's CPU vectorizer keeps work-items consecutive through this form, not through a
+// truncated get_global_id (a tiled stencil ran 1.2x slower).
+#define sycl_global_id_u32(a) ((uint)get_group_id(a) * (uint)SYCL_LOCAL_RANGE(a) + (uint)get_local_id(a))
 
 // Work-items past the end of a plain range (launched rounded up to whole groups).
 #if SYCL_DIMS == 1

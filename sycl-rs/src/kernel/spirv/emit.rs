@@ -771,13 +771,14 @@ impl Fx<'_> {
             Stmt::Store {
                 base,
                 check,
+                narrow,
                 op,
                 index,
                 value,
             } => {
                 // Rust's order: the value, then the place.
                 let v = self.expr(value)?;
-                let i = self.index(*base, index)?;
+                let i = self.index(*base, index, narrow)?;
                 let elem = self.base_ty(*base)?;
                 let proved = self.proved(check)?;
                 let v = match op {
@@ -957,6 +958,45 @@ impl Fx<'_> {
             (Op::ULessThan, Op::ULessThanEqual)
         };
         let one = self.m.konst(t, 1);
+        // Counting with `v += step` where the macro proved that no value wraps
+        // (`Bounds::loop_fits`): Intel's CPU vectorizer keeps a work-item-strided loop whose
+        // counter is the index, and loses one computed from a trip count (reduce 1.10x ->
+        // 1.01x the hand-written time). Unlike OpenCL C, a `usize` loop stays 64-bit here:
+        // counted in 32 bits it ran 1.45x through Intel's SPIR-V reader.
+        if !h.inclusive && self.proved(&h.simple)? {
+            let (st, step_ok) = match step {
+                Some((st, ok)) => (st, Some(ok)),
+                None => (self.m.u64c(1), None),
+            };
+            let guard_step = |fx: &mut Self, c: Word| -> Result<Word> {
+                match step_ok {
+                    Some(ok) => fx.op(Op::LogicalAnd, ScalarTy::Bool, &[ok, c]),
+                    None => Ok(c),
+                }
+            };
+            {
+                let st = if bits(t) == 32 {
+                    self.op(Op::UConvert, t, &[st])?
+                } else {
+                    st
+                };
+                self.store(var, s)?;
+                return self.emit_loop(
+                    |fx, body_l, merge| {
+                        let v = fx.load(t, var)?;
+                        let c = fx.op(lt, ScalarTy::Bool, &[v, e])?;
+                        let c = guard_step(fx, c)?;
+                        fx.branch_if(c, body_l, merge)
+                    },
+                    body,
+                    |fx| {
+                        let v = fx.load(t, var)?;
+                        let v1 = fx.op(Op::IAdd, t, &[v, st])?;
+                        fx.store(var, v1)
+                    },
+                );
+            }
+        }
         match step {
             None if !h.inclusive => {
                 self.store(var, s)?;
@@ -1347,8 +1387,18 @@ impl Fx<'_> {
         }
     }
 
-    /// An element index of `base`.
-    fn index(&mut self, base: Base, e: &Expr) -> Result<Index> {
+    /// An element index of `base`; `narrow`: whether it can be computed in 32-bit signed
+    /// arithmetic and sign-extended (`sycl-macros` `Bounds::narrow_index`), the form in which
+    /// Intel's CPU vectorizer sees consecutive accesses (as with hand-written `int` indices).
+    fn index(&mut self, base: Base, e: &Expr, narrow: &Check) -> Result<Index> {
+        if self.proved(narrow)? {
+            let n = self.narrow32(e)?;
+            let wide = self.op(Op::SConvert, ScalarTy::U64, &[n])?;
+            return Ok(Index {
+                wide,
+                narrow: Some(n),
+            });
+        }
         if let (Base::Local(_), ExprKind::Cast(inner)) = (base, &e.kind) {
             if inner.ty == ScalarTy::U32 {
                 let narrow = self.expr(inner)?;
@@ -1363,6 +1413,78 @@ impl Fx<'_> {
             wide: self.expr(e)?,
             narrow: None,
         })
+    }
+
+    /// An index tree `narrow_index` accepted, in 32 bits: every value is below 2^31, so the
+    /// 32-bit operations compute the same numbers.
+    fn narrow32(&mut self, e: &Expr) -> Result<Word> {
+        match &e.kind {
+            ExprKind::Lit(bits) => Ok(self.m.u32c(*bits & 0xFFFF_FFFF)),
+            ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul), a, b) => {
+                let (x, y) = (self.narrow32(a)?, self.narrow32(b)?);
+                let o = match op {
+                    BinOp::Add => Op::IAdd,
+                    BinOp::Sub => Op::ISub,
+                    _ => Op::IMul,
+                };
+                self.op(o, ScalarTy::U32, &[x, y])
+            }
+            ExprKind::Cast(a) if bits(a.ty) == 32 => self.narrow32(a),
+            ExprKind::Cast(a) => self.trunc32(a),
+            _ => {
+                let v = self.expr(e)?;
+                if bits(e.ty) == 32 {
+                    Ok(v)
+                } else {
+                    self.op(Op::UConvert, ScalarTy::U32, &[v])
+                }
+            }
+        }
+    }
+
+    /// A pure 64-bit integer truncated to 32 bits, the truncation pushed down through
+    /// `+ - * & | ^` to the leaves (exact in modular arithmetic): Intel's CPU vectorizer loses
+    /// the work-items' consecutiveness through a truncated 64-bit sum. A global id is its
+    /// 32-bit parts, `group_id * local_range + local_id` (no global offset is ever passed).
+    fn trunc32(&mut self, e: &Expr) -> Result<Word> {
+        match &e.kind {
+            ExprKind::Query(Query::GlobalId, d) => {
+                let g = self.query(Query::GroupId, *d)?;
+                let g = self.op(Op::UConvert, ScalarTy::U32, &[g])?;
+                let a = self.axis(*d)?;
+                let l = self.m.u32c(self.local[a as usize] as u64);
+                let gl = self.op(Op::IMul, ScalarTy::U32, &[g, l])?;
+                let lid = self.query(Query::LocalId, *d)?;
+                let lid = self.op(Op::UConvert, ScalarTy::U32, &[lid])?;
+                self.op(Op::IAdd, ScalarTy::U32, &[gl, lid])
+            }
+            ExprKind::Binary(
+                op @ (BinOp::Add
+                | BinOp::Sub
+                | BinOp::Mul
+                | BinOp::BitAnd
+                | BinOp::BitOr
+                | BinOp::BitXor),
+                a,
+                b,
+            ) if bits(a.ty) == 64 && bits(b.ty) == 64 => {
+                let (x, y) = (self.trunc32(a)?, self.trunc32(b)?);
+                let o = match op {
+                    BinOp::Add => Op::IAdd,
+                    BinOp::Sub => Op::ISub,
+                    BinOp::Mul => Op::IMul,
+                    BinOp::BitAnd => Op::BitwiseAnd,
+                    BinOp::BitOr => Op::BitwiseOr,
+                    _ => Op::BitwiseXor,
+                };
+                self.op(o, ScalarTy::U32, &[x, y])
+            }
+            ExprKind::Cast(a) if bits(a.ty) == 32 && is_int(a.ty) => self.expr(a),
+            _ => {
+                let v = self.expr(e)?;
+                self.op(Op::UConvert, ScalarTy::U32, &[v])
+            }
+        }
     }
 
     /// A pointer to element `i`; its storage class; the element's alignment.
@@ -1674,8 +1796,13 @@ impl Fx<'_> {
                 ParamVal::Scalar(v) => Ok(v),
                 ParamVal::Slice { .. } => Err(bad("a slice as a value")),
             },
-            ExprKind::Load { base, check, index } => {
-                let i = self.index(*base, index)?;
+            ExprKind::Load {
+                base,
+                check,
+                narrow,
+                index,
+            } => {
+                let i = self.index(*base, index, narrow)?;
                 let proved = self.proved(check)?;
                 self.load_elem(*base, proved, i)
             }
@@ -1731,6 +1858,20 @@ impl Fx<'_> {
                 let y = self.expr(b)?;
                 self.binary(*op, a.ty, b.ty, x, y)
             }
+            // A truncation to 32 bits of pure integer arithmetic: pushed to the leaves.
+            ExprKind::Cast(a)
+                if is_int(t)
+                    && bits(t) == 32
+                    && is_int(a.ty)
+                    && bits(a.ty) == 64
+                    && Self::pure(a)
+                    && matches!(
+                        a.kind,
+                        ExprKind::Binary(..) | ExprKind::Query(Query::GlobalId, _)
+                    ) =>
+            {
+                self.trunc32(a)
+            }
             ExprKind::Cast(a) => {
                 let v = self.expr(a)?;
                 self.cast(v, a.ty, t)
@@ -1749,7 +1890,7 @@ impl Fx<'_> {
                 index,
                 values,
             } => {
-                let i = self.index(*base, index)?;
+                let i = self.index(*base, index, &Check::Checked)?;
                 let vs = values
                     .iter()
                     .map(|a| self.expr(a))

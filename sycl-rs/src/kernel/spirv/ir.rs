@@ -8,7 +8,7 @@ use crate::kernel::__rt::ScalarTy;
 use crate::{Errc, Error, Result};
 
 const MAGIC: u32 = 0x5359_4952;
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 const NONE: u32 = 0xFFFF_FFFF;
 
 /// A kernel or helper parameter.
@@ -139,6 +139,8 @@ pub(crate) enum ExprKind {
     Load {
         base: Base,
         check: Check,
+        /// Whether the index can be computed in 32-bit signed arithmetic.
+        narrow: Check,
         index: Box<Expr>,
     },
     Len(Base),
@@ -282,6 +284,8 @@ pub(crate) struct For {
     pub end: Expr,
     pub inclusive: bool,
     pub step: Option<Expr>,
+    /// Whether it can count with `v += step` in its own type.
+    pub simple: Check,
 }
 
 #[derive(Clone, Debug)]
@@ -291,6 +295,8 @@ pub(crate) enum Stmt {
     Store {
         base: Base,
         check: Check,
+        /// As `ExprKind::Load`'s.
+        narrow: Check,
         op: Option<BinOp>,
         index: Expr,
         value: Expr,
@@ -317,7 +323,7 @@ pub(crate) enum Step {
         op: Reduce,
         value: Expr,
     },
-    SyncFor(For, Vec<Step>),
+    SyncFor(Box<For>, Vec<Step>),
     /// `let local = <sub-group collective>(args);`
     SubGroup {
         local: usize,
@@ -533,12 +539,14 @@ impl Reader<'_> {
         } else {
             None
         };
+        let simple = self.check()?;
         Ok(For {
             var,
             start,
             end,
             inclusive,
             step,
+            simple,
         })
     }
 
@@ -561,12 +569,14 @@ impl Reader<'_> {
             3 => {
                 let base = self.base()?;
                 let check = self.check()?;
+                let narrow = self.check()?;
                 let op = self.opt_op()?;
                 let index = self.expr()?;
                 let value = self.expr()?;
                 Stmt::Store {
                     base,
                     check,
+                    narrow,
                     op,
                     index,
                     value,
@@ -618,7 +628,7 @@ impl Reader<'_> {
                     }
                     4 => {
                         let h = self.for_header()?;
-                        Step::SyncFor(h, self.steps()?)
+                        Step::SyncFor(Box::new(h), self.steps()?)
                     }
                     5 => {
                         let local = self.local()?;
@@ -653,9 +663,11 @@ impl Reader<'_> {
             3 => {
                 let base = self.base()?;
                 let check = self.check()?;
+                let narrow = self.check()?;
                 ExprKind::Load {
                     base,
                     check,
+                    narrow,
                     index: b(self.expr()?),
                 }
             }
@@ -845,8 +857,14 @@ pub(crate) fn decode(words: &[u32], kernel: bool, helpers: usize) -> Result<Func
 pub(crate) fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check)) {
     fn expr<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Check)) {
         match &e.kind {
-            ExprKind::Load { check, index, .. } => {
+            ExprKind::Load {
+                check,
+                narrow,
+                index,
+                ..
+            } => {
                 f(check);
+                f(narrow);
                 expr(index, f);
             }
             ExprKind::Unary(_, a) | ExprKind::Cast(a) | ExprKind::Reduce(a) => expr(a, f),
@@ -880,11 +898,13 @@ pub(crate) fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check))
             Stmt::Return(e) => e.iter().for_each(|e| expr(e, f)),
             Stmt::Store {
                 check,
+                narrow,
                 index,
                 value,
                 ..
             } => {
                 f(check);
+                f(narrow);
                 expr(index, f);
                 expr(value, f);
             }
@@ -899,6 +919,7 @@ pub(crate) fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check))
             }
             Stmt::Loop(b) => for_each_check(b, f),
             Stmt::For(h, b) => {
+                f(&h.simple);
                 expr(&h.start, f);
                 expr(&h.end, f);
                 h.step.iter().for_each(|e| expr(e, f));
