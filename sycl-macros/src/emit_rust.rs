@@ -74,6 +74,16 @@ impl<'a> RustEmitter<'a> {
         checked && self.bounds.access(base, index, Target::Rust) == Proof::Always
     }
 
+    /// Whether a checked access is in bounds when the kernel's run-time guard holds: the C
+    /// forms' guard (`emit_c`), which the runtime evaluates on the host at each launch and
+    /// passes as the kernel function's `__G` (every access this proves, the C emitter proved
+    /// under a condition of that guard). Helpers cannot use it.
+    fn guarded(&self, base: Base, index: &Expr, checked: bool) -> bool {
+        checked
+            && self.ctx != Ctx::Helper
+            && matches!(self.bounds.access(base, index, Target::C), Proof::Guard(_))
+    }
+
     fn local(&self, l: usize) -> TokenStream {
         let name = format_ident!("__sycl_v{}", l);
         if self.f.locals[l].array.is_some() {
@@ -153,6 +163,21 @@ impl<'a> RustEmitter<'a> {
                 checked,
             } => {
                 let i = self.expr(index);
+                if self.guarded(*base, index, *checked) {
+                    return match base {
+                        Base::Param(p) => {
+                            let p = self.param(*p);
+                            // SAFETY: with `__G`, the kernel's run-time guard held for this
+                            // launch, under which bounds.rs proved the index below the length.
+                            quote!({ let __i: usize = #i; if __G { unsafe { #p.load_unchecked(__i) } } else { #p.load(__i) } })
+                        }
+                        Base::Local(l) => {
+                            let a = self.local(*l);
+                            // SAFETY: as above, below the local array's length.
+                            quote!({ let __i: usize = #i; if __G { unsafe { *#a.get_unchecked(__i) } } else { #a[__i] } })
+                        }
+                    };
+                }
                 if self.proved(*base, index, *checked) {
                     return match base {
                         Base::Param(p) => {
@@ -372,10 +397,19 @@ impl<'a> RustEmitter<'a> {
                     Base::Local(l) => self.f.ty(self.f.locals[*l].ty),
                 };
                 let proved = self.proved(*base, index, *checked);
+                let guarded = self.guarded(*base, index, *checked);
                 match base {
                     Base::Param(p) => {
                         let p = self.param(*p);
-                        let (load, store) = if proved {
+                        let (load, store) = if guarded {
+                            (
+                                // SAFETY: with `__G`, the run-time guard held, under which
+                                // bounds.rs proved `__i < len`.
+                                quote!(if __G { unsafe { #p.load_unchecked(__i) } } else { #p.load(__i) }),
+                                // SAFETY: as for the load.
+                                quote!(if __G { unsafe { #p.store_unchecked(__i, __new) } } else { #p.store(__i, __new) }),
+                            )
+                        } else if proved {
                             (
                                 // SAFETY: the bounds analysis (bounds.rs) proved `__i < len`.
                                 quote!(unsafe { #p.load_unchecked(__i) }),
@@ -402,7 +436,11 @@ impl<'a> RustEmitter<'a> {
                     }
                     Base::Local(l) => {
                         let a = self.local(*l);
-                        let place = if proved {
+                        let place = if guarded {
+                            // SAFETY: with `__G`, the run-time guard held, under which the
+                            // bounds analysis proved `__i` below the array's length.
+                            quote!(*(if __G { unsafe { #a.get_unchecked_mut(__i) } } else { &mut #a[__i] }))
+                        } else if proved {
                             // SAFETY: the bounds analysis proved `__i` below the array's length.
                             quote!(*unsafe { #a.get_unchecked_mut(__i) })
                         } else if *checked {
@@ -564,9 +602,19 @@ pub fn kernel_cpu(f: &Function, an: &Analysis, fn_name: &proc_macro2::Ident) -> 
         let grp = an.queries.group_id.then(|| {
             quote!(let __grp: [usize; 3] = [__gid[0] / __lr[0], __gid[1] / __lr[1], __gid[2] / __lr[2]];)
         });
+        let inner = format_ident!("{}_with", fn_name);
         return quote! {
             #[allow(unused, unused_mut, unused_variables, unreachable_code, clippy::all)]
             fn #fn_name(__args: &#rt::CpuArgs, __chunk: ::core::ops::Range<usize>) {
+                if __args.guarded() {
+                    #inner::<true>(__args, __chunk)
+                } else {
+                    #inner::<false>(__args, __chunk)
+                }
+            }
+            /// `__G`: the kernel's run-time guard held for this launch.
+            #[allow(unused, unused_mut, unused_variables, unreachable_code, clippy::all)]
+            fn #inner<const __G: bool>(__args: &#rt::CpuArgs, __chunk: ::core::ops::Range<usize>) {
                 #params
                 let __gr: [usize; 3] = __args.global_range();
                 let __lr: [usize; 3] = __args.local_range();
@@ -604,9 +652,19 @@ pub fn kernel_cpu(f: &Function, an: &Analysis, fn_name: &proc_macro2::Ident) -> 
         let t = ty_tokens(t);
         quote!(let mut #name: ::std::vec::Vec<#t> = ::std::vec![<#t as ::core::default::Default>::default(); __args.group_items()];)
     });
+    let inner = format_ident!("{}_with", fn_name);
     quote! {
         #[allow(unused, unused_mut, unused_variables, unreachable_code, non_snake_case, clippy::all)]
         fn #fn_name(__args: &#rt::CpuArgs, __groups: ::core::ops::Range<usize>) {
+            if __args.guarded() {
+                #inner::<true>(__args, __groups)
+            } else {
+                #inner::<false>(__args, __groups)
+            }
+        }
+        /// `__G`: the kernel's run-time guard held for this launch.
+        #[allow(unused, unused_mut, unused_variables, unreachable_code, non_snake_case, clippy::all)]
+        fn #inner<const __G: bool>(__args: &#rt::CpuArgs, __groups: ::core::ops::Range<usize>) {
             #params
             let __gr: [usize; 3] = __args.global_range();
             let __lr: [usize; 3] = __args.local_range();

@@ -266,7 +266,7 @@ fn submit_definition(
         return queue.barrier(deps);
     }
     if device.has(Aspect::ExtSyclRsClosureKernels) {
-        return submit_cpu(queue, range, deps, p, &args, &uses);
+        return submit_cpu(queue, range, deps, p, resolved, &args, &uses);
     }
     submit_gpu(queue, range, deps, def, resolved, &args, uses)
 }
@@ -276,6 +276,7 @@ fn submit_cpu(
     range: Range,
     deps: &[&Event],
     p: &DefinitionParts,
+    resolved: &Resolved,
     args: &Args,
     uses: &[(&Arc<MemoryRecord>, Use)],
 ) -> Result<Event> {
@@ -286,6 +287,24 @@ fn submit_cpu(
         launch.global[1] / local[1],
         launch.global[2] / local[2],
     ];
+    // The guard is written for the C programs' view, in the GPU's dimension order; the native
+    // kernel sees exactly this range and work-group size.
+    let n = launch.dims as usize;
+    let reversed = |v: [usize; 3]| {
+        let mut out = [1usize; 3];
+        out[..n].copy_from_slice(&v[..n]);
+        out[..n].reverse();
+        out
+    };
+    let geometry = LaunchRange {
+        dims: launch.dims,
+        global: reversed(launch.global),
+        local: Some(reversed(local)),
+    };
+    let guarded = resolved
+        .guard
+        .as_ref()
+        .is_some_and(|g| guards_hold(g, args, &launch, &geometry));
     for (record, _) in uses {
         record.check_queue(queue)?;
     }
@@ -324,6 +343,7 @@ fn submit_cpu(
         global: launch.global,
         local,
         groups,
+        guarded,
         _guards: guards,
     });
     let raw_deps = Event::raw_list(deps);

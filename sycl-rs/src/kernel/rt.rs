@@ -740,11 +740,21 @@ pub struct CpuArgs {
     pub(crate) global: [usize; 3],
     pub(crate) local: [usize; 3],
     pub(crate) groups: [usize; 3],
+    /// Whether the kernel's run-time bounds guard held for this launch (then the accesses it
+    /// covers run unchecked).
+    pub(crate) guarded: bool,
     /// View registrations that keep other-width atomics off the slices while the kernel runs.
     pub(crate) _guards: Vec<super::launch::ViewGuard>,
 }
 
 impl CpuArgs {
+    /// Whether the kernel's run-time bounds guard (`DefinitionParts::guard`) held for this
+    /// launch, evaluated by the runtime on the host.
+    #[inline]
+    pub fn guarded(&self) -> bool {
+        self.guarded
+    }
+
     fn arg(&self, i: usize, ty: ScalarTy) -> &CpuArg {
         match self.args.get(i) {
             Some(a) if a.ty == ty => a,
