@@ -289,13 +289,7 @@ fn submit_cpu(
     ];
     // The guard is written for the C programs' view, in the GPU's dimension order; the native
     // kernel sees exactly this range and work-group size.
-    let n = launch.dims as usize;
-    let reversed = |v: [usize; 3]| {
-        let mut out = [1usize; 3];
-        out[..n].copy_from_slice(&v[..n]);
-        out[..n].reverse();
-        out
-    };
+    let reversed = |v| gpu_order(v, launch.dims);
     let geometry = LaunchRange {
         dims: launch.dims,
         global: reversed(launch.global),
@@ -378,17 +372,21 @@ fn naming_failures(name: &str, body: impl FnOnce()) {
     }
 }
 
+/// `v`'s first `dims` entries reversed (SYCL's order to the GPU's), the rest 1.
+fn gpu_order(v: [usize; 3], dims: u8) -> [usize; 3] {
+    let n = dims as usize;
+    let mut out = [1usize; 3];
+    out[..n].copy_from_slice(&v[..n]);
+    out[..n].reverse();
+    out
+}
+
 /// The GPU launch geometry: SYCL's last dimension varies fastest, which is CUDA's x and
 /// OpenCL's dimension 0, so the dimensions are reversed. A plain range is rounded up to whole
 /// work-groups (the kernel's range check drops the extra work-items).
 fn gpu_range(launch: &LaunchRange, device: &Device) -> Result<LaunchRange> {
     let n = launch.dims as usize;
-    let reversed = |v: [usize; 3]| {
-        let mut out = [1usize; 3];
-        out[..n].copy_from_slice(&v[..n]);
-        out[..n].reverse();
-        out
-    };
+    let reversed = |v| gpu_order(v, launch.dims);
     let mut global = reversed(launch.global);
     let local = match launch.local {
         Some(l) => reversed(l),
