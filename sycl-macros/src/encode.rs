@@ -22,7 +22,7 @@
 //! - an element access (load, store) carries two proofs in the same form (`check`): that it
 //!   is in bounds, then that its index can be computed in 32-bit signed arithmetic
 //!   (`Bounds::narrow_index`); a `for` header ends with one more: that the loop can count
-//!   with `v += step` in its own type (`Bounds::loop_fits`).
+//!   with `v += step`, every value below half its type's range (`Bounds::loop_fits`).
 
 use crate::analyze::{path_key, Analysis, Step};
 use crate::bounds::{Bounds, Proof, Target};
@@ -302,13 +302,14 @@ impl<'a> Encoder<'a> {
         if let Some(s) = step {
             self.expr(s);
         }
-        // Whether the loop can count with `v += step` (as `emit_c::open_for`; a condition
-        // over the work-group size counts as not proved there, and here). SPIR-V keeps
-        // `usize` loops 64-bit (see `spirv/emit.rs`), so no loop is narrowed here.
+        // Whether the loop can count with `v += step`, every value below 2^(bits - 1), so
+        // that its latch may compare signed (`spirv/emit.rs`; a condition over the
+        // work-group size counts as not proved, as in `emit_c::open_for`). SPIR-V keeps
+        // `usize` loops 64-bit, so no loop is narrowed here.
         let ty = self.f.ty(start.ty);
         let mut simple = Proof::No;
         if !inclusive && matches!(ty, Ty::U32 | Ty::U64 | Ty::Usize) {
-            let bits = if ty == Ty::U32 { 32 } else { 64 };
+            let bits = if ty == Ty::U32 { 31 } else { 63 };
             simple = self.bounds.loop_fits(end, step, bits);
             if matches!(simple, Proof::When(_)) {
                 simple = Proof::No;

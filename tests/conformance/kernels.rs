@@ -2302,8 +2302,8 @@ fn index_through_big(x: &[u32], out: &mut [u32], big: u32) {
 
 /// The index and loop forms chosen for Intel's CPU vectorizer (spec/kernels.md, "Performance
 /// notes") compute what the plain forms compute, on both sides of their conditions: a `usize`
-/// loop past 2^32 and below it, a start past the end whose 32-bit truncation is not, a `u32`
-/// loop that would wrap if counted by `v += step`, index sums past 2^31.
+/// loop past 2^32, across 2^63 and below both, a start past the end whose 32-bit truncation
+/// is not, a `u32` loop that would wrap if counted by `v += step`, index sums past 2^31.
 pub fn index_forms(d: &Device) -> R {
     let q = in_order(d)?;
     let local = 32usize.min(max_group(d, 32));
@@ -2321,7 +2321,14 @@ pub fn index_forms(d: &Device) -> R {
             })
             .collect()
     };
-    for base in [5usize, (1usize << 32) + 5, (1usize << 33) - 3] {
+    // Past 2^32 (not counted in 32 bits), and across 2^63 (SPIR-V's 64-bit loops compare
+    // signed only below it).
+    for base in [
+        5usize,
+        (1usize << 32) + 5,
+        (1usize << 33) - 3,
+        (1usize << 63) - 100,
+    ] {
         run(&q, range, strided_from(&x, &out, base, base + n))?;
         compare(&q.to_vec(&out).map_err(fail)?, &strided(n), |l| {
             format!("strided_from base {base:#x} item {l}")

@@ -284,7 +284,8 @@ pub(crate) struct For {
     pub end: Expr,
     pub inclusive: bool,
     pub step: Option<Expr>,
-    /// Whether it can count with `v += step` in its own type.
+    /// Whether it can count with `v += step`, every value below half its type's range (the
+    /// latch then compares signed).
     pub simple: Check,
 }
 
