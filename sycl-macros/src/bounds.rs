@@ -307,17 +307,16 @@ impl<'a> Bounds<'a> {
     /// see consecutive accesses; zero-extended or truncated 64-bit arithmetic hides them).
     /// Only for indices computed in `u32` (`narrow_tree`), and only when every value of the
     /// tree is below 2^31, so that the signed form computes the same numbers without overflow.
-    pub fn narrow_index(&self, e: &Expr, narrowed: &dyn Fn(usize) -> bool) -> (Proof, Vec<usize>) {
+    pub fn narrow_index(&self, e: &Expr, narrowed: &dyn Fn(usize) -> bool) -> Proof {
         let mut his = Vec::new();
-        let mut locals = Vec::new();
-        match self.narrow_tree(e, narrowed, &mut his, &mut locals) {
-            Some(true) => (self.all_below_values(&his, 1u128 << 31), locals),
-            _ => (Proof::No, Vec::new()),
+        match self.narrow_tree(e, narrowed, &mut his) {
+            Some(true) => self.all_below_values(&his, 1u128 << 31),
+            _ => Proof::No,
         }
     }
 
-    /// The upper bounds of a narrowable index tree's values into `his`, and the locals it
-    /// reads as leaves into `locals`; `Some(true)` when it has a `u32` part (an index of only
+    /// The upper bounds of a narrowable index tree's values into `his`; `Some(true)` when it
+    /// has a `u32` part (an index of only
     /// `usize` values stays 64-bit: Intel's vectorizer reads those well), `None` when it
     /// cannot be narrowed. Leaves are pure: the narrow form is emitted beside the wide one,
     /// and only one of them runs.
@@ -326,7 +325,6 @@ impl<'a> Bounds<'a> {
         e: &Expr,
         narrowed: &dyn Fn(usize) -> bool,
         his: &mut Vec<V>,
-        locals: &mut Vec<usize>,
     ) -> Option<bool> {
         let t = self.f.ty(e.ty);
         if !matches!(t, Ty::U32 | Ty::U64 | Ty::Usize) {
@@ -338,28 +336,24 @@ impl<'a> Bounds<'a> {
             ExprKind::Lit(_) => Some(false),
             ExprKind::Local(l) if self.f.locals[*l].array.is_none() => {
                 if small || narrowed(*l) {
-                    locals.push(*l);
                     return Some(true);
                 }
                 // A `usize` local that is a widened `u32` value (`let c = (..) as usize;`).
                 match self.defs.get(l) {
-                    Some(Def::Let(d)) => {
-                        locals.push(*l);
-                        self.narrow_tree(d, narrowed, his, locals)
-                    }
+                    Some(Def::Let(d)) => self.narrow_tree(d, narrowed, his),
                     _ => None,
                 }
             }
             ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul, a, b) => {
-                let x = self.narrow_tree(a, narrowed, his, locals)?;
-                let y = self.narrow_tree(b, narrowed, his, locals)?;
+                let x = self.narrow_tree(a, narrowed, his)?;
+                let y = self.narrow_tree(b, narrowed, his)?;
                 Some(x || y)
             }
             ExprKind::Cast(a, _) => {
                 let from = self.f.ty(a.ty);
                 match from {
                     // Widening a `u32`: its tree.
-                    Ty::U32 => self.narrow_tree(a, narrowed, his, locals).map(|_| true),
+                    Ty::U32 => self.narrow_tree(a, narrowed, his).map(|_| true),
                     // Truncating to `u32` (a leaf, emitted by pushing the truncation down).
                     Ty::U64 | Ty::Usize if small && pure(a) => Some(true),
                     _ => None,
@@ -383,19 +377,14 @@ impl<'a> Bounds<'a> {
             Some(s) => self.bounds(s).hi,
             None => V::N(1),
         };
-        let top = add(&e.hi, &st);
         // `v <= end - 1`, so `v + step <= hi(end) + hi(step) - 1`, which must be below
-        // 2^bits; saturated bounds (u64::MAX) never pass at 64 bits.
+        // 2^bits; saturated bounds (u64::MAX, "may have wrapped") never pass at 64 bits.
         let limit = if bits >= 64 {
             u64::MAX as u128
         } else {
             1u128 << bits
         };
-        let top = match (&e.hi, &top) {
-            (V::N(h), _) if *h >= u64::MAX as u128 => return Proof::No,
-            _ => top,
-        };
-        self.all_below_values(&[top], limit)
+        self.all_below_values(&[add(&e.hi, &st)], limit)
     }
 
     /// Whether `e` differs between the work-items of a group: it reads a local or global id

@@ -21,7 +21,7 @@
 use std::fmt::Write;
 
 use crate::analyze::{fallible, path_key, Analysis, Class, Step};
-use std::collections::HashMap;
+use std::collections::HashSet;
 
 use crate::bounds::{pure, Bounds, Proof, Target};
 use crate::ir::*;
@@ -101,9 +101,10 @@ struct Emitter<'a> {
     /// runtime evaluates them on the host at each launch and builds the program with
     /// `SYCL_GUARDED` 1 (those checks fold away) or 0.
     guarded: Option<Vec<String>>,
-    /// `usize`/`u64` loop variables counted in 32 bits (OpenCL C), and whether only in the
-    /// `SYCL_GUARDED` program (`true`) or always.
-    narrowed: HashMap<usize, bool>,
+    /// `usize`/`u64` loop variables proved to fit 32 bits: OpenCL C counts them in `uint`
+    /// (only in the `SYCL_GUARDED` program where the proof is a run-time guard); CUDA keeps
+    /// them 64-bit but tracks them for the same index proofs (one guard list).
+    narrowed: HashSet<usize>,
 }
 
 /// A kernel's C function (without prelude or helpers), and the conditions its
@@ -128,7 +129,7 @@ pub fn kernel(f: &Function, an: &Analysis, d: Dialect) -> KernelC {
         uniform: false,
         bounds: Bounds::new(f),
         guarded: Some(Vec::new()),
-        narrowed: HashMap::new(),
+        narrowed: HashSet::new(),
     };
     e.kernel_fn(an);
     KernelC {
@@ -160,7 +161,7 @@ pub fn helper(f: &Function, helpers: &[syn::Path], d: Dialect) -> (String, Strin
         uniform: false,
         bounds: Bounds::new(f),
         guarded: None,
-        narrowed: HashMap::new(),
+        narrowed: HashSet::new(),
     };
     let ret = f.ret.expect("helpers return a value");
     let mut sig = String::new();
@@ -239,7 +240,7 @@ impl Emitter<'_> {
     fn local_name(&self, l: usize) -> String {
         if self.f.locals[l].array.is_some() {
             format!("a{l}")
-        } else if self.narrowed.contains_key(&l) {
+        } else if self.narrowed.contains(&l) {
             // Counted in `uint`: read as the `usize` it is.
             format!("((sycl_u64)v{l})")
         } else {
@@ -297,19 +298,12 @@ impl Emitter<'_> {
     fn index(&mut self, index: &Expr) -> String {
         let wide = self.expr(index);
         let narrowed = self.narrowed.clone();
-        let (proof, leaves) = self
-            .bounds
-            .narrow_index(index, &|l| narrowed.contains_key(&l));
-        let Some(mut cond) = self.form_proof(proof, false) else {
+        let proof = self.bounds.narrow_index(index, &|l| narrowed.contains(&l));
+        // (A loop variable that is 64-bit in the program without guards is read exactly by
+        // its `(int)` leaf there too: the proof bounds its value below 2^31 in both forms.)
+        let Some(cond) = self.form_proof(proof, false) else {
             return wide;
         };
-        // A loop variable counted in 32 bits only in the guarded program.
-        if leaves.iter().any(|l| narrowed.get(l) == Some(&true)) {
-            cond = Some(match cond {
-                None => "SYCL_GUARDED".into(),
-                Some(c) => format!("SYCL_GUARDED && {c}"),
-            });
-        }
         if self.d != Dialect::OpenCl {
             return wide;
         }
@@ -691,8 +685,8 @@ impl Emitter<'_> {
                 simple = self.form_proof(p, true);
             }
         }
-        if let Some(when) = &narrow {
-            self.narrowed.insert(var, when.is_some());
+        if narrow.is_some() {
+            self.narrowed.insert(var);
         }
         if self.d != Dialect::OpenCl {
             narrow = None;

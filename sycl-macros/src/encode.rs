@@ -250,7 +250,7 @@ impl<'a> Encoder<'a> {
 
     /// Whether `index` can be computed in 32 bits (see the module's format).
     fn narrow(&mut self, index: &Expr) {
-        let (p, _) = self.bounds.narrow_index(index, &|_| false);
+        let p = self.bounds.narrow_index(index, &|_| false);
         self.proof(p);
     }
 

@@ -867,32 +867,47 @@ impl Fx<'_> {
         body: impl FnOnce(&mut Self) -> Result<()>,
         step: impl FnOnce(&mut Self) -> Result<()>,
     ) -> Result<()> {
-        let (header, check_l, body_l, cont, merge) = (
-            self.label(),
-            self.label(),
-            self.label(),
-            self.label(),
-            self.label(),
-        );
+        self.loop_depth += 1;
+        self.do_while(
+            |fx, merge| {
+                let body_l = fx.label();
+                check(fx, body_l, merge)?;
+                fx.begin(body_l)?;
+                body(fx)
+            },
+            |fx| step(fx).map(|()| None),
+        )?;
+        self.loop_depth -= 1;
+        Ok(())
+    }
+
+    /// `do { body } while (latch())`: a loop construct (`body` gets its merge label) whose
+    /// continue block runs `latch`, then goes back to the header, or when `latch` gives a
+    /// condition, to the header or out to the merge. (Not counted in `loop_depth`: callers
+    /// that are loops count themselves.)
+    fn do_while(
+        &mut self,
+        body: impl FnOnce(&mut Self, Word) -> Result<()>,
+        latch: impl FnOnce(&mut Self) -> Result<Option<Word>>,
+    ) -> Result<()> {
+        let (header, first, cont, merge) = (self.label(), self.label(), self.label(), self.label());
         self.branch(header)?;
         self.begin(header)?;
         self.m
             .b
             .loop_merge(merge, cont, LoopControl::NONE, [])
             .map_err(build_err)?;
-        self.branch(check_l)?;
-        self.begin(check_l)?;
-        self.loop_depth += 1;
-        check(self, body_l, merge)?;
-        self.begin(body_l)?;
+        self.branch(first)?;
+        self.begin(first)?;
         self.loops.push(LoopCtx { merge, cont });
-        body(self)?;
+        body(self, merge)?;
         self.loops.pop();
         self.branch(cont)?;
         self.begin(cont)?;
-        step(self)?;
-        self.loop_depth -= 1;
-        self.branch(header)?;
+        match latch(self)? {
+            Some(again) => self.branch_if(again, header, merge)?,
+            None => self.branch(header)?,
+        }
         self.begin(merge)
     }
 
@@ -1006,28 +1021,19 @@ impl Fx<'_> {
             let last = self.op(Op::ISub, t, &[e, st])?;
             self.store(var, s)?;
             return self.if_then(enter, |fx| {
-                let (header, body_l, cont, merge) =
-                    (fx.label(), fx.label(), fx.label(), fx.label());
-                fx.branch(header)?;
-                fx.begin(header)?;
-                fx.m.b
-                    .loop_merge(merge, cont, LoopControl::NONE, [])
-                    .map_err(build_err)?;
-                fx.branch(body_l)?;
-                fx.begin(body_l)?;
                 fx.loop_depth += 1;
-                fx.loops.push(LoopCtx { merge, cont });
-                body(fx)?;
-                fx.loops.pop();
-                fx.branch(cont)?;
-                fx.begin(cont)?;
-                let v = fx.load(t, var)?;
-                let more = fx.op(Op::SLessThan, ScalarTy::Bool, &[v, last])?;
-                let v1 = fx.op(Op::IAdd, t, &[v, st])?;
-                fx.store(var, v1)?;
+                fx.do_while(
+                    |fx, _| body(fx),
+                    |fx| {
+                        let v = fx.load(t, var)?;
+                        let more = fx.op(Op::SLessThan, ScalarTy::Bool, &[v, last])?;
+                        let v1 = fx.op(Op::IAdd, t, &[v, st])?;
+                        fx.store(var, v1)?;
+                        Ok(Some(more))
+                    },
+                )?;
                 fx.loop_depth -= 1;
-                fx.branch_if(more, header, merge)?;
-                fx.begin(merge)
+                Ok(())
             });
         }
         match step {
@@ -1157,27 +1163,15 @@ impl Fx<'_> {
                         }
                         // A loop run once, so that `return` can leave the region by its
                         // merge (`do { .. } while (false)`).
-                        let (header, body_l, cont, merge) =
-                            (fx.label(), fx.label(), fx.label(), fx.label());
-                        fx.branch(header)?;
-                        fx.begin(header)?;
-                        fx.m.b
-                            .loop_merge(merge, cont, LoopControl::NONE, [])
-                            .map_err(build_err)?;
-                        fx.branch(body_l)?;
-                        fx.begin(body_l)?;
-                        fx.loops.push(LoopCtx { merge, cont });
-                        fx.in_region = true;
-                        fx.block(stmts)?;
-                        fx.in_region = false;
-                        fx.loops.pop();
-                        fx.branch(cont)?;
-                        fx.begin(cont)?;
-                        let no = fx.m.konst(ScalarTy::Bool, 0);
-                        fx.m.b
-                            .branch_conditional(no, header, merge, [])
-                            .map_err(build_err)?;
-                        fx.begin(merge)
+                        fx.do_while(
+                            |fx, _| {
+                                fx.in_region = true;
+                                fx.block(stmts)?;
+                                fx.in_region = false;
+                                Ok(())
+                            },
+                            |fx| Ok(Some(fx.m.konst(ScalarTy::Bool, 0))),
+                        )
                     })?;
                 }
                 Step::GroupLet(l, e) => {
