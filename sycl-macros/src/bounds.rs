@@ -387,6 +387,11 @@ impl<'a> Bounds<'a> {
         self.all_below_values(&[add(&e.hi, &st)], limit)
     }
 
+    /// Whether every value of `e` is below 2^bits.
+    pub fn below(&self, e: &Expr, bits: u32) -> Proof {
+        self.all_below_values(&[self.bounds(e).hi], 1u128 << bits)
+    }
+
     /// Whether `e` differs between the work-items of a group: it reads a local or global id
     /// (directly or through immutable locals).
     pub fn per_work_item(&self, e: &Expr) -> bool {

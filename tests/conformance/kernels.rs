@@ -2303,7 +2303,8 @@ fn index_through_big(x: &[u32], out: &mut [u32], big: u32) {
 /// The index and loop forms chosen for Intel's CPU vectorizer (spec/kernels.md, "Performance
 /// notes") compute what the plain forms compute, on both sides of their conditions: a `usize`
 /// loop past 2^32, across 2^63 and below both, a start past the end whose 32-bit truncation
-/// is not, a `u32` loop that would wrap if counted by `v += step`, index sums past 2^31.
+/// is not, a `u32` loop that would wrap if counted by `v += step` (in `uint` or in `int`),
+/// a `u32` start past 2^31, index sums past 2^31.
 pub fn index_forms(d: &Device) -> R {
     let q = in_order(d)?;
     let local = 32usize.min(max_group(d, 32));
@@ -2350,6 +2351,11 @@ pub fn index_forms(d: &Device) -> R {
         (0, 100, 16),
         (u32::MAX - 1, u32::MAX, 1 << 40),
         (7, 7, 3),
+        // OpenCL C counts in `int` where the start and every value below 2^31 are proved:
+        // a start past 2^31 (negative as an `int`) must not run, nor the last step wrap.
+        ((1 << 31) + 5, 10, 1),
+        ((1 << 31) - 40, (1 << 31) - 2, 16),
+        (3, 1 << 30, 1 << 28),
     ] {
         run(&q, Range::d1(1), count_steps_u32(&pair, start, end, step))?;
         let seen: Vec<u32> = (start..end).step_by(step).collect();
