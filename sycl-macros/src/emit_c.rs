@@ -257,38 +257,44 @@ impl Emitter<'_> {
             return Proof::Always;
         }
         match self.bounds.access(base, index, Target::C) {
-            Proof::Guard(cond) => match &mut self.guarded {
-                Some(guards) => {
-                    if !guards.contains(&cond) {
-                        guards.push(cond);
-                    }
-                    Proof::When("SYCL_GUARDED".into())
-                }
-                None => Proof::No,
-            },
+            p @ Proof::Guard(_) if self.guarded.is_some() => {
+                self.register(&p);
+                Proof::When("SYCL_GUARDED".into())
+            }
+            Proof::Guard(_) => Proof::No,
             other => other,
         }
     }
 
-    /// A proof of a code form (not of an access): `None` when it does not hold, else the C
-    /// condition under which it does (`None` inside: always). Run-time guards join the
-    /// kernel's (`SYCL_GUARDED`); helpers cannot use them.
-    fn form_proof(&mut self, p: Proof, constant_only: bool) -> Option<Option<String>> {
+    /// Adds a run-time guard that a form or an access relies on to the kernel's.
+    fn register(&mut self, p: &Proof) {
+        if let (Proof::Guard(cond), Some(guards)) = (p, &mut self.guarded) {
+            if !guards.contains(cond) {
+                guards.push(cond.clone());
+            }
+        }
+    }
+
+    /// What a proof of a code form (not of an access) allows: `None` when it does not hold,
+    /// else the C condition under which it does (`None` inside: always). A run-time guard is
+    /// `SYCL_GUARDED` (`register` it where the form is used); helpers cannot use one.
+    fn form_cond(&self, p: &Proof, constant_only: bool) -> Option<Option<String>> {
         match p {
             Proof::No => None,
             Proof::Always => Some(None),
-            Proof::When(c) if !constant_only => Some(Some(c)),
+            Proof::When(c) if !constant_only => Some(Some(c.clone())),
             Proof::When(_) => None,
-            Proof::Guard(cond) => match &mut self.guarded {
-                Some(guards) => {
-                    if !guards.contains(&cond) {
-                        guards.push(cond);
-                    }
-                    Some(Some("SYCL_GUARDED".into()))
-                }
-                None => None,
-            },
+            Proof::Guard(_) => self.guarded.as_ref().map(|_| Some("SYCL_GUARDED".into())),
         }
+    }
+
+    /// `form_cond`, the guard registered for a form that is used where it holds.
+    fn form_proof(&mut self, p: Proof, constant_only: bool) -> Option<Option<String>> {
+        let cond = self.form_cond(&p, constant_only);
+        if cond.is_some() {
+            self.register(&p);
+        }
+        cond
     }
 
     /// An index: in signed 32-bit arithmetic, sign-extended, where `Bounds::narrow_index`
@@ -668,132 +674,120 @@ impl Emitter<'_> {
         if uniform && (fallible(start) || fallible(end) || step.is_some()) {
             self.uniform_check();
         }
-        // Forms that count with `v += step` (OpenCL C): Intel's CPU vectorizer keeps a
-        // work-item-strided loop whose counter is the index, and loses one computed from a
-        // trip count (reduce 1.2x, stencil 1.7x slower). Proved not to wrap by the bounds; a
-        // proof by run-time guard holds in the `SYCL_GUARDED` program only (`#if`).
-        let mut narrow = None;
-        let mut simple = None;
-        if !inclusive && matches!(ty, Ty::U32 | Ty::U64 | Ty::Usize) {
-            if ty != Ty::U32 && pure(start) && self.bounds.per_work_item(start) {
-                let p = self.bounds.loop_fits(end, step, 32);
-                narrow = self.form_proof(p, true);
-            }
-            if narrow != Some(None) {
-                let bits = if ty == Ty::U32 { 32 } else { 64 };
-                let p = self.bounds.loop_fits(end, step, bits);
-                simple = self.form_proof(p, true);
+        // Forms the bounds allow instead of the trip count (OpenCL C), the first that holds
+        // wins; a proof by run-time guard holds in the `SYCL_GUARDED` program only (`#if`),
+        // and only the chosen form's guards join the kernel's. CUDA makes the same proofs (one
+        // guard list) and keeps the trip count.
+        // - `Int`: a `u32` loop counted in `int`, its start and every value, the last step
+        //   included, below 2^31: Intel's CPU vectorizer reads an `int` counter (as
+        //   hand-written OpenCL C has) and loses an unsigned one on AVX-512 (stencil2d 1.5x
+        //   -> 1.0x the hand-written time). An unproved start keeps the unsigned loop: the
+        //   select that would clamp it cost as much as the unsigned counter. `Some(c)`: the
+        //   start's own condition, folded by the C compiler.
+        // - `Narrow`: a `usize` loop whose start differs per work-item counted in `uint`.
+        // - `Step`: `v += step` in the loop's own type. Intel's vectorizer keeps a
+        //   work-item-strided loop whose counter is the index, and loses one computed from a
+        //   trip count (reduce 1.2x, stencil 1.7x slower).
+        enum Form {
+            Int(Option<String>),
+            Narrow,
+            Step,
+        }
+        let unsigned = !inclusive && matches!(ty, Ty::U32 | Ty::U64 | Ty::Usize);
+        let mut fast: Option<(Form, Vec<Proof>, Option<String>)> = None;
+        if unsigned && ty == Ty::U32 {
+            let (lp, sp) = (
+                self.bounds.loop_fits(end, step, 31),
+                self.bounds.below(start, 31),
+            );
+            if let (Some(lc), Some(sc)) = (self.form_cond(&lp, true), self.form_cond(&sp, false)) {
+                fast = Some((Form::Int(sc), vec![lp, sp], lc));
             }
         }
-        // A `u32` loop counts in `int` where every value, the last step included, stays below
-        // 2^31 and so does its start: Intel's CPU vectorizer reads an `int` counter (as
-        // hand-written OpenCL C has) and loses an unsigned one on AVX-512 (stencil2d 1.5x ->
-        // 1.0x the hand-written time). An unproved start is not clamped instead: that select
-        // cost as much as the unsigned counter.
-        let mut signed = None;
-        if !inclusive && ty == Ty::U32 {
-            let p = self.bounds.loop_fits(end, step, 31);
-            if let Some(loop_cond) = self.form_proof(p, true) {
-                let p = self.bounds.below(start, 31);
-                if let Some(start_cond) = self.form_proof(p, false) {
-                    signed = Some((loop_cond, start_cond));
-                }
+        if fast.is_none()
+            && unsigned
+            && ty != Ty::U32
+            && pure(start)
+            && self.bounds.per_work_item(start)
+        {
+            let p = self.bounds.loop_fits(end, step, 32);
+            if let Some(c) = self.form_cond(&p, true) {
+                fast = Some((Form::Narrow, vec![p], c));
             }
         }
-        if narrow.is_some() {
-            self.narrowed.insert(var);
+        // Also the fallback of a guarded form where it always holds.
+        let step_proof = match (unsigned, ty) {
+            (false, _) => Proof::No,
+            (true, Ty::U32) => self.bounds.loop_fits(end, step, 32),
+            (true, _) => self.bounds.loop_fits(end, step, 64),
+        };
+        let step_cond = self.form_cond(&step_proof, true);
+        if fast.is_none() {
+            if let Some(c) = step_cond.clone() {
+                fast = Some((Form::Step, vec![step_proof], c));
+            }
+        }
+        if let Some((form, proofs, _)) = &fast {
+            for p in proofs {
+                self.register(p);
+            }
+            if matches!(form, Form::Narrow) {
+                self.narrowed.insert(var);
+            }
         }
         if self.d != Dialect::OpenCl {
-            narrow = None;
-            simple = None;
-            signed = None;
+            fast = None;
         }
         let nonzero = match &step_name {
             Some(st) => format!("{st} != 0 && "),
             None => String::new(),
         };
-        let by = |t: &str| match &step_name {
-            Some(st) => format!("v{var} += ({t})({st})"),
-            None => format!("v{var}++"),
+        let by = |v: &str, t: &str| match &step_name {
+            Some(st) => format!("{v} += ({t})({st})"),
+            None => format!("{v}++"),
         };
-        if let Some((loop_cond, start_cond)) = signed {
-            let first = match start_cond {
-                None => format!("(int)({s})"),
-                Some(c) => {
-                    format!("(({c}) ? (int)({s}) : (({s} < {e}) ? (int)({s}) : (int)({e})))")
-                }
-            };
-            let i = self.fresh("i");
-            let advance = match &step_name {
-                Some(st) => format!("{i} += (int)({st})"),
-                None => format!("{i}++"),
-            };
-            let header =
-                format!("for (int {i} = {first}; {nonzero}{i} < (int)({e}); {advance}) {{");
-            let value = format!("uint v{var} = (uint){i};");
-            if loop_cond.is_none() {
-                self.line(&header);
-                self.line(&value);
-                return;
+        let v = format!("v{var}");
+        let step_header = format!("for ({t} {v} = {s}; {nonzero}{v} < {e}; {}) {{", by(&v, t));
+        let Some((form, _, cond)) = fast else {
+            self.count_header(var, t, ut, (&s, &e), inclusive, step_name.as_deref());
+            return;
+        };
+        let lines = match form {
+            Form::Int(start_cond) => {
+                let first = match start_cond {
+                    None => format!("(int)({s})"),
+                    Some(c) => {
+                        format!("(({c}) ? (int)({s}) : (({s} < {e}) ? (int)({s}) : (int)({e})))")
+                    }
+                };
+                let i = self.fresh("i");
+                vec![
+                    format!(
+                        "for (int {i} = {first}; {nonzero}{i} < (int)({e}); {}) {{",
+                        by(&i, "int")
+                    ),
+                    format!("uint {v} = (uint){i};"),
+                ]
             }
+            Form::Narrow => {
+                vec![self.narrow_header(var, start, (&s, &e), &nonzero, &by(&v, "uint"))]
+            }
+            Form::Step => vec![step_header.clone()],
+        };
+        if cond.is_some() {
             self.line("#if SYCL_GUARDED");
-            self.line(&header);
-            self.line(&value);
+        }
+        for l in &lines {
+            self.line(l);
+        }
+        if cond.is_some() {
             self.line("#else");
-            if simple == Some(None) {
-                let h = format!(
-                    "for ({t} v{var} = {s}; {nonzero}v{var} < {e}; {}) {{",
-                    by(t)
-                );
-                self.line(&h);
+            if step_cond == Some(None) {
+                self.line(&step_header);
             } else {
                 self.count_header(var, t, ut, (&s, &e), inclusive, step_name.as_deref());
             }
             self.line("#endif");
-            return;
-        }
-        match (narrow, simple) {
-            (Some(None), _) => {
-                let h = self.narrow_header(var, start, (&s, &e), &nonzero, &by("uint"));
-                self.line(&h);
-            }
-            (Some(Some(_)), simple) => {
-                self.line("#if SYCL_GUARDED");
-                let h = self.narrow_header(var, start, (&s, &e), &nonzero, &by("uint"));
-                self.line(&h);
-                self.line("#else");
-                if simple == Some(None) {
-                    let h = format!(
-                        "for ({t} v{var} = {s}; {nonzero}v{var} < {e}; {}) {{",
-                        by(t)
-                    );
-                    self.line(&h);
-                } else {
-                    self.count_header(var, t, ut, (&s, &e), inclusive, step_name.as_deref());
-                }
-                self.line("#endif");
-            }
-            (None, Some(None)) => {
-                let h = format!(
-                    "for ({t} v{var} = {s}; {nonzero}v{var} < {e}; {}) {{",
-                    by(t)
-                );
-                self.line(&h);
-            }
-            (None, Some(Some(_))) => {
-                self.line("#if SYCL_GUARDED");
-                let h = format!(
-                    "for ({t} v{var} = {s}; {nonzero}v{var} < {e}; {}) {{",
-                    by(t)
-                );
-                self.line(&h);
-                self.line("#else");
-                self.count_header(var, t, ut, (&s, &e), inclusive, step_name.as_deref());
-                self.line("#endif");
-            }
-            (None, None) => {
-                self.count_header(var, t, ut, (&s, &e), inclusive, step_name.as_deref())
-            }
         }
     }
 
