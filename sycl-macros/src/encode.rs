@@ -21,8 +21,9 @@
 //! - a bounds condition (see [`cbound`]) is a tree of tagged words;
 //! - an element access (load, store) carries two proofs in the same form (`check`): that it
 //!   is in bounds, then that its index can be computed in 32-bit signed arithmetic
-//!   (`Bounds::narrow_index`); a `for` header ends with one more: that the loop can count
-//!   with `v += step`, every value below half its type's range (`Bounds::loop_fits`).
+//!   (`Bounds::narrow_index`); a `for` header ends with two more: that the loop can count
+//!   with `v += step`, every value below half its type's range (`Bounds::loop_fits`), then
+//!   that its start is below that too (`Bounds::below`; only for `u32` loops).
 
 use crate::analyze::{path_key, Analysis, Step};
 use crate::bounds::{Bounds, Proof, Target};
@@ -30,7 +31,7 @@ use crate::ir::*;
 
 /// "SYIR".
 pub const MAGIC: u32 = 0x5359_4952;
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// No value (a kernel's result type, an assignment without operator).
 pub const NONE: u32 = 0xFFFF_FFFF;
 
@@ -315,7 +316,16 @@ impl<'a> Encoder<'a> {
                 simple = Proof::No;
             }
         }
+        let fits = !matches!(simple, Proof::No);
         self.proof(simple);
+        // Whether the start is below 2^31 as well (a `u32` loop whose values fit): the loop
+        // then tests `v < end` signed at the top, as an `int` loop (`spirv/emit.rs`).
+        let start_below = if ty == Ty::U32 && fits {
+            self.bounds.below(start, 31)
+        } else {
+            Proof::No
+        };
+        self.proof(start_below);
     }
 
     fn stmt(&mut self, s: &Stmt) {

@@ -2291,6 +2291,24 @@ fn count_steps_u32(out: &mut [u32], start: u32, end: u32, step: usize) {
     out[1] = last;
 }
 
+// The same with a start no bound covers (read from memory): the loop may count with
+// `v += step` (the end and step are guarded), but its test must not compare signed. (An
+// unchecked read: through a checked one, Intel's CPU runtime 2026.2 miscompiles this kernel's
+// SPIR-V when it vectorizes; spec/kernels.md, "Known problems".)
+#[sycl::kernel]
+fn count_steps_u32_loaded(out: &mut [u32], end: u32, step: usize) {
+    // SAFETY: the test passes three words.
+    let start = unsafe { *out.get_unchecked(2) };
+    let mut n = 0u32;
+    let mut last = 0u32;
+    for i in (start..end).step_by(step) {
+        n += 1;
+        last = i;
+    }
+    out[0] = n;
+    out[1] = last;
+}
+
 // `u32` index arithmetic: signed 32-bit only where every value stays below 2^31. With
 // `big` near 2^32 the sum passes 2^31 (and the guard fails); the index is still `i`. (A wrong
 // sign extension itself would show only with an index past 2^31, in a slice that long.)
@@ -2362,6 +2380,12 @@ pub fn index_forms(d: &Device) -> R {
         let want = [seen.len() as u32, seen.last().copied().unwrap_or(0)];
         compare(&q.to_vec(&pair).map_err(fail)?, &want, |k| {
             format!("count_steps_u32 {start}..{end} by {step} word {k}")
+        })?;
+        let words = upload(&q, &[0, 0, start])?;
+        run(&q, Range::d1(1), count_steps_u32_loaded(&words, end, step))?;
+        let got = q.to_vec(&words).map_err(fail)?;
+        compare(&got[..2], &want, |k| {
+            format!("count_steps_u32_loaded {start}..{end} by {step} word {k}")
         })?;
     }
 

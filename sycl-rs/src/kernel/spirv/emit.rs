@@ -95,6 +95,8 @@ struct Module {
     consts: HashMap<(Word, u64), Word>,
     builtins: HashMap<u32, Word>,
     caps: Vec<Capability>,
+    /// `SPV_KHR_no_integer_wrap_decoration` declared.
+    no_wrap_ext: bool,
 }
 
 impl Module {
@@ -124,6 +126,18 @@ impl Module {
             self.b.extension("SPV_INTEL_subgroups");
         }
         self.cap(Capability::SubgroupShuffleINTEL);
+    }
+
+    /// Marks the integer operation `id` as one whose signed result cannot overflow (LLVM's
+    /// `nsw`, which Intel's SPIR-V reader keeps): its vectorizer needs it to see a 32-bit
+    /// index that is sign-extended as consecutive between work-items, as with OpenCL C's
+    /// `int`. Declares the extension once (a SPIR-V 1.0 module; core from 1.4).
+    fn no_signed_wrap(&mut self, id: Word) {
+        if !self.no_wrap_ext {
+            self.b.extension("SPV_KHR_no_integer_wrap_decoration");
+            self.no_wrap_ext = true;
+        }
+        self.b.decorate(id, Decoration::NoSignedWrap, []);
     }
 
     fn u8_ty(&mut self) -> Word {
@@ -271,6 +285,7 @@ pub(crate) fn build(p: &Program<'_>) -> Result<Vec<u32>> {
         consts: HashMap::new(),
         builtins: HashMap::new(),
         caps: Vec::new(),
+        no_wrap_ext: false,
     };
     m.cap(Capability::Addresses);
     m.cap(Capability::Kernel);
@@ -449,12 +464,18 @@ fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>, guarded: bool) ->
         ranges: [raw[at + 1], raw[at + 2], raw[at + 3]],
     };
     fx.declare_locals()?;
+    // Stores, not OpVariable initializers: SPIRV-LLVM-Translator before 2025 (the reader of
+    // Intel's OpenCL runtimes and GPU compilers of that time) made a Function variable with
+    // an initializer one module global, shared by every work-item.
     let zero32 = fx.m.u32c(0);
-    fx.fail = fx.var(u32t, Some(zero32));
-    fx.ufail = fx.var(u32t, Some(zero32));
+    fx.fail = fx.var(u32t);
+    fx.ufail = fx.var(u32t);
     let bool_ty = fx.m.ty(ScalarTy::Bool);
     let no = fx.m.konst(ScalarTy::Bool, 0);
-    fx.done = fx.var(bool_ty, Some(no));
+    fx.done = fx.var(bool_ty);
+    fx.store(fx.fail, zero32)?;
+    fx.store(fx.ufail, zero32)?;
+    fx.store(fx.done, no)?;
     // A plain range is launched rounded up to whole work-groups; the extra work-items of a
     // flat kernel leave first, so the kernel sees exactly its range.
     let mut outside = None;
@@ -510,13 +531,11 @@ impl Fx<'_> {
         )
     }
 
-    fn var(&mut self, ty: Word, init: Option<Word>) -> Word {
+    /// A Function variable of type `ty`, declared at the top of the function by `finish`.
+    fn var(&mut self, ty: Word) -> Word {
         let p = self.m.ptr(StorageClass::Function, ty);
         let id = self.m.b.id();
-        let mut ops = vec![Operand::StorageClass(StorageClass::Function)];
-        if let Some(i) = init {
-            ops.push(Operand::IdRef(i));
-        }
+        let ops = vec![Operand::StorageClass(StorageClass::Function)];
         self.vars
             .push(Instruction::new(Op::Variable, Some(p), Some(id), ops));
         id
@@ -573,7 +592,7 @@ impl Fx<'_> {
         for (i, l) in self.f.locals.iter().enumerate() {
             let ty = self.m.ty(l.ty);
             let id = match l.array {
-                None => self.var(ty, None),
+                None => self.var(ty),
                 Some(n) => {
                     let len = self.m.u32c(n as u64);
                     let arr = self.m.b.type_array(ty, len);
@@ -999,11 +1018,17 @@ impl Fx<'_> {
                 }
             };
             if bits(t) == 32 {
+                // With the start proved below 2^31 too, the test at the top compares signed
+                // and the step is `nsw`, as clang emits an `int` loop: Intel's vectorizer then
+                // keeps stencil2d's tile stores contiguous (scatters with an unsigned test,
+                // and with a signed one behind an unsigned entry test).
+                let signed = self.proved(&h.start_below)?;
+                let test = if signed { Op::SLessThan } else { lt };
                 self.store(var, s)?;
                 return self.emit_loop(
                     |fx, body_l, merge| {
                         let v = fx.load(t, var)?;
-                        let c = fx.op(lt, ScalarTy::Bool, &[v, e])?;
+                        let c = fx.op(test, ScalarTy::Bool, &[v, e])?;
                         let c = guard_step(fx, c)?;
                         fx.branch_if(c, body_l, merge)
                     },
@@ -1011,6 +1036,9 @@ impl Fx<'_> {
                     |fx| {
                         let v = fx.load(t, var)?;
                         let v1 = fx.op(Op::IAdd, t, &[v, st])?;
+                        if signed {
+                            fx.m.no_signed_wrap(v1);
+                        }
                         fx.store(var, v1)
                     },
                 );
@@ -1056,7 +1084,7 @@ impl Fx<'_> {
             None => {
                 // `a..=b` stops after b even when b is the type's maximum.
                 let bool_ty = self.m.ty(ScalarTy::Bool);
-                let more = self.var(bool_ty, None);
+                let more = self.var(bool_ty);
                 let m0 = self.op(le, ScalarTy::Bool, &[s, e])?;
                 self.store(more, m0)?;
                 self.store(var, s)?;
@@ -1099,7 +1127,7 @@ impl Fx<'_> {
                 let zero = self.m.u64c(0);
                 let n = self.op(Op::Select, ScalarTy::U64, &[go, q1, zero])?;
                 let u64t = self.m.ty(ScalarTy::U64);
-                let k = self.var(u64t, None);
+                let k = self.var(u64t);
                 self.store(k, zero)?;
                 self.emit_loop(
                     |fx, body_l, merge| {
@@ -1454,7 +1482,10 @@ impl Fx<'_> {
                     BinOp::Sub => Op::ISub,
                     _ => Op::IMul,
                 };
-                self.op(o, ScalarTy::U32, &[x, y])
+                let r = self.op(o, ScalarTy::U32, &[x, y])?;
+                // Every value of the tree is below 2^31: no signed overflow.
+                self.m.no_signed_wrap(r);
+                Ok(r)
             }
             ExprKind::Cast(a) if bits(a.ty) == 32 => self.narrow32(a),
             ExprKind::Cast(a) => self.trunc32(a),
@@ -2138,24 +2169,21 @@ impl Fx<'_> {
         };
         if !is_float(t) {
             return match m {
-                MathFn::Min => call(
-                    self,
-                    if is_signed(t) {
-                        OpenclStd100Op::s_min
+                // A compare and a select, not OpenCL.std's s_min/u_max: Intel's CPU runtime
+                // reads an extended instruction as a call it cannot see through (no
+                // `readnone`), and in a tiled stencil's clamped loop that made the local
+                // stores scatters (1.5x slower; spec/kernels.md).
+                MathFn::Min | MathFn::Max => {
+                    let less = if is_signed(t) {
+                        Op::SLessThan
                     } else {
-                        OpenclStd100Op::u_min
-                    },
-                    a,
-                ),
-                MathFn::Max => call(
-                    self,
-                    if is_signed(t) {
-                        OpenclStd100Op::s_max
-                    } else {
-                        OpenclStd100Op::u_max
-                    },
-                    a,
-                ),
+                        Op::ULessThan
+                    };
+                    let (x, y) = (a[0], a[1]);
+                    let x_less = self.op(less, ScalarTy::Bool, &[x, y])?;
+                    let (yes, no) = if m == MathFn::Min { (x, y) } else { (y, x) };
+                    self.op(Op::Select, t, &[x_less, yes, no])
+                }
                 MathFn::Abs if is_signed(t) => {
                     // Wraps: MIN stays MIN.
                     let zero = self.m.konst(t, 0);

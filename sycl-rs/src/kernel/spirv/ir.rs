@@ -8,7 +8,7 @@ use crate::kernel::__rt::ScalarTy;
 use crate::{Errc, Error, Result};
 
 const MAGIC: u32 = 0x5359_4952;
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 const NONE: u32 = 0xFFFF_FFFF;
 
 /// A kernel or helper parameter.
@@ -287,6 +287,9 @@ pub(crate) struct For {
     /// Whether it can count with `v += step`, every value below half its type's range (the
     /// latch then compares signed).
     pub simple: Check,
+    /// Whether its start is below half the range too (`u32` loops only): the test at the top
+    /// may then compare signed.
+    pub start_below: Check,
 }
 
 #[derive(Clone, Debug)]
@@ -541,6 +544,7 @@ impl Reader<'_> {
             None
         };
         let simple = self.check()?;
+        let start_below = self.check()?;
         Ok(For {
             var,
             start,
@@ -548,6 +552,7 @@ impl Reader<'_> {
             inclusive,
             step,
             simple,
+            start_below,
         })
     }
 
@@ -921,6 +926,7 @@ pub(crate) fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check))
             Stmt::Loop(b) => for_each_check(b, f),
             Stmt::For(h, b) => {
                 f(&h.simple);
+                f(&h.start_below);
                 expr(&h.start, f);
                 expr(&h.end, f);
                 h.step.iter().for_each(|e| expr(e, f));
