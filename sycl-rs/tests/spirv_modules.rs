@@ -430,6 +430,90 @@ fn strided_sum(x: &[u32], out: &mut [u32]) {
     out[global_id(0)] = acc;
 }
 
+// A clamped tile load, as stencil2d's: a `u32` loop from the local id (its start proved
+// below 2^31 for the work-group size), integer `max`/`min`, a local store.
+#[sycl::kernel]
+fn tile_clamped(src: &[f32], dst: &mut [f32]) {
+    let tile = local_array::<f32, 80>();
+    let n = src.len() as u32;
+    let lx = local_id(0) as u32;
+    for t in (lx..40).step_by(16) {
+        let g = (t + 1).max(1).min(n) - 1;
+        tile[(2 * t) as usize] = src[g as usize];
+    }
+    barrier();
+    dst[global_id(0)] = tile[2 * local_id(0)];
+}
+
+/// What stencil2d needs through Intel's SPIR-V reader (spec/kernels.md, "Performance
+/// notes"): integer `min`/`max` as compares and selects (an `OpExtInst` is a call it cannot see
+/// through), a signed test at the top of a `u32` loop whose start is proved below 2^31, and
+/// `NoSignedWrap` on its step and on narrowed index arithmetic (with the extension that
+/// allows it in a 1.0 module); and no `OpVariable` initializers (older readers made such a
+/// variable one global for all work-items).
+#[test]
+fn forms_for_intels_spirv_reader() {
+    let range = Range::d1(64).with_local([16, 1, 1]);
+    let (_, m) = module_of(
+        "tile_clamped",
+        &spirv_of::<tile_clamped>(range).expect("SPIR-V"),
+    );
+    let instructions: Vec<_> = m
+        .functions
+        .iter()
+        .flat_map(|f| &f.blocks)
+        .flat_map(|b| &b.instructions)
+        .collect();
+    assert!(
+        !instructions.iter().any(|i| i.class.opcode == Op::ExtInst),
+        "tile_clamped: an extended instruction (integer min/max?)"
+    );
+    assert!(
+        instructions.iter().any(|i| i.class.opcode == Op::Select),
+        "tile_clamped: no select for min/max"
+    );
+    assert!(
+        instructions.iter().any(|i| i.class.opcode == Op::SLessThan),
+        "tile_clamped: the u32 loop does not test signed"
+    );
+    assert!(
+        instructions
+            .iter()
+            .filter(|i| i.class.opcode == Op::Variable)
+            .all(|i| i.operands.len() == 1),
+        "tile_clamped: an OpVariable with an initializer"
+    );
+    let no_wrap: Vec<u32> = m
+        .annotations
+        .iter()
+        .filter(|a| a.operands.get(1) == Some(&Operand::Decoration(Decoration::NoSignedWrap)))
+        .filter_map(|a| match a.operands[0] {
+            Operand::IdRef(id) => Some(id),
+            _ => None,
+        })
+        .collect();
+    let decorated_op = |op: Op| {
+        instructions
+            .iter()
+            .any(|i| i.class.opcode == op && i.result_id.is_some_and(|r| no_wrap.contains(&r)))
+    };
+    assert!(
+        decorated_op(Op::IAdd),
+        "tile_clamped: the loop step is not NoSignedWrap"
+    );
+    assert!(
+        decorated_op(Op::IMul),
+        "tile_clamped: the narrowed index is not NoSignedWrap"
+    );
+    assert!(
+        m.extensions.iter().any(|e| e.operands
+            == [Operand::LiteralString(
+                "SPV_KHR_no_integer_wrap_decoration".into()
+            )]),
+        "tile_clamped: NoSignedWrap without its extension"
+    );
+}
+
 /// The forms Intel's CPU vectorizer needs (spec/kernels.md, "Performance notes"; the kernel
 /// bench measures them), present where the guards hold: `u32` index arithmetic in `int`,
 /// sign-extended; `global_id(d) as u32` from 32-bit parts; a work-item-strided loop counted
