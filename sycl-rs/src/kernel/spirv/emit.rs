@@ -1106,27 +1106,37 @@ impl Fx<'_> {
             }
             Some((st, step_ok)) => {
                 // A count, then an index: the count cannot wrap (Rust's `step_by` stops at the
-                // end too; a step of 0 failed above and runs nothing).
+                // end too; a step of 0 failed above and runs nothing). The count is computed
+                // behind a branch, as the OpenCL C path writes it: with the step's zero test
+                // as selects (`go ? (e - s - 1) / (ok ? st : 1) + 1 : 0`), Intel's CPU runtime
+                // 2026.2 vectorized a counting loop after a checked load into code that
+                // skipped its vector part with a wrong start for the remainder (garbage
+                // results; spec/kernels.md, "Known problems").
                 let cmp = self.op(if h.inclusive { le } else { lt }, ScalarTy::Bool, &[s, e])?;
                 let go = self.op(Op::LogicalAnd, ScalarTy::Bool, &[step_ok, cmp])?;
-                let diff = self.op(Op::ISub, t, &[e, s])?;
-                let diff = if bits(t) == 32 {
-                    self.op(Op::UConvert, ScalarTy::U64, &[diff])?
-                } else {
-                    diff
-                };
                 let one64 = self.m.u64c(1);
-                let diff = if h.inclusive {
-                    diff
-                } else {
-                    self.op(Op::ISub, ScalarTy::U64, &[diff, one64])?
-                };
-                let safe = self.op(Op::Select, ScalarTy::U64, &[step_ok, st, one64])?;
-                let q = self.op(Op::UDiv, ScalarTy::U64, &[diff, safe])?;
-                let q1 = self.op(Op::IAdd, ScalarTy::U64, &[q, one64])?;
                 let zero = self.m.u64c(0);
-                let n = self.op(Op::Select, ScalarTy::U64, &[go, q1, zero])?;
                 let u64t = self.m.ty(ScalarTy::U64);
+                let count = self.var(u64t);
+                self.store(count, zero)?;
+                self.if_then(go, |fx| {
+                    let diff = fx.op(Op::ISub, t, &[e, s])?;
+                    let diff = if bits(t) == 32 {
+                        fx.op(Op::UConvert, ScalarTy::U64, &[diff])?
+                    } else {
+                        diff
+                    };
+                    let diff = if h.inclusive {
+                        diff
+                    } else {
+                        fx.op(Op::ISub, ScalarTy::U64, &[diff, one64])?
+                    };
+                    // `go` holds, so the step is not 0.
+                    let q = fx.op(Op::UDiv, ScalarTy::U64, &[diff, st])?;
+                    let q1 = fx.op(Op::IAdd, ScalarTy::U64, &[q, one64])?;
+                    fx.store(count, q1)
+                })?;
+                let n = self.load(ScalarTy::U64, count)?;
                 let k = self.var(u64t);
                 self.store(k, zero)?;
                 self.emit_loop(
