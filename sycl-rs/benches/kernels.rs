@@ -7,8 +7,9 @@
 //!
 //! Four algorithms, each as a bounds-checked kernel and as the same kernel with
 //! `unsafe { *x.get_unchecked(i) }` / `*y.get_unchecked_mut(i) = v` (unchecked):
-//! - saxpy: `y[i] = a * x[i] + y[i]` over a plain range (launched in groups of 256 on
-//!   OpenCL and CUDA, the extra work-items leave);
+//! - saxpy: `y[i] = a * x[i] + y[i]` over a plain range (on OpenCL and CUDA, in the groups
+//!   the runtime picks, `Range::launched_on`: 256 on GPUs, up to 4096 on CPUs; the extra
+//!   work-items leave);
 //! - reduction: the sum of `u32`s (wrapping): each work-group strides through its own
 //!   contiguous chunk (`step_by`), a group reduction, one atomic per work-group (groups of 256
 //!   on OpenCL and CUDA; on the native CPU, groups of one work-item, which then walks its chunk
@@ -862,7 +863,11 @@ impl Bench<'_> {
                         KernelArg::usm(y),
                         KernelArg::scalar(&ni),
                     ];
-                    let range = Range::d1(n.div_ceil(WG) * WG).with_local([WG, 1, 1]);
+                    // The geometry of our plain-range launch (groups of 256 on a GPU, larger
+                    // on a CPU: `Range::launched_on`).
+                    let range = Range::d1(n)
+                        .launched_on(q.device())
+                        .expect("saxpy's launch range");
                     // SAFETY: saxpy(float, const float*, float*, int): the arguments match; it
                     // touches x and y below n, which both hold.
                     unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand saxpy")

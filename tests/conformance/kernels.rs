@@ -1824,6 +1824,51 @@ fn check_ids(
     compare(&v, &want_v, |i| format!("{what}: element {i}"))
 }
 
+/// What `Range::launched_on` says of a plain range: whole work-groups (no larger than the
+/// device allows) covering the range with less than one group to spare, or no groups at all
+/// (the native CPU); an nd-range comes back as it is.
+fn launch_geometry(d: &Device, plain: Range) -> R {
+    let what = format!("launched_on({plain:?})");
+    let r = plain.launched_on(d).map_err(fail)?;
+    check_eq!(r.dims(), plain.dims(), "{what}: dimensions");
+    match r.local() {
+        None => check_eq!(
+            r,
+            plain,
+            "{what}: a range without groups comes back as it is"
+        ),
+        Some(local) => {
+            let items: usize = local.iter().product();
+            check!(
+                items >= 1 && items <= d.max_work_group_size(),
+                "{what}: groups of {local:?} on a device that allows {}",
+                d.max_work_group_size()
+            );
+            for (k, &l) in local.iter().enumerate() {
+                let (g, n) = (r.global()[k], plain.global()[k]);
+                check!(
+                    l >= 1 && g % l == 0 && g >= n && g - n < l,
+                    "{what}: dimension {k}: global {g} for {n} items in groups of {l}"
+                );
+            }
+            if d.is_cpu() && plain.dims() == 1 {
+                let units = d.max_compute_units().max(1) as usize;
+                let n = plain.global()[0];
+                check!(
+                    local[0] >= 256.min(n)
+                        && (local[0] <= 256 || n.div_ceil(local[0]) >= 8 * units),
+                    "{what}: a CPU's groups of {} leave {} groups for {units} compute units",
+                    local[0],
+                    n.div_ceil(local[0])
+                );
+            }
+        }
+    }
+    let nd = plain.with_local([1, 1, 1]);
+    check_eq!(nd.launched_on(d).map_err(fail)?, nd, "{what}: an nd-range");
+    Ok(())
+}
+
 /// Item 6: plain ranges in 1, 2 and 3 dimensions whose sizes are not multiples of any
 /// work-group size: every work-item runs exactly once with the right ids and ranges, and none
 /// runs outside the range (a kernel sees exactly its range).
@@ -1835,11 +1880,13 @@ pub fn work_item_queries_plain_ranges(d: &Device) -> R {
     let counts = filled(&q, GUARD, 0u32)?;
     run(&q, Range::d1(0), ids_1d(0, &vals, &counts, &bad))?;
     check_ids(&q, &vals, &counts, &bad, 0, "d1(0)")?;
-    for n in [1usize, 257, 1000, 100_003] {
+    // (2^21 + 3: large enough for a CPU device's largest groups, `Range::launched_on`.)
+    for n in [1usize, 257, 1000, 100_003, (1 << 21) + 3] {
         let vals = filled(&q, n + GUARD, SENTINEL)?;
         let counts = filled(&q, n + GUARD, 0u32)?;
         run(&q, Range::d1(n), ids_1d(n, &vals, &counts, &bad))?;
         check_ids(&q, &vals, &counts, &bad, n, &format!("d1({n})"))?;
+        launch_geometry(d, Range::d1(n))?;
     }
     for (r0, r1) in [(37usize, 53usize), (1, 1000), (1000, 3), (17, 17)] {
         let n = r0 * r1;
@@ -1847,6 +1894,7 @@ pub fn work_item_queries_plain_ranges(d: &Device) -> R {
         let counts = filled(&q, n + GUARD, 0u32)?;
         run(&q, Range::d2(r0, r1), ids_2d(r0, r1, &vals, &counts, &bad))?;
         check_ids(&q, &vals, &counts, &bad, n, &format!("d2({r0}, {r1})"))?;
+        launch_geometry(d, Range::d2(r0, r1))?;
     }
     for (r0, r1, r2) in [
         (5usize, 7usize, 9usize),

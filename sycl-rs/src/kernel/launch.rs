@@ -373,7 +373,7 @@ fn naming_failures(name: &str, body: impl FnOnce()) {
 }
 
 /// `v`'s first `dims` entries reversed (SYCL's order to the GPU's), the rest 1.
-fn gpu_order(v: [usize; 3], dims: u8) -> [usize; 3] {
+pub(crate) fn gpu_order(v: [usize; 3], dims: u8) -> [usize; 3] {
     let n = dims as usize;
     let mut out = [1usize; 3];
     out[..n].copy_from_slice(&v[..n]);
@@ -381,10 +381,27 @@ fn gpu_order(v: [usize; 3], dims: u8) -> [usize; 3] {
     out
 }
 
+/// Work-group sizes a plain 1-D range may get on a CPU device, largest first.
+const CPU_GROUPS_1D: [usize; 3] = [4096, 1024, 256];
+
+/// The work-group size of a plain 1-D range on a CPU device: the largest of
+/// `CPU_GROUPS_1D` that still leaves 8 groups per compute unit (for balance). A CPU runtime
+/// pays for every work-group it schedules: on Intel's CPU OpenCL runtime a saxpy whose range
+/// check became per-group bounds ran 1.1-1.3x the time of the masked form in groups of 256,
+/// and the two ran alike in groups of 4096 (spec/kernels.md, "Performance notes"). Three
+/// sizes at most, because each is a program build.
+fn cpu_group_1d(global: usize, device: &Device) -> usize {
+    let units = device.max_compute_units().max(1) as usize;
+    CPU_GROUPS_1D
+        .into_iter()
+        .find(|&l| global.div_ceil(l) >= 8 * units)
+        .unwrap_or(CPU_GROUPS_1D[CPU_GROUPS_1D.len() - 1])
+}
+
 /// The GPU launch geometry: SYCL's last dimension varies fastest, which is CUDA's x and
 /// OpenCL's dimension 0, so the dimensions are reversed. A plain range is rounded up to whole
 /// work-groups (the kernel's range check drops the extra work-items).
-fn gpu_range(launch: &LaunchRange, device: &Device) -> Result<LaunchRange> {
+pub(crate) fn gpu_range(launch: &LaunchRange, device: &Device) -> Result<LaunchRange> {
     let n = launch.dims as usize;
     let reversed = |v| gpu_order(v, launch.dims);
     let mut global = reversed(launch.global);
@@ -394,6 +411,7 @@ fn gpu_range(launch: &LaunchRange, device: &Device) -> Result<LaunchRange> {
             let max = device.max_work_group_size().max(1);
             let items = device.max_work_item_sizes();
             let want: [usize; 3] = match n {
+                1 if device.is_cpu() => [cpu_group_1d(global[0], device), 1, 1],
                 1 => [256, 1, 1],
                 2 => [16, 16, 1],
                 _ => [8, 8, 4],

@@ -360,6 +360,38 @@ impl Range {
     pub fn local(&self) -> Option<[usize; 3]> {
         self.inner.local
     }
+
+    /// The range a `#[sycl::kernel]` launch over `self` runs as on `device`. An nd-range
+    /// comes back as it is. A plain range gets the work-group size the runtime picks for the
+    /// device, and its global range is rounded up to whole groups; the extra work-items run
+    /// nothing. The native CPU runs plain ranges without work-groups, so there a plain range
+    /// comes back as it is too. A hand-written kernel launched with this range runs in the
+    /// same geometry as ours; a CPU device gets larger groups than a GPU.
+    ///
+    /// ```
+    /// let device = sycl::Device::default_device()?;
+    /// let r = sycl::Range::d1(1000).launched_on(&device)?;
+    /// if let Some(local) = r.local() {
+    ///     assert_eq!(r.global()[0] % local[0], 0);
+    ///     assert!(r.global()[0] >= 1000);
+    /// }
+    /// # Ok::<(), sycl::Error>(())
+    /// ```
+    pub fn launched_on(&self, device: &Device) -> Result<Range> {
+        self.inner.validate(device.max_work_group_size())?;
+        if self.inner.local.is_some() || device.has(Aspect::ExtSyclRsClosureKernels) {
+            return Ok(*self);
+        }
+        let gpu = launch::gpu_range(&self.inner, device)?;
+        let back = |v| launch::gpu_order(v, self.inner.dims);
+        Ok(Range {
+            inner: LaunchRange {
+                dims: self.inner.dims,
+                global: back(gpu.global),
+                local: gpu.local.map(back),
+            },
+        })
+    }
 }
 
 /// One work-item of a closure kernel (`item` / `nd_item`). The last dimension varies fastest,
