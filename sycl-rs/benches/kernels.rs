@@ -32,7 +32,11 @@
 //! CUDA), or on the native CPU the wall time of a batch of launches followed by a wait
 //! (rayon: the same batch of calls). The sides run round-robin so that drift hits all alike;
 //! every side runs once first (warm-up: program build, JIT, page faults) and its result is
-//! checked against a host reference (a wrong result panics).
+//! checked against a host reference (a wrong result panics). The hand-written kernels write
+//! the same output memory as ours (a memory-bound kernel's time depends on the allocation
+//! it writes). On OpenCL and CUDA a fourth side, the hand-written source built a second time
+//! (`control` rows, information), shows the run's resolution: identical code, measured the
+//! same way, against the first build.
 //!
 //! OpenCL devices that take SPIR-V run everything twice, each time in a context of its own:
 //! our kernels as OpenCL C, then as SPIR-V built by sycl-rs (rows labelled `SPIR-V`), each
@@ -754,12 +758,20 @@ fn rayon_matmul(a: &Usm<f32>, b: &Usm<f32>, c: &mut Usm<f32>, n: usize) {
 enum Hand {
     Rayon,
     Source {
-        saxpy: Kernel,
-        reduce: Kernel,
-        stencil: Kernel,
-        matmul: Kernel,
+        kernels: HandKernels,
+        /// The same source built a second time, timed as a fourth side: its ratio to the
+        /// first build is the resolution of the run (identical code, its own placement).
+        control: HandKernels,
         opencl: bool,
     },
+}
+
+/// One build of the hand-written kernels.
+struct HandKernels {
+    saxpy: Kernel,
+    reduce: Kernel,
+    stencil: Kernel,
+    matmul: Kernel,
 }
 
 struct Bench<'a> {
@@ -790,7 +802,15 @@ impl Bench<'_> {
         work: f64,
         unit: &'static str,
     ) {
-        for (mode, ours) in [("checked", t[0]), ("unchecked", t[1])] {
+        // A fourth time is the control: the hand-written kernel's second build.
+        let control = t.get(3).map(|&c| ("control", c, Goal::Info));
+        for (mode, ours, goal) in [
+            ("checked", t[0], self.goal(kernel)),
+            ("unchecked", t[1], self.goal(kernel)),
+        ]
+        .into_iter()
+        .chain(control)
+        {
             let row = Row {
                 device: self.label.clone(),
                 kernel,
@@ -799,7 +819,7 @@ impl Bench<'_> {
                 hand: t[2],
                 work,
                 unit,
-                goal: self.goal(kernel),
+                goal,
             };
             print_row(&row);
             rows.push(row);
@@ -853,10 +873,12 @@ impl Bench<'_> {
                 ];
                 measure(&mut sides, self.reps, self.budget)
             }
-            Hand::Source { saxpy: k, .. } => {
+            Hand::Source {
+                kernels, control, ..
+            } => {
                 let yh = upload(q, &ys);
                 let ni = n as i32;
-                let hand_on = |y: &Usm<f32>| {
+                let hand_on = |k: &Kernel, y: &Usm<f32>| {
                     let args = [
                         KernelArg::scalar(&a),
                         KernelArg::usm(&x),
@@ -872,7 +894,9 @@ impl Bench<'_> {
                     // touches x and y below n, which both hold.
                     unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand saxpy")
                 };
-                hand_on(&yh).wait().expect("hand saxpy failed");
+                hand_on(&kernels.saxpy, &yh)
+                    .wait()
+                    .expect("hand saxpy failed");
                 check(
                     &q.to_vec(&yh).unwrap(),
                     &want,
@@ -880,11 +904,13 @@ impl Bench<'_> {
                 );
                 // Timed on our kernels' `y`: this memory-bound kernel's time depends on which
                 // allocation it writes (up to 15% between two on one host), not only on code.
-                let hand = || hand_on(&y);
+                let hand = || hand_on(&kernels.saxpy, &y);
+                let again = || hand_on(&control.saxpy, &y);
                 let mut sides = [
                     device_side(q, self.clock, ours_c),
                     device_side(q, self.clock, ours_u),
                     device_side(q, self.clock, hand),
+                    device_side(q, self.clock, again),
                 ];
                 measure(&mut sides, self.reps, self.budget)
             }
@@ -939,16 +965,18 @@ impl Bench<'_> {
                 measure(&mut sides, self.reps, self.budget)
             }
             Hand::Source {
-                reduce: k, opencl, ..
+                kernels,
+                control,
+                opencl,
             } => {
                 let outh = upload(q, &[0u32]);
                 let ni = n as i32;
                 let opencl = *opencl;
-                let hand = || {
+                let hand_on = |k: &Kernel, out: &Usm<u32>| {
                     let mut args = vec![
                         KernelArg::usm(&x),
                         KernelArg::scalar(&ni),
-                        KernelArg::usm(&outh),
+                        KernelArg::usm(out),
                     ];
                     if opencl {
                         args.push(KernelArg::local::<u32>(WG).expect("local argument"));
@@ -957,16 +985,22 @@ impl Bench<'_> {
                     // match; it reads x below n, adds to out[0], and uses WG local elements.
                     unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand reduce")
                 };
-                hand().wait().expect("hand reduce failed");
+                hand_on(&kernels.reduce, &outh)
+                    .wait()
+                    .expect("hand reduce failed");
                 check(
                     &q.to_vec(&outh).unwrap(),
                     &[want],
                     &format!("{}: reduce hand-written", self.label),
                 );
+                // Timed on our kernels' output word, as saxpy is.
+                let hand = || hand_on(&kernels.reduce, &out);
+                let again = || hand_on(&control.reduce, &out);
                 let mut sides = [
                     device_side(q, self.clock, ours_c),
                     device_side(q, self.clock, ours_u),
                     device_side(q, self.clock, hand),
+                    device_side(q, self.clock, again),
                 ];
                 measure(&mut sides, self.reps, self.budget)
             }
@@ -1020,13 +1054,15 @@ impl Bench<'_> {
                 ];
                 measure(&mut sides, self.reps, self.budget)
             }
-            Hand::Source { stencil: k, .. } => {
+            Hand::Source {
+                kernels, control, ..
+            } => {
                 let dh = upload(q, &vec![-1.0f32; n * n]);
                 let ni = n as i32;
-                let hand = || {
+                let hand_on = |k: &Kernel, dst: &Usm<f32>| {
                     let args = [
                         KernelArg::usm(&src),
-                        KernelArg::usm(&dh),
+                        KernelArg::usm(dst),
                         KernelArg::scalar(&ni),
                         KernelArg::scalar(&ni),
                     ];
@@ -1036,16 +1072,22 @@ impl Bench<'_> {
                     // it reads src and writes dst below h * w, which both hold.
                     unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand stencil")
                 };
-                hand().wait().expect("hand stencil failed");
+                hand_on(&kernels.stencil, &dh)
+                    .wait()
+                    .expect("hand stencil failed");
                 check(
                     &q.to_vec(&dh).unwrap(),
                     &want,
                     &format!("{}: stencil hand-written", self.label),
                 );
+                // Timed on our kernels' output, as saxpy is.
+                let hand = || hand_on(&kernels.stencil, &dst);
+                let again = || hand_on(&control.stencil, &dst);
                 let mut sides = [
                     device_side(q, self.clock, ours_c),
                     device_side(q, self.clock, ours_u),
                     device_side(q, self.clock, hand),
+                    device_side(q, self.clock, again),
                 ];
                 measure(&mut sides, self.reps, self.budget)
             }
@@ -1105,21 +1147,25 @@ impl Bench<'_> {
                 ];
                 measure(&mut sides, self.reps, self.budget)
             }
-            Hand::Source { matmul: k, .. } => {
+            Hand::Source {
+                kernels, control, ..
+            } => {
                 let ch = upload(q, &vec![-1.0f32; n * n]);
                 let ni = n as i32;
-                let hand = || {
+                let hand_on = |k: &Kernel, c: &Usm<f32>| {
                     let args = [
                         KernelArg::usm(&a),
                         KernelArg::usm(&b),
-                        KernelArg::usm(&ch),
+                        KernelArg::usm(c),
                         KernelArg::scalar(&ni),
                     ];
                     // SAFETY: matmul(const float*, const float*, float*, int n): the arguments
                     // match; it touches the matrices below n * n, which they hold.
                     unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand matmul")
                 };
-                hand().wait().expect("hand matmul failed");
+                hand_on(&kernels.matmul, &ch)
+                    .wait()
+                    .expect("hand matmul failed");
                 check_matmul(
                     &q.to_vec(&ch).unwrap(),
                     &avals,
@@ -1127,10 +1173,14 @@ impl Bench<'_> {
                     n,
                     &format!("{}: matmul hand-written", self.label),
                 );
+                // Timed on our kernels' output, as saxpy is.
+                let hand = || hand_on(&kernels.matmul, &c);
+                let again = || hand_on(&control.matmul, &c);
                 let mut sides = [
                     device_side(q, self.clock, ours_c),
                     device_side(q, self.clock, ours_u),
                     device_side(q, self.clock, hand),
+                    device_side(q, self.clock, again),
                 ];
                 measure(&mut sides, self.reps, self.budget)
             }
@@ -1162,14 +1212,27 @@ fn hand_kernels(q: &Queue, kind: Kind) -> Hand {
     } else {
         Source::CudaC(&text)
     };
-    let bundle = KernelBundle::build(q.context(), std::slice::from_ref(q.device()), source, "")
-        .expect("building the hand-written kernels");
-    let k = |name: &str| bundle.kernel(name).expect("hand-written kernel");
+    let build = |source: Source<'_>| {
+        let bundle = KernelBundle::build(q.context(), std::slice::from_ref(q.device()), source, "")
+            .expect("building the hand-written kernels");
+        let k = |name: &str| bundle.kernel(name).expect("hand-written kernel");
+        HandKernels {
+            saxpy: k("saxpy"),
+            reduce: k("reduce"),
+            stencil: k("stencil"),
+            matmul: k("matmul"),
+        }
+    };
+    // The control differs by a comment, so that no runtime hands back the first program.
+    let again = format!("{text}\n// control build\n");
+    let control = if opencl {
+        Source::OpenClC(&again)
+    } else {
+        Source::CudaC(&again)
+    };
     Hand::Source {
-        saxpy: k("saxpy"),
-        reduce: k("reduce"),
-        stencil: k("stencil"),
-        matmul: k("matmul"),
+        kernels: build(source),
+        control: build(control),
         opencl,
     }
 }
