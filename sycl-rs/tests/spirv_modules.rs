@@ -430,6 +430,18 @@ fn strided_sum(x: &[u32], out: &mut [u32]) {
     out[global_id(0)] = acc;
 }
 
+/// The ids a module decorates `NoSignedWrap`.
+fn no_signed_wrap_ids(m: &Module) -> Vec<u32> {
+    m.annotations
+        .iter()
+        .filter(|a| a.operands.get(1) == Some(&Operand::Decoration(Decoration::NoSignedWrap)))
+        .filter_map(|a| match a.operands[0] {
+            Operand::IdRef(id) => Some(id),
+            _ => None,
+        })
+        .collect()
+}
+
 // A clamped tile load, as stencil2d's: a `u32` loop from the local id (its start proved
 // below 2^31 for the work-group size), integer `max`/`min`, a local store.
 #[sycl::kernel]
@@ -483,15 +495,7 @@ fn forms_for_intels_spirv_reader() {
             .all(|i| i.operands.len() == 1),
         "tile_clamped: an OpVariable with an initializer"
     );
-    let no_wrap: Vec<u32> = m
-        .annotations
-        .iter()
-        .filter(|a| a.operands.get(1) == Some(&Operand::Decoration(Decoration::NoSignedWrap)))
-        .filter_map(|a| match a.operands[0] {
-            Operand::IdRef(id) => Some(id),
-            _ => None,
-        })
-        .collect();
+    let no_wrap = no_signed_wrap_ids(&m);
     let decorated_op = |op: Op| {
         instructions
             .iter()
@@ -511,6 +515,66 @@ fn forms_for_intels_spirv_reader() {
                 "SPV_KHR_no_integer_wrap_decoration".into()
             )]),
         "tile_clamped: NoSignedWrap without its extension"
+    );
+}
+
+// `u32` arithmetic in `let`s: from local ids (bounded by the work-group size) and from a
+// parameter (unbounded).
+#[sycl::kernel]
+fn tile_neighbours(src: &[f32], dst: &mut [f32], k: u32) {
+    let tile = local_array::<f32, 64>();
+    let lx = local_id(0) as u32;
+    tile[lx as usize] = src[global_id(0)];
+    barrier();
+    let c = (lx * 2 + 3) as usize;
+    let far = k * 5 + lx;
+    dst[global_id(0)] = tile[c - 3] + tile[c + 1] + far as f32;
+}
+
+/// `u32` arithmetic that the values' bounds keep below 2^31 (here from local ids and the
+/// work-group size) is `NoSignedWrap`, so that Intel's reader can move a sign extension out
+/// of `c ± k` (stencil2d's five tile reads share one address); arithmetic on a parameter,
+/// which may wrap, is not.
+#[test]
+fn bounded_u32_arithmetic_is_no_signed_wrap() {
+    let range = Range::d1(64).with_local([16, 1, 1]);
+    let (_, m) = module_of(
+        "tile_neighbours",
+        &spirv_of::<tile_neighbours>(range).expect("SPIR-V"),
+    );
+    let no_wrap = no_signed_wrap_ids(&m);
+    // The ids of the 32-bit constants 2 and 5.
+    let constant = |v: u32| -> Vec<u32> {
+        m.types_global_values
+            .iter()
+            .filter(|i| i.class.opcode == Op::Constant && i.operands == [Operand::LiteralBit32(v)])
+            .filter_map(|i| i.result_id)
+            .collect()
+    };
+    let (two, five) = (constant(2), constant(5));
+    assert!(!two.is_empty() && !five.is_empty(), "the constants 2 and 5");
+    let muls_by = |c: &[u32]| -> Vec<u32> {
+        m.functions
+            .iter()
+            .flat_map(|f| &f.blocks)
+            .flat_map(|b| &b.instructions)
+            .filter(|i| {
+                i.class.opcode == Op::IMul
+                    && i.operands
+                        .iter()
+                        .any(|o| matches!(o, Operand::IdRef(id) if c.contains(id)))
+            })
+            .filter_map(|i| i.result_id)
+            .collect()
+    };
+    let (lx_twice, k_five) = (muls_by(&two), muls_by(&five));
+    assert!(
+        !lx_twice.is_empty() && lx_twice.iter().all(|r| no_wrap.contains(r)),
+        "tile_neighbours: lx * 2 (below 32) is not NoSignedWrap"
+    );
+    assert!(
+        !k_five.is_empty() && !k_five.iter().any(|r| no_wrap.contains(r)),
+        "tile_neighbours: k * 5 (k a parameter: it may wrap) is NoSignedWrap"
     );
 }
 

@@ -273,6 +273,8 @@ struct Fx<'a> {
     assume_guards: bool,
     /// Loops (user and synchronising ones) around the code being emitted.
     loop_depth: usize,
+    /// The values each local can hold, where `local_ranges` knows them.
+    ranges: Vec<Option<(u64, u64)>>,
 }
 
 /// Builds the module; returns its words.
@@ -343,7 +345,137 @@ fn new_fx<'a>(m: &'a mut Module, f: &'a Function, callees: Vec<Word>, p: &Progra
         local: p.local,
         assume_guards: false,
         loop_depth: 0,
+        ranges: local_ranges(f, p.dims, p.local),
     }
+}
+
+/// The values an unsigned integer expression can take, as an inclusive range, where its
+/// leaves bound it: literals, local ids and ranges (the work-group size is built in), and
+/// locals that `local_ranges` bounds; arithmetic that could wrap gives `None`.
+fn interval(
+    e: &Expr,
+    ranges: &[Option<(u64, u64)>],
+    dims: u8,
+    local: [u32; 3],
+) -> Option<(u64, u64)> {
+    if !is_int(e.ty) || is_signed(e.ty) {
+        return None;
+    }
+    let max = u64::MAX >> (64 - bits(e.ty));
+    let of = |x: &Expr| interval(x, ranges, dims, local);
+    let r = match &e.kind {
+        ExprKind::Lit(k) => (*k & max, *k & max),
+        ExprKind::Local(l) => ranges.get(*l).copied().flatten()?,
+        ExprKind::Query(q @ (Query::LocalId | Query::LocalRange), d) if *d < dims => {
+            let size = local[(dims - 1 - d) as usize] as u64;
+            if size == 0 {
+                return None;
+            }
+            match q {
+                Query::LocalId => (0, size - 1),
+                _ => (size, size),
+            }
+        }
+        ExprKind::Cast(a) => of(a)?,
+        ExprKind::Binary(op, a, b) => {
+            let ((alo, ahi), (blo, bhi)) = (of(a)?, of(b)?);
+            match op {
+                BinOp::Add => (alo.checked_add(blo)?, ahi.checked_add(bhi)?),
+                BinOp::Mul => (alo.checked_mul(blo)?, ahi.checked_mul(bhi)?),
+                BinOp::Sub if alo >= bhi => (alo - bhi, ahi - blo),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    // (A value past the type's maximum would have wrapped: no bound.)
+    (r.1 <= max).then_some(r)
+}
+
+/// Bounds for the locals given a value once (one `let`, never assigned, not a loop
+/// variable), from their initial values, in program order.
+fn local_ranges(f: &Function, dims: u8, local: [u32; 3]) -> Vec<Option<(u64, u64)>> {
+    fn count_stmts(body: &[Stmt], defs: &mut [u32]) {
+        for s in body {
+            match s {
+                Stmt::Let(l, _) | Stmt::AssignLocal(l, ..) => defs[*l] += 1,
+                Stmt::For(h, b) => {
+                    defs[h.var] += 2;
+                    count_stmts(b, defs);
+                }
+                Stmt::If(_, a, b) => {
+                    count_stmts(a, defs);
+                    count_stmts(b, defs);
+                }
+                Stmt::While(_, b) | Stmt::Loop(b) => count_stmts(b, defs),
+                _ => {}
+            }
+        }
+    }
+    fn count_steps(steps: &[Step], defs: &mut [u32]) {
+        for s in steps {
+            match s {
+                Step::Region(b) => count_stmts(b, defs),
+                Step::GroupLet(l, _) => defs[*l] += 1,
+                Step::Reduce { local, .. } | Step::SubGroup { local, .. } => defs[*local] += 2,
+                Step::SyncFor(h, b) => {
+                    defs[h.var] += 2;
+                    count_steps(b, defs);
+                }
+                Step::Barrier => {}
+            }
+        }
+    }
+    fn bound_stmts(
+        body: &[Stmt],
+        defs: &[u32],
+        r: &mut Vec<Option<(u64, u64)>>,
+        d: u8,
+        l3: [u32; 3],
+    ) {
+        for s in body {
+            match s {
+                Stmt::Let(l, e) if defs[*l] == 1 => r[*l] = interval(e, r, d, l3),
+                Stmt::For(_, b) | Stmt::While(_, b) | Stmt::Loop(b) => {
+                    bound_stmts(b, defs, r, d, l3)
+                }
+                Stmt::If(_, a, b) => {
+                    bound_stmts(a, defs, r, d, l3);
+                    bound_stmts(b, defs, r, d, l3);
+                }
+                _ => {}
+            }
+        }
+    }
+    fn bound_steps(
+        steps: &[Step],
+        defs: &[u32],
+        r: &mut Vec<Option<(u64, u64)>>,
+        d: u8,
+        l3: [u32; 3],
+    ) {
+        for s in steps {
+            match s {
+                Step::Region(b) => bound_stmts(b, defs, r, d, l3),
+                Step::GroupLet(l, e) if defs[*l] == 1 => r[*l] = interval(e, r, d, l3),
+                Step::SyncFor(_, b) => bound_steps(b, defs, r, d, l3),
+                _ => {}
+            }
+        }
+    }
+    let mut defs = vec![0u32; f.locals.len()];
+    let mut ranges = vec![None; f.locals.len()];
+    match &f.steps {
+        Some(steps) => {
+            count_steps(steps, &mut defs);
+            bound_steps(steps, &defs, &mut ranges, dims, local);
+        }
+        None => {
+            count_stmts(&f.body, &mut defs);
+            bound_stmts(&f.body, &defs, &mut ranges, dims, local);
+        }
+    }
+    ranges
 }
 
 fn helper(m: &mut Module, f: &Function, callees: Vec<Word>, p: &Program<'_>) -> Result<Word> {
@@ -1924,7 +2056,18 @@ impl Fx<'_> {
             ExprKind::Binary(op, a, b) => {
                 let x = self.expr(a)?;
                 let y = self.expr(b)?;
-                self.binary(*op, a.ty, b.ty, x, y)
+                let r = self.binary(*op, a.ty, b.ty, x, y)?;
+                // `u32` arithmetic whose operands and result the bounds keep below 2^31 has
+                // no signed overflow either; decorated, Intel's reader gives LLVM `nsw`,
+                // which lets it move a sign extension out of `c ± k` (one address with
+                // constant displacements for stencil2d's five tile reads, as from `int`).
+                if t == ScalarTy::U32
+                    && matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul)
+                    && self.below_2_31(e)
+                {
+                    self.m.no_signed_wrap(r);
+                }
+                Ok(r)
             }
             // A truncation to 32 bits of pure integer arithmetic: pushed to the leaves.
             ExprKind::Cast(a)
@@ -1999,6 +2142,16 @@ impl Fx<'_> {
                 }
                 self.if_value(cv, t, |fx| fx.expr(a), |fx| fx.expr(b))
             }
+        }
+    }
+
+    /// Whether `interval` keeps every value of `e` and of its operands below 2^31.
+    fn below_2_31(&self, e: &Expr) -> bool {
+        let of = |x: &Expr| interval(x, &self.ranges, self.dims, self.local);
+        let below = |r: Option<(u64, u64)>| r.is_some_and(|(_, hi)| hi < 1 << 31);
+        match &e.kind {
+            ExprKind::Binary(_, a, b) => below(of(e)) && below(of(a)) && below(of(b)),
+            _ => below(of(e)),
         }
     }
 
