@@ -7,6 +7,10 @@
 //! device; [`emit_rust`] and [`emit_c`] write the backends' forms; [`encode`] writes the
 //! checked IR as words, from which the runtime builds SPIR-V.
 
+// The links above name private modules: this crate's documentation is for its contributors
+// (`cargo doc --document-private-items`); users read the `sycl` crate's.
+#![allow(rustdoc::private_intra_doc_links)]
+
 use proc_macro::TokenStream;
 use proc_macro2::{Literal, TokenStream as TokenStream2};
 use quote::{format_ident, quote};

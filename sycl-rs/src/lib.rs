@@ -66,9 +66,9 @@ pub use platform::Platform;
 pub use queue::Queue;
 pub use runtime::{backend_load_failures, BackendLoadFailure};
 pub use selector::{DeviceFilter, DeviceSelector};
-/// Makes a function a kernel for every device: see [the kernel language](kernel#kernels-in-rust).
+/// Makes a function a kernel for every device: see [the kernel language](mod@kernel#kernels-in-rust).
 pub use sycl_macros::kernel;
-/// Makes a function callable from kernels: see [the kernel language](kernel#kernels-in-rust).
+/// Makes a function callable from kernels: see [the kernel language](mod@kernel#kernels-in-rust).
 pub use sycl_macros::kernel_fn;
 pub use usm::{
     get_pointer_device, get_pointer_type, malloc_device, malloc_host, malloc_shared, AsUsmRange,

@@ -32,7 +32,7 @@
 //! an error at its span):
 //! - types `bool`, `i32`, `u32`, `i64`, `u64`, `usize`, `f32`, `f64` (`f64` on devices with
 //!   aspect `fp64`); parameters are scalars by value, and USM slices: `&[T]` is read, `&mut [T]`
-//!   written; the launch passes any [`AsUsmRange`](crate::AsUsmRange) (`&Usm<T>`,
+//!   written; the launch passes any [`AsUsmRange`] (`&Usm<T>`,
 //!   `&UsmRange<T>`) for either;
 //! - `let`, `let mut`, arithmetic (integers wrap; division by zero fails), bit operations,
 //!   comparisons, `as`, `if`/`else` (also as a value), `while`, `loop`, `for` over integer
