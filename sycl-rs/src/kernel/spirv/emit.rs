@@ -395,84 +395,66 @@ fn interval(
 /// Bounds for the locals given a value once (one `let`, never assigned, not a loop
 /// variable), from their initial values, in program order.
 fn local_ranges(f: &Function, dims: u8, local: [u32; 3]) -> Vec<Option<(u64, u64)>> {
-    fn count_stmts(body: &[Stmt], defs: &mut [u32]) {
-        for s in body {
-            match s {
-                Stmt::Let(l, _) | Stmt::AssignLocal(l, ..) => defs[*l] += 1,
-                Stmt::For(h, b) => {
-                    defs[h.var] += 2;
-                    count_stmts(b, defs);
+    // One walk: how often each local is given a value (a loop variable or a collective's
+    // result counts twice), and the `let`s in program order.
+    struct Defs<'f> {
+        count: Vec<u32>,
+        lets: Vec<(usize, &'f Expr)>,
+    }
+    impl<'f> Defs<'f> {
+        fn stmts(&mut self, body: &'f [Stmt]) {
+            for s in body {
+                match s {
+                    Stmt::Let(l, e) => {
+                        self.count[*l] += 1;
+                        self.lets.push((*l, e));
+                    }
+                    Stmt::AssignLocal(l, ..) => self.count[*l] += 1,
+                    Stmt::For(h, b) => {
+                        self.count[h.var] += 2;
+                        self.stmts(b);
+                    }
+                    Stmt::If(_, a, b) => {
+                        self.stmts(a);
+                        self.stmts(b);
+                    }
+                    Stmt::While(_, b) | Stmt::Loop(b) => self.stmts(b),
+                    _ => {}
                 }
-                Stmt::If(_, a, b) => {
-                    count_stmts(a, defs);
-                    count_stmts(b, defs);
+            }
+        }
+        fn steps(&mut self, steps: &'f [Step]) {
+            for s in steps {
+                match s {
+                    Step::Region(b) => self.stmts(b),
+                    Step::GroupLet(l, e) => {
+                        self.count[*l] += 1;
+                        self.lets.push((*l, e));
+                    }
+                    Step::Reduce { local, .. } | Step::SubGroup { local, .. } => {
+                        self.count[*local] += 2
+                    }
+                    Step::SyncFor(h, b) => {
+                        self.count[h.var] += 2;
+                        self.steps(b);
+                    }
+                    Step::Barrier => {}
                 }
-                Stmt::While(_, b) | Stmt::Loop(b) => count_stmts(b, defs),
-                _ => {}
             }
         }
     }
-    fn count_steps(steps: &[Step], defs: &mut [u32]) {
-        for s in steps {
-            match s {
-                Step::Region(b) => count_stmts(b, defs),
-                Step::GroupLet(l, _) => defs[*l] += 1,
-                Step::Reduce { local, .. } | Step::SubGroup { local, .. } => defs[*local] += 2,
-                Step::SyncFor(h, b) => {
-                    defs[h.var] += 2;
-                    count_steps(b, defs);
-                }
-                Step::Barrier => {}
-            }
-        }
-    }
-    fn bound_stmts(
-        body: &[Stmt],
-        defs: &[u32],
-        r: &mut Vec<Option<(u64, u64)>>,
-        d: u8,
-        l3: [u32; 3],
-    ) {
-        for s in body {
-            match s {
-                Stmt::Let(l, e) if defs[*l] == 1 => r[*l] = interval(e, r, d, l3),
-                Stmt::For(_, b) | Stmt::While(_, b) | Stmt::Loop(b) => {
-                    bound_stmts(b, defs, r, d, l3)
-                }
-                Stmt::If(_, a, b) => {
-                    bound_stmts(a, defs, r, d, l3);
-                    bound_stmts(b, defs, r, d, l3);
-                }
-                _ => {}
-            }
-        }
-    }
-    fn bound_steps(
-        steps: &[Step],
-        defs: &[u32],
-        r: &mut Vec<Option<(u64, u64)>>,
-        d: u8,
-        l3: [u32; 3],
-    ) {
-        for s in steps {
-            match s {
-                Step::Region(b) => bound_stmts(b, defs, r, d, l3),
-                Step::GroupLet(l, e) if defs[*l] == 1 => r[*l] = interval(e, r, d, l3),
-                Step::SyncFor(_, b) => bound_steps(b, defs, r, d, l3),
-                _ => {}
-            }
-        }
-    }
-    let mut defs = vec![0u32; f.locals.len()];
-    let mut ranges = vec![None; f.locals.len()];
+    let mut defs = Defs {
+        count: vec![0; f.locals.len()],
+        lets: Vec::new(),
+    };
     match &f.steps {
-        Some(steps) => {
-            count_steps(steps, &mut defs);
-            bound_steps(steps, &defs, &mut ranges, dims, local);
-        }
-        None => {
-            count_stmts(&f.body, &mut defs);
-            bound_stmts(&f.body, &defs, &mut ranges, dims, local);
+        Some(steps) => defs.steps(steps),
+        None => defs.stmts(&f.body),
+    }
+    let mut ranges = vec![None; f.locals.len()];
+    for (l, e) in defs.lets {
+        if defs.count[l] == 1 {
+            ranges[l] = interval(e, &ranges, dims, local);
         }
     }
     ranges
