@@ -392,6 +392,52 @@ impl<'a> Bounds<'a> {
         self.all_below_values(&[self.bounds(e).hi], 1u128 << bits)
     }
 
+    /// Whether `u32` arithmetic `e` (`a + b`, `a - b`, `a * b`) has no signed overflow
+    /// either: its operands and its result are all below 2^31, so the same operation on
+    /// `int`s computes the same numbers. (Intel's reader turns SPIR-V's `NoSignedWrap`, and
+    /// its OpenCL C compiler turns `int` arithmetic, into LLVM's `nsw`, which lets LLVM move
+    /// a sign extension through `c ± k`: one address with constant displacements.) `No` for
+    /// any other expression.
+    pub fn no_signed_wrap(&self, e: &Expr) -> Proof {
+        match self.u32_arith(e) {
+            Some((a, b)) => {
+                let his = [self.bounds(e).hi, self.bounds(a).hi, self.bounds(b).hi];
+                self.all_below_values(&his, 1u128 << 31)
+            }
+            None => Proof::No,
+        }
+    }
+
+    /// `no_signed_wrap` for every node of the tree of `u32` `+ - *` that `e` is the root
+    /// of: the whole tree can then be computed in `int` (OpenCL C).
+    pub fn no_signed_wrap_tree(&self, e: &Expr) -> Proof {
+        fn values(b: &Bounds<'_>, e: &Expr, his: &mut Vec<V>) {
+            his.push(b.bounds(e).hi);
+            if let Some((x, y)) = b.u32_arith(e) {
+                values(b, x, his);
+                values(b, y, his);
+            }
+        }
+        if self.u32_arith(e).is_none() {
+            return Proof::No;
+        }
+        let mut his = Vec::new();
+        values(self, e, &mut his);
+        self.all_below_values(&his, 1u128 << 31)
+    }
+
+    /// The operands of `e` when it is `u32` `+`, `-` or `*`.
+    pub fn u32_arith<'e>(&self, e: &'e Expr) -> Option<(&'e Expr, &'e Expr)> {
+        match &e.kind {
+            ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul, a, b)
+                if self.f.ty(e.ty) == Ty::U32 =>
+            {
+                Some((a, b))
+            }
+            _ => None,
+        }
+    }
+
     /// Whether `e` differs between the work-items of a group: it reads a local or global id
     /// (directly or through immutable locals).
     pub fn per_work_item(&self, e: &Expr) -> bool {
@@ -643,6 +689,9 @@ pub fn pure(e: &Expr) -> bool {
             | BinOp::BitAnd
             | BinOp::BitOr
             | BinOp::BitXor
+            // (Shifts mask their amount: they cannot fail.)
+            | BinOp::Shl
+            | BinOp::Shr
             | BinOp::Eq
             | BinOp::Ne
             | BinOp::Lt

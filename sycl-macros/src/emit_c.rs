@@ -105,6 +105,9 @@ struct Emitter<'a> {
     /// (only in the `SYCL_GUARDED` program where the proof is a run-time guard); CUDA keeps
     /// them 64-bit but tracks them for the same index proofs (one guard list).
     narrowed: HashSet<usize>,
+    /// Whether `u32` arithmetic proved free of signed overflow is emitted in `int`
+    /// (OpenCL C); off inside the unsigned copy of such a tree.
+    int_arith: bool,
 }
 
 /// A kernel's C function (without prelude or helpers), and the conditions its
@@ -130,6 +133,7 @@ pub fn kernel(f: &Function, an: &Analysis, d: Dialect) -> KernelC {
         bounds: Bounds::new(f),
         guarded: Some(Vec::new()),
         narrowed: HashSet::new(),
+        int_arith: true,
     };
     e.kernel_fn(an);
     KernelC {
@@ -162,6 +166,7 @@ pub fn helper(f: &Function, helpers: &[syn::Path], d: Dialect) -> (String, Strin
         bounds: Bounds::new(f),
         guarded: None,
         narrowed: HashSet::new(),
+        int_arith: true,
     };
     let ret = f.ret.expect("helpers return a value");
     let mut sig = String::new();
@@ -1123,12 +1128,36 @@ impl Emitter<'_> {
                     format!("(({})~({v}))", cty(d, t))
                 }
             }
-            ExprKind::Binary(op, a, b) => {
-                let (at, bt) = (self.ty(a), self.ty(b));
-                let (x, y) = (self.expr(a), self.expr(b));
-                let _ = t;
-                self.binary(*op, at, bt, &x, &y)
+            ExprKind::Binary(..) if d == Dialect::OpenCl && self.int_arith => {
+                // `u32` `+ - *` with no signed overflow either: computed in `int`, whose
+                // arithmetic Intel's compiler marks `nsw` (see `Bounds::no_signed_wrap`).
+                let proof = self.bounds.no_signed_wrap_tree(e);
+                let cond = match proof {
+                    Proof::Always => Some(None),
+                    // A constant over the work-group size, which only kernels declare; both
+                    // forms are written, so their leaves must be pure.
+                    Proof::When(c) if self.guarded.is_some() && pure(e) => Some(Some(c)),
+                    // A run-time guard is not taken for this alone: it would add a guard,
+                    // and a second program, for a flag.
+                    _ => None,
+                };
+                let Some(cond) = cond else {
+                    return self.wide_binary(e);
+                };
+                let narrow = format!("((uint)({}))", self.int_c(e));
+                match cond {
+                    None => narrow,
+                    Some(c) => {
+                        // The other branch (folded away) without `int` trees, so that the
+                        // text grows linearly.
+                        self.int_arith = false;
+                        let wide = self.wide_binary(e);
+                        self.int_arith = true;
+                        format!("(({c}) ? {narrow} : {wide})")
+                    }
+                }
             }
+            ExprKind::Binary(..) => self.wide_binary(e),
             ExprKind::Cast(a, to) => {
                 let from = self.ty(a);
                 if self.d == Dialect::OpenCl
@@ -1206,6 +1235,33 @@ impl Emitter<'_> {
                 let (c, a, b) = (self.expr(c), self.expr(a), self.expr(b));
                 format!("(({c}) ? ({a}) : ({b}))")
             }
+        }
+    }
+
+    /// A binary operation as written, at its types.
+    fn wide_binary(&mut self, e: &Expr) -> String {
+        let ExprKind::Binary(op, a, b) = &e.kind else {
+            unreachable!("a binary operation")
+        };
+        let (at, bt) = (self.ty(a), self.ty(b));
+        let (x, y) = (self.expr(a), self.expr(b));
+        self.binary(*op, at, bt, &x, &y)
+    }
+
+    /// A tree `Bounds::no_signed_wrap_tree` proved, in `int`: its leaves converted (each
+    /// below 2^31, so exactly).
+    fn int_c(&mut self, e: &Expr) -> String {
+        if let Some((a, b)) = self.bounds.u32_arith(e) {
+            let ExprKind::Binary(op, ..) = &e.kind else {
+                unreachable!("u32_arith is a binary operation")
+            };
+            let (x, y) = (self.int_c(a), self.int_c(b));
+            return format!("({x} {} {y})", op.c());
+        }
+        match &e.kind {
+            ExprKind::Lit(Lit::Int(v)) => format!("{v}"),
+            ExprKind::Lit(_) => "0".into(),
+            _ => format!("((int)({}))", self.expr(e)),
         }
     }
 

@@ -23,7 +23,9 @@
 //!   is in bounds, then that its index can be computed in 32-bit signed arithmetic
 //!   (`Bounds::narrow_index`); a `for` header ends with two more: that the loop can count
 //!   with `v += step`, every value below half its type's range (`Bounds::loop_fits`), then
-//!   that its start is below that too (`Bounds::below`; only for `u32` loops).
+//!   that its start is below that too (`Bounds::below`; only for `u32` loops);
+//! - a `u32` `+`, `-` or `*` carries one proof after its operator, before its operands: that
+//!   it has no signed overflow either (`Bounds::no_signed_wrap`).
 
 use crate::analyze::{path_key, Analysis, Step};
 use crate::bounds::{Bounds, Proof, Target};
@@ -31,7 +33,7 @@ use crate::ir::*;
 
 /// "SYIR".
 pub const MAGIC: u32 = 0x5359_4952;
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// No value (a kernel's result type, an assignment without operator).
 pub const NONE: u32 = 0xFFFF_FFFF;
 
@@ -490,6 +492,10 @@ impl<'a> Encoder<'a> {
             ExprKind::Binary(op, a, b) => {
                 self.out.extend(head(6));
                 self.out.push(binop_code(*op));
+                if self.bounds.u32_arith(e).is_some() {
+                    let p = self.bounds.no_signed_wrap(e);
+                    self.proof(p);
+                }
                 self.expr(a);
                 self.expr(b);
             }

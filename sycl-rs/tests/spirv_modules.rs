@@ -528,13 +528,15 @@ fn tile_neighbours(src: &[f32], dst: &mut [f32], k: u32) {
     barrier();
     let c = (lx * 2 + 3) as usize;
     let far = k * 5 + lx;
-    dst[global_id(0)] = tile[c - 3] + tile[c + 1] + far as f32;
+    // Bounded through `>>`, which only the macro's bounds analysis follows.
+    let half = (lx >> 1) * 7;
+    dst[global_id(0)] = tile[c - 3] + tile[c + 1] + far as f32 + half as f32;
 }
 
-/// `u32` arithmetic that the values' bounds keep below 2^31 (here from local ids and the
-/// work-group size) is `NoSignedWrap`, so that Intel's reader can move a sign extension out
-/// of `c ± k` (stencil2d's five tile reads share one address); arithmetic on a parameter,
-/// which may wrap, is not.
+/// `u32` arithmetic that the macro's bounds keep below 2^31 (here from local ids and the
+/// work-group size, also through `>>`) is `NoSignedWrap`, and `int` arithmetic in OpenCL C,
+/// so that Intel's compilers can move a sign extension out of `c ± k` (stencil2d's five
+/// tile reads share one address); arithmetic on a parameter, which may wrap, is not.
 #[test]
 fn bounded_u32_arithmetic_is_no_signed_wrap() {
     let range = Range::d1(64).with_local([16, 1, 1]);
@@ -575,6 +577,23 @@ fn bounded_u32_arithmetic_is_no_signed_wrap() {
     assert!(
         !k_five.is_empty() && !k_five.iter().any(|r| no_wrap.contains(r)),
         "tile_neighbours: k * 5 (k a parameter: it may wrap) is NoSignedWrap"
+    );
+    let half_seven = muls_by(&constant(7));
+    assert!(
+        !half_seven.is_empty() && half_seven.iter().all(|r| no_wrap.contains(r)),
+        "tile_neighbours: (lx >> 1) * 7 (below 64) is not NoSignedWrap"
+    );
+    // OpenCL C computes the same proved trees in `int` (unsuffixed literals), the
+    // parameter's in `uint`.
+    let cl =
+        sycl::kernel::__rt::program_source_of::<tile_neighbours>(sycl::BackendKind::OpenCl, range)
+            .expect("OpenCL C");
+    for int_form in ["((int)(v1)) * 2) + 3)", ") * 7)"] {
+        assert!(cl.contains(int_form), "OpenCL C: no `{int_form}` in\n{cl}");
+    }
+    assert!(
+        cl.contains("(5u)") && !cl.contains(" * 5)"),
+        "OpenCL C: k * 5 is not `uint` arithmetic in\n{cl}"
     );
 }
 

@@ -273,8 +273,6 @@ struct Fx<'a> {
     assume_guards: bool,
     /// Loops (user and synchronising ones) around the code being emitted.
     loop_depth: usize,
-    /// The values each local can hold, where `local_ranges` knows them.
-    ranges: Vec<Option<(u64, u64)>>,
 }
 
 /// Builds the module; returns its words.
@@ -345,119 +343,7 @@ fn new_fx<'a>(m: &'a mut Module, f: &'a Function, callees: Vec<Word>, p: &Progra
         local: p.local,
         assume_guards: false,
         loop_depth: 0,
-        ranges: local_ranges(f, p.dims, p.local),
     }
-}
-
-/// The values an unsigned integer expression can take, as an inclusive range, where its
-/// leaves bound it: literals, local ids and ranges (the work-group size is built in), and
-/// locals that `local_ranges` bounds; arithmetic that could wrap gives `None`.
-fn interval(
-    e: &Expr,
-    ranges: &[Option<(u64, u64)>],
-    dims: u8,
-    local: [u32; 3],
-) -> Option<(u64, u64)> {
-    if !is_int(e.ty) || is_signed(e.ty) {
-        return None;
-    }
-    let max = u64::MAX >> (64 - bits(e.ty));
-    let of = |x: &Expr| interval(x, ranges, dims, local);
-    let r = match &e.kind {
-        ExprKind::Lit(k) => (*k & max, *k & max),
-        ExprKind::Local(l) => ranges.get(*l).copied().flatten()?,
-        ExprKind::Query(q @ (Query::LocalId | Query::LocalRange), d) if *d < dims => {
-            let size = local[(dims - 1 - d) as usize] as u64;
-            if size == 0 {
-                return None;
-            }
-            match q {
-                Query::LocalId => (0, size - 1),
-                _ => (size, size),
-            }
-        }
-        ExprKind::Cast(a) => of(a)?,
-        ExprKind::Binary(op, a, b) => {
-            let ((alo, ahi), (blo, bhi)) = (of(a)?, of(b)?);
-            match op {
-                BinOp::Add => (alo.checked_add(blo)?, ahi.checked_add(bhi)?),
-                BinOp::Mul => (alo.checked_mul(blo)?, ahi.checked_mul(bhi)?),
-                BinOp::Sub if alo >= bhi => (alo - bhi, ahi - blo),
-                _ => return None,
-            }
-        }
-        _ => return None,
-    };
-    // (A value past the type's maximum would have wrapped: no bound.)
-    (r.1 <= max).then_some(r)
-}
-
-/// Bounds for the locals given a value once (one `let`, never assigned, not a loop
-/// variable), from their initial values, in program order.
-fn local_ranges(f: &Function, dims: u8, local: [u32; 3]) -> Vec<Option<(u64, u64)>> {
-    // One walk: how often each local is given a value (a loop variable or a collective's
-    // result counts twice), and the `let`s in program order.
-    struct Defs<'f> {
-        count: Vec<u32>,
-        lets: Vec<(usize, &'f Expr)>,
-    }
-    impl<'f> Defs<'f> {
-        fn stmts(&mut self, body: &'f [Stmt]) {
-            for s in body {
-                match s {
-                    Stmt::Let(l, e) => {
-                        self.count[*l] += 1;
-                        self.lets.push((*l, e));
-                    }
-                    Stmt::AssignLocal(l, ..) => self.count[*l] += 1,
-                    Stmt::For(h, b) => {
-                        self.count[h.var] += 2;
-                        self.stmts(b);
-                    }
-                    Stmt::If(_, a, b) => {
-                        self.stmts(a);
-                        self.stmts(b);
-                    }
-                    Stmt::While(_, b) | Stmt::Loop(b) => self.stmts(b),
-                    _ => {}
-                }
-            }
-        }
-        fn steps(&mut self, steps: &'f [Step]) {
-            for s in steps {
-                match s {
-                    Step::Region(b) => self.stmts(b),
-                    Step::GroupLet(l, e) => {
-                        self.count[*l] += 1;
-                        self.lets.push((*l, e));
-                    }
-                    Step::Reduce { local, .. } | Step::SubGroup { local, .. } => {
-                        self.count[*local] += 2
-                    }
-                    Step::SyncFor(h, b) => {
-                        self.count[h.var] += 2;
-                        self.steps(b);
-                    }
-                    Step::Barrier => {}
-                }
-            }
-        }
-    }
-    let mut defs = Defs {
-        count: vec![0; f.locals.len()],
-        lets: Vec::new(),
-    };
-    match &f.steps {
-        Some(steps) => defs.steps(steps),
-        None => defs.stmts(&f.body),
-    }
-    let mut ranges = vec![None; f.locals.len()];
-    for (l, e) in defs.lets {
-        if defs.count[l] == 1 {
-            ranges[l] = interval(e, &ranges, dims, local);
-        }
-    }
-    ranges
 }
 
 fn helper(m: &mut Module, f: &Function, callees: Vec<Word>, p: &Program<'_>) -> Result<Word> {
@@ -1599,7 +1485,7 @@ impl Fx<'_> {
     fn narrow32(&mut self, e: &Expr) -> Result<Word> {
         match &e.kind {
             ExprKind::Lit(bits) => Ok(self.m.u32c(*bits & 0xFFFF_FFFF)),
-            ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul), a, b) => {
+            ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul), a, b, _) => {
                 let (x, y) = (self.narrow32(a)?, self.narrow32(b)?);
                 let o = match op {
                     BinOp::Add => Op::IAdd,
@@ -1649,6 +1535,7 @@ impl Fx<'_> {
                 | BinOp::BitXor),
                 a,
                 b,
+                _,
             ) if bits(a.ty) == 64 && bits(b.ty) == 64 => {
                 let (x, y) = (self.trunc32(a)?, self.trunc32(b)?);
                 let o = match op {
@@ -1910,12 +1797,12 @@ impl Fx<'_> {
             | ExprKind::Reduce(_)
             | ExprKind::SubGroup(_)
             | ExprKind::Call(..) => false,
-            ExprKind::Binary(BinOp::Div | BinOp::Rem, a, b) if is_int(a.ty) => {
+            ExprKind::Binary(BinOp::Div | BinOp::Rem, a, b, _) if is_int(a.ty) => {
                 let _ = b;
                 false
             }
             ExprKind::Unary(_, a) | ExprKind::Cast(a) => Self::pure(a),
-            ExprKind::Binary(_, a, b) => Self::pure(a) && Self::pure(b),
+            ExprKind::Binary(_, a, b, _) => Self::pure(a) && Self::pure(b),
             ExprKind::Math(_, args) => args.iter().all(Self::pure),
             ExprKind::Select(c, a, b) => Self::pure(c) && Self::pure(a) && Self::pure(b),
         }
@@ -2014,7 +1901,7 @@ impl Fx<'_> {
                     &[v],
                 )
             }
-            ExprKind::Binary(op @ (BinOp::And | BinOp::Or), a, b) => {
+            ExprKind::Binary(op @ (BinOp::And | BinOp::Or), a, b, _) => {
                 let x = self.expr(a)?;
                 let logical = if *op == BinOp::And {
                     Op::LogicalAnd
@@ -2035,18 +1922,20 @@ impl Fx<'_> {
                     self.cond_value(not_x, ScalarTy::Bool, |fx| fx.expr(b), yes)
                 }
             }
-            ExprKind::Binary(op, a, b) => {
+            ExprKind::Binary(op, a, b, no_wrap) => {
                 let x = self.expr(a)?;
                 let y = self.expr(b)?;
                 let r = self.binary(*op, a.ty, b.ty, x, y)?;
-                // `u32` arithmetic whose operands and result the bounds keep below 2^31 has
-                // no signed overflow either; decorated, Intel's reader gives LLVM `nsw`,
-                // which lets it move a sign extension out of `c ± k` (one address with
-                // constant displacements for stencil2d's five tile reads, as from `int`).
-                if t == ScalarTy::U32
-                    && matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul)
-                    && self.below_2_31(e)
-                {
+                // `u32` arithmetic that the macro proved free of signed overflow too;
+                // decorated, Intel's reader gives LLVM `nsw`, which lets it move a sign
+                // extension out of `c ± k` (one address with constant displacements for
+                // stencil2d's five tile reads, as from `int`). A run-time guard is not
+                // taken for this alone: it would add a guard, and an entry point, for a flag.
+                let proved = match no_wrap {
+                    Check::Guard(_) => false,
+                    c => self.proved(c)?,
+                };
+                if proved {
                     self.m.no_signed_wrap(r);
                 }
                 Ok(r)
@@ -2124,16 +2013,6 @@ impl Fx<'_> {
                 }
                 self.if_value(cv, t, |fx| fx.expr(a), |fx| fx.expr(b))
             }
-        }
-    }
-
-    /// Whether `interval` keeps every value of `e` and of its operands below 2^31.
-    fn below_2_31(&self, e: &Expr) -> bool {
-        let of = |x: &Expr| interval(x, &self.ranges, self.dims, self.local);
-        let below = |r: Option<(u64, u64)>| r.is_some_and(|(_, hi)| hi < 1 << 31);
-        match &e.kind {
-            ExprKind::Binary(_, a, b) => below(of(e)) && below(of(a)) && below(of(b)),
-            _ => below(of(e)),
         }
     }
 

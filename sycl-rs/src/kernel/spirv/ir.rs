@@ -8,7 +8,7 @@ use crate::kernel::__rt::ScalarTy;
 use crate::{Errc, Error, Result};
 
 const MAGIC: u32 = 0x5359_4952;
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 const NONE: u32 = 0xFFFF_FFFF;
 
 /// A kernel or helper parameter.
@@ -145,7 +145,9 @@ pub(crate) enum ExprKind {
     },
     Len(Base),
     Unary(UnOp, Box<Expr>),
-    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// The last field: for `u32` `+ - *`, whether the operation has no signed overflow
+    /// either (its operands and result stay below 2^31); `Checked` for any other.
+    Binary(BinOp, Box<Expr>, Box<Expr>, Check),
     /// To the expression's type.
     Cast(Box<Expr>),
     Math(MathFn, Vec<Expr>),
@@ -688,8 +690,14 @@ impl Reader<'_> {
             }
             6 => {
                 let op = binop(self.word()?)?;
+                let no_wrap =
+                    if t == ScalarTy::U32 && matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul) {
+                        self.check()?
+                    } else {
+                        Check::Checked
+                    };
                 let x = self.expr()?;
-                ExprKind::Binary(op, b(x), b(self.expr()?))
+                ExprKind::Binary(op, b(x), b(self.expr()?), no_wrap)
             }
             7 => ExprKind::Cast(b(self.expr()?)),
             8 => {
@@ -874,7 +882,8 @@ pub(crate) fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check))
                 expr(index, f);
             }
             ExprKind::Unary(_, a) | ExprKind::Cast(a) | ExprKind::Reduce(a) => expr(a, f),
-            ExprKind::Binary(_, a, b) => {
+            // (The no-signed-wrap proof is no access's: a guard it needs is not added.)
+            ExprKind::Binary(_, a, b, _) => {
                 expr(a, f);
                 expr(b, f);
             }
