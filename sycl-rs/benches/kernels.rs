@@ -30,7 +30,9 @@
 //!
 //! Times: the median of N launches, each timed by its event's profiling timestamps (OpenCL,
 //! CUDA), or on the native CPU the wall time of a batch of launches followed by a wait
-//! (rayon: the same batch of calls). The sides run round-robin so that drift hits all alike;
+//! (rayon: the same batch of calls). The sides run round-robin so that drift hits all alike,
+//! and a ratio is the median of the rounds' ratios, so that a burst of host load that spans
+//! rounds hits both sides of one;
 //! every side runs once first (warm-up: program build, JIT, page faults) and its result is
 //! checked against a host reference (a wrong result panics). The hand-written kernels write
 //! the same output memory as ours (a memory-bound kernel's time depends on the allocation
@@ -48,7 +50,8 @@
 //!
 //! `SYCL_RS_REQUIRE_BACKENDS` (comma list: `opencl`, `cuda`) turns a missing backend into a
 //! failure, as in the other benches. For experiments: `-- --kernels saxpy,reduce` runs only
-//! those; `--only` also takes a platform-name fragment (`--only intel`);
+//! those; `--only` also takes a platform-name fragment (`--only intel`); `--samples` prints
+//! every round's times;
 //! `SYCL_RS_BENCH_HAND_OPENCL` / `SYCL_RS_BENCH_HAND_CUDA` name a file that replaces the
 //! hand-written program (same kernel names and parameters); `SYCL_RS_BENCH_RED_PER_ITEM` sets
 //! the reduction's elements per work-item on CPUs.
@@ -492,8 +495,11 @@ struct Row {
     device: String,
     kernel: &'static str,
     mode: &'static str,
+    /// Median times.
     ours: f64,
     hand: f64,
+    /// Ours / hand: the median of the rounds' ratios (see `measure`).
+    ratio: f64,
     /// Work per launch and its unit, for a rate column.
     work: f64,
     unit: &'static str,
@@ -502,13 +508,13 @@ struct Row {
 
 impl Row {
     fn ratio(&self) -> f64 {
-        self.ours / self.hand
+        self.ratio
     }
 
     fn verdict(&self) -> &'static str {
         match self.goal {
             Goal::Time if self.ratio() <= 1.05 => "PASS",
-            Goal::Throughput if self.hand / self.ours >= 0.8 => "PASS",
+            Goal::Throughput if 1.0 / self.ratio() >= 0.8 => "PASS",
             Goal::Info => "info",
             _ => "MISS",
         }
@@ -604,9 +610,21 @@ fn host_side<'a>(clock: Clock, mut f: impl FnMut() + 'a) -> Side<'a> {
     })
 }
 
-/// Medians of each side over `reps` rounds, round-robin (the first side rotates). One
-/// untimed round first; fewer rounds when a launch is long (about `budget` s, at least 5).
-fn measure(sides: &mut [Side<'_>], reps: usize, budget: f64) -> Vec<f64> {
+/// What `measure` gives: each side's median time, and its ratio to side 2 (the hand-written
+/// one).
+struct Times {
+    median: Vec<f64>,
+    ratio: Vec<f64>,
+}
+
+/// Each side over `reps` rounds, round-robin (the first side rotates). One untimed round
+/// first; fewer rounds when a launch is long (about `budget` s, at least 5). A side's ratio
+/// is the median over rounds of its time / the hand-written side's time in the same round:
+/// a burst of load on this shared host lasts for many rounds and slows every side in them,
+/// which moves a ratio of medians (one burst moved saxpy's by 0.7 to 1.2 while the
+/// per-round ratios stayed near 1) but not the rounds' ratios. `--samples` prints every
+/// round's times.
+fn measure(sides: &mut [Side<'_>], reps: usize, budget: f64) -> Times {
     let first: f64 = sides.iter_mut().map(|s| s()).sum();
     let reps = if first > 0.0 {
         reps.min((budget / first) as usize).max(5.min(reps))
@@ -620,7 +638,20 @@ fn measure(sides: &mut [Side<'_>], reps: usize, budget: f64) -> Vec<f64> {
             samples[i].push(sides[i]());
         }
     }
-    samples.into_iter().map(median).collect()
+    if std::env::args().any(|a| a == "--samples") {
+        for (i, s) in samples.iter().enumerate() {
+            let ms: Vec<String> = s.iter().map(|t| format!("{:.3}", t * 1e3)).collect();
+            println!("  side {i} (ms): {}", ms.join(" "));
+        }
+    }
+    let ratio = samples
+        .iter()
+        .map(|s| median(s.iter().zip(&samples[2]).map(|(a, h)| a / h).collect()))
+        .collect();
+    Times {
+        median: samples.into_iter().map(median).collect(),
+        ratio,
+    }
 }
 
 // ---------------------------------------------------------------- checks and data
@@ -798,15 +829,15 @@ impl Bench<'_> {
         &self,
         rows: &mut Vec<Row>,
         kernel: &'static str,
-        t: &[f64],
+        t: &Times,
         work: f64,
         unit: &'static str,
     ) {
         // A fourth time is the control: the hand-written kernel's second build.
-        let control = t.get(3).map(|&c| ("control", c, Goal::Info));
-        for (mode, ours, goal) in [
-            ("checked", t[0], self.goal(kernel)),
-            ("unchecked", t[1], self.goal(kernel)),
+        let control = (t.median.len() > 3).then_some(("control", 3, Goal::Info));
+        for (mode, side, goal) in [
+            ("checked", 0, self.goal(kernel)),
+            ("unchecked", 1, self.goal(kernel)),
         ]
         .into_iter()
         .chain(control)
@@ -815,8 +846,9 @@ impl Bench<'_> {
                 device: self.label.clone(),
                 kernel,
                 mode,
-                ours,
-                hand: t[2],
+                ours: t.median[side],
+                hand: t.median[2],
+                ratio: t.ratio[side],
                 work,
                 unit,
                 goal,
@@ -1440,7 +1472,7 @@ fn main() {
     );
     for r in rows.iter().filter(|r| r.goal != Goal::Info) {
         let figure = match r.goal {
-            Goal::Throughput => format!("ours/rayon throughput {:.3}", r.hand / r.ours),
+            Goal::Throughput => format!("ours/rayon throughput {:.3}", 1.0 / r.ratio()),
             _ => format!("ours/hand time {:.3}", r.ratio()),
         };
         println!(
