@@ -397,12 +397,14 @@ impl<'a> Bounds<'a> {
     /// `int`s computes the same numbers. (Intel's reader turns SPIR-V's `NoSignedWrap`, and
     /// its OpenCL C compiler turns `int` arithmetic, into LLVM's `nsw`, which lets LLVM move
     /// a sign extension through `c ± k`: one address with constant displacements.) `No` for
-    /// any other expression.
+    /// any other expression. Never a run-time guard: a guard taken for a flag alone would add
+    /// a second program (an entry point in SPIR-V), and send launches with large parameters
+    /// to the checked one.
     pub fn no_signed_wrap(&self, e: &Expr) -> Proof {
         match self.u32_arith(e) {
             Some((a, b)) => {
                 let his = [self.bounds(e).hi, self.bounds(a).hi, self.bounds(b).hi];
-                self.all_below_values(&his, 1u128 << 31)
+                without_guard(self.all_below_values(&his, 1u128 << 31))
             }
             None => Proof::No,
         }
@@ -423,7 +425,7 @@ impl<'a> Bounds<'a> {
         }
         let mut his = Vec::new();
         values(self, e, &mut his);
-        self.all_below_values(&his, 1u128 << 31)
+        without_guard(self.all_below_values(&his, 1u128 << 31))
     }
 
     /// The operands of `e` when it is `u32` `+`, `-` or `*`.
@@ -672,6 +674,14 @@ impl<'a> Bounds<'a> {
             }
             _ => full(t),
         }
+    }
+}
+
+/// A proof that needs no run-time guard (`Guard` becomes `No`).
+fn without_guard(p: Proof) -> Proof {
+    match p {
+        Proof::Guard(_) => Proof::No,
+        p => p,
     }
 }
 

@@ -1137,8 +1137,7 @@ impl Emitter<'_> {
                     // A constant over the work-group size, which only kernels declare; both
                     // forms are written, so their leaves must be pure.
                     Proof::When(c) if self.guarded.is_some() && pure(e) => Some(Some(c)),
-                    // A run-time guard is not taken for this alone: it would add a guard,
-                    // and a second program, for a flag.
+                    // (Never a run-time guard.)
                     _ => None,
                 };
                 let Some(cond) = cond else {

@@ -1929,13 +1929,9 @@ impl Fx<'_> {
                 // `u32` arithmetic that the macro proved free of signed overflow too;
                 // decorated, Intel's reader gives LLVM `nsw`, which lets it move a sign
                 // extension out of `c ± k` (one address with constant displacements for
-                // stencil2d's five tile reads, as from `int`). A run-time guard is not
-                // taken for this alone: it would add a guard, and an entry point, for a flag.
-                let proved = match no_wrap {
-                    Check::Guard(_) => false,
-                    c => self.proved(c)?,
-                };
-                if proved {
+                // stencil2d's five tile reads, as from `int`). Never by run-time guard (the
+                // decoder refuses one).
+                if self.proved(no_wrap)? {
                     self.m.no_signed_wrap(r);
                 }
                 Ok(r)

@@ -146,7 +146,8 @@ pub(crate) enum ExprKind {
     Len(Base),
     Unary(UnOp, Box<Expr>),
     /// The last field: for `u32` `+ - *`, whether the operation has no signed overflow
-    /// either (its operands and result stay below 2^31); `Checked` for any other.
+    /// either (its operands and result stay below 2^31; never `Guard`); `Checked` for any
+    /// other.
     Binary(BinOp, Box<Expr>, Box<Expr>, Check),
     /// To the expression's type.
     Cast(Box<Expr>),
@@ -692,7 +693,12 @@ impl Reader<'_> {
                 let op = binop(self.word()?)?;
                 let no_wrap =
                     if t == ScalarTy::U32 && matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul) {
-                        self.check()?
+                        match self.check()? {
+                            // The macro never takes a guard for this (`Bounds::no_signed_wrap`),
+                            // and the kernel's guards would not include it.
+                            Check::Guard(_) => return Err(bad("a no-signed-wrap proof by guard")),
+                            c => c,
+                        }
                     } else {
                         Check::Checked
                     };
@@ -882,7 +888,7 @@ pub(crate) fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check))
                 expr(index, f);
             }
             ExprKind::Unary(_, a) | ExprKind::Cast(a) | ExprKind::Reduce(a) => expr(a, f),
-            // (The no-signed-wrap proof is no access's: a guard it needs is not added.)
+            // (The no-signed-wrap proof is never a guard.)
             ExprKind::Binary(_, a, b, _) => {
                 expr(a, f);
                 expr(b, f);

@@ -161,6 +161,30 @@ mod tests {
         })
     }
 
+    #[sycl::kernel]
+    fn scaled(k: u32, y: &mut [u32]) {
+        y[global_id(0)] = k * 5;
+    }
+
+    /// A `u32` `*` carries a no-signed-wrap proof, which is never a run-time guard: the
+    /// kernel's guards would not cover it, so the decoder refuses one.
+    #[test]
+    fn no_signed_wrap_by_guard_is_refused() {
+        let words = scaled::definition().parts.ir;
+        assert!(ir::decode(words, true, 0).is_ok(), "the real words decode");
+        // `k * 5`: tag 6, type u32 (2), operator `*` (2), proof "no" (0).
+        let at = words
+            .windows(4)
+            .position(|w| w == [6, 2, 2, 0])
+            .expect("the u32 multiplication and its proof");
+        let mut guarded = words[..at + 3].to_vec();
+        // Proof 3 (a guard) with the condition "1" (a number: tag 0, two words).
+        guarded.extend([3, 0, 1, 0]);
+        guarded.extend(&words[at + 4..]);
+        let e = ir::decode(&guarded, true, 0).expect_err("a guard is refused");
+        assert_eq!(e.code(), crate::Errc::Build);
+    }
+
     #[test]
     fn malformed_ir_is_an_error_not_a_panic() {
         let words = sample::definition().parts.ir;
