@@ -38,7 +38,10 @@
 //! the same output memory as ours (a memory-bound kernel's time depends on the allocation
 //! it writes). On OpenCL and CUDA a fourth side, the hand-written source built a second time
 //! (`control` rows, information), shows the run's resolution: identical code, measured the
-//! same way, against the first build.
+//! same way, against the first build. On OpenCL, saxpy has a fifth side (`no-check` rows,
+//! information): the hand-written kernel without its range check (where the launch covers
+//! exactly n work-items), which Intel's CPU runtime compiles to the unmasked loop that our
+//! kernels' range check becomes there, against the masked loop of the `if` form.
 //!
 //! OpenCL devices that take SPIR-V run everything twice, each time in a context of its own:
 //! our kernels as OpenCL C, then as SPIR-V built by sycl-rs (rows labelled `SPIR-V`), each
@@ -273,6 +276,13 @@ __kernel void saxpy(float a, __global const float* restrict x, __global float* r
     size_t i = get_global_id(0);
     if (i < (size_t)n)
         y[i] = a * x[i] + y[i];
+}
+
+// For launches whose range is whole work-groups (the `no-check` rows, information).
+__kernel void saxpy_no_check(float a, __global const float* restrict x, __global float* restrict y, int n)
+{
+    size_t i = get_global_id(0);
+    y[i] = a * x[i] + y[i];
 }
 
 #define WG 256
@@ -659,6 +669,25 @@ fn measure(sides: &mut [Side<'_>], reps: usize, budget: f64) -> Times {
 
 // ---------------------------------------------------------------- checks and data
 
+/// Runs saxpy's `no-check` form once on `yh` (reset to `ys`) and checks it.
+fn check_no_check(
+    q: &Queue,
+    k: &Kernel,
+    hand_on: &dyn Fn(&Kernel, &Usm<f32>) -> Event,
+    yh: &Usm<f32>,
+    ys: &[f32],
+    want: &[f32],
+    label: &str,
+) {
+    q.write(yh, ys).unwrap();
+    hand_on(k, yh).wait().expect("hand saxpy_no_check failed");
+    check(
+        &q.to_vec(yh).unwrap(),
+        want,
+        &format!("{label}: saxpy hand-written, no check"),
+    );
+}
+
 fn check<T: PartialEq + Debug>(got: &[T], want: &[T], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
@@ -795,7 +824,7 @@ enum Hand {
         kernels: HandKernels,
         /// The same source built a second time, timed as a fourth side: its ratio to the
         /// first build is the resolution of the run (identical code, its own placement).
-        control: HandKernels,
+        control: Box<HandKernels>,
         opencl: bool,
     },
 }
@@ -803,6 +832,8 @@ enum Hand {
 /// One build of the hand-written kernels.
 struct HandKernels {
     saxpy: Kernel,
+    /// OpenCL only (absent from a replacement program is fine).
+    saxpy_no_check: Option<Kernel>,
     reduce: Kernel,
     stencil: Kernel,
     matmul: Kernel,
@@ -836,14 +867,19 @@ impl Bench<'_> {
         work: f64,
         unit: &'static str,
     ) {
-        // A fourth time is the control: the hand-written kernel's second build.
-        let control = (t.median.len() > 3).then_some(("control", 3, Goal::Info));
+        // Sides after the hand-written one are information: its second build (`control`),
+        // then saxpy's `no-check` form where there is one.
+        let info = ["control", "no-check"]
+            .into_iter()
+            .enumerate()
+            .map(|(i, mode)| (mode, HAND + 1 + i, Goal::Info))
+            .filter(|&(_, side, _)| side < t.median.len());
         for (mode, side, goal) in [
             ("checked", 0, self.goal(kernel)),
             ("unchecked", 1, self.goal(kernel)),
         ]
         .into_iter()
-        .chain(control)
+        .chain(info)
         {
             let row = Row {
                 device: self.label.clone(),
@@ -925,8 +961,9 @@ impl Bench<'_> {
                     let range = Range::d1(n)
                         .launched_on(q.device())
                         .expect("saxpy's launch range");
-                    // SAFETY: saxpy(float, const float*, float*, int): the arguments match; it
-                    // touches x and y below n, which both hold.
+                    // SAFETY: saxpy / saxpy_no_check(float, const float*, float*, int): the
+                    // arguments match; saxpy touches x and y below n, which both hold, and
+                    // saxpy_no_check below the launched range, which is n (`no_check` below).
                     unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand saxpy")
                 };
                 hand_on(&kernels.saxpy, &yh)
@@ -941,12 +978,28 @@ impl Bench<'_> {
                 // allocation it writes (up to 15% between two on one host), not only on code.
                 let hand = || hand_on(&kernels.saxpy, &y);
                 let again = || hand_on(&control.saxpy, &y);
-                let mut sides = [
+                let mut sides = vec![
                     device_side(q, self.clock, ours_c),
                     device_side(q, self.clock, ours_u),
                     device_side(q, self.clock, hand),
                     device_side(q, self.clock, again),
                 ];
+                // The hand-written kernel without its range check, where the launch covers
+                // exactly n work-items. On Intel's CPU runtime the `if` form compiles to a
+                // masked vector loop and this one to an unmasked loop, the form our kernels'
+                // range check takes there (per-group loop bounds): this row tells a reading
+                // of ours that the loop form causes on this host from one our code causes
+                // (spec/kernels.md, "Performance notes").
+                let no_check = kernels.saxpy_no_check.as_ref().filter(|_| {
+                    Range::d1(n)
+                        .launched_on(q.device())
+                        .is_ok_and(|r| r.global()[0] == n)
+                });
+                if let Some(k) = no_check {
+                    check_no_check(q, k, &hand_on, &yh, &ys, &want, &self.label);
+                    let y = &y;
+                    sides.push(device_side(q, self.clock, move || hand_on(k, y)));
+                }
                 measure(&mut sides, self.reps, self.budget)
             }
         };
@@ -1253,6 +1306,7 @@ fn hand_kernels(q: &Queue, kind: Kind) -> Hand {
         let k = |name: &str| bundle.kernel(name).expect("hand-written kernel");
         HandKernels {
             saxpy: k("saxpy"),
+            saxpy_no_check: bundle.kernel("saxpy_no_check").ok(),
             reduce: k("reduce"),
             stencil: k("stencil"),
             matmul: k("matmul"),
@@ -1267,7 +1321,7 @@ fn hand_kernels(q: &Queue, kind: Kind) -> Hand {
     };
     Hand::Source {
         kernels: build(source),
-        control: build(control),
+        control: Box::new(build(control)),
         opencl,
     }
 }
