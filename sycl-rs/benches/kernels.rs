@@ -669,25 +669,6 @@ fn measure(sides: &mut [Side<'_>], reps: usize, budget: f64) -> Times {
 
 // ---------------------------------------------------------------- checks and data
 
-/// Runs saxpy's `no-check` form once on `yh` (reset to `ys`) and checks it.
-fn check_no_check(
-    q: &Queue,
-    k: &Kernel,
-    hand_on: &dyn Fn(&Kernel, &Usm<f32>) -> Event,
-    yh: &Usm<f32>,
-    ys: &[f32],
-    want: &[f32],
-    label: &str,
-) {
-    q.write(yh, ys).unwrap();
-    hand_on(k, yh).wait().expect("hand saxpy_no_check failed");
-    check(
-        &q.to_vec(yh).unwrap(),
-        want,
-        &format!("{label}: saxpy hand-written, no check"),
-    );
-}
-
 fn check<T: PartialEq + Debug>(got: &[T], want: &[T], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
@@ -949,6 +930,11 @@ impl Bench<'_> {
             } => {
                 let yh = upload(q, &ys);
                 let ni = n as i32;
+                // The geometry of our plain-range launch (groups of 256 on a GPU, larger on a
+                // CPU: `Range::launched_on`).
+                let range = Range::d1(n)
+                    .launched_on(q.device())
+                    .expect("saxpy's launch range");
                 let hand_on = |k: &Kernel, y: &Usm<f32>| {
                     let args = [
                         KernelArg::scalar(&a),
@@ -956,24 +942,22 @@ impl Bench<'_> {
                         KernelArg::usm(y),
                         KernelArg::scalar(&ni),
                     ];
-                    // The geometry of our plain-range launch (groups of 256 on a GPU, larger
-                    // on a CPU: `Range::launched_on`).
-                    let range = Range::d1(n)
-                        .launched_on(q.device())
-                        .expect("saxpy's launch range");
                     // SAFETY: saxpy / saxpy_no_check(float, const float*, float*, int): the
                     // arguments match; saxpy touches x and y below n, which both hold, and
                     // saxpy_no_check below the launched range, which is n (`no_check` below).
                     unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand saxpy")
                 };
-                hand_on(&kernels.saxpy, &yh)
-                    .wait()
-                    .expect("hand saxpy failed");
-                check(
-                    &q.to_vec(&yh).unwrap(),
-                    &want,
-                    &format!("{}: saxpy hand-written", self.label),
-                );
+                // One launch on `yh` (from `ys`), checked.
+                let check_hand = |k: &Kernel, what: &str| {
+                    q.write(&yh, &ys).unwrap();
+                    hand_on(k, &yh).wait().expect("hand saxpy failed");
+                    check(
+                        &q.to_vec(&yh).unwrap(),
+                        &want,
+                        &format!("{}: saxpy hand-written{what}", self.label),
+                    );
+                };
+                check_hand(&kernels.saxpy, "");
                 // Timed on our kernels' `y`: this memory-bound kernel's time depends on which
                 // allocation it writes (up to 15% between two on one host), not only on code.
                 let hand = || hand_on(&kernels.saxpy, &y);
@@ -990,13 +974,12 @@ impl Bench<'_> {
                 // range check takes there (per-group loop bounds): this row tells a reading
                 // of ours that the loop form causes on this host from one our code causes
                 // (spec/kernels.md, "Performance notes").
-                let no_check = kernels.saxpy_no_check.as_ref().filter(|_| {
-                    Range::d1(n)
-                        .launched_on(q.device())
-                        .is_ok_and(|r| r.global()[0] == n)
-                });
+                let no_check = kernels
+                    .saxpy_no_check
+                    .as_ref()
+                    .filter(|_| range.global()[0] == n);
                 if let Some(k) = no_check {
-                    check_no_check(q, k, &hand_on, &yh, &ys, &want, &self.label);
+                    check_hand(k, ", no check");
                     let y = &y;
                     sides.push(device_side(q, self.clock, move || hand_on(k, y)));
                 }

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rspirv::dr::{load_words, Module, Operand};
+use rspirv::dr::{load_words, Instruction, Module, Operand};
 use rspirv::spirv::{BuiltIn, Capability, Decoration, ExecutionMode, Op, StorageClass};
 use sycl::kernel::__rt::spirv_of;
 use sycl::Range;
@@ -146,6 +146,14 @@ fn sub_groups(x: &[f64], k: usize, out: &mut [f64], ids: &mut [u64]) {
     out[i] = b + s + l + r + m + sum + (lo as f64) + (hi as f64);
     let q = sub_group_id() * sub_group_range() + sub_group_local_range();
     ids[i] = (q * sub_group_max_local_range()) as u64;
+}
+
+/// Every instruction in the module's functions.
+fn function_instructions(m: &Module) -> impl Iterator<Item = &Instruction> {
+    m.functions
+        .iter()
+        .flat_map(|f| &f.blocks)
+        .flat_map(|b| &b.instructions)
 }
 
 fn module_of(name: &str, words: &[u8]) -> (Vec<u32>, Module) {
@@ -367,11 +375,7 @@ fn sub_groups_use_group_instructions_and_intel_shuffles() {
         assert!(builtins.contains(&b), "{b:?} in {builtins:?}");
     }
     let count = |op: Op| {
-        module
-            .functions
-            .iter()
-            .flat_map(|f| &f.blocks)
-            .flat_map(|b| &b.instructions)
+        function_instructions(&module)
             .filter(|i| i.class.opcode == op)
             .count()
     };
@@ -470,12 +474,7 @@ fn forms_for_intels_spirv_reader() {
         "tile_clamped",
         &spirv_of::<tile_clamped>(range).expect("SPIR-V"),
     );
-    let instructions: Vec<_> = m
-        .functions
-        .iter()
-        .flat_map(|f| &f.blocks)
-        .flat_map(|b| &b.instructions)
-        .collect();
+    let instructions: Vec<_> = function_instructions(&m).collect();
     assert!(
         !instructions.iter().any(|i| i.class.opcode == Op::ExtInst),
         "tile_clamped: an extended instruction (integer min/max?)"
@@ -556,10 +555,7 @@ fn bounded_u32_arithmetic_is_no_signed_wrap() {
     let (two, five) = (constant(2), constant(5));
     assert!(!two.is_empty() && !five.is_empty(), "the constants 2 and 5");
     let muls_by = |c: &[u32]| -> Vec<u32> {
-        m.functions
-            .iter()
-            .flat_map(|f| &f.blocks)
-            .flat_map(|b| &b.instructions)
+        function_instructions(&m)
             .filter(|i| {
                 i.class.opcode == Op::IMul
                     && i.operands
