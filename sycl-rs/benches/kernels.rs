@@ -43,6 +43,11 @@
 //! exactly n work-items), which Intel's CPU runtime compiles to the unmasked loop that our
 //! kernels' range check becomes there, against the masked loop of the `if` form.
 //!
+//! Each device is measured in three replicates, each in a context of its own (fresh builds,
+//! fresh allocations), and a row gives the medians over them, printing each replicate's
+//! ratio beside it: on Intel's CPU runtime a context keeps its own saxpy ratio for as long as
+//! it lives (`REPLICATES`).
+//!
 //! OpenCL devices that take SPIR-V run everything twice, each time in a context of its own:
 //! our kernels as OpenCL C, then as SPIR-V built by sycl-rs (rows labelled `SPIR-V`), each
 //! time beside the hand-written OpenCL C (built in the same context).
@@ -508,8 +513,11 @@ struct Row {
     /// Median times.
     ours: f64,
     hand: f64,
-    /// Ours / hand: the median of the rounds' ratios (see `measure`).
+    /// Ours / hand: the median over replicates (see `run_device`) of each one's median of
+    /// the rounds' ratios (see `measure`).
     ratio: f64,
+    /// Each replicate's ratio, in the order they ran.
+    replicates: Vec<f64>,
     /// Work per launch and its unit, for a rate column.
     work: f64,
     unit: &'static str,
@@ -528,6 +536,20 @@ impl Row {
             Goal::Info => "info",
             _ => "MISS",
         }
+    }
+
+    /// The replicates' ratios where there is more than one, each through `figure` (the
+    /// time ratio itself, or what the summary shows of it).
+    fn replicates_text(&self, figure: impl Fn(f64) -> f64) -> String {
+        if self.replicates.len() < 2 {
+            return String::new();
+        }
+        let each: Vec<String> = self
+            .replicates
+            .iter()
+            .map(|&r| format!("{:.3}", figure(r)))
+            .collect();
+        format!("(replicates {})", each.join(" "))
     }
 
     fn target(&self) -> &'static str {
@@ -555,7 +577,7 @@ fn print_header() {
 
 fn print_row(r: &Row) {
     println!(
-        "{:<34} {:<8} {:<9} {:>10.3} {:>10.3} {:>9.3} {:>9.1} {:<4} {:<13} {}",
+        "{:<34} {:<8} {:<9} {:>10.3} {:>10.3} {:>9.3} {:>9.1} {:<4} {:<13} {:<4} {}",
         r.device,
         r.kernel,
         r.mode,
@@ -565,8 +587,38 @@ fn print_row(r: &Row) {
         r.work / r.ours / 1e9,
         r.unit,
         r.target(),
-        r.verdict()
+        r.verdict(),
+        r.replicates_text(|ratio| ratio)
     );
+}
+
+/// The rows of `runs` (replicates of one device's run, each the same rows in the same
+/// order), each with the medians over replicates of its times and ratio.
+fn merge_replicates(runs: &[Vec<Row>]) -> Vec<Row> {
+    let len = runs.first().map_or(0, Vec::len);
+    (0..len)
+        .map(|i| {
+            let first = &runs[0][i];
+            assert!(
+                runs.iter().all(|run| run.len() == len
+                    && (run[i].kernel, run[i].mode) == (first.kernel, first.mode)),
+                "replicates measured different rows"
+            );
+            let over = |f: fn(&Row) -> f64| median(runs.iter().map(|run| f(&run[i])).collect());
+            Row {
+                device: first.device.clone(),
+                kernel: first.kernel,
+                mode: first.mode,
+                ours: over(|r| r.ours),
+                hand: over(|r| r.hand),
+                ratio: over(|r| r.ratio),
+                replicates: runs.iter().map(|run| run[i].ratio).collect(),
+                work: first.work,
+                unit: first.unit,
+                goal: first.goal,
+            }
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------- timing
@@ -619,6 +671,14 @@ fn host_side<'a>(clock: Clock, mut f: impl FnMut() + 'a) -> Side<'a> {
         t.elapsed().as_secs_f64() / batch as f64
     })
 }
+
+/// Replicates of a run, each in a context of its own (fresh builds of our kernels and
+/// the hand-written ones, fresh allocations); a row's figures are the medians over them. On
+/// Intel's CPU runtime a context keeps its own ratio for as long as it lives: the same
+/// SPIR-V saxpy beside the same hand-written kernel, in four contexts measured round-robin
+/// over the same seconds, read 1.056, 1.053, 1.004 and 1.009 (spec/kernels.md, "Performance
+/// notes"). More rounds in one context cannot average that away; more contexts can.
+const REPLICATES: usize = 3;
 
 /// The hand-written side's place in every `measure` call (ours checked, ours unchecked, hand,
 /// then the control where there is one).
@@ -869,11 +929,11 @@ impl Bench<'_> {
                 ours: t.median[side],
                 hand: t.median[HAND],
                 ratio: t.ratio[side],
+                replicates: vec![t.ratio[side]],
                 work,
                 unit,
                 goal,
             };
-            print_row(&row);
             rows.push(row);
         }
     }
@@ -1339,15 +1399,6 @@ fn run_device(
         in_order: true,
         enable_profiling: profiling,
     };
-    let q = match ir {
-        Some(ir) => {
-            let ctx = Context::with_kernel_ir(std::slice::from_ref(dev), ir)
-                .expect("a context with the kernel form");
-            Queue::with_context(&ctx, dev, props)
-        }
-        None => Queue::with_properties(dev, props),
-    }
-    .expect("queue");
     let clock = if profiling {
         Clock::Profiling
     } else {
@@ -1360,33 +1411,48 @@ fn run_device(
         (_, false) => 45,
         (_, true) => 5,
     };
-    let bench = Bench {
-        q: &q,
-        hand: hand_kernels(&q, kind),
-        label,
-        kind,
-        clock,
-        sizes,
-        reps,
-        budget: if quick { 1.0 } else { 8.0 },
-    };
     let t = Instant::now();
-    if algos.contains(&"saxpy") {
-        bench.saxpy(rows);
-    }
-    if algos.contains(&"reduce") {
-        bench.reduce(rows);
-    }
-    if algos.contains(&"stencil") {
-        bench.stencil(rows);
-    }
-    if algos.contains(&"matmul") {
-        bench.matmul(rows);
+    let runs: Vec<Vec<Row>> = (0..REPLICATES)
+        .map(|_| {
+            // A context of its own: fresh builds of every program, fresh allocations.
+            let ctx = match ir {
+                Some(ir) => Context::with_kernel_ir(std::slice::from_ref(dev), ir),
+                None => Context::new(std::slice::from_ref(dev)),
+            }
+            .expect("a context for the bench");
+            let q = Queue::with_context(&ctx, dev, props).expect("queue");
+            let bench = Bench {
+                q: &q,
+                hand: hand_kernels(&q, kind),
+                label: label.clone(),
+                kind,
+                clock,
+                sizes,
+                reps,
+                budget: if quick { 1.0 } else { 8.0 } / REPLICATES as f64,
+            };
+            let mut run = Vec::new();
+            if algos.contains(&"saxpy") {
+                bench.saxpy(&mut run);
+            }
+            if algos.contains(&"reduce") {
+                bench.reduce(&mut run);
+            }
+            if algos.contains(&"stencil") {
+                bench.stencil(&mut run);
+            }
+            if algos.contains(&"matmul") {
+                bench.matmul(&mut run);
+            }
+            run
+        })
+        .collect();
+    for row in merge_replicates(&runs) {
+        print_row(&row);
+        rows.push(row);
     }
     println!(
-        "  ({}: {:?}, {}, {:.1} s)",
-        bench.label,
-        sizes,
+        "  ({label}: {sizes:?}, {}, {REPLICATES} replicates, {:.1} s)",
         match clock {
             Clock::Profiling => "event profiling".to_owned(),
             Clock::Wall { batch } => format!("wall time of {batch} launches + wait"),
@@ -1511,17 +1577,24 @@ fn main() {
         count("info")
     );
     for r in rows.iter().filter(|r| r.goal != Goal::Info) {
-        let figure = match r.goal {
-            Goal::Throughput => format!("ours/rayon throughput {:.3}", 1.0 / r.ratio()),
-            _ => format!("ours/hand time {:.3}", r.ratio()),
+        let (figure, replicates) = match r.goal {
+            Goal::Throughput => (
+                format!("ours/rayon throughput {:.3}", 1.0 / r.ratio()),
+                r.replicates_text(|ratio| 1.0 / ratio),
+            ),
+            _ => (
+                format!("ours/hand time {:.3}", r.ratio()),
+                r.replicates_text(|ratio| ratio),
+            ),
         };
         println!(
-            "{} {} {} {}: {figure} ({})",
+            "{} {} {} {}: {figure} ({}) {}",
             r.verdict(),
             r.device,
             r.kernel,
             r.mode,
-            r.target()
+            r.target(),
+            replicates
         );
     }
 }
