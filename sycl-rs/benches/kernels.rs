@@ -516,7 +516,8 @@ struct Row {
     /// Ours / hand: the median over replicates (see `run_device`) of each one's median of
     /// the rounds' ratios (see `measure`).
     ratio: f64,
-    /// Each replicate's ratio, in the order they ran.
+    /// Each replicate's ratio, in the order they ran (one, `ratio`, before
+    /// `merge_replicates`).
     replicates: Vec<f64>,
     /// Work per launch and its unit, for a rate column.
     work: f64,
@@ -525,25 +526,18 @@ struct Row {
 }
 
 impl Row {
-    fn ratio(&self) -> f64 {
-        self.ratio
-    }
-
     fn verdict(&self) -> &'static str {
         match self.goal {
-            Goal::Time if self.ratio() <= 1.05 => "PASS",
-            Goal::Throughput if 1.0 / self.ratio() >= 0.8 => "PASS",
+            Goal::Time if self.ratio <= 1.05 => "PASS",
+            Goal::Throughput if 1.0 / self.ratio >= 0.8 => "PASS",
             Goal::Info => "info",
             _ => "MISS",
         }
     }
 
-    /// The replicates' ratios where there is more than one, each through `figure` (the
-    /// time ratio itself, or what the summary shows of it).
+    /// The replicates' ratios, each through `figure` (the time ratio itself, or what the
+    /// summary shows of it).
     fn replicates_text(&self, figure: impl Fn(f64) -> f64) -> String {
-        if self.replicates.len() < 2 {
-            return String::new();
-        }
         let each: Vec<String> = self
             .replicates
             .iter()
@@ -583,7 +577,7 @@ fn print_row(r: &Row) {
         r.mode,
         r.ours * 1e3,
         r.hand * 1e3,
-        r.ratio(),
+        r.ratio,
         r.work / r.ours / 1e9,
         r.unit,
         r.target(),
@@ -605,14 +599,18 @@ fn merge_replicates(runs: &[Vec<Row>]) -> Vec<Row> {
                 "replicates measured different rows"
             );
             let over = |f: fn(&Row) -> f64| median(runs.iter().map(|run| f(&run[i])).collect());
+            let replicates: Vec<f64> = runs
+                .iter()
+                .flat_map(|run| run[i].replicates.iter().copied())
+                .collect();
             Row {
                 device: first.device.clone(),
                 kernel: first.kernel,
                 mode: first.mode,
                 ours: over(|r| r.ours),
                 hand: over(|r| r.hand),
-                ratio: over(|r| r.ratio),
-                replicates: runs.iter().map(|run| run[i].ratio).collect(),
+                ratio: median(replicates.clone()),
+                replicates,
                 work: first.work,
                 unit: first.unit,
                 goal: first.goal,
@@ -1579,11 +1577,11 @@ fn main() {
     for r in rows.iter().filter(|r| r.goal != Goal::Info) {
         let (figure, replicates) = match r.goal {
             Goal::Throughput => (
-                format!("ours/rayon throughput {:.3}", 1.0 / r.ratio()),
+                format!("ours/rayon throughput {:.3}", 1.0 / r.ratio),
                 r.replicates_text(|ratio| 1.0 / ratio),
             ),
             _ => (
-                format!("ours/hand time {:.3}", r.ratio()),
+                format!("ours/hand time {:.3}", r.ratio),
                 r.replicates_text(|ratio| ratio),
             ),
         };
