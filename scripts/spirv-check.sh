@@ -47,6 +47,12 @@ for k in sub_group_ops_i32 sub_group_ops_f64 sub_group_after_return sub_group_sc
 done
 echo "-- $ran kernel tests passed on $intel through SPIR-V ($sg of them sub-group tests)"
 
+# The soundness suite's kernels (deferred release, launch limits, aliasing across mappings)
+# through SPIR-V too, their modules validated below.
+cargo test -q -p sycl-tests --test conformance -- "$intel] soundness::" >"$log" 2>&1 \
+    || { tail -40 "$log" >&2; echo "spirv-check: the soundness suite through SPIR-V failed on $intel" >&2; exit 1; }
+echo "-- the soundness suite through SPIR-V: $(grep -c ' ok$' "$log") tests passed on $intel"
+
 # SPIR-V is the default where the driver takes it: the OpenCL C form must keep passing there
 # (and build no module: the dump must not grow).
 before=$(ls "$dump" | wc -l)
@@ -54,6 +60,10 @@ SYCL_RS_KERNEL_IR=opencl_c cargo test -q -p sycl-tests --test conformance -- "$i
     || { tail -40 "$log" >&2; echo "spirv-check: the kernel suite as OpenCL C failed on $intel" >&2; exit 1; }
 [ "$(ls "$dump" | wc -l)" -eq "$before" ] || { echo "spirv-check: SYCL_RS_KERNEL_IR=opencl_c built SPIR-V" >&2; exit 1; }
 echo "-- and as OpenCL C: $(grep -c ' ok$' "$log") kernel tests passed on $intel"
+SYCL_RS_KERNEL_IR=opencl_c cargo test -q -p sycl-tests --test conformance -- "$intel] soundness::" >"$log" 2>&1 \
+    || { tail -40 "$log" >&2; echo "spirv-check: the soundness suite as OpenCL C failed on $intel" >&2; exit 1; }
+[ "$(ls "$dump" | wc -l)" -eq "$before" ] || { echo "spirv-check: SYCL_RS_KERNEL_IR=opencl_c built SPIR-V" >&2; exit 1; }
+echo "-- and the soundness suite as OpenCL C: $(grep -c ' ok$' "$log") tests passed on $intel"
 
 for e in vector_add reduction stencil2d matmul; do
     ONEAPI_DEVICE_SELECTOR=$selector target/release/examples/$e | tail -1

@@ -954,7 +954,7 @@ fn open_all(fx: &Fixture, h: &ipc::Handle, wide: bool) {
                 Ok(range) => {
                     match pm.map(&range, 0, size, sycl::AccessMode::ReadWrite, 0) {
                         Ok(mapping) => {
-                            let r = mapping.as_range::<u8>();
+                            let r = mapping.as_range::<u8>().expect("u8 is not zero-sized");
                             touch_range(q, &r);
                             drop(r);
                             drop(mapping);

@@ -48,7 +48,7 @@ impl Owner {
     fn range(&self, bytes: std::ops::Range<usize>) -> sycl::Result<UsmRange<u8>> {
         match self {
             Owner::Usm(u) => u.range(bytes),
-            Owner::Mapping(m) => m.as_range::<u8>().sub(bytes),
+            Owner::Mapping(m) => m.as_range::<u8>()?.sub(bytes),
         }
     }
 
@@ -63,7 +63,7 @@ impl Owner {
     fn is_read_only(&self) -> bool {
         match self {
             Owner::Usm(u) => u.is_read_only(),
-            Owner::Mapping(m) => m.as_range::<u8>().is_read_only(),
+            Owner::Mapping(m) => m.as_range::<u8>().is_ok_and(|r| r.is_read_only()),
         }
     }
 }

@@ -179,3 +179,25 @@ def test_sycl_rs_memory_is_not_wrapped_again(native):
     # The capsule taken for it was released (its deleter ran): nothing holds the memory.
     gc.collect()
     m.free()
+
+
+def test_zero_sized_elements_are_refused(native):
+    """Issue 29, item 1: no memory of zero-sized elements exists in sycl-rs, Python included. A
+    DLPack tensor of 0-bit elements is refused (here a real NumPy capsule whose dtype says 0
+    bits), and `as_array` knows only dtypes of one byte or more."""
+    import ctypes
+
+    cap = np.zeros(4, np.float32).__dlpack__()
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    tensor = get(cap, b"dltensor")
+    # DLTensor: data (8 bytes), device (8), ndim (4), then dtype {code u8, bits u8, lanes u16}.
+    bits = ctypes.c_uint8.from_address(tensor + 21)
+    assert bits.value == 32
+    bits.value = 0
+    with pytest.raises(BufferError, match="0-bit"):
+        sycl_rs.from_dlpack(FakeProducer((1, 0), capsule=cap))
+    mem = sycl_rs.malloc_shared(16, sycl_rs.Queue(native))
+    with pytest.raises(TypeError, match="dtype"):
+        mem.as_array("void")

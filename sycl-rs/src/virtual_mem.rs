@@ -19,7 +19,7 @@ use bytemuck::Pod;
 use sycl_backend::{AccessMode, Aspect, GranularityMode, PhysicalMemProperties, UsmKind};
 
 use crate::ipc::ExportSet;
-use crate::usm::{MemoryRecord, RecordSpec, Release, UsmRange};
+use crate::usm::{Backing, MemoryRecord, RecordSpec, Release, UsmRange};
 use crate::{Context, Device, Errc, Error, Result};
 
 fn require_vm(context: &Context, what: &str) -> Result<()> {
@@ -221,6 +221,12 @@ impl PhysicalMem {
             .context
             .raw()
             .map_physical(ptr, size, &self.inner, offset, mode)?;
+        // The physical memory object names these bytes too: a second mapping of it is the
+        // same memory at another address.
+        let backing = Backing {
+            object: Arc::as_ptr(&self.inner) as *const () as usize,
+            offset: offset as u64,
+        };
         let anchor: Box<dyn std::any::Any + Send + Sync> =
             Box::new((self.inner.clone(), range.inner.clone()));
         let record = MemoryRecord::new(RecordSpec {
@@ -234,6 +240,7 @@ impl PhysicalMem {
             shared: self.ipc_enabled(),
             mode,
             anchor: Some(anchor),
+            backing: Some(backing),
         });
         Ok(Mapping {
             record,
@@ -259,12 +266,11 @@ impl Mapping {
         self.record.size
     }
 
-    /// The mapping as a range of `T` for copies and kernels.
-    pub fn as_range<T: Pod>(&self) -> UsmRange<T> {
-        UsmRange::from_record(
-            self.record.clone(),
-            self.record.size / std::mem::size_of::<T>().max(1),
-        )
+    /// The mapping as a range of `T` for copies and kernels (its length rounded down to whole
+    /// elements); `Errc::Invalid` for a zero-sized `T`, as everywhere in USM.
+    pub fn as_range<T: Pod>(&self) -> Result<UsmRange<T>> {
+        let element = crate::usm::element_size::<T>()?;
+        UsmRange::from_record(self.record.clone(), self.record.size / element)
     }
 
     /// `set_access_mode` over the whole mapping. Waits for the commands that use the mapping

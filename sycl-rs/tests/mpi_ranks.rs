@@ -5,6 +5,13 @@
 //! around it, the test starts itself under `mpirun -np 4` with `SYCL_RS_RANKS_PER_NODE=2` (two
 //! "nodes" of two ranks on this machine), once per descriptor path. Skips with a reason when
 //! `mpirun` is missing, unless `SYCL_RS_REQUIRE_MPI=1` (CI sets it).
+//!
+//! Then three runs of 2 ranks where rank 1 misbehaves in `node_buffer` (issue 29). Twice it
+//! never joins (item 4): once staying alive past the time-out, once exiting with status 0; rank
+//! 0's `node_buffer` must fail, by the time-out in the first run and at once (the exit seen
+//! through its pidfd) in the second, where before it blocked in `MPI_Allgather` for ever. Once it
+//! sends a handle with a forged size (item 5); rank 0 must refuse it at once, where before it
+//! fell back to the rank channel and failed with "recvmsg: timed out" after the whole time-out.
 
 use std::process::{Command, ExitCode};
 use std::time::Duration;
@@ -155,12 +162,194 @@ fn exchange(ranks: &Ranks, q: &Queue, what: &str) -> R {
     )
 }
 
+/// Rank 1's side of `node_buffer` played by hand (the same non-blocking collectives, in the
+/// same order), sending a real export of its memory whose size is forged 16 times larger
+/// (checksum recomputed): a peer that lies about what it shares.
+fn forge_node_buffer(ranks: &Ranks, q: &Queue) {
+    use mpi::datatype::PartitionMut;
+    let mem = sycl::malloc_device::<u32>(1024, q).expect("malloc");
+    let event = sycl::Event::new_for_queue(
+        q,
+        sycl::EventProperties {
+            enable_ipc: true,
+            enable_profiling: false,
+        },
+    )
+    .expect("event");
+    let mem_handle = sycl::ipc::memory::get(&mem).expect("export");
+    let event_handle = sycl::ipc::event::get(&event).expect("export event");
+    // Handle layout (spec/ipc-handle-format.md): object size at 56, CRC-32 at 112 over the
+    // bytes before it and the payload after the 116-byte header.
+    let mut forged = mem_handle.to_vec();
+    let size = u64::from_le_bytes(forged[56..64].try_into().unwrap());
+    forged[56..64].copy_from_slice(&(16 * size).to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&forged[..112]);
+    crc.update(&forged[116..]);
+    let sum = crc.finalize();
+    forged[112..116].copy_from_slice(&sum.to_le_bytes());
+    let mut message = vec![1u8]; // TAG_OK
+    message.extend_from_slice(&(forged.len() as u32).to_le_bytes());
+    message.extend_from_slice(&forged);
+    message.extend_from_slice(event_handle.as_bytes());
+    let node = ranks.node_communicator();
+    let size = node.size() as usize;
+    // Non-blocking collectives match only non-blocking ones (MPI 3.1, 5.12).
+    let len = message.len() as i32;
+    let mut counts = vec![0i32; size];
+    mpi::request::scope(|s| {
+        node.immediate_all_gather_into(s, &len, &mut counts[..])
+            .wait();
+    });
+    let displs: Vec<i32> = counts
+        .iter()
+        .scan(0, |at, &c| {
+            let d = *at;
+            *at += c;
+            Some(d)
+        })
+        .collect();
+    let mut all = vec![0u8; counts.iter().sum::<i32>() as usize];
+    let mut partition = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+    mpi::request::scope(|s| {
+        node.immediate_all_gather_varcount_into(s, &message[..], &mut partition)
+            .wait();
+    });
+    // Needs no channel itself, and reports success.
+    let mut matrix = vec![0u8; size * size];
+    let row = vec![0u8; size];
+    mpi::request::scope(|s| {
+        node.immediate_all_gather_into(s, &row[..], &mut matrix[..])
+            .wait();
+    });
+    let mut statuses = vec![0u8; size];
+    mpi::request::scope(|s| {
+        node.immediate_all_gather_into(s, &[0u8][..], &mut statuses[..])
+            .wait();
+    });
+    // Keep the export alive until rank 0 is done with it.
+    std::thread::sleep(Duration::from_secs(2));
+    drop((mem_handle, event_handle, mem, event));
+}
+
+/// The misbehaving-peer runs: rank 1 never calls `node_buffer` (`alive`, `exit`) or forges
+/// what it shares (`forged`); rank 0 reports how its call ended and how long it took. Both
+/// leave with `exit` (no `MPI_Finalize`: rank 0's abandoned collective would make finalizing
+/// wait for rank 1).
+fn silent_peer_main(world: &mpi::topology::SimpleCommunicator, variant: &str) -> ! {
+    let timeout = Duration::from_secs(if variant == "alive" { 3 } else { 30 });
+    let options = RanksOptions {
+        node_key: NodeKey::SharedMemory,
+        device: DeviceChoice::Device(Device::native_cpu()),
+        descriptors: DescriptorPath::Auto,
+        timeout,
+    };
+    let ranks = match Ranks::new(world, options) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rank {}: Ranks::new: {e}", world.rank());
+            std::process::exit(1)
+        }
+    };
+    let q = Queue::in_order(ranks.device()).expect("queue");
+    if ranks.rank() == 1 {
+        match variant {
+            // Alive, busy elsewhere, well past rank 0's time-out.
+            "alive" => std::thread::sleep(timeout * 4),
+            "forged" => forge_node_buffer(&ranks, &q),
+            _ => {}
+        }
+        std::process::exit(0);
+    }
+    let start = std::time::Instant::now();
+    let result = ranks.node_buffer::<u32>(&q, 1024).map(|_| ());
+    let took = start.elapsed().as_secs_f64();
+    match result {
+        Ok(()) => println!("silent-peer {variant}: rank 0: node_buffer succeeded after {took:.1}s"),
+        Err(e) => {
+            println!("silent-peer {variant}: rank 0: error after {took:.1}s: {e}");
+            // Every later collective is refused at once, not left to hang.
+            let again = std::time::Instant::now();
+            match ranks.node_barrier() {
+                Err(e) if again.elapsed() < Duration::from_secs(1) => {
+                    println!("silent-peer {variant}: rank 0: later collective refused: {e}")
+                }
+                other => println!("silent-peer {variant}: rank 0: later collective: {other:?}"),
+            }
+        }
+    }
+    std::process::exit(0)
+}
+
+/// Starts the silent-peer run `variant` under `mpirun -np 2` and checks rank 0's report:
+/// an error, within `within` seconds, whose text contains `says`.
+fn silent_peer_run(me: &std::path::Path, variant: &str, within: f64, says: &str) -> R {
+    let out = Command::new("timeout")
+        .args([
+            "-k",
+            "5",
+            "90",
+            "mpirun",
+            "--allow-run-as-root",
+            "--oversubscribe",
+        ])
+        // Ranks leave without MPI_Finalize, and rank 1 may leave first: mpirun must let the
+        // job run on, so that what ends rank 0's call is rank 0 noticing.
+        .args(["--mca", "orte_allowed_exit_without_sync", "1"])
+        .args(["--mca", "orte_abort_on_non_zero_status", "0"])
+        .args(["-np", "2", "-x", "SYCL_RS_TEST_SILENT_PEER"])
+        .arg(me)
+        .env("SYCL_RS_TEST_SILENT_PEER", variant)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .map_err(|e| format!("running mpirun: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    print!("{stdout}");
+    let report = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("silent-peer {variant}: rank 0: ")))
+        .ok_or_else(|| {
+            format!(
+                "silent peer ({variant}): rank 0 reported nothing ({:?}): {stderr}",
+                out.status
+            )
+        })?;
+    let took: f64 = report
+        .split("after ")
+        .nth(1)
+        .and_then(|t| t.split('s').next())
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| format!("silent peer ({variant}): unreadable report: {report}"))?;
+    check(
+        report.contains("error after") && report.contains(says) && took < within,
+        format!(
+            "silent peer ({variant}): wanted an error saying `{says}` within {within}s: {report}"
+        ),
+    )?;
+    if variant == "forged" {
+        // A refused handle abandons no collective: the ranks stay usable (the barrier after
+        // it fails only because rank 1 has left by then).
+        return Ok(());
+    }
+    check(
+        stdout.contains(&format!(
+            "silent-peer {variant}: rank 0: later collective refused"
+        )),
+        format!("silent peer ({variant}): a later collective was not refused: {stdout}"),
+    )
+}
+
 fn ranks_main() -> ExitCode {
     let Some(universe) = mpi::initialize() else {
         eprintln!("MPI could not be initialised");
         return ExitCode::FAILURE;
     };
     let world = universe.world();
+    if let Ok(variant) = std::env::var("SYCL_RS_TEST_SILENT_PEER") {
+        silent_peer_main(&world, &variant);
+    }
     if deny_ptrace() {
         // SAFETY: prctl(PR_SET_DUMPABLE, 0) changes only this process's ptrace-ability.
         let r = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
@@ -310,6 +499,20 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
         println!("mpi_ranks: descriptor path {what}: 4 ranks on 2 nodes ok");
+    }
+    // Rank 1 alive but silent: the 3 s time-out ends rank 0's call. Rank 1 exited: its pidfd
+    // ends the call long before the 30 s time-out.
+    // Rank 1 forging its size: refused at once, not after the 30 s time-out of the channel.
+    for (variant, within, says) in [
+        ("alive", 10.0, "timed out"),
+        ("exit", 10.0, "exited"),
+        ("forged", 10.0, "forged"),
+    ] {
+        if let Err(e) = silent_peer_run(&me, variant, within, says) {
+            eprintln!("mpi_ranks: {e}");
+            return ExitCode::FAILURE;
+        }
+        println!("mpi_ranks: silent peer ({variant}): rank 0 failed in time");
     }
     ExitCode::SUCCESS
 }

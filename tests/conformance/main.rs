@@ -579,20 +579,47 @@ fn usm_pointer_queries(d: &Device) -> R {
 }
 
 fn usm_free_while_in_use(d: &Device) -> R {
-    // Dropping memory while a command uses it must wait, not free under the command.
+    // Dropping memory while a command uses it must not free it under the command, and (issue
+    // 29) must not wait for the command either: the release is deferred until it ends.
     let q = in_order(d)?;
+    let ctx = q.context();
     let flag = Arc::new(AtomicU32::new(0));
     let f = flag.clone();
     let gate = q.host_task(&[], move || {
-        std::thread::sleep(Duration::from_millis(30));
+        std::thread::sleep(Duration::from_millis(500));
         f.store(1, Ordering::SeqCst);
     });
     let gate = gate.map_err(fail)?;
     let a = sycl::malloc_device::<u8>(1 << 20, &q).map_err(fail)?;
+    let addr = a.as_ptr();
     let ev = q.fill(&a, 1u8, &[&gate]).map_err(fail)?;
+    // (CUDA waits on the host for a host task before it submits the next command of the
+    // queue: there the fill's submission already waited, and the drop has nothing to wait for.)
+    let gate_open_before = flag.load(Ordering::SeqCst);
     drop(a);
-    check_eq!(ev.status().map_err(fail)?, EventStatus::Complete);
+    if gate_open_before == 0 {
+        check_eq!(
+            flag.load(Ordering::SeqCst),
+            0,
+            "the drop waited for the command"
+        );
+    }
+    // Looked at in this order: if the fill is still pending after the pointer was, the memory
+    // was still allocated while the fill could run.
+    let kind = sycl::get_pointer_type(addr, ctx);
+    if ev.status().map_err(fail)? != EventStatus::Complete {
+        check_eq!(kind, UsmKind::Device, "freed under a pending fill");
+    }
+    ev.wait().map_err(fail)?;
     check_eq!(flag.load(Ordering::SeqCst), 1);
+    let start = std::time::Instant::now();
+    while sycl::get_pointer_type(addr, ctx) != UsmKind::Unknown {
+        check!(
+            start.elapsed() < Duration::from_secs(20),
+            "the memory was never released after its fill"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     Ok(())
 }
 
@@ -1033,7 +1060,7 @@ fn virtual_memory(d: &Device) -> R {
     check_eq!(m.as_ptr(), range.as_ptr() + g as u64);
     check_eq!(m.access_mode().map_err(fail)?, AccessMode::ReadWrite);
     let data: Vec<u32> = (0..(2 * g / 4) as u32).collect();
-    let view = m.as_range::<u32>();
+    let view = m.as_range::<u32>().map_err(fail)?;
     q.write(&view, &data).map_err(fail)?;
     check!(q.to_vec(&view).map_err(fail)? == data);
     m.set_access_mode(AccessMode::Read).map_err(fail)?;
@@ -1044,11 +1071,19 @@ fn virtual_memory(d: &Device) -> R {
     let m2 = phys
         .map(&range2, 0, 2 * g, AccessMode::ReadWrite, 0)
         .map_err(fail)?;
-    check!(q.to_vec(&m2.as_range::<u32>()).map_err(fail)? == data);
+    check!(
+        q.to_vec(&m2.as_range::<u32>().map_err(fail)?)
+            .map_err(fail)?
+            == data
+    );
     m2.unmap().map_err(fail)?;
     match phys.map(&range2, 0, g, AccessMode::ReadWrite, 0) {
         Ok(part) => {
-            check!(q.to_vec(&part.as_range::<u32>()).map_err(fail)? == data[..g / 4]);
+            check!(
+                q.to_vec(&part.as_range::<u32>().map_err(fail)?)
+                    .map_err(fail)?
+                    == data[..g / 4]
+            );
             part.unmap().map_err(fail)?;
         }
         Err(e) => check_eq!(e.code(), Errc::FeatureNotSupported),
@@ -1227,6 +1262,30 @@ fn main() -> ExitCode {
             name: "virtual_mem::map_access_unmap",
             needs: &[Aspect::ExtOneapiVirtualMem],
             run: virtual_memory,
+        },
+        DeviceTest {
+            name: "soundness::zero_sized_elements_are_refused",
+            needs: &[],
+            run: soundness::zero_sized_elements_are_refused,
+        },
+        DeviceTest {
+            name: "soundness::dropping_the_last_owner_defers_the_release",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: soundness::dropping_the_last_owner_defers_the_release,
+        },
+        DeviceTest {
+            name: "soundness::launches_beyond_the_device_are_refused",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: soundness::launches_beyond_the_device_are_refused,
+        },
+        DeviceTest {
+            name: "soundness::aliasing_across_mappings_is_refused",
+            needs: &[
+                Aspect::ExtSyclRsKernels,
+                Aspect::ExtOneapiVirtualMem,
+                Aspect::UsmDeviceAllocations,
+            ],
+            run: soundness::aliasing_across_mappings_is_refused,
         },
         DeviceTest {
             name: "soundness::release_waits_for_the_last_reference",

@@ -544,7 +544,7 @@ fn child_physical(args: &[String]) -> ChildResult {
     let map = pm
         .map(&range, 0, pm.size(), sycl::AccessMode::ReadWrite, 0)
         .map_err(s)?;
-    let view = map.as_range::<u32>();
+    let view = map.as_range::<u32>().map_err(s)?;
     let got = q.to_vec(&view).map_err(s)?;
     if got.iter().enumerate().any(|(i, &v)| v != value(i, 70)) {
         return Err("physical memory content differs".into());
@@ -582,7 +582,7 @@ fn physical_memory_round_trip(d: &Device) -> R {
     let map = pm
         .map(&range, 0, size, sycl::AccessMode::ReadWrite, 0)
         .map_err(fail)?;
-    let view = map.as_range::<u32>();
+    let view = map.as_range::<u32>().map_err(s)?;
     q.write(
         &view,
         &(0..size / 4).map(|i| value(i, 70)).collect::<Vec<_>>(),

@@ -32,6 +32,9 @@ pub(crate) struct DeviceCaps {
     pub usm: UsmSupport,
     /// Out-of-order queues are supported.
     pub out_of_order: bool,
+    /// `CL_DEVICE_ADDRESS_BITS`: the width of the device's `size_t`, which bounds every
+    /// extent of a launch.
+    pub address_bits: u32,
 }
 
 /// An OpenCL device.
@@ -92,6 +95,7 @@ impl Device {
             CL_DEVICE_MAX_COMPUTE_UNITS,
             "clGetDeviceInfo(MAX_COMPUTE_UNITS)",
         )?;
+        let address_bits = uint(CL_DEVICE_ADDRESS_BITS, "clGetDeviceInfo(ADDRESS_BITS)")?;
         let global_mem_size = ulong(
             CL_DEVICE_GLOBAL_MEM_SIZE,
             "clGetDeviceInfo(GLOBAL_MEM_SIZE)",
@@ -265,6 +269,7 @@ impl Device {
             caps: DeviceCaps {
                 usm,
                 out_of_order: queue_props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE != 0,
+                address_bits,
             },
         })
     }

@@ -370,11 +370,13 @@ impl Kernel {
                 ),
             ));
         }
-        range.validate(
-            sycl_backend::Queue::device(queue)
-                .info()
-                .max_work_group_size,
+        let device = sycl_backend::Queue::device(queue);
+        let ours = sycl_backend::downcast::<crate::device::Device>(
+            device.as_any(),
+            "device",
+            sycl_backend::BackendKind::OpenCl,
         )?;
+        check_launch(&range, device.info(), ours.caps.address_bits)?;
         let dims = range.dims as cl_uint;
         let local = range.local;
         let local_ptr = local.as_ref().map_or(std::ptr::null(), |l| l.as_ptr());
@@ -439,6 +441,85 @@ impl Drop for Kernel {
     }
 }
 
+/// The most work-groups one launch may have on an OpenCL device. OpenCL reports no such
+/// limit, and PoCL 3.1's pthread device crashes the process (SIGFPE, SIGILL or SIGABRT in its
+/// scheduler) given 2^32 or more; no useful launch needs that many, so every OpenCL device
+/// gets the same bound.
+pub(crate) const MAX_WORK_GROUPS: u64 = u32::MAX as u64;
+
+/// Checks `range` against what an OpenCL device takes, so that the driver is never given a
+/// launch it cannot represent: the work-group extents against `CL_DEVICE_MAX_WORK_ITEM_SIZES`
+/// and `CL_DEVICE_MAX_WORK_GROUP_SIZE`, every global extent against the device's `size_t`
+/// (`CL_DEVICE_ADDRESS_BITS`), and the number of work-groups against [`MAX_WORK_GROUPS`].
+/// Without a local range the driver picks the groups, so the work-item count itself must stay
+/// within that bound. `Errc::NdRange` on failure.
+pub(crate) fn check_launch(
+    range: &LaunchRange,
+    info: &sycl_backend::DeviceInfo,
+    address_bits: u32,
+) -> Result<()> {
+    range.validate(info.max_work_group_size)?;
+    let dims = usize::from(range.dims);
+    let size_t_max = if address_bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << address_bits.max(1)) - 1
+    };
+    for (d, &extent) in range.global.iter().enumerate().take(dims) {
+        if extent as u64 > size_t_max {
+            return Err(Error::new(
+                Errc::NdRange,
+                format!(
+                    "global extent {extent} in dimension {d} exceeds the device's \
+                     {address_bits}-bit size_t"
+                ),
+            ));
+        }
+    }
+    let groups = match range.local {
+        Some(local) => {
+            let limits = info.max_work_item_sizes.iter();
+            for (d, (&extent, &most)) in local.iter().zip(limits).enumerate().take(dims) {
+                if most > 0 && extent > most {
+                    return Err(Error::new(
+                        Errc::NdRange,
+                        format!(
+                            "work-group extent {extent} in dimension {d} exceeds the device \
+                             maximum {most}"
+                        ),
+                    ));
+                }
+            }
+            // `validate` checked that each local extent divides its global one.
+            (0..dims).try_fold(1u64, |acc, d| {
+                acc.checked_mul((range.global[d] / local[d]) as u64)
+            })
+        }
+        None => (0..dims).try_fold(1u64, |acc, d| acc.checked_mul(range.global[d] as u64)),
+    };
+    match groups {
+        Some(g) if g <= MAX_WORK_GROUPS => Ok(()),
+        _ => Err(Error::new(
+            Errc::NdRange,
+            format!(
+                "global range {:?} {} more than {MAX_WORK_GROUPS} work-groups, more than an \
+                 OpenCL launch may have{}",
+                &range.global[..dims],
+                if range.local.is_some() {
+                    "makes"
+                } else {
+                    "may make"
+                },
+                if range.local.is_some() {
+                    ""
+                } else {
+                    ": give an nd-range with larger groups"
+                }
+            ),
+        )),
+    }
+}
+
 impl sycl_backend::Kernel for Kernel {
     fn name(&self) -> &str {
         &self.name
@@ -448,5 +529,73 @@ impl sycl_backend::Kernel for Kernel {
     }
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu(address_bits: u32) -> (sycl_backend::DeviceInfo, u32) {
+        let info = sycl_backend::DeviceInfo {
+            name: "test".into(),
+            vendor: String::new(),
+            vendor_id: 0,
+            driver_version: String::new(),
+            version: String::new(),
+            device_type: sycl_backend::DeviceType::Cpu,
+            max_compute_units: 2,
+            global_mem_size: 1 << 30,
+            local_mem_size: 1 << 15,
+            max_mem_alloc_size: 1 << 30,
+            max_work_group_size: 4096,
+            max_work_item_sizes: [4096, 4096, 4096],
+            uuid: None,
+            aspects: Vec::new(),
+            fp32_correctly_rounded_divide_sqrt: false,
+            sub_group_sizes: Vec::new(),
+            spirv_sub_group_shuffle: false,
+        };
+        (info, address_bits)
+    }
+
+    fn range(dims: u8, global: [usize; 3], local: Option<[usize; 3]>) -> LaunchRange {
+        LaunchRange {
+            dims,
+            global,
+            local,
+        }
+    }
+
+    /// Issue 29, item 3: the bounds of an OpenCL launch, at and just past each one.
+    #[test]
+    fn launches_are_checked_against_the_device() {
+        let (info, bits) = cpu(64);
+        let ok = |r: LaunchRange| check_launch(&r, &info, bits);
+        let refused = |r: LaunchRange| {
+            let e = check_launch(&r, &info, bits).unwrap_err();
+            assert_eq!(e.code(), Errc::NdRange, "{r:?}: {e}");
+        };
+        let most = MAX_WORK_GROUPS as usize;
+        // Work-groups: up to 2^32 - 1 of them, in any shape.
+        ok(range(1, [most * 4096, 1, 1], Some([4096, 1, 1]))).unwrap();
+        refused(range(1, [(most + 1) * 4096, 1, 1], Some([4096, 1, 1])));
+        refused(range(1, [1 << 44, 1, 1], Some([4096, 1, 1])));
+        refused(range(2, [1 << 20, 1 << 20, 1], Some([16, 16, 1])));
+        ok(range(2, [1 << 20, 1 << 20, 1], Some([64, 64, 1]))).unwrap();
+        // Without a local range the driver picks the groups: the work-items must fit instead.
+        ok(range(1, [most, 1, 1], None)).unwrap();
+        refused(range(1, [most + 1, 1, 1], None));
+        // A work-group extent past CL_DEVICE_MAX_WORK_ITEM_SIZES.
+        let (mut narrow, _) = cpu(64);
+        narrow.max_work_item_sizes = [4096, 16, 16];
+        let e = check_launch(&range(2, [64, 64, 1], Some([2, 32, 1])), &narrow, 64).unwrap_err();
+        assert_eq!(e.code(), Errc::NdRange, "{e}");
+        // A global extent past a 32-bit device's size_t.
+        let (info32, _) = cpu(32);
+        check_launch(&range(1, [u32::MAX as usize, 1, 1], None), &info32, 32).unwrap();
+        let e =
+            check_launch(&range(1, [1 << 32, 1, 1], Some([4096, 1, 1])), &info32, 32).unwrap_err();
+        assert_eq!(e.code(), Errc::NdRange, "{e}");
     }
 }

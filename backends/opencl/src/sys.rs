@@ -83,6 +83,7 @@ pub const CL_DEVICE_MAX_COMPUTE_UNITS: cl_device_info = 0x1002;
 pub const CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS: cl_device_info = 0x1003;
 pub const CL_DEVICE_MAX_WORK_GROUP_SIZE: cl_device_info = 0x1004;
 pub const CL_DEVICE_MAX_WORK_ITEM_SIZES: cl_device_info = 0x1005;
+pub const CL_DEVICE_ADDRESS_BITS: cl_device_info = 0x100D;
 pub const CL_DEVICE_MAX_MEM_ALLOC_SIZE: cl_device_info = 0x1010;
 pub const CL_DEVICE_GLOBAL_MEM_SIZE: cl_device_info = 0x101F;
 pub const CL_DEVICE_LOCAL_MEM_SIZE: cl_device_info = 0x1023;

@@ -112,8 +112,10 @@ pub fn put(handle: Handle) -> Result<()> {
 /// Errors: `Errc::FeatureNotSupported` when `device` lacks `ext_oneapi_ipc_memory`;
 /// `Errc::Invalid` for a handle of another kind, an exporter that exited, a revoked export,
 /// a handle claiming more memory than the exporter's allocation holds, or an address not
-/// aligned for `T`; `Errc::BackendMismatch` for a handle of another backend.
+/// aligned for `T`, or a zero-sized `T`; `Errc::BackendMismatch` for a handle of another
+/// backend.
 pub fn open<T: Pod>(handle: &Handle, context: &Context, device: &Device) -> Result<Usm<T>> {
+    crate::usm::element_size::<T>()?;
     context.check_device(device)?;
     device.require(Aspect::ExtOneapiIpcMemory, "ipc::memory::open")?;
     let import = prepare_import(handle, IpcObjectKind::Memory, context)?;
@@ -146,6 +148,7 @@ fn owner_of_opened<T: Pod>(
         shared: true,
         mode: AccessMode::ReadWrite,
         anchor: None,
+        backing: None,
     });
     if claimed > opened.size {
         return Err(Error::invalid(format!(
@@ -162,8 +165,8 @@ fn owner_of_opened<T: Pod>(
             opened.ptr
         )));
     }
-    let len = claimed / std::mem::size_of::<T>().max(1);
-    Ok(Usm::from_record(record, len))
+    let len = claimed / crate::usm::element_size::<T>()?;
+    Usm::from_record(record, len)
 }
 
 /// `open` on the default context of `device`'s platform.

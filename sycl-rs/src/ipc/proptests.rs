@@ -98,7 +98,7 @@ fn open_and_touch(handle: &Handle, real_len: Option<usize>, offset: u64) -> usiz
         let map = p
             .map(&range, 0, p.size(), crate::AccessMode::ReadWrite, 0)
             .unwrap();
-        let v = map.as_range::<u8>().view().unwrap();
+        let v = map.as_range::<u8>().unwrap().view().unwrap();
         let last = v.len() - 1;
         v.set(last, v.get(0));
     }

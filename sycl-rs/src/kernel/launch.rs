@@ -142,34 +142,62 @@ fn check_args(p: &DefinitionParts, args: &Args) -> Result<()> {
 }
 
 /// Refuses a written slice that overlaps another slice argument: the kernel language gives
-/// `&mut [T]` parameters Rust's exclusivity, and the GPU code is compiled assuming it.
+/// `&mut [T]` parameters Rust's exclusivity, and the GPU code is compiled assuming it. Bytes
+/// with a second name (two mappings of one physical memory object) overlap under either name.
 fn check_aliasing(p: &DefinitionParts, args: &Args) -> Result<()> {
-    let spans: Vec<(usize, u64, u64, bool)> = args
+    struct Span {
+        arg: usize,
+        start: u64,
+        end: u64,
+        /// The same bytes as offsets into their backing object, where they have one.
+        backing: Option<(usize, u64, u64)>,
+        mutable: bool,
+    }
+    let spans: Vec<Span> = args
         .0
         .iter()
         .enumerate()
         .filter_map(|(i, a)| match &a.0 {
             ArgInner::Slice {
+                record,
                 ptr,
                 len,
                 elem,
                 mutable,
-                ..
-            } if *len > 0 => Some((i, *ptr, *ptr + (*len * elem.size()) as u64, *mutable)),
+            } if *len > 0 => {
+                let bytes = (*len * elem.size()) as u64;
+                let backing = record.backing.map(|b| {
+                    let start = b.offset + (*ptr - record.ptr);
+                    (b.object, start, start + bytes)
+                });
+                Some(Span {
+                    arg: i,
+                    start: *ptr,
+                    end: *ptr + bytes,
+                    backing,
+                    mutable: *mutable,
+                })
+            }
             _ => None,
         })
         .collect();
     for (n, a) in spans.iter().enumerate() {
         for b in &spans[n + 1..] {
-            if (a.3 || b.3) && a.1 < b.2 && b.1 < a.2 {
+            let by_address = a.start < b.end && b.start < a.end;
+            let by_backing = match (a.backing, b.backing) {
+                (Some((oa, sa, ea)), Some((ob, sb, eb))) => oa == ob && sa < eb && sb < ea,
+                _ => false,
+            };
+            if (a.mutable || b.mutable) && (by_address || by_backing) {
                 return Err(Error::new(
                     Errc::Invalid,
                     format!(
-                        "kernel `{}`: arguments {} and {} overlap, and the kernel writes {}: a `&mut [T]` argument must not alias another slice argument",
+                        "kernel `{}`: arguments {} and {} overlap{}, and the kernel writes {}: a `&mut [T]` argument must not alias another slice argument",
                         p.name,
-                        a.0,
-                        b.0,
-                        if a.3 { a.0 } else { b.0 }
+                        a.arg,
+                        b.arg,
+                        if by_address { "" } else { " (two mappings of the same physical memory)" },
+                        if a.mutable { a.arg } else { b.arg }
                     ),
                 ));
             }

@@ -37,10 +37,12 @@
 #![allow(unsafe_code)]
 
 mod node_buffer;
+mod timed;
 mod transfer;
 
 use std::os::fd::OwnedFd;
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::Duration;
 
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::*;
@@ -49,6 +51,7 @@ use rustix::process::{Pid, PidfdFlags};
 
 use crate::ipc::transport::Listener;
 use crate::{Device, DeviceFilter, Errc, Error, Result};
+use timed::Wait;
 
 pub use mpi;
 pub use node_buffer::NodeBuffer;
@@ -158,6 +161,9 @@ pub struct Ranks {
     /// Pinned host memory for staged transfers, kept between calls.
     stage_send: parking_lot::Mutex<Option<crate::Usm<u8>>>,
     stage_recv: parking_lot::Mutex<Option<crate::Usm<u8>>>,
+    /// Why a collective of these ranks was abandoned (a time-out, a rank that exited): MPI
+    /// cannot cancel it, so every later collective is refused.
+    abandoned: OnceLock<String>,
 }
 
 impl std::fmt::Debug for Ranks {
@@ -183,10 +189,10 @@ impl Ranks {
     /// `comm`: every rank calls it with the same options.
     ///
     /// Errors: `Errc::Invalid` for `NodeKey::RanksPerNode(0)`; `Errc::Runtime` when no device
-    /// matches the [`DeviceChoice`] or a rank's channel cannot be bound.
+    /// matches the [`DeviceChoice`], a rank's channel cannot be bound, or a rank does not
+    /// take part within [`RanksOptions::timeout`] (or, once the node's pidfds are open, exits).
     pub fn new(comm: &impl Communicator, options: RanksOptions) -> Result<Ranks> {
-        let world = comm.duplicate();
-        let rank = world.rank();
+        let rank = comm.rank();
         let key = match options.node_key {
             NodeKey::SharedMemory => 0,
             NodeKey::RanksPerNode(0) => {
@@ -197,22 +203,28 @@ impl Ranks {
             NodeKey::RanksPerNode(n) => rank as usize / n,
             NodeKey::Key(k) => k as usize,
         };
+        // Before the pidfds are open only the deadline is watched.
+        let wait = |what| Wait {
+            what,
+            rank,
+            timeout: options.timeout,
+            watch: None,
+            abandoned: None,
+        };
+        // MPI has no non-blocking communicator constructors: every rank must have arrived
+        // before the blocking ones run, or one rank that never calls `new` hangs the others.
+        wait("Ranks::new (every rank must call it)").barrier(comm)?;
+        let world = comm.duplicate();
         let shared = world.split_shared(rank);
         // Within a host, ranks with the same key form a node. Colors must be non-negative.
         let node = shared
             .split_by_color_with_key(Color::with_value((key & 0x7fff_ffff) as i32), rank)
             .ok_or_else(|| mpi_err("MPI_Comm_split", "no communicator"))?;
         let local_rank = node.rank() as usize;
-        let local_size = node.size() as usize;
 
         // Which node every rank is on: the world rank of its node's first rank, numbered.
-        let leader = {
-            let mut leader = rank;
-            node.process_at_rank(0).broadcast_into(&mut leader);
-            leader
-        };
-        let mut leaders = vec![0i32; world.size() as usize];
-        world.all_gather_into(&leader, &mut leaders[..]);
+        let leader = wait("Ranks::new: node leaders").broadcast(&node, 0, rank)?;
+        let leaders = wait("Ranks::new: node leaders").all_gather(&world, &[leader])?;
         let mut distinct = leaders.clone();
         distinct.sort_unstable();
         distinct.dedup();
@@ -221,10 +233,8 @@ impl Ranks {
             .map(|l| distinct.binary_search(l).unwrap_or(0))
             .collect();
 
-        let mut node_members = vec![0i32; local_size];
-        node.all_gather_into(&rank, &mut node_members[..]);
-        let mut pids = vec![0u32; local_size];
-        node.all_gather_into(&std::process::id(), &mut pids[..]);
+        let node_members = wait("Ranks::new: node members").all_gather(&node, &[rank])?;
+        let pids = wait("Ranks::new: pids").all_gather(&node, &[std::process::id()])?;
         let peer_pidfds = pids
             .iter()
             .enumerate()
@@ -246,9 +256,8 @@ impl Ranks {
             .collect::<Result<Vec<_>>>()?;
 
         let listener = Listener::bind_unique()?;
-        let channel_names = gather_strings(&node, listener.name())?;
         let device = pick_device(&options.device, local_rank)?;
-        let ranks = Ranks {
+        let mut ranks = Ranks {
             world,
             node,
             node_of,
@@ -257,13 +266,17 @@ impl Ranks {
             pids,
             peer_pidfds,
             listener,
-            channel_names,
+            channel_names: Vec::new(),
             device,
             options,
             cuda_aware_mpi: transfer::mpi_is_cuda_aware(),
             stage_send: parking_lot::Mutex::new(None),
             stage_recv: parking_lot::Mutex::new(None),
+            abandoned: OnceLock::new(),
         };
+        ranks.channel_names = ranks.collective("Ranks::new: rank channels", |w| {
+            gather_strings(w, &ranks.node, ranks.listener.name())
+        })?;
         // Every rank has its channel bound and its pidfds open before anyone uses them.
         ranks.node_barrier()?;
         Ok(ranks)
@@ -356,41 +369,29 @@ impl Ranks {
     /// A barrier over this node's ranks that fails, instead of hanging, when another rank of
     /// the node exits (`Errc::Runtime`, naming it) or [`RanksOptions::timeout`] passes.
     pub fn node_barrier(&self) -> Result<()> {
-        let mut request = self.node.immediate_barrier();
-        let start = Instant::now();
-        let mut spins = 0u32;
-        loop {
-            match request.test() {
-                Ok(_) => return Ok(()),
-                Err(pending) => request = pending,
-            }
-            spins += 1;
-            // Spin as MPI_Barrier does; look at the peers every 1024 tests, then less eagerly.
-            if spins % 1024 == 0 {
-                let watched = self.check_node_alive().and_then(|()| {
-                    if start.elapsed() > self.options.timeout {
-                        Err(Error::new(
-                            Errc::Runtime,
-                            format!(
-                                "rank {}: node barrier timed out after {:?}",
-                                self.rank(),
-                                self.options.timeout
-                            ),
-                        ))
-                    } else {
-                        Ok(())
-                    }
-                });
-                if let Err(err) = watched {
-                    // A barrier request owns no buffer: leaving it incomplete is sound.
-                    std::mem::forget(request);
-                    return Err(err);
-                }
-                if start.elapsed() > Duration::from_millis(10) {
-                    std::thread::sleep(Duration::from_micros(50));
-                }
-            }
+        self.collective("node barrier", |w| w.barrier(&self.node))
+    }
+
+    /// Runs a collective of these ranks through `run`, with the deadline and the node watch;
+    /// refused (`Errc::Runtime`) once an earlier collective was abandoned.
+    fn collective<R>(&self, what: &'static str, run: impl FnOnce(&Wait) -> Result<R>) -> Result<R> {
+        if let Some(why) = self.abandoned.get() {
+            return Err(Error::new(
+                Errc::Runtime,
+                format!(
+                    "rank {}: {what}: refused, an earlier collective of these ranks failed \
+                     ({why}); MPI cannot cancel it, so these ranks can run no more collectives",
+                    self.rank()
+                ),
+            ));
         }
+        run(&Wait {
+            what,
+            rank: self.world.rank(),
+            timeout: self.options.timeout,
+            watch: Some(self.watch()),
+            abandoned: Some(&self.abandoned),
+        })
     }
 
     /// `Errc::Runtime` naming the first other rank of this node that has exited.
@@ -441,45 +442,15 @@ impl NodeWatch<'_> {
     }
 }
 
-/// Every node rank's string, in local-rank order.
-fn gather_strings(node: &SimpleCommunicator, mine: &str) -> Result<Vec<String>> {
-    let parts = gather_bytes(node, mine.as_bytes())?;
+/// Every rank's string of `comm`, in rank order.
+fn gather_strings(wait: &Wait, comm: &SimpleCommunicator, mine: &str) -> Result<Vec<String>> {
+    let parts = wait.all_gather_bytes(comm, mine.as_bytes())?;
     parts
         .into_iter()
         .map(|b| {
             String::from_utf8(b).map_err(|_| Error::invalid("a rank sent a name that is not UTF-8"))
         })
         .collect()
-}
-
-/// Every rank's bytes of `comm`, in rank order (`MPI_Allgatherv`).
-fn gather_bytes(comm: &SimpleCommunicator, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
-    use mpi::datatype::PartitionMut;
-    let size = comm.size() as usize;
-    let len = i32::try_from(mine.len()).map_err(|_| Error::invalid("message too large"))?;
-    let mut counts = vec![0i32; size];
-    comm.all_gather_into(&len, &mut counts[..]);
-    let mut displs = Vec::with_capacity(size);
-    let mut total = 0i32;
-    for &c in &counts {
-        if c < 0 {
-            return Err(Error::invalid("a rank reported a negative length"));
-        }
-        displs.push(total);
-        total = total
-            .checked_add(c)
-            .ok_or_else(|| Error::invalid("the ranks' messages together are too large"))?;
-    }
-    let mut all = vec![0u8; total as usize];
-    {
-        let mut partition = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
-        comm.all_gather_varcount_into(mine, &mut partition);
-    }
-    Ok(counts
-        .iter()
-        .zip(&displs)
-        .map(|(&c, &d)| all[d as usize..(d + c) as usize].to_vec())
-        .collect())
 }
 
 fn pick_device(choice: &DeviceChoice, local_rank: usize) -> Result<Device> {

@@ -3,9 +3,8 @@
 use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
-use mpi::traits::*;
 
-use super::{gather_bytes, DescriptorPath, NodeWatch, Ranks};
+use super::{DescriptorPath, NodeWatch, Ranks};
 use crate::ipc::transport::{Channel, Listener};
 use crate::ipc::{self, Handle};
 use crate::{Errc, Error, Event, EventProperties, Queue, Result, Usm};
@@ -167,7 +166,9 @@ impl Ranks {
             Ok((_, _, m, e)) => encode_handles(m, e),
             Err(err) => encode_failure(&err.to_string()),
         };
-        let messages = gather_bytes(&self.node, &message)?;
+        let messages = self.collective("node buffer: handles", |w| {
+            w.all_gather_bytes(&self.node, &message)
+        })?;
         let me = self.local_rank();
         let size = self.local_size();
 
@@ -198,18 +199,23 @@ impl Ranks {
                     peer_events[r] = Some(e);
                     paths[r] = Some(DescriptorPath::Pidfd);
                 }
-                Err(err) if self.options.descriptors == DescriptorPath::Auto => {
-                    log::debug!("sycl-rs: local rank {r}: pidfd_getfd path failed ({err}); using the rank channel");
+                Err(err)
+                    if self.options.descriptors == DescriptorPath::Auto
+                        && descriptors_denied(&err) =>
+                {
+                    log::debug!("sycl-rs: local rank {r}: pidfd_getfd denied ({err}); using the rank channel");
                     need_channel[r] = 1;
                 }
+                // Anything else (a forged size, a revoked export, a dead peer) is the peer's
+                // handle refused: final, and reported now, not after a channel time-out.
                 Err(err) => failure = Some(err),
             }
         }
 
         // 3. The pairs that need the channel: every rank learns who will connect to it.
-        let mut matrix = vec![0u8; size * size];
-        self.node
-            .all_gather_into(&need_channel[..], &mut matrix[..]);
+        let matrix = self.collective("node buffer: descriptor paths", |w| {
+            w.all_gather(&self.node, &need_channel)
+        })?;
         let importers: Vec<usize> = (0..size).filter(|&r| matrix[r * size + me] == 1).collect();
         let exporters: Vec<usize> = (0..size).filter(|&r| need_channel[r] == 1).collect();
         if !importers.is_empty() || !exporters.is_empty() {
@@ -250,8 +256,8 @@ impl Ranks {
 
         // 4. Every rank reports; one failure fails them all.
         let status = [u8::from(failure.is_some())];
-        let mut statuses = vec![0u8; size];
-        self.node.all_gather_into(&status[..], &mut statuses[..]);
+        let statuses =
+            self.collective("node buffer: status", |w| w.all_gather(&self.node, &status))?;
         if let Some(err) = failure {
             return Err(err);
         }
@@ -358,6 +364,17 @@ fn serve_handles(
     Ok(())
 }
 
+/// Whether `err`, from opening a peer's handles with descriptors taken by `pidfd_getfd`, says
+/// only that the kernel denied this rank the peer's descriptors (`EPERM`/`EACCES`: no ptrace
+/// rights), which the rank channel works around. Every other failure refuses the handle itself.
+fn descriptors_denied(err: &Error) -> bool {
+    let denied = [rustix::io::Errno::PERM, rustix::io::Errno::ACCESS].map(|e| e.raw_os_error());
+    err.code() == Errc::Runtime
+        && err
+            .native()
+            .is_some_and(|n| denied.iter().any(|&d| i64::from(d) == n.code))
+}
+
 const TAG_OK: u8 = 1;
 const TAG_FAILED: u8 = 2;
 
@@ -404,6 +421,39 @@ fn decode_handles(msg: &[u8], r: usize) -> Result<(Handle, Handle)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 29, item 5: a peer's handle with a forged size is refused for good, not retried
+    /// through the rank channel (which reported "recvmsg: timed out" after the whole time-out);
+    /// only a denied `pidfd_getfd` falls back.
+    #[test]
+    fn only_denied_descriptors_fall_back_to_the_channel() {
+        let q = Queue::in_order(&crate::Device::native_cpu()).unwrap();
+        let mem = crate::malloc_device::<u32>(1024, &q).unwrap();
+        let handle = ipc::memory::get(&mem).unwrap();
+        let mut header = handle.header.clone();
+        header.object_size *= 16;
+        let forged = Handle::from_bytes(header.encode(handle.payload()).unwrap()).unwrap();
+        let refused = ipc::memory::open::<u32>(&forged, q.context(), q.device()).unwrap_err();
+        assert_eq!(refused.code(), Errc::Invalid, "{refused}");
+        assert!(!descriptors_denied(&refused), "{refused}");
+        for errno in [rustix::io::Errno::PERM, rustix::io::Errno::ACCESS] {
+            let denied = Error::os(
+                Errc::Runtime,
+                "pidfd_getfd",
+                errno,
+                crate::BackendKind::NativeCpu,
+            );
+            assert!(descriptors_denied(&denied), "{denied}");
+        }
+        let other = Error::os(
+            Errc::Runtime,
+            "pidfd_getfd",
+            rustix::io::Errno::NOMEM,
+            crate::BackendKind::NativeCpu,
+        );
+        assert!(!descriptors_denied(&other));
+        ipc::memory::put(handle).unwrap();
+    }
 
     #[test]
     fn malformed_peer_messages_are_errors() {

@@ -104,8 +104,8 @@ impl<T: Pod> Usm<T> {
             kind,
             access,
         } = memory;
-        let size = std::mem::size_of::<T>();
-        if size == 0 || bytes % size != 0 {
+        let size = super::element_size::<T>()?;
+        if bytes % size != 0 {
             return Err(Error::invalid(format!(
                 "{bytes} bytes are not a whole number of {size}-byte elements"
             )));
@@ -167,8 +167,9 @@ impl<T: Pod> Usm<T> {
             shared: false,
             mode: access,
             anchor: Some(owner),
+            backing: None,
         });
-        Ok(Usm::from_record(record, bytes / size))
+        Usm::from_record(record, bytes / size)
     }
 }
 

@@ -8,6 +8,7 @@
 //! ([`record`], spec/soundness.md).
 
 mod access;
+mod deferred;
 mod foreign;
 pub(crate) mod record;
 
@@ -20,7 +21,7 @@ use sycl_backend::{AccessMode, Aspect, PointerInfo, UsmKind};
 
 pub use access::{HostSlice, HostSliceMut, UsmView};
 pub use foreign::{ForeignKind, ForeignMemory};
-pub(crate) use record::{MemoryRecord, RecordSpec, Release, Use};
+pub(crate) use record::{Backing, MemoryRecord, RecordSpec, Release, Use};
 
 use crate::{Context, Device, Errc, Error, Queue, Result};
 
@@ -40,22 +41,53 @@ pub struct Usm<T> {
     _marker: PhantomData<T>,
 }
 
+/// `size_of::<T>()`, or `Errc::Invalid` for a zero-sized `T`: every typed piece of USM
+/// (`Usm`, `UsmRange`, views, opened and foreign memory) is made through here, so none of them
+/// exists for a zero-sized element type. Such memory would hold no byte, its address could be
+/// 0 (an empty allocation), and a slice over it would be a reference to address 0; refusing it
+/// everywhere is simpler for callers than a dangling address that no device command could use.
+pub(crate) fn element_size<T>() -> Result<usize> {
+    match std::mem::size_of::<T>() {
+        0 => Err(Error::invalid(format!(
+            "{} is a zero-sized type: USM elements must occupy at least one byte",
+            std::any::type_name::<T>()
+        ))),
+        n => Ok(n),
+    }
+}
+
 impl<T: Pod> Usm<T> {
-    pub(crate) fn from_record(record: Arc<MemoryRecord>, len: usize) -> Self {
-        Usm {
+    /// `len` elements of `T` over `record` (refused for a zero-sized `T`: see
+    /// [`element_size`]).
+    pub(crate) fn from_record(record: Arc<MemoryRecord>, len: usize) -> Result<Self> {
+        element_size::<T>()?;
+        Ok(Usm {
             record,
             len,
             _marker: PhantomData,
-        }
+        })
     }
 
     /// Allocates `count` elements of `kind` USM on `device` in `context`.
+    ///
+    /// Errors: `Errc::Invalid` for a zero-sized `T` (USM of `()` holds nothing a device could
+    /// address), a device outside `context`, or `UsmKind::Unknown`;
+    /// `Errc::FeatureNotSupported` when the device lacks the kind's aspect;
+    /// `Errc::MemoryAllocation` when the size overflows or exceeds `max_mem_alloc_size`.
+    ///
+    /// ```
+    /// # std::env::remove_var("ONEAPI_DEVICE_SELECTOR");
+    /// let q = sycl::Queue::new(&sycl::Device::native_cpu()).unwrap();
+    /// let err = sycl::malloc_shared::<()>(10, &q).unwrap_err();
+    /// assert_eq!(err.code(), sycl::Errc::Invalid);
+    /// ```
     pub fn alloc(
         kind: UsmKind,
         count: usize,
         device: &Device,
         context: &Context,
     ) -> Result<Usm<T>> {
+        let element = element_size::<T>()?;
         context.check_device(device)?;
         let (aspect, what) = match kind {
             UsmKind::Device => (Aspect::UsmDeviceAllocations, "malloc_device"),
@@ -64,7 +96,7 @@ impl<T: Pod> Usm<T> {
             UsmKind::Unknown => return Err(Error::invalid("cannot allocate USM of kind unknown")),
         };
         device.require(aspect, what)?;
-        let bytes = count.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+        let bytes = count.checked_mul(element).ok_or_else(|| {
             Error::new(
                 Errc::MemoryAllocation,
                 format!("{count} elements overflow the address space"),
@@ -81,12 +113,10 @@ impl<T: Pod> Usm<T> {
             shared: false,
             mode: AccessMode::ReadWrite,
             anchor: None,
+            backing: None,
         };
         if bytes == 0 {
-            return Ok(Usm::from_record(
-                MemoryRecord::new(spec(0, 0, Release::Nothing)),
-                count,
-            ));
+            return Usm::from_record(MemoryRecord::new(spec(0, 0, Release::Nothing)), count);
         }
         if bytes as u64 > device.max_mem_alloc_size() && device.max_mem_alloc_size() > 0 {
             return Err(Error::new(
@@ -100,10 +130,7 @@ impl<T: Pod> Usm<T> {
         let align = std::mem::align_of::<T>().max(64);
         let raw_device = (kind != UsmKind::Host).then_some(&device.inner);
         let ptr = context.raw().usm_alloc(kind, raw_device, bytes, align)?;
-        Ok(Usm::from_record(
-            MemoryRecord::new(spec(ptr, bytes, Release::Free)),
-            count,
-        ))
+        Usm::from_record(MemoryRecord::new(spec(ptr, bytes, Release::Free)), count)
     }
 
     /// Number of elements.
@@ -245,13 +272,15 @@ impl<T> Clone for UsmRange<T> {
 }
 
 impl<T: Pod> UsmRange<T> {
-    pub(crate) fn from_record(record: Arc<MemoryRecord>, len: usize) -> Self {
-        UsmRange {
+    /// `len` elements of `T` at the start of `record` (refused for a zero-sized `T`).
+    pub(crate) fn from_record(record: Arc<MemoryRecord>, len: usize) -> Result<Self> {
+        element_size::<T>()?;
+        Ok(UsmRange {
             record,
             offset: 0,
             len,
             _marker: PhantomData,
-        }
+        })
     }
 
     /// Number of elements.
@@ -317,9 +346,11 @@ impl<T: Pod> UsmRange<T> {
     }
 
     /// The same bytes seen as another element type (length rounded down).
+    ///
+    /// Errors (`Errc::Invalid`): a zero-sized `U`, a range not aligned for `U`.
     pub fn cast<U: Pod>(&self) -> Result<UsmRange<U>> {
+        let size_u = element_size::<U>()?;
         let byte_off = self.offset * std::mem::size_of::<T>();
-        let size_u = std::mem::size_of::<U>().max(1);
         if byte_off % size_u != 0
             || (self.record.ptr as usize + byte_off) % std::mem::align_of::<U>() != 0
         {

@@ -2,9 +2,10 @@
 //! it when (spec/soundness.md).
 //!
 //! A [`MemoryRecord`] is shared (`Arc`) by its owner (`Usm`, `Mapping`) and by every range,
-//! view and kernel argument made from it; the memory is released when the last of them goes,
-//! never before (an explicit `free`, `close` or `unmap` that is not the last reference is
-//! refused). Its [`AccessState`] arbitrates between the agents that can touch the memory:
+//! view and kernel argument made from it; the memory is released when the last of them goes
+//! and the commands that used it have ended, never before (an explicit `free`, `close` or
+//! `unmap` that is not the last reference is refused; a drop while commands run leaves the
+//! release to [`super::deferred`]). Its [`AccessState`] arbitrates between the agents that can touch the memory:
 //!
 //! | agent | how it is tracked | excludes |
 //! |---|---|---|
@@ -18,7 +19,7 @@
 //! borrows are plain Rust references: they exist only while nothing else can write.
 #![allow(unsafe_code)]
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Condvar, Mutex};
@@ -98,7 +99,10 @@ pub(crate) struct MemoryRecord {
     pub(crate) device: Option<Device>,
     pub(crate) host_accessible: bool,
     pub(crate) release: Release,
-    released: AtomicBool,
+    /// See [`Backing`].
+    pub(crate) backing: Option<Backing>,
+    /// Set once the release was handed out (`take_releasable`).
+    released: bool,
     state: Mutex<AccessState>,
     /// Signalled when `in_flight` drops to 0.
     settled: Condvar,
@@ -110,9 +114,19 @@ pub(crate) struct MemoryRecord {
     /// first export (most memory is never exported: no allocation for it).
     pub(crate) exports: OnceLock<Arc<ExportSet>>,
     /// Keeps what the memory depends on alive (the physical memory of a mapping, the owner
-    /// of foreign memory). Dropped after `Drop::drop` released the memory, so after every
-    /// command that used it.
+    /// of foreign memory). Moved into the release and dropped after it (`Releasable`), so
+    /// after every command that used the memory.
     _anchor: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+/// Where a record's bytes live when its address is not their only name: a mapping of physical
+/// memory is `object` (the physical memory's identity) from byte `offset`, and a second mapping
+/// of the same bytes elsewhere names them the same way. Checks that must see every name of the
+/// same bytes (a `&mut [T]` kernel argument aliasing another) compare these too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Backing {
+    pub(crate) object: usize,
+    pub(crate) offset: u64,
 }
 
 /// Describes a record for [`MemoryRecord::new`].
@@ -127,6 +141,8 @@ pub(crate) struct RecordSpec {
     pub(crate) shared: bool,
     pub(crate) mode: AccessMode,
     pub(crate) anchor: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// Another name of the same bytes (mappings of physical memory), `None` for the rest.
+    pub(crate) backing: Option<Backing>,
 }
 
 fn refuse(why: impl Into<String>) -> Error {
@@ -149,7 +165,8 @@ impl MemoryRecord {
             device: spec.device,
             host_accessible,
             release: spec.release,
-            released: AtomicBool::new(false),
+            backing: spec.backing,
+            released: false,
             state: Mutex::new(AccessState {
                 pending: Vec::new(),
                 in_flight: 0,
@@ -455,43 +472,54 @@ impl MemoryRecord {
 
     // ---- release
 
-    /// Releases the memory once: waits for every command that used it, revokes its exports,
-    /// then frees, closes or unmaps. Only called when no other reference exists (the last
-    /// drop, or an explicit release that owns the only `Arc`).
-    pub(crate) fn release_now(&self) -> Result<()> {
-        if self.released.swap(true, Ordering::AcqRel) {
-            return Ok(());
+    /// What releasing the memory takes, moved out of the record once (`None` the second
+    /// time). The exports are revoked here, at once: whoever releases the memory is its last
+    /// owner, so no process may start opening it any more, even while commands still run.
+    fn take_releasable(&mut self) -> Option<Releasable> {
+        if std::mem::replace(&mut self.released, true) {
+            return None;
         }
-        let pending = {
-            let mut st = self.state.lock();
-            st.pending.drain(..).map(|p| p.event).collect::<Vec<_>>()
-        };
-        self.wait_all(pending);
-        if let Some(exports) = self.exports.get() {
+        if let Some(exports) = self.exports.take() {
             exports.revoke_all();
         }
-        let ctx = self.context.raw();
-        match self.release {
-            // Foreign: the anchor (the owner) is dropped after this, with the record.
-            Release::Nothing | Release::Foreign => Ok(()),
-            // SAFETY: no other reference to the record exists (its last `Arc` is being dropped
-            // or was unwrapped), so no range, view or kernel argument can reach `ptr` any more;
-            // the swap above makes this the only release; every command that used it
-            // completed (wait_all); `ptr` came from `usm_alloc` of this context.
-            Release::Free => unsafe { ctx.usm_free(self.ptr) },
-            // SAFETY: as above; `ptr` is what `ipc_open_mem` returned.
-            Release::IpcClose => unsafe { ctx.ipc_close_mem(self.ptr) },
-            // SAFETY: as above; `[ptr, ptr+size)` is exactly one mapping made by `map_physical`.
-            Release::Unmap => unsafe { ctx.unmap(self.ptr, self.size) },
-        }
+        Some(Releasable {
+            context: self.context.clone(),
+            ptr: self.ptr,
+            size: self.size,
+            release: self.release,
+            anchor: self._anchor.take(),
+        })
+    }
+
+    /// The commands that used the memory and have not completed (a failed command has ended).
+    fn unfinished_commands(&self) -> Vec<Arc<dyn sycl_backend::Event>> {
+        let mut st = self.state.lock();
+        st.pending
+            .drain(..)
+            .map(|p| p.event)
+            .filter(|e| {
+                matches!(
+                    e.status(),
+                    Ok(EventStatus::Submitted | EventStatus::Running)
+                )
+            })
+            .collect()
     }
 
     /// The explicit release (`free`, `close`, `unmap`) of a record owned through `record`:
-    /// releases now if that is the last reference; otherwise refuses with `Errc::Invalid` and
-    /// leaves the release to the last reference.
+    /// when that is the last reference, waits for the commands that used the memory and
+    /// releases it now, reporting errors; otherwise refuses with `Errc::Invalid` and leaves
+    /// the release to the last reference.
     pub(crate) fn release_explicitly(record: Arc<MemoryRecord>, what: &str) -> Result<()> {
         match Arc::try_unwrap(record) {
-            Ok(record) => record.release_now(),
+            Ok(mut record) => {
+                let Some(memory) = record.take_releasable() else {
+                    return Ok(());
+                };
+                let pending = record.unfinished_commands();
+                record.wait_all(pending);
+                memory.release()
+            }
             Err(record) => {
                 let others = Arc::strong_count(&record) - 1;
                 Err(refuse(format!(
@@ -594,10 +622,66 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// Memory whose last reference went, with what its release needs: the record's context
+/// (kept alive until then), the release itself, and the anchor, dropped after it.
+pub(crate) struct Releasable {
+    context: Context,
+    ptr: u64,
+    size: usize,
+    release: Release,
+    anchor: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl Releasable {
+    /// Frees, closes or unmaps. Called only once every command that used the memory has
+    /// ended (the caller waited, or [`super::deferred`] saw them complete).
+    pub(super) fn release(self) -> Result<()> {
+        let ctx = self.context.raw();
+        let result = match self.release {
+            // Foreign: the anchor (the owner) is dropped below, after this.
+            Release::Nothing | Release::Foreign => Ok(()),
+            // SAFETY: the record this came from had no other reference left (its last `Arc`
+            // was dropped or unwrapped), so no range, view or kernel argument can reach `ptr`
+            // any more; `take_releasable` hands it out once; every command that used the
+            // memory has ended (this function's contract); `ptr` came from `usm_alloc` of
+            // this context.
+            Release::Free => unsafe { ctx.usm_free(self.ptr) },
+            // SAFETY: as above; `ptr` is what `ipc_open_mem` returned.
+            Release::IpcClose => unsafe { ctx.ipc_close_mem(self.ptr) },
+            // SAFETY: as above; `[ptr, ptr+size)` is exactly one mapping made by `map_physical`.
+            Release::Unmap => unsafe { ctx.unmap(self.ptr, self.size) },
+        };
+        drop(self.anchor);
+        result
+    }
+
+    /// For messages.
+    pub(super) fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// The backend whose driver releases it.
+    pub(super) fn backend(&self) -> sycl_backend::BackendKind {
+        self.context.backend()
+    }
+}
+
 impl Drop for MemoryRecord {
+    /// The last reference went. Commands that used the memory may still run (the memory model
+    /// allows dropping the owner then, and a queue's worker may drop a kernel's arguments
+    /// before that kernel's event completes): the release then waits for them on the
+    /// runtime's release thread, never here, since this thread may be the one they wait for.
     fn drop(&mut self) {
-        if let Err(err) = self.release_now() {
-            log::warn!("sycl-rs: releasing memory at {:#x} failed: {err}", self.ptr);
+        let Some(memory) = self.take_releasable() else {
+            return;
+        };
+        let pending = self.unfinished_commands();
+        if pending.is_empty() {
+            if let Err(err) = memory.release() {
+                log::warn!("sycl-rs: releasing memory at {:#x} failed: {err}", self.ptr);
+            }
+        } else {
+            super::deferred::release_after(pending, memory);
         }
     }
 }
