@@ -1,5 +1,5 @@
 //! Deferred release: memory whose last reference went while commands still use it is released
-//! by one runtime thread once those commands end (like `cudaFreeAsync`, or the deferred
+//! by a runtime thread (one per backend) once those commands end (like `cudaFreeAsync`, or the deferred
 //! release of DPC++'s `sycl::free` on memory a kernel still holds).
 //!
 //! The thread that drops the last reference must not wait there: on the native CPU backend it
@@ -13,9 +13,9 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sycl_backend::{BackendKind, EventStatus};
+use sycl_backend::BackendKind;
 
-use super::record::Releasable;
+use super::record::{unfinished, Releasable};
 
 /// A release waiting for commands.
 struct Deferred {
@@ -72,13 +72,6 @@ pub(super) fn release_after(pending: Vec<Arc<dyn sycl_backend::Event>>, memory: 
     }
 }
 
-fn ended(event: &Arc<dyn sycl_backend::Event>) -> bool {
-    !matches!(
-        event.status(),
-        Ok(EventStatus::Submitted | EventStatus::Running)
-    )
-}
-
 fn release_thread(rx: Receiver<Deferred>) {
     let mut waiting: Vec<Deferred> = Vec::new();
     loop {
@@ -94,7 +87,7 @@ fn release_thread(rx: Receiver<Deferred>) {
         }
         let mut i = 0;
         while i < waiting.len() {
-            waiting[i].pending.retain(|e| !ended(e));
+            waiting[i].pending.retain(unfinished);
             if waiting[i].pending.is_empty() {
                 let done = waiting.swap_remove(i);
                 let ptr = done.memory.ptr();

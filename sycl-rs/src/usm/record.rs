@@ -491,18 +491,13 @@ impl MemoryRecord {
         })
     }
 
-    /// The commands that used the memory and have not completed (a failed command has ended).
+    /// The commands that used the memory and have not ended.
     fn unfinished_commands(&self) -> Vec<Arc<dyn sycl_backend::Event>> {
         let mut st = self.state.lock();
         st.pending
             .drain(..)
             .map(|p| p.event)
-            .filter(|e| {
-                matches!(
-                    e.status(),
-                    Ok(EventStatus::Submitted | EventStatus::Running)
-                )
-            })
+            .filter(unfinished)
             .collect()
     }
 
@@ -620,6 +615,15 @@ impl Drop for InFlight<'_> {
             record.settle(tracked);
         }
     }
+}
+
+/// Whether the command of `event` may still use memory: submitted or running. A completed
+/// command has ended, and so has a failed one (its status is an error).
+pub(super) fn unfinished(event: &Arc<dyn sycl_backend::Event>) -> bool {
+    matches!(
+        event.status(),
+        Ok(EventStatus::Submitted | EventStatus::Running)
+    )
 }
 
 /// Memory whose last reference went, with what its release needs: the record's context
