@@ -644,11 +644,11 @@ impl Releasable {
         let result = match self.release {
             // Foreign: the anchor (the owner) is dropped below, after this.
             Release::Nothing | Release::Foreign => Ok(()),
-            // SAFETY: the record this came from had no other reference left (its last `Arc`
-            // was dropped or unwrapped), so no range, view or kernel argument can reach `ptr`
-            // any more; `take_releasable` hands it out once; every command that used the
-            // memory has ended (this function's contract); `ptr` came from `usm_alloc` of
-            // this context.
+            // No range, view or kernel argument can reach `ptr` any more: the record this came
+            // from lost its last reference (`Arc` dropped or unwrapped), and
+            // `take_releasable` hands a release out once.
+            // SAFETY: as just said; every command that used the memory has ended (this
+            // function's contract); `ptr` came from `usm_alloc` of this context.
             Release::Free => unsafe { ctx.usm_free(self.ptr) },
             // SAFETY: as above; `ptr` is what `ipc_open_mem` returned.
             Release::IpcClose => unsafe { ctx.ipc_close_mem(self.ptr) },
