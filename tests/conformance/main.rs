@@ -1265,7 +1265,7 @@ fn main() -> ExitCode {
         },
         DeviceTest {
             name: "soundness::zero_sized_elements_are_refused",
-            needs: &[],
+            needs: &[Aspect::UsmDeviceAllocations],
             run: soundness::zero_sized_elements_are_refused,
         },
         DeviceTest {

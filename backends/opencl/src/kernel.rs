@@ -370,13 +370,11 @@ impl Kernel {
                 ),
             ));
         }
-        let device = sycl_backend::Queue::device(queue);
-        let ours = sycl_backend::downcast::<crate::device::Device>(
-            device.as_any(),
-            "device",
-            sycl_backend::BackendKind::OpenCl,
+        check_launch(
+            &range,
+            sycl_backend::Queue::device(queue).info(),
+            queue.address_bits,
         )?;
-        check_launch(&range, device.info(), ours.caps.address_bits)?;
         let dims = range.dims as cl_uint;
         let local = range.local;
         let local_ptr = local.as_ref().map_or(std::ptr::null(), |l| l.as_ptr());
@@ -460,10 +458,10 @@ pub(crate) fn check_launch(
 ) -> Result<()> {
     range.validate(info.max_work_group_size)?;
     let dims = usize::from(range.dims);
-    let size_t_max = if address_bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << address_bits.max(1)) - 1
+    // (0: a driver that did not say; no narrower bound than the host's.)
+    let size_t_max = match address_bits {
+        1..=63 => (1u64 << address_bits) - 1,
+        _ => u64::MAX,
     };
     for (d, &extent) in range.global.iter().enumerate().take(dims) {
         if extent as u64 > size_t_max {

@@ -30,6 +30,8 @@ pub struct Queue {
     pub(crate) ctx: Arc<ContextShared>,
     pub(crate) q: Arc<QueueShared>,
     device: Arc<dyn sycl_backend::Device>,
+    /// The device's `CL_DEVICE_ADDRESS_BITS`, for the launch checks (`kernel::check_launch`).
+    pub(crate) address_bits: u32,
     props: QueueProperties,
     /// Out-of-order queues: the latest barrier (`barrier`, `enqueue_wait_events`). OpenCL
     /// commands honour it by themselves, but host tasks start from a marker with an explicit
@@ -116,6 +118,7 @@ impl Queue {
                 needs_flush: AtomicBool::new(false),
             }),
             device: device.clone(),
+            address_bits: dev.caps.address_bits,
             props,
             last_barrier: std::sync::Mutex::new(None),
         })
