@@ -5,6 +5,8 @@
 use proc_macro2::Span;
 use syn::{Error, Result};
 
+use sycl_kernel_ir::KernelInfo;
+
 use crate::ir::*;
 
 /// Where a local lives in a kernel that synchronises its work-group.
@@ -67,20 +69,9 @@ pub struct Queries {
 pub struct Analysis {
     /// Barriers or group reductions.
     pub sync: bool,
-    /// Runs as work-groups (sync, or work-group local arrays): needs an nd-range.
-    pub group: bool,
-    /// Queries local or group ids or ranges: needs an nd-range.
-    pub nd_queries: bool,
-    /// The number of dimensions the kernel indexes (1 to 3): launches need at least these.
-    pub dims: u8,
-    pub fp64: bool,
-    pub atomic64: bool,
-    /// Uses sub-group queries or collectives (needs aspect `ext_sycl_rs_sub_groups`).
-    pub sub_groups: bool,
-    /// The widest type a group reduction reduces, in bytes (0: none).
-    pub reduce_bytes: usize,
-    /// Bytes of work-group local arrays.
-    pub local_bytes: usize,
+    /// What the kernel needs of a device and a launch (`group`: it runs as work-groups,
+    /// for sync or work-group local arrays, and needs an nd-range).
+    pub info: KernelInfo,
     pub class: Vec<Class>,
     /// The body as steps (group kernels only; empty otherwise).
     pub steps: Vec<Step>,
@@ -197,6 +188,97 @@ pub fn fallible(e: &Expr) -> bool {
     any
 }
 
+/// How deep blocks and expressions may nest in a kernel or helper: the kernel IR allows
+/// `sycl_kernel_ir::wire::MAX_DEPTH` levels in all, bounds proofs included (which
+/// `bounds.rs` keeps to `MAX_PROOF_DEPTH`).
+pub const MAX_NESTING: usize = 160;
+
+/// Refuses blocks and expressions nested deeper than [`MAX_NESTING`] (counted as the IR's
+/// reader counts them: each block and each expression one level).
+fn check_nesting(body: &[Stmt], depth: usize) -> Result<()> {
+    fn expr(e: &Expr, depth: usize) -> Result<()> {
+        if depth > MAX_NESTING {
+            return Err(err(
+                e.span,
+                format!("this expression nests deeper than kernels may ({MAX_NESTING} levels of blocks and expressions): split it with `let`"),
+            ));
+        }
+        match &e.kind {
+            ExprKind::Load { index: a, .. }
+            | ExprKind::Unary(_, a)
+            | ExprKind::Cast(a, _)
+            | ExprKind::Reduce(_, a) => expr(a, depth + 1),
+            ExprKind::Binary(_, a, b) => {
+                expr(a, depth + 1)?;
+                expr(b, depth + 1)
+            }
+            ExprKind::Math(_, args) | ExprKind::Call(_, args) | ExprKind::SubGroup(_, args) => {
+                args.iter().try_for_each(|a| expr(a, depth + 1))
+            }
+            ExprKind::Atomic { index, values, .. } => {
+                expr(index, depth + 1)?;
+                values.iter().try_for_each(|a| expr(a, depth + 1))
+            }
+            ExprKind::Select(c, a, b) => {
+                expr(c, depth + 1)?;
+                expr(a, depth + 1)?;
+                expr(b, depth + 1)
+            }
+            _ => Ok(()),
+        }
+    }
+    let depth = depth + 1;
+    for s in body {
+        if depth > MAX_NESTING {
+            return Err(err(
+                s.span,
+                format!("this block nests deeper than kernels may ({MAX_NESTING} levels of blocks and expressions)"),
+            ));
+        }
+        let mut own = Vec::new();
+        stmt_exprs_shallow(s, &mut |e| own.push(e));
+        for e in own {
+            expr(e, depth + 1)?;
+        }
+        match &s.kind {
+            StmtKind::If(_, a, b) => {
+                check_nesting(a, depth)?;
+                check_nesting(b, depth)?;
+            }
+            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
+                check_nesting(b, depth)?
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The top-level expressions of a statement (not their sub-expressions, not nested
+/// statements').
+fn stmt_exprs_shallow<'a>(s: &'a Stmt, f: &mut dyn FnMut(&'a Expr)) {
+    match &s.kind {
+        StmtKind::Let(_, e) | StmtKind::Expr(e) | StmtKind::Return(Some(e)) => f(e),
+        StmtKind::Assign(place, _, e) => {
+            f(e);
+            if let Place::Elem { index, .. } = place {
+                f(index);
+            }
+        }
+        StmtKind::If(c, ..) | StmtKind::While(c, _) => f(c),
+        StmtKind::For {
+            start, end, step, ..
+        } => {
+            f(start);
+            f(end);
+            if let Some(s) = step {
+                f(s);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Checks shared by kernels and helpers: literals fit their types, one atomic per statement.
 pub fn check_common(f: &Function) -> Result<()> {
     let mut result = Ok(());
@@ -231,6 +313,7 @@ pub fn check_common(f: &Function) -> Result<()> {
     }
     each_stmt(&f.body, &mut check_stmt);
     result?;
+    check_nesting(&f.body, 0)?;
     let mut result = Ok(());
     let mut negated: Vec<*const Expr> = Vec::new();
     visit_exprs(&f.body, &mut |e| {
@@ -257,7 +340,7 @@ pub fn check_common(f: &Function) -> Result<()> {
                 if *v > max {
                     result = Err(err(
                         e.span,
-                        format!("literal out of range for `{}`", ty.rust()),
+                        format!("literal out of range for `{}`", ty.name()),
                     ));
                 }
             }
@@ -278,14 +361,10 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
     check_common(f)?;
     let mut a = Analysis {
         sync: false,
-        group: false,
-        nd_queries: false,
-        dims: 1,
-        fp64: false,
-        atomic64: false,
-        sub_groups: false,
-        reduce_bytes: 0,
-        local_bytes: 0,
+        info: KernelInfo {
+            dims: 1,
+            ..KernelInfo::default()
+        },
         class: vec![Class::Plain; f.locals.len()],
         steps: Vec::new(),
         helpers: Vec::new(),
@@ -293,23 +372,23 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
     };
     for p in &f.params {
         if let ParamKind::Scalar(Ty::F64) | ParamKind::Slice { elem: Ty::F64, .. } = p.kind {
-            a.fp64 = true;
+            a.info.fp64 = true;
         }
     }
     for l in &f.locals {
         let ty = f.ty(l.ty);
-        a.fp64 |= ty == Ty::F64;
+        a.info.fp64 |= ty == Ty::F64;
         if let Some(len) = l.array {
-            a.group = true;
-            a.local_bytes += len * (ty.bits() as usize / 8);
+            a.info.group = true;
+            a.info.local_bytes += len * (ty.bits() as usize / 8);
         }
     }
     let mut sync_seen = false;
     visit_exprs(&f.body, &mut |e| {
-        a.fp64 |= f.types.resolve(e.ty) == Some(Ty::F64);
+        a.info.fp64 |= f.types.resolve(e.ty) == Some(Ty::F64);
         match &e.kind {
             ExprKind::Query(q, d) => {
-                a.dims = a.dims.max(d + 1);
+                a.info.dims = a.info.dims.max(d + 1);
                 match q {
                     Query::GlobalId => a.queries.global_id = true,
                     Query::LocalId => a.queries.local_id = true,
@@ -318,23 +397,23 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
                     Query::LocalRange | Query::GroupRange => {}
                 }
                 if !matches!(q, Query::GlobalId | Query::GlobalRange) {
-                    a.nd_queries = true;
+                    a.info.nd_queries = true;
                 }
             }
-            ExprKind::Atomic { .. } if f.ty(e.ty).bits() == 64 => a.atomic64 = true,
+            ExprKind::Atomic { .. } if f.ty(e.ty).bits() == 64 => a.info.atomic64 = true,
             ExprKind::SubGroupQuery(_) => {
-                a.sub_groups = true;
-                a.nd_queries = true;
+                a.info.sub_groups = true;
+                a.info.nd_queries = true;
                 // The CPU computes them from the local id.
                 a.queries.local_id = true;
             }
             ExprKind::SubGroup(..) => {
-                a.sub_groups = true;
+                a.info.sub_groups = true;
                 sync_seen = true;
             }
             ExprKind::Reduce(..) => {
                 sync_seen = true;
-                a.reduce_bytes = a.reduce_bytes.max(f.ty(e.ty).bits() as usize / 8);
+                a.info.reduce_bytes = a.info.reduce_bytes.max(f.ty(e.ty).bits() as usize / 8);
             }
             ExprKind::Call(path, _) => {
                 let key = path_key(path);
@@ -356,8 +435,8 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
         })
     }
     a.sync = sync_seen || has_barrier(&f.body);
-    a.group |= a.sync;
-    if a.group {
+    a.info.group |= a.sync;
+    if a.info.group {
         let mut b = StepBuilder { f, a: &mut a };
         let steps = b.steps(&f.body)?;
         a.steps = steps;

@@ -3,17 +3,21 @@
 //! A small interval analysis over the kernel's unsigned integer values. Every local that is
 //! never assigned after its `let` (`Local::mutable == false`) has one value, its initializer's,
 //! and every `for` variable lies in its range; from those, an index gets
-//! - a lower and an upper bound, as numbers or as C constant expressions of the work-group
-//!   size (`SYCL_LX` ...: the GPU program is built for one size, so the C compiler folds
-//!   them): a local array's fixed length is then compared with the upper bound;
+//! - a lower and an upper bound, as numbers or as [`Bound`] trees over the work-group size
+//!   (each program is built for one size, so they fold to numbers then): a local array's
+//!   fixed length is then compared with the upper bound;
 //! - or a relation to a slice's length (`i < x.len()`): `let n = x.len();`,
 //!   `let end = (begin + chunk).min(n);`, `for i in (a..end).step_by(s)` make `i < n` for
 //!   every `i` the loop body sees;
-//! - or, on the C backends, a guard: a condition over scalar parameters, ranges and slice
-//!   lengths, the same in every work-item of a launch (`global_range(d) <= x.len()` for
+//! - or, on the GPU and OpenCL back ends, a guard: a [`Bound`] condition over scalar
+//!   parameters, ranges and slice lengths, the same in every work-item of a launch (`global_range(d) <= x.len()` for
 //!   `global_id(d)`; `hi < x.len()` where `hi` is a run-time upper bound such as
-//!   `(group_range(0) - 1) * w + local_range(0) - 1`), which the emitter tests once to pick
-//!   between a checked and an unchecked copy of the body.
+//!   `(group_range(0) - 1) * w + local_range(0) - 1`), which the host tests once per launch
+//!   to pick between a checked and an unchecked copy of the body.
+//!
+//! Bounds are data (`sycl_kernel_ir::Bound`): the C printers spell them with the preludes'
+//! `sycl_b*` functions, the IR carries them to the runtime, the host evaluates them with
+//! `Bound::eval`. One [`Bounds`] serves every emitter of a kernel.
 //!
 //! A proof drops the check of one access on one backend; what cannot be proved stays checked
 //! (an out-of-range index still fails the work-item). Soundness rests on three facts: bounds
@@ -25,33 +29,37 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+use sycl_kernel_ir::{Bound, BoundCmp, BoundFn};
+
 use crate::ir::*;
 
-/// A bound: a number, or a C expression (of `sycl_u64`, through the `sycl_b*` functions of
-/// the preludes): over the work-group size, which the C compiler folds to a constant
-/// (`run_time: false`), or also over scalar parameters and ranges (`run_time: true`), the same
+/// A bound: a number, or a symbolic [`Bound`] in saturating `u64` arithmetic: over the
+/// work-group size only, which folds to a number for each built program (`run_time:
+/// false`), or also over scalar parameters, ranges and lengths (`run_time: true`), the same
 /// in every work-item of a launch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum V {
     N(u128),
-    C(String, bool),
+    S(Bound, bool),
 }
 
 impl V {
-    fn c(&self) -> String {
+    /// As a [`Bound`]; a number beyond `u64` saturates, as the `u64` forms do ("may have
+    /// wrapped"), which no proof accepts.
+    fn bound(&self) -> Bound {
         match self {
-            V::N(v) => format!("SYCL_U64C({v})"),
-            V::C(s, _) => s.clone(),
+            V::N(v) => Bound::Num(u64::try_from(*v).unwrap_or(u64::MAX)),
+            V::S(b, _) => b.clone(),
         }
     }
 
     fn run_time(&self) -> bool {
-        matches!(self, V::C(_, true))
+        matches!(self, V::S(_, true))
     }
 
     /// An exact run-time value.
-    fn at_run_time(c: String) -> V {
-        V::C(c, true)
+    fn at_run_time(b: Bound) -> V {
+        V::S(b, true)
     }
 }
 
@@ -108,44 +116,65 @@ fn full(t: Ty) -> B {
     }
 }
 
-/// `a op b` on bounds: on numbers (u128) with `num`, else the prelude's C function `sycl_b<op>`
-/// (folded by the C compiler). The C functions follow the number forms: `add` and `mul`
-/// saturate (at u64::MAX in C, which `in_type` treats as "may have wrapped"; numbers above
-/// the type's maximum are caught there), `sub` gives 0 instead of wrapping (used where `a >= b`
-/// holds or the result is not used), `div` by 0 gives `a`.
-fn op(name: &str, a: &V, b: &V, num: fn(u128, u128) -> u128) -> V {
+/// `a op b` on bounds: on numbers (u128) with `num`, else a [`Bound`] of `f`. The symbolic
+/// forms follow the number forms: `add` and `mul` saturate (at u64::MAX, which `in_type`
+/// treats as "may have wrapped"; numbers above the type's maximum are caught there), `sub`
+/// gives 0 instead of wrapping (used where `a >= b` holds or the result is not used), `div`
+/// by 0 gives `a`.
+fn op(f: BoundFn, a: &V, b: &V, num: fn(u128, u128) -> u128) -> V {
     match (a, b) {
         (V::N(x), V::N(y)) => V::N(num(*x, *y)),
-        _ => V::C(
-            format!("sycl_b{name}({}, {})", a.c(), b.c()),
+        _ => V::S(
+            Bound::Fn(f, Box::new(a.bound()), Box::new(b.bound())),
             a.run_time() || b.run_time(),
         ),
     }
 }
 
 fn add(a: &V, b: &V) -> V {
-    op("add", a, b, u128::saturating_add)
+    op(BoundFn::Add, a, b, u128::saturating_add)
 }
 
 fn mul(a: &V, b: &V) -> V {
-    op("mul", a, b, u128::saturating_mul)
+    op(BoundFn::Mul, a, b, u128::saturating_mul)
 }
 
 fn min(a: &V, b: &V) -> V {
-    op("min", a, b, u128::min)
+    op(BoundFn::Min, a, b, u128::min)
 }
 
 fn max(a: &V, b: &V) -> V {
-    op("max", a, b, u128::max)
+    op(BoundFn::Max, a, b, u128::max)
 }
 
 fn sub(a: &V, b: &V) -> V {
-    op("sub", a, b, u128::saturating_sub)
+    op(BoundFn::Sub, a, b, u128::saturating_sub)
 }
 
 fn div(a: &V, b: &V) -> V {
-    op("div", a, b, |x, y| x.checked_div(y).unwrap_or(x))
+    op(BoundFn::Div, a, b, |x, y| x.checked_div(y).unwrap_or(x))
 }
+
+/// The most nodes a symbolic bound keeps (see `Bounds::in_type`).
+const MAX_BOUND_NODES: usize = 96;
+
+/// `v`, or `N(instead)` when it is a symbolic bound of more than [`MAX_BOUND_NODES`].
+fn capped(v: V, instead: u128) -> V {
+    match &v {
+        V::S(b, _) if b.size() > MAX_BOUND_NODES => V::N(instead),
+        _ => v,
+    }
+}
+
+/// `a < b` as a condition.
+fn lt(a: Bound, b: Bound) -> Bound {
+    Bound::cmp(BoundCmp::Lt, a, b)
+}
+
+/// How deep a proof's condition may nest: with `analyze::MAX_NESTING` levels of the
+/// kernel's own, within the kernel IR's `MAX_DEPTH`. Deeper conditions (long chains of
+/// symbolic arithmetic) are dropped: the access stays checked.
+pub const MAX_PROOF_DEPTH: usize = 64;
 
 /// What the kernel's immutable locals and loop variables are.
 enum Def<'a> {
@@ -157,11 +186,12 @@ enum Def<'a> {
     },
 }
 
-/// Which backend a proof is for: the C programs know the work-group size when they are
-/// built; the native CPU form does not.
+/// Which form a proof is for: the GPU and OpenCL programs (C and SPIR-V) know the
+/// work-group size when they are built and can take run-time guards; the native CPU form
+/// (Rust) does neither.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Target {
-    C,
+    Device,
     Rust,
 }
 
@@ -172,21 +202,22 @@ pub enum Proof {
     No,
     /// Always in bounds.
     Always,
-    /// In bounds when this C constant expression (over the work-group size) is true.
-    When(String),
-    /// In bounds when this C expression is true: a run-time condition over scalar parameters,
-    /// ranges and slice lengths, the same for every work-item of a launch, that the emitter
-    /// may test once (`global_range(d) <= len(p)` for an index below `global_range(d)`).
-    Guard(String),
+    /// In bounds when this condition over the work-group size holds for the size the
+    /// program is built for.
+    When(Bound),
+    /// In bounds when this run-time condition over scalar parameters, ranges and slice
+    /// lengths holds: the same for every work-item of a launch, so the host tests it once
+    /// (`global_range(d) <= len(p)` for an index below `global_range(d)`).
+    Guard(Bound),
 }
 
 pub struct Bounds<'a> {
     f: &'a Function,
     defs: HashMap<usize, Def<'a>>,
     memo: RefCell<HashMap<usize, B>>,
-    /// C declarations of the symbolic bounds (`const sycl_u64 sycl_bN = ..;`), which keep
-    /// each bound expression small.
-    decls: RefCell<Vec<String>>,
+    /// `false`: every query answers `Proof::No` (`#[sycl::kernel(__no_proofs)]`, the
+    /// differential test's twin of each kernel).
+    proofs: bool,
 }
 
 impl<'a> Bounds<'a> {
@@ -232,21 +263,25 @@ impl<'a> Bounds<'a> {
             f,
             defs,
             memo: Default::default(),
-            decls: Default::default(),
+            proofs: true,
         }
     }
 
-    /// The C declarations the proofs so far refer to: they go first in the kernel's body.
-    pub fn c_decls(&self) -> Vec<String> {
-        self.decls.borrow().clone()
+    /// The analysis of a kernel that proves nothing: every access stays checked, every code
+    /// form stays general (the differential test compares kernels with and without proofs).
+    pub fn without_proofs(mut self) -> Bounds<'a> {
+        self.proofs = false;
+        self
     }
 
-    /// A C bound under a name.
-    fn name(&self, value: String, run_time: bool) -> V {
-        let mut decls = self.decls.borrow_mut();
-        let name = format!("sycl_b{}", decls.len());
-        decls.push(format!("const sycl_u64 {name} = {value};"));
-        V::C(name, run_time)
+    /// `p`, or `No` when proofs are off or its condition nests deeper than
+    /// [`MAX_PROOF_DEPTH`] (which the IR could not carry beside the kernel's own nesting).
+    fn gate(&self, p: Proof) -> Proof {
+        match &p {
+            _ if !self.proofs => Proof::No,
+            Proof::When(b) | Proof::Guard(b) if b.depth() > MAX_PROOF_DEPTH => Proof::No,
+            _ => p,
+        }
     }
 
     /// The bounds of `lo..=hi` computed in the unbounded integers, as a value of type `t`:
@@ -254,24 +289,27 @@ impl<'a> Bounds<'a> {
     /// may be anything.
     fn in_type(&self, t: Ty, lo: V, hi: V, len: Option<(Rel, bool)>) -> B {
         let m = type_max(t);
+        // Symbolic bounds grow with the arithmetic they follow (a subtraction repeats its
+        // operands): past a size they are replaced by the type's range, which is always
+        // sound (0 below, the maximum above) and keeps the analysis linear.
+        let (lo, hi) = (capped(lo, 0), capped(hi, m));
         match &hi {
             V::N(h) if *h > m => full(t),
-            V::N(_) => B {
-                lo: match lo {
-                    V::C(l, rt) => self.name(l, rt),
-                    n => n,
-                },
-                hi,
-                len,
-            },
-            // C bounds saturate at u64::MAX: reaching the type's maximum may mean it wrapped.
-            V::C(h, rt) => {
+            V::N(_) => B { lo, hi, len },
+            // Symbolic bounds saturate at u64::MAX: reaching the type's maximum may mean it
+            // wrapped.
+            V::S(h, rt) => {
                 let rt = *rt || lo.run_time();
-                let lo = self.name(
-                    format!("sycl_bwrap_lo({h}, {}, SYCL_U64C({m}))", lo.c()),
+                let max = Bound::Num(m as u64);
+                let lo = V::S(
+                    Bound::WrapLo(
+                        Box::new(h.clone()),
+                        Box::new(lo.bound()),
+                        Box::new(max.clone()),
+                    ),
                     rt,
                 );
-                let hi = self.name(format!("sycl_bmin({h}, SYCL_U64C({m}))"), rt);
+                let hi = V::S(Bound::op(BoundFn::Min, h.clone(), max), rt);
                 B { lo, hi, len }
             }
         }
@@ -279,23 +317,33 @@ impl<'a> Bounds<'a> {
 
     /// Whether `base[index]` is in bounds, as far as `target` can know.
     pub fn access(&self, base: Base, index: &Expr, target: Target) -> Proof {
+        self.gate(self.access_proof(base, index, target))
+    }
+
+    fn access_proof(&self, base: Base, index: &Expr, target: Target) -> Proof {
         let b = self.bounds(index);
         match base {
             Base::Param(p) => match (b.len, &b.hi, target) {
                 (Some((Rel::Len(q), true)), _, _) if q == p => Proof::Always,
                 (_, _, Target::Rust) => Proof::No,
-                (Some((Rel::Range(d), true)), _, _) => {
-                    Proof::Guard(format!("(sycl_r{d} <= p{p}_len)"))
-                }
+                (Some((Rel::Range(d), true)), _, _) => Proof::Guard(Bound::cmp(
+                    BoundCmp::Le,
+                    Bound::GlobalRange(d),
+                    Bound::Len(p),
+                )),
                 (_, V::N(h), _) if *h >= u64::MAX as u128 => Proof::No,
-                (_, hi, _) => Proof::Guard(format!("({} < p{p}_len)", hi.c())),
+                (_, hi, _) => Proof::Guard(lt(hi.bound(), Bound::Len(p))),
             },
             Base::Local(l) => {
                 let n = self.f.locals[l].array.expect("an array") as u128;
                 match (&b.hi, target) {
                     (V::N(h), _) if *h < n => Proof::Always,
-                    (V::C(h, false), Target::C) => Proof::When(format!("({h} < SYCL_U64C({n}))")),
-                    (V::C(h, true), Target::C) => Proof::Guard(format!("({h} < SYCL_U64C({n}))")),
+                    (V::S(h, false), Target::Device) => {
+                        Proof::When(lt(h.clone(), Bound::Num(n as u64)))
+                    }
+                    (V::S(h, true), Target::Device) => {
+                        Proof::Guard(lt(h.clone(), Bound::Num(n as u64)))
+                    }
                     _ => Proof::No,
                 }
             }
@@ -310,7 +358,7 @@ impl<'a> Bounds<'a> {
     pub fn narrow_index(&self, e: &Expr, narrowed: &dyn Fn(usize) -> bool) -> Proof {
         let mut his = Vec::new();
         match self.narrow_tree(e, narrowed, &mut his) {
-            Some(true) => self.all_below_values(&his, 1u128 << 31),
+            Some(true) => self.gate(self.all_below_values(&his, 1u128 << 31)),
             _ => Proof::No,
         }
     }
@@ -384,12 +432,12 @@ impl<'a> Bounds<'a> {
         } else {
             1u128 << bits
         };
-        self.all_below_values(&[add(&e.hi, &st)], limit)
+        self.gate(self.all_below_values(&[add(&e.hi, &st)], limit))
     }
 
     /// Whether every value of `e` is below 2^bits.
     pub fn below(&self, e: &Expr, bits: u32) -> Proof {
-        self.all_below_values(&[self.bounds(e).hi], 1u128 << bits)
+        self.gate(self.all_below_values(&[self.bounds(e).hi], 1u128 << bits))
     }
 
     /// Whether `u32` arithmetic `e` (`a + b`, `a - b`, `a * b`) has no signed overflow
@@ -404,7 +452,7 @@ impl<'a> Bounds<'a> {
         match self.u32_arith(e) {
             Some((a, b)) => {
                 let his = [self.bounds(e).hi, self.bounds(a).hi, self.bounds(b).hi];
-                without_guard(self.all_below_values(&his, 1u128 << 31))
+                self.gate(without_guard(self.all_below_values(&his, 1u128 << 31)))
             }
             None => Proof::No,
         }
@@ -425,7 +473,7 @@ impl<'a> Bounds<'a> {
         }
         let mut his = Vec::new();
         values(self, e, &mut his);
-        without_guard(self.all_below_values(&his, 1u128 << 31))
+        self.gate(without_guard(self.all_below_values(&his, 1u128 << 31)))
     }
 
     /// The operands of `e` when it is `u32` `+`, `-` or `*`.
@@ -476,7 +524,7 @@ impl<'a> Bounds<'a> {
         match symbolic {
             None => Proof::Always,
             Some(s) => {
-                let cond = format!("({} < SYCL_U64C({limit}))", s.c());
+                let cond = lt(s.bound(), Bound::Num(limit as u64));
                 if run_time {
                     Proof::Guard(cond)
                 } else {
@@ -527,7 +575,7 @@ impl<'a> Bounds<'a> {
             ExprKind::Local(l) => self.local(*l),
             // Its value at run time (the same in every work-item), and the relation.
             ExprKind::Len(Base::Param(p)) => {
-                let v = V::at_run_time(format!("p{p}_len"));
+                let v = V::at_run_time(Bound::Len(*p));
                 let mut b = self.in_type(t, v.clone(), v, None);
                 b.len = Some((Rel::Len(*p), false));
                 b
@@ -537,44 +585,38 @@ impl<'a> Bounds<'a> {
                 self.in_type(t, V::N(n), V::N(n), None)
             }
             ExprKind::Query(Query::LocalId, d) => {
-                let r = V::C(
-                    format!("((sycl_u64)SYCL_LOCAL_RANGE(SYCL_AXIS({d})))"),
-                    false,
-                );
+                let r = V::S(Bound::LocalRange(*d), false);
                 self.in_type(t, V::N(0), sub(&r, &V::N(1)), None)
             }
             // Every work-item has `global_id(d) < global_range(d)`: a flat kernel's extra
             // GPU work-items leave before the body, and an nd-range launches exactly.
             ExprKind::Query(Query::GlobalId, d) => {
-                let r = V::at_run_time(format!("sycl_r{d}"));
+                let r = V::at_run_time(Bound::GlobalRange(*d));
                 let mut b = self.in_type(t, V::N(0), sub(&r, &V::N(1)), None);
                 b.len = Some((Rel::Range(*d), true));
                 b
             }
             ExprKind::Query(Query::GlobalRange, d) => {
-                let r = V::at_run_time(format!("sycl_r{d}"));
+                let r = V::at_run_time(Bound::GlobalRange(*d));
                 let mut b = self.in_type(t, r.clone(), r, None);
                 b.len = Some((Rel::Range(*d), false));
                 b
             }
             ExprKind::Query(Query::GroupId, d) => {
-                let r = V::at_run_time(format!("sycl_group_range(SYCL_AXIS({d}))"));
+                let r = V::at_run_time(Bound::GroupRange(*d));
                 self.in_type(t, V::N(0), sub(&r, &V::N(1)), None)
             }
             ExprKind::Query(Query::GroupRange, d) => {
-                let r = V::at_run_time(format!("sycl_group_range(SYCL_AXIS({d}))"));
+                let r = V::at_run_time(Bound::GroupRange(*d));
                 self.in_type(t, r.clone(), r, None)
             }
             // A scalar parameter: its value (the same in every work-item).
             ExprKind::Param(i) => {
-                let v = V::at_run_time(format!("((sycl_u64)p{i})"));
+                let v = V::at_run_time(Bound::Param(*i));
                 self.in_type(t, v.clone(), v, None)
             }
             ExprKind::Query(Query::LocalRange, d) => {
-                let r = V::C(
-                    format!("((sycl_u64)SYCL_LOCAL_RANGE(SYCL_AXIS({d})))"),
-                    false,
-                );
+                let r = V::S(Bound::LocalRange(*d), false);
                 self.in_type(t, r.clone(), r, None)
             }
             ExprKind::Cast(a, _) => {
@@ -607,24 +649,21 @@ impl<'a> Bounds<'a> {
                             }
                             (V::N(_), V::N(_)) => full(t),
                             _ => {
-                                let ok = format!("({} >= {})", x.lo.c(), y.hi.c());
+                                let ok = Bound::cmp(BoundCmp::Ge, x.lo.bound(), y.hi.bound());
                                 // Without `ok` it may wrap: anything in the type.
                                 let rt = x.lo.run_time()
                                     || y.hi.run_time()
                                     || x.hi.run_time()
                                     || y.lo.run_time();
-                                let lo = V::C(
-                                    format!("({ok} ? {} : SYCL_U64C(0))", sub(&x.lo, &y.hi).c()),
-                                    rt,
-                                );
-                                let hi = V::C(
-                                    format!(
-                                        "({ok} ? {} : SYCL_U64C({}))",
-                                        sub(&x.hi, &y.lo).c(),
-                                        type_max(t)
-                                    ),
-                                    rt,
-                                );
+                                let cond = |a: Bound, b: u128| {
+                                    Bound::Cond(
+                                        Box::new(ok.clone()),
+                                        Box::new(a),
+                                        Box::new(V::N(b).bound()),
+                                    )
+                                };
+                                let lo = V::S(cond(sub(&x.lo, &y.hi).bound(), 0), rt);
+                                let hi = V::S(cond(sub(&x.hi, &y.lo).bound(), type_max(t)), rt);
                                 self.in_type(t, lo, hi, None)
                             }
                         }
@@ -713,5 +752,352 @@ pub fn pure(e: &Expr) -> bool {
         ) => pure(a) && pure(b),
         ExprKind::Math(MathFn::Min | MathFn::Max, args) => args.iter().all(pure),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! One test per proof rule: each parses a small kernel, takes the index of every element
+    //! access in order, and asks what the analysis proves for it, on the native CPU form
+    //! (no guards, no work-group size) and on the device forms.
+
+    use super::*;
+    use crate::analyze::visit_exprs;
+    use crate::parse;
+
+    fn kernel(src: &str) -> Function {
+        let item: syn::ItemFn = syn::parse_str(src).expect("Rust");
+        parse::function(&item, parse::Role::Kernel).expect("a kernel")
+    }
+
+    /// Every element access of `f` (loads and stores), in source order.
+    fn accesses(f: &Function) -> Vec<(Base, &Expr)> {
+        fn stmts<'a>(body: &'a [Stmt], out: &mut Vec<(Base, &'a Expr)>) {
+            for s in body {
+                // Stores after the loads of their value and index (emitters' order is not
+                // the point here: only which accesses there are).
+                visit_exprs(std::slice::from_ref(s), &mut |e| {
+                    if let ExprKind::Load { base, index, .. } = &e.kind {
+                        out.push((*base, index));
+                    }
+                });
+                match &s.kind {
+                    StmtKind::Assign(Place::Elem { base, index, .. }, ..) => {
+                        out.push((*base, index))
+                    }
+                    StmtKind::If(_, a, b) => {
+                        stmts(a, out);
+                        stmts(b, out);
+                    }
+                    StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
+                        stmts(b, out)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        // `visit_exprs` descends into nested blocks itself: collect the stores separately.
+        stmts(&f.body, &mut out);
+        out.sort_by_key(|(_, e)| format!("{:?}", e.span));
+        out.dedup_by_key(|(_, e)| *e as *const Expr);
+        out
+    }
+
+    /// What the analysis proves for each access of `src`'s kernel: (native CPU, device).
+    fn proofs(src: &str) -> Vec<(Proof, Proof)> {
+        let f = kernel(src);
+        let b = Bounds::new(&f);
+        accesses(&f)
+            .into_iter()
+            .map(|(base, index)| {
+                (
+                    b.access(base, index, Target::Rust),
+                    b.access(base, index, Target::Device),
+                )
+            })
+            .collect()
+    }
+
+    /// The only access's proofs.
+    fn only(src: &str) -> (Proof, Proof) {
+        let p = proofs(src);
+        assert_eq!(p.len(), 1, "one access in {src}: {p:?}");
+        p.into_iter().next().unwrap()
+    }
+
+    fn always() -> (Proof, Proof) {
+        (Proof::Always, Proof::Always)
+    }
+
+    fn unproved() -> (Proof, Proof) {
+        (Proof::No, Proof::No)
+    }
+
+    /// A guard's value for a launch: global range 64 in every dimension, work-groups of 8,
+    /// slice lengths `len`, scalar parameters `param`.
+    fn holds(p: &Proof, len: u64, param: u64) -> Option<bool> {
+        let (Proof::Guard(b) | Proof::When(b)) = p else {
+            return None;
+        };
+        let v = b.eval(&|leaf| match leaf {
+            Bound::GlobalRange(_) => Some(64),
+            Bound::LocalRange(_) => Some(8),
+            Bound::GroupRange(_) => Some(8),
+            Bound::Len(_) => Some(len),
+            Bound::Param(_) => Some(param),
+            _ => None,
+        });
+        Some(v.expect("every leaf known") == 1)
+    }
+
+    #[test]
+    fn a_loop_to_a_slice_length_is_in_bounds() {
+        assert_eq!(
+            only("fn k(x: &mut [u32]) { for i in 0..x.len() { x[i] = 1; } }"),
+            always()
+        );
+        // Through immutable locals, `min` and `step_by`.
+        assert_eq!(
+            only(
+                "fn k(x: &mut [u32], c: usize) {
+                    let n = x.len();
+                    let b = global_id(0) * c;
+                    let e = (b + c).min(n);
+                    for i in (b..e).step_by(3) { x[i] = 1; }
+                }"
+            ),
+            always()
+        );
+    }
+
+    #[test]
+    fn an_inclusive_loop_to_a_length_is_not() {
+        let (cpu, dev) = only("fn k(x: &mut [u32]) { for i in 0..=x.len() { x[i] = 1; } }");
+        assert_eq!(cpu, Proof::No);
+        // On devices at most a guard, which never holds: i may equal the length.
+        assert_ne!(dev, Proof::Always);
+        assert_ne!(holds(&dev, 64, 0), Some(true));
+    }
+
+    #[test]
+    fn the_length_of_another_slice_proves_nothing_on_the_cpu() {
+        let (cpu, dev) =
+            only("fn k(x: &mut [u32], y: &[u32]) { for i in 0..y.len() { x[i] = 1; } }");
+        assert_eq!(cpu, Proof::No);
+        // The device forms guard it: len(y) - 1 < len(x).
+        assert!(matches!(dev, Proof::Guard(_)), "{dev:?}");
+        assert_eq!(holds(&dev, 64, 0), Some(true), "equal lengths");
+    }
+
+    #[test]
+    fn global_ids_are_guarded_by_the_range() {
+        let (cpu, dev) = only("fn k(x: &mut [u32]) { x[global_id(0)] = 1; }");
+        assert_eq!(cpu, Proof::No);
+        let Proof::Guard(g) = &dev else {
+            panic!("{dev:?}")
+        };
+        assert_eq!(
+            *g,
+            Bound::cmp(BoundCmp::Le, Bound::GlobalRange(0), Bound::Len(0))
+        );
+        assert_eq!(holds(&dev, 64, 0), Some(true));
+        assert_eq!(holds(&dev, 63, 0), Some(false));
+    }
+
+    #[test]
+    fn local_ids_index_local_arrays_under_the_group_size() {
+        let (cpu, dev) =
+            only("fn k(y: &mut [u32]) { let t = local_array::<u32, 64>(); t[local_id(0)] = 1; }");
+        // The native CPU form knows no work-group size when it is compiled.
+        assert_eq!(cpu, Proof::No);
+        let Proof::When(c) = &dev else {
+            panic!("{dev:?}")
+        };
+        assert!(c.is_build_time());
+        let at = |size: u64| {
+            c.eval(&|leaf| matches!(leaf, Bound::LocalRange(0)).then_some(size)) == Some(1)
+        };
+        assert!(at(64) && at(1) && !at(65));
+    }
+
+    #[test]
+    fn literals_and_masks_against_local_arrays() {
+        let src = |index: &str| {
+            format!(
+                "fn k(y: &mut [u32], n: usize) {{
+                    let t = local_array::<u32, 64>();
+                    for i in 0..1000usize {{ t[{index}] = 1; }}
+                }}"
+            )
+        };
+        assert_eq!(only(&src("63")), always());
+        assert_eq!(only(&src("64")), unproved());
+        assert_eq!(only(&src("i & 63")), always());
+        assert_eq!(only(&src("i % 64")), always());
+        assert_eq!(only(&src("i % 65")), unproved());
+        // `>>` keeps its operand's upper bound (conservative: no shift amount is modelled).
+        assert_eq!(only(&src("(i & 63) >> 2")), always());
+        assert_eq!(only(&src("(i & 255) >> 2")), unproved());
+        assert_eq!(only(&src("(i & 127) / 2")), always());
+        assert_eq!(only(&src("(i & 127) / 1")), unproved());
+        assert_eq!(only(&src("i.min(63)")), always());
+        assert_eq!(only(&src("(i & 31).max(i & 63)")), always());
+        assert_eq!(only(&src("if n > 3 { 5 } else { 63 }")), always());
+        assert_eq!(only(&src("if n > 3 { 5 } else { 64 }")), unproved());
+        // A run-time scalar: guarded on devices (its value < 64), unproved on the CPU.
+        let (cpu, dev) = only(&src("n"));
+        assert_eq!(cpu, Proof::No);
+        assert_eq!(holds(&dev, 0, 63), Some(true));
+        assert_eq!(holds(&dev, 0, 64), Some(false));
+        // A mask of a run-time value keeps its symbolic form (min(v, 63)): a guard, which
+        // holds for every launch.
+        let (cpu, dev) = only(&src("global_id(0) & 63"));
+        assert_eq!(cpu, Proof::No);
+        assert_eq!(holds(&dev, 0, 0), Some(true));
+    }
+
+    #[test]
+    fn subtraction_is_proved_only_where_it_cannot_wrap() {
+        let src = |index: &str| {
+            format!(
+                "fn k(y: &mut [u32]) {{
+                    let t = local_array::<u32, 64>();
+                    for j in 0..64usize {{ t[{index}] = 1; }}
+                }}"
+            )
+        };
+        assert_eq!(only(&src("63 - j")), always());
+        // 62 - 63 wraps to usize::MAX.
+        assert_eq!(only(&src("62 - j")), unproved());
+        assert_eq!(only(&src("j - 1")), unproved());
+    }
+
+    #[test]
+    fn wrapping_arithmetic_widens_to_the_whole_type() {
+        let src = |index: &str| {
+            format!(
+                "fn k(y: &mut [u32]) {{
+                    let t = local_array::<u32, 64>();
+                    for j in 0..64u32 {{ t[{index}] = 1; }}
+                }}"
+            )
+        };
+        assert_eq!(only(&src("(j * 1) as usize")), always());
+        // 63 * 100_000_000 overflows u32: after the wrap the value may be anything.
+        assert_eq!(only(&src("(j * 100_000_000 % 64) as usize")), always());
+        // (u32::MAX / 2^26 = 63, u32::MAX / 2^25 = 127.)
+        assert_eq!(
+            only(&src("(j * 100_000_000 / 67_108_864) as usize")),
+            always()
+        );
+        assert_eq!(
+            only(&src("(j * 100_000_000 / 33_554_432) as usize")),
+            unproved()
+        );
+        // In usize the same product does not wrap.
+        assert_eq!(
+            only(&src("(j as usize * 100_000_000) / 100_000_000")),
+            always()
+        );
+    }
+
+    #[test]
+    fn signed_and_mutable_values_have_no_bounds() {
+        assert_eq!(
+            only(
+                "fn k(y: &mut [u32]) {
+                    let t = local_array::<u32, 64>();
+                    let j = 3i32;
+                    t[j as usize] = 1;
+                }"
+            ),
+            unproved()
+        );
+        assert_eq!(
+            only(
+                "fn k(y: &mut [u32]) {
+                    let t = local_array::<u32, 64>();
+                    let mut j = 3usize;
+                    j += 100;
+                    t[j] = 1;
+                }"
+            ),
+            unproved()
+        );
+    }
+
+    #[test]
+    fn truncation_keeps_a_relation_to_a_length() {
+        assert_eq!(
+            only(
+                "fn k(x: &mut [u32]) {
+                    for i in 0..x.len() { x[(i as u32) as usize] = 1; }
+                }"
+            ),
+            always()
+        );
+    }
+
+    #[test]
+    fn facts_for_code_forms() {
+        let f = kernel(
+            "fn k(x: &mut [u32]) {
+                let t = local_array::<u32, 64>();
+                for j in 0..64u32 { t[(j * 2 + 1) as usize] = 1; }
+                for i in 0..x.len() { x[i] = 2; }
+            }",
+        );
+        let b = Bounds::new(&f);
+        let loops: Vec<(&Expr, Option<&Expr>, &Expr)> = f
+            .body
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StmtKind::For {
+                    start, end, step, ..
+                } => Some((end, step.as_ref(), start)),
+                _ => None,
+            })
+            .collect();
+        // 0..64u32 counts below 2^31; 0..len only under a run-time guard.
+        assert_eq!(b.loop_fits(loops[0].0, loops[0].1, 31), Proof::Always);
+        assert_eq!(b.below(loops[0].2, 31), Proof::Always);
+        assert!(matches!(b.loop_fits(loops[1].0, None, 31), Proof::Guard(_)));
+        let (base, index) = accesses(&f)[0];
+        assert_eq!(base, Base::Local(0));
+        // (j * 2 + 1) as usize: a u32 tree below 2^31, computable in `int`.
+        assert_eq!(b.narrow_index(index, &|_| false), Proof::Always);
+        let ExprKind::Cast(inner, _) = &index.kind else {
+            panic!("a cast")
+        };
+        assert_eq!(b.no_signed_wrap(inner), Proof::Always);
+        assert_eq!(b.no_signed_wrap_tree(inner), Proof::Always);
+    }
+
+    #[test]
+    fn long_chains_of_symbolic_arithmetic_stay_small() {
+        // Each subtraction repeats its operands in its bounds: without the size cap, 40 of
+        // them would make trees of 2^40 nodes.
+        let mut body = String::from("let a0 = n;\n");
+        for i in 1..=40 {
+            body.push_str(&format!("let a{i} = a{} - 1;\n", i - 1));
+        }
+        let src = format!("fn k(x: &mut [u32], n: usize) {{ {body} x[a40] = 1; }}");
+        let started = std::time::Instant::now();
+        let (cpu, dev) = only(&src);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(cpu, Proof::No);
+        if let Proof::Guard(b) | Proof::When(b) = &dev {
+            assert!(b.size() <= 4 * MAX_BOUND_NODES, "{} nodes", b.size());
+        }
+    }
+
+    #[test]
+    fn no_proofs_proves_nothing() {
+        let f = kernel("fn k(x: &mut [u32]) { for i in 0..x.len() { x[i] = 1; } }");
+        let b = Bounds::new(&f).without_proofs();
+        let (base, index) = accesses(&f)[0];
+        assert_eq!(b.access(base, index, Target::Rust), Proof::No);
+        assert_eq!(b.access(base, index, Target::Device), Proof::No);
     }
 }

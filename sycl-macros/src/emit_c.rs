@@ -18,13 +18,62 @@
 //! - sub-expressions with effects run in Rust's order: at most one atomic per statement, and a
 //!   stored value is computed before its index.
 
+use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
-use crate::analyze::{fallible, path_key, Analysis, Class, Step};
-use std::collections::HashSet;
+use sycl_kernel_ir::{Bound, BoundCmp, BoundFn};
 
+use crate::analyze::{fallible, path_key, Analysis, Class, Step};
 use crate::bounds::{pure, Bounds, Proof, Target};
 use crate::ir::*;
+
+/// A condition a code form or an access relies on: a bound, printed where it is used (so
+/// that only the bounds the program uses are declared), or the guarded program's switch.
+#[derive(Clone, PartialEq)]
+enum Cond {
+    Bound(Bound),
+    /// `SYCL_GUARDED`: the kernel's run-time guards held for this launch.
+    Guarded,
+}
+
+/// How an access is emitted.
+enum Access {
+    Checked,
+    Unchecked,
+    /// Checked unless this C condition (folded by the compiler) holds.
+    When(String),
+}
+
+/// An operator's C spelling.
+trait COp {
+    fn c(self) -> &'static str;
+}
+
+impl COp for BinOp {
+    fn c(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::BitAnd => "&",
+            BinOp::BitOr => "|",
+            BinOp::BitXor => "^",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
+}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -95,12 +144,18 @@ struct Emitter<'a> {
     /// Evaluating a value every work-item computes (`uniform_check`): failures go to
     /// `sycl_ufail`.
     uniform: bool,
-    /// Accesses proved in bounds (their checks are dropped).
-    bounds: Bounds<'a>,
+    /// Accesses proved in bounds (their checks are dropped): the kernel's one analysis.
+    bounds: &'a Bounds<'a>,
     /// In a kernel: the run-time guards (`Proof::Guard`) its accesses were proved under. The
     /// runtime evaluates them on the host at each launch and builds the program with
     /// `SYCL_GUARDED` 1 (those checks fold away) or 0.
-    guarded: Option<Vec<String>>,
+    guarded: Option<Vec<Bound>>,
+    /// In a kernel: the bound constants printed so far (`const sycl_u64 sycl_bN = ..;`,
+    /// each after those it names), declared first in the body, and their names.
+    bound_decls: Vec<String>,
+    bound_names: HashMap<Bound, String>,
+    /// Whether a uniform value's failure (`sycl_ufail`) was used.
+    ufail_used: Cell<bool>,
     /// `usize`/`u64` loop variables proved to fit 32 bits: OpenCL C counts them in `uint`
     /// (only in the `SYCL_GUARDED` program where the proof is a run-time guard); CUDA keeps
     /// them 64-bit but tracks them for the same index proofs (one guard list).
@@ -111,15 +166,19 @@ struct Emitter<'a> {
 }
 
 /// A kernel's C function (without prelude or helpers), and the conditions its
-/// `SYCL_GUARDED` form assumes (C text over the bound constants `decls` declares).
+/// `SYCL_GUARDED` form assumes.
 pub struct KernelC {
     pub source: String,
-    pub guards: Vec<String>,
-    pub decls: Vec<String>,
+    pub guards: Vec<Bound>,
 }
 
-/// The kernel's C function (without prelude or helpers).
-pub fn kernel(f: &Function, an: &Analysis, d: Dialect) -> KernelC {
+/// The kernel's C function (without prelude or helpers), from the kernel's bounds analysis.
+pub fn kernel<'a>(
+    f: &'a Function,
+    an: &'a Analysis,
+    d: Dialect,
+    bounds: &'a Bounds<'a>,
+) -> KernelC {
     let mut e = Emitter {
         f,
         d,
@@ -130,8 +189,11 @@ pub fn kernel(f: &Function, an: &Analysis, d: Dialect) -> KernelC {
         tmp: 0,
         region_end: None,
         uniform: false,
-        bounds: Bounds::new(f),
+        bounds,
         guarded: Some(Vec::new()),
+        bound_decls: Vec::new(),
+        bound_names: HashMap::new(),
+        ufail_used: Cell::new(false),
         narrowed: HashSet::new(),
         int_arith: true,
     };
@@ -139,20 +201,16 @@ pub fn kernel(f: &Function, an: &Analysis, d: Dialect) -> KernelC {
     KernelC {
         source: e.out,
         guards: e.guarded.take().unwrap_or_default(),
-        decls: e.bounds.c_decls(),
     }
 }
 
-/// The name a bound constant's declaration declares.
-fn decl_name(decl: &str) -> &str {
-    decl.trim_start_matches("const sycl_u64 ")
-        .split(' ')
-        .next()
-        .unwrap_or_default()
-}
-
 /// A helper's C definition; its name is [`SELF_MARKER`]. Also returns its prototype.
-pub fn helper(f: &Function, helpers: &[syn::Path], d: Dialect) -> (String, String) {
+pub fn helper<'a>(
+    f: &'a Function,
+    helpers: &'a [syn::Path],
+    d: Dialect,
+    bounds: &'a Bounds<'a>,
+) -> (String, String) {
     let mut e = Emitter {
         f,
         d,
@@ -163,8 +221,11 @@ pub fn helper(f: &Function, helpers: &[syn::Path], d: Dialect) -> (String, Strin
         tmp: 0,
         region_end: None,
         uniform: false,
-        bounds: Bounds::new(f),
+        bounds,
         guarded: None,
+        bound_decls: Vec::new(),
+        bound_names: HashMap::new(),
+        ufail_used: Cell::new(false),
         narrowed: HashSet::new(),
         int_arith: true,
     };
@@ -220,7 +281,10 @@ impl Emitter<'_> {
     /// The failure pointer passed to prelude calls.
     fn failp(&self) -> &'static str {
         match self.role {
-            Role::Kernel(_) if self.uniform => "&sycl_ufail",
+            Role::Kernel(_) if self.uniform => {
+                self.ufail_used.set(true);
+                "&sycl_ufail"
+            }
             Role::Kernel(_) => "&sycl_fail",
             Role::Helper => "sycl_failp",
         }
@@ -228,7 +292,10 @@ impl Emitter<'_> {
 
     fn failed(&self) -> &'static str {
         match self.role {
-            Role::Kernel(_) if self.uniform => "sycl_ufail",
+            Role::Kernel(_) if self.uniform => {
+                self.ufail_used.set(true);
+                "sycl_ufail"
+            }
             Role::Kernel(_) => "sycl_fail",
             Role::Helper => "(*sycl_failp)",
         }
@@ -253,21 +320,22 @@ impl Emitter<'_> {
         }
     }
 
-    /// Whether an access needs its check: `Proof::No` and `Proof::When` are checked (the
-    /// latter folded away where the work-group size proves it), `Proof::Always` is not;
-    /// `Proof::Guard` becomes `When(SYCL_GUARDED)` in kernels (the runtime tests the guard on
-    /// the host), `No` in helpers (their parameters are not the launch's).
-    fn proof(&mut self, base: Base, index: &Expr, checked: bool) -> Proof {
+    /// Whether an access needs its check: `Proof::No` is checked, `Proof::When` too unless
+    /// its condition holds for the work-group size (folded by the compiler), `Proof::Always`
+    /// is not; `Proof::Guard` is checked unless `SYCL_GUARDED` in kernels (the runtime tests
+    /// the guard on the host), checked in helpers (their parameters are not the launch's).
+    fn proof(&mut self, base: Base, index: &Expr, checked: bool) -> Access {
         if !checked {
-            return Proof::Always;
+            return Access::Unchecked;
         }
-        match self.bounds.access(base, index, Target::C) {
+        match self.bounds.access(base, index, Target::Device) {
             p @ Proof::Guard(_) if self.guarded.is_some() => {
                 self.register(&p);
-                Proof::When("SYCL_GUARDED".into())
+                Access::When("SYCL_GUARDED".into())
             }
-            Proof::Guard(_) => Proof::No,
-            other => other,
+            Proof::Guard(_) | Proof::No => Access::Checked,
+            Proof::Always => Access::Unchecked,
+            Proof::When(b) => Access::When(self.bound_c(&b)),
         }
     }
 
@@ -281,25 +349,88 @@ impl Emitter<'_> {
     }
 
     /// What a proof of a code form (not of an access) allows: `None` when it does not hold,
-    /// else the C condition under which it does (`None` inside: always). A run-time guard is
+    /// else the condition under which it does (`None` inside: always). A run-time guard is
     /// `SYCL_GUARDED` (`register` it where the form is used); helpers cannot use one.
-    fn form_cond(&self, p: &Proof, constant_only: bool) -> Option<Option<String>> {
+    fn form_cond(&self, p: &Proof, constant_only: bool) -> Option<Option<Cond>> {
         match p {
             Proof::No => None,
             Proof::Always => Some(None),
-            Proof::When(c) if !constant_only => Some(Some(c.clone())),
+            Proof::When(c) if !constant_only => Some(Some(Cond::Bound(c.clone()))),
             Proof::When(_) => None,
-            Proof::Guard(_) => self.guarded.as_ref().map(|_| Some("SYCL_GUARDED".into())),
+            Proof::Guard(_) => self.guarded.as_ref().map(|_| Some(Cond::Guarded)),
         }
     }
 
     /// `form_cond`, the guard registered for a form that is used where it holds.
-    fn form_proof(&mut self, p: Proof, constant_only: bool) -> Option<Option<String>> {
+    fn form_proof(&mut self, p: Proof, constant_only: bool) -> Option<Option<Cond>> {
         let cond = self.form_cond(&p, constant_only);
         if cond.is_some() {
             self.register(&p);
         }
         cond
+    }
+
+    /// A condition in C (its bounds declared, in kernels, where first printed).
+    fn cond_c(&mut self, c: &Cond) -> String {
+        match c {
+            Cond::Guarded => "SYCL_GUARDED".into(),
+            Cond::Bound(b) => self.bound_c(b),
+        }
+    }
+
+    /// A bound in C, through the preludes' `sycl_b*` functions (the same saturating `u64`
+    /// arithmetic as `Bound::eval`). In kernels every compound node becomes a named constant
+    /// declared at the top of the body, once: the text stays linear in the tree's distinct
+    /// nodes, and only printed (so used) bounds are declared.
+    fn bound_c(&mut self, b: &Bound) -> String {
+        let text = match b {
+            Bound::Num(v) => return format!("SYCL_U64C({v})"),
+            Bound::LocalRange(d) => return format!("((sycl_u64)SYCL_LOCAL_RANGE(SYCL_AXIS({d})))"),
+            Bound::GroupRange(d) => return format!("sycl_group_range(SYCL_AXIS({d}))"),
+            Bound::GlobalRange(d) => return format!("sycl_r{d}"),
+            Bound::Param(i) => return format!("((sycl_u64)p{i})"),
+            Bound::Len(i) => return format!("p{i}_len"),
+            _ if self.bound_names.contains_key(b) => return self.bound_names[b].clone(),
+            Bound::Fn(f, x, y) => {
+                let name = match f {
+                    BoundFn::Add => "add",
+                    BoundFn::Mul => "mul",
+                    BoundFn::Min => "min",
+                    BoundFn::Max => "max",
+                    BoundFn::Sub => "sub",
+                    BoundFn::Div => "div",
+                };
+                let (x, y) = (self.bound_c(x), self.bound_c(y));
+                format!("sycl_b{name}({x}, {y})")
+            }
+            Bound::WrapLo(h, l, m) => {
+                let (h, l, m) = (self.bound_c(h), self.bound_c(l), self.bound_c(m));
+                format!("sycl_bwrap_lo({h}, {l}, {m})")
+            }
+            Bound::Cmp(op, x, y) => {
+                let op = match op {
+                    BoundCmp::Lt => "<",
+                    BoundCmp::Le => "<=",
+                    BoundCmp::Ge => ">=",
+                    BoundCmp::Gt => ">",
+                };
+                let (x, y) = (self.bound_c(x), self.bound_c(y));
+                format!("(sycl_u64)({x} {op} {y})")
+            }
+            Bound::Cond(c, x, y) => {
+                let (c, x, y) = (self.bound_c(c), self.bound_c(x), self.bound_c(y));
+                format!("({c} ? {x} : {y})")
+            }
+        };
+        if self.guarded.is_none() {
+            // A helper: no declarations (its conditions are over the work-group size only).
+            return format!("({text})");
+        }
+        let name = format!("sycl_b{}", self.bound_decls.len());
+        self.bound_decls
+            .push(format!("const sycl_u64 {name} = {text};"));
+        self.bound_names.insert(b.clone(), name.clone());
+        name
     }
 
     /// An index: in signed 32-bit arithmetic, sign-extended, where `Bounds::narrow_index`
@@ -321,7 +452,10 @@ impl Emitter<'_> {
         let narrow = format!("((sycl_u64)({}))", self.narrow_c(index));
         match cond {
             None => narrow,
-            Some(c) => format!("(({c}) ? {narrow} : {wide})"),
+            Some(c) => {
+                let c = self.cond_c(&c);
+                format!("(({c}) ? {narrow} : {wide})")
+            }
         }
     }
 
@@ -408,7 +542,7 @@ impl Emitter<'_> {
         for r in 0..3 {
             params.push(format!("sycl_u64 sycl_r{r}"));
         }
-        if d == Dialect::OpenCl && an.reduce_bytes > 0 {
+        if d == Dialect::OpenCl && an.info.reduce_bytes > 0 {
             params.push("__local sycl_u64* sycl_scratch".into());
         }
         let head = match d {
@@ -423,7 +557,7 @@ impl Emitter<'_> {
             params.join(", ")
         );
         self.depth = 1;
-        // The bound constants of the proofs made while emitting the body go here.
+        // The bound constants printed while emitting the body go here.
         let decls_at = self.out.len();
         for l in &prologue {
             self.line(l);
@@ -444,7 +578,7 @@ impl Emitter<'_> {
                 self.line(&format!("{space} {t} a{l}[{len}];"));
             }
         }
-        if !an.group {
+        if !an.info.group {
             // A plain range is launched rounded up to whole work-groups; the extra
             // work-items leave here, so the kernel sees exactly its range.
             self.line("if (SYCL_OUTSIDE_RANGE) return;");
@@ -456,9 +590,11 @@ impl Emitter<'_> {
             // a constant the compiler folds). A failed work-item goes on with its effects
             // suppressed, like one in a flat kernel.
             self.line(match d {
-                Dialect::Cuda => "unsigned int sycl_done = 0, sycl_ufail = 0;",
-                Dialect::OpenCl => "uint sycl_done = 0, sycl_ufail = 0;",
+                Dialect::Cuda => "unsigned int sycl_done = 0;",
+                Dialect::OpenCl => "uint sycl_done = 0;",
             });
+            // `sycl_ufail` is declared here if a uniform value can fail (known at the end).
+            let ufail_at = self.out.len();
             // Locals that live across synchronisation are declared once, up front, so that
             // the jumps that end a region never cross a declaration.
             let loop_vars = sync_loop_vars(&an.steps);
@@ -470,23 +606,22 @@ impl Emitter<'_> {
             }
             self.steps(&an.steps);
             self.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
-            if self.out.matches("sycl_ufail").count() == 1 {
-                self.out = self.out.replace(", sycl_ufail = 0;", ";");
+            if self.ufail_used.get() {
+                let decl = match d {
+                    Dialect::Cuda => "    unsigned int sycl_ufail = 0;\n",
+                    Dialect::OpenCl => "    uint sycl_ufail = 0;\n",
+                };
+                self.out.insert_str(ufail_at, decl);
             }
         }
         self.out.push_str("}\n");
-        // Only the bound constants the code uses, directly or through later ones (a bound is
-        // declared after those it refers to): Intel's CPU OpenCL runtime did not drop unused
-        // ones in work-group kernels (measured: matmul 2.1x -> 2.9x with them).
-        let decls = self.bounds.c_decls();
-        let mut used: Vec<&String> = Vec::new();
-        for d in decls.iter().rev() {
-            let name = decl_name(d);
-            if mentions(&self.out, name) || used.iter().any(|u| mentions(u, name)) {
-                used.push(d);
-            }
-        }
-        let decls: String = used.iter().rev().map(|d| format!("    {d}\n")).collect();
+        // Only the bound constants the code prints are declared (Intel's CPU OpenCL runtime
+        // did not drop unused ones in work-group kernels: matmul 2.1x -> 2.9x with them).
+        let decls: String = self
+            .bound_decls
+            .iter()
+            .map(|d| format!("    {d}\n"))
+            .collect();
         self.out.insert_str(decls_at, &decls);
     }
 
@@ -694,12 +829,12 @@ impl Emitter<'_> {
         //   work-item-strided loop whose counter is the index, and loses one computed from a
         //   trip count (reduce 1.2x, stencil 1.7x slower).
         enum Form {
-            Int(Option<String>),
+            Int(Option<Cond>),
             Narrow,
             Step,
         }
         let unsigned = !inclusive && matches!(ty, Ty::U32 | Ty::U64 | Ty::Usize);
-        let mut fast: Option<(Form, Vec<Proof>, Option<String>)> = None;
+        let mut fast: Option<(Form, Vec<Proof>, Option<Cond>)> = None;
         if unsigned && ty == Ty::U32 {
             let (lp, sp) = (
                 self.bounds.loop_fits(end, step, 31),
@@ -762,6 +897,7 @@ impl Emitter<'_> {
                 let first = match start_cond {
                     None => format!("(int)({s})"),
                     Some(c) => {
+                        let c = self.cond_c(&c);
                         format!("(({c}) ? (int)({s}) : (({s} < {e}) ? (int)({s}) : (int)({e})))")
                     }
                 };
@@ -922,37 +1058,37 @@ impl Emitter<'_> {
                 // user's `unsafe` one; one it proved for this work-group size is folded away.
                 let proof = self.proof(*base, index, *checked);
                 let current = match &proof {
-                    // (`proof` resolves guards to one of the others.)
-                    Proof::No | Proof::Guard(..) => format!(
+                    Access::Checked => format!(
                         "sycl_ld_{space}_{}({ptr}, {len}, {iname}, {})",
                         tag(elem),
                         self.failp()
                     ),
-                    Proof::When(c) => format!(
+                    Access::When(c) => format!(
                         "sycl_ldc_{space}_{}({ptr}, {len}, {iname}, {}, {c})",
                         tag(elem),
                         self.failp()
                     ),
-                    Proof::Always => format!("{ptr}[{iname}]"),
+                    Access::Unchecked => format!("{ptr}[{iname}]"),
                 };
                 let value = match op {
                     None => vn.clone(),
                     Some(op) => self.binary(*op, elem, self.ty(e), &current, &vn),
                 };
                 let line = match &proof {
-                    // (`proof` resolves guards to one of the others.)
-                    Proof::No | Proof::Guard(..) => format!(
+                    Access::Checked => format!(
                         "sycl_st_{space}_{}({ptr}, {len}, {iname}, {value}, {});",
                         tag(elem),
                         self.failp()
                     ),
-                    Proof::When(c) => format!(
+                    Access::When(c) => format!(
                         "sycl_stc_{space}_{}({ptr}, {len}, {iname}, {value}, {}, {c});",
                         tag(elem),
                         self.failp()
                     ),
                     // In bounds, but still nothing after a failure.
-                    Proof::Always => format!("if (!{}) {ptr}[{iname}] = {value};", self.failed()),
+                    Access::Unchecked => {
+                        format!("if (!{}) {ptr}[{iname}] = {value};", self.failed())
+                    }
                 };
                 self.line(&line);
                 self.depth -= 1;
@@ -1097,18 +1233,17 @@ impl Emitter<'_> {
                 let i = self.index(index);
                 let proof = self.proof(*base, index, *checked);
                 match proof {
-                    // (`proof` resolves guards to one of the others.)
-                    Proof::No | Proof::Guard(..) => format!(
+                    Access::Checked => format!(
                         "sycl_ld_{space}_{}({ptr}, {len}, {i}, {})",
                         tag(t),
                         self.failp()
                     ),
-                    Proof::When(c) => format!(
+                    Access::When(c) => format!(
                         "sycl_ldc_{space}_{}({ptr}, {len}, {i}, {}, {c})",
                         tag(t),
                         self.failp()
                     ),
-                    Proof::Always => format!("{ptr}[{i}]"),
+                    Access::Unchecked => format!("{ptr}[{i}]"),
                 }
             }
             ExprKind::Len(base) => self.base(*base).1,
@@ -1147,6 +1282,7 @@ impl Emitter<'_> {
                 match cond {
                     None => narrow,
                     Some(c) => {
+                        let c = self.bound_c(&c);
                         // The other branch (folded away) without `int` trees, so that the
                         // text grows linearly.
                         self.int_arith = false;
@@ -1346,16 +1482,6 @@ impl Emitter<'_> {
         };
         format!("{base}{suffix}({})", a.join(", "))
     }
-}
-
-/// Whether `text` mentions identifier `name` (not as the start of a longer one).
-fn mentions(text: &str, name: &str) -> bool {
-    text.match_indices(name).any(|(i, _)| {
-        !text[i + name.len()..]
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-    })
 }
 
 /// `s` in parentheses, once: `if ((a == b))` draws a compiler warning.

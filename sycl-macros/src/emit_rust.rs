@@ -38,8 +38,8 @@ pub struct RustEmitter<'a> {
     f: &'a Function,
     class: Vec<Class>,
     ctx: Ctx,
-    /// Accesses proved in bounds (their checks are dropped).
-    bounds: Bounds<'a>,
+    /// Accesses proved in bounds (their checks are dropped): the function's one analysis.
+    bounds: &'a Bounds<'a>,
 }
 
 fn rt() -> TokenStream {
@@ -47,7 +47,7 @@ fn rt() -> TokenStream {
 }
 
 pub fn ty_tokens(t: Ty) -> TokenStream {
-    let i = format_ident!("{}", t.rust());
+    let i = format_ident!("{}", t.name());
     quote!(#i)
 }
 
@@ -56,12 +56,12 @@ pub fn param_ident(p: &Param) -> proc_macro2::Ident {
 }
 
 impl<'a> RustEmitter<'a> {
-    fn new(f: &'a Function, an: Option<&Analysis>, ctx: Ctx) -> Self {
+    fn new(f: &'a Function, an: Option<&Analysis>, ctx: Ctx, bounds: &'a Bounds<'a>) -> Self {
         RustEmitter {
             f,
             class: an.map_or_else(|| vec![Class::Plain; f.locals.len()], |a| a.class.clone()),
             ctx,
-            bounds: Bounds::new(f),
+            bounds,
         }
     }
 
@@ -81,7 +81,10 @@ impl<'a> RustEmitter<'a> {
     fn guarded(&self, base: Base, index: &Expr, checked: bool) -> bool {
         checked
             && self.ctx != Ctx::Helper
-            && matches!(self.bounds.access(base, index, Target::C), Proof::Guard(_))
+            && matches!(
+                self.bounds.access(base, index, Target::Device),
+                Proof::Guard(_)
+            )
     }
 
     fn local(&self, l: usize) -> TokenStream {
@@ -252,7 +255,7 @@ impl<'a> RustEmitter<'a> {
                 let name = if t.is_int() && *m == MathFn::Abs {
                     format_ident!("wrapping_abs")
                 } else {
-                    format_ident!("{}", m.rust())
+                    format_ident!("{}", m.name())
                 };
                 quote!((#recv).#name(#(#rest),*))
             }
@@ -590,11 +593,16 @@ fn bind_params(f: &Function) -> TokenStream {
 
 /// The native CPU entry of a kernel: `fn(&CpuArgs, Range<usize>)` over work-items (flat) or
 /// work-groups (group kernels).
-pub fn kernel_cpu(f: &Function, an: &Analysis, fn_name: &proc_macro2::Ident) -> TokenStream {
+pub fn kernel_cpu<'a>(
+    f: &'a Function,
+    an: &'a Analysis,
+    bounds: &'a Bounds<'a>,
+    fn_name: &proc_macro2::Ident,
+) -> TokenStream {
     let params = bind_params(f);
     let rt = rt();
-    if !an.group {
-        let e = RustEmitter::new(f, Some(an), Ctx::Flat);
+    if !an.info.group {
+        let e = RustEmitter::new(f, Some(an), Ctx::Flat, bounds);
         let body = e.block(&f.body);
         let lid = an.queries.local_id.then(|| {
             quote!(let __lid: [usize; 3] = [__gid[0] % __lr[0], __gid[1] % __lr[1], __gid[2] % __lr[2]];)
@@ -646,7 +654,7 @@ pub fn kernel_cpu(f: &Function, an: &Analysis, fn_name: &proc_macro2::Ident) -> 
             quote!(let mut #name: ::std::vec::Vec<#t> = ::std::vec![<#t as ::core::default::Default>::default(); #len];)
         })
     });
-    let steps = steps(f, an, &an.steps);
+    let steps = steps(f, an, bounds, &an.steps);
     let buffers = sub_group_buffers(f, &an.steps).into_iter().map(|(l, t)| {
         let name = format_ident!("__sycl_sg{}", l);
         let t = ty_tokens(t);
@@ -686,10 +694,15 @@ pub fn kernel_cpu(f: &Function, an: &Analysis, fn_name: &proc_macro2::Ident) -> 
     }
 }
 
-fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
+fn steps<'a>(
+    f: &'a Function,
+    an: &'a Analysis,
+    bounds: &'a Bounds<'a>,
+    steps_: &[Step],
+) -> TokenStream {
     let rt = rt();
-    let region = RustEmitter::new(f, Some(an), Ctx::Region);
-    let group = RustEmitter::new(f, Some(an), Ctx::Group);
+    let region = RustEmitter::new(f, Some(an), Ctx::Region, bounds);
+    let group = RustEmitter::new(f, Some(an), Ctx::Group, bounds);
     let all_done = quote! {
         if __states.iter().all(|__s| __s.done) {
             continue '__sycl_groups;
@@ -825,7 +838,7 @@ fn steps(f: &Function, an: &Analysis, steps_: &[Step]) -> TokenStream {
             } => {
                 let name = format_ident!("__sycl_v{}", var);
                 let range = group.range(start, end, *inclusive, step.as_ref());
-                let inner = steps(f, an, body);
+                let inner = steps(f, an, bounds, body);
                 quote! {
                     #all_done
                     for #name in #range {
@@ -867,8 +880,8 @@ fn sub_group_buffers(f: &Function, steps: &[Step]) -> Vec<(usize, Ty)> {
 }
 
 /// A helper's Rust function (the same semantics as in kernels; failures panic).
-pub fn helper_fn(f: &Function, item: &syn::ItemFn) -> TokenStream {
-    let e = RustEmitter::new(f, None, Ctx::Helper);
+pub fn helper_fn<'a>(f: &'a Function, item: &syn::ItemFn, bounds: &'a Bounds<'a>) -> TokenStream {
+    let e = RustEmitter::new(f, None, Ctx::Helper, bounds);
     let body = e.block(&f.body);
     let attrs = &item.attrs;
     let vis = &item.vis;

@@ -29,30 +29,49 @@ use ir::{ParamKind, Ty};
 /// Makes a function a kernel for every device. See `sycl::kernel`.
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand(attr, item, kernel_impl)
+    let attr = TokenStream2::from(attr);
+    // `__no_proofs` (testing only, undocumented for users): every access stays checked and
+    // every code form general, the twin the differential test compares each kernel with.
+    let options = if attr.to_string() == "__no_proofs" {
+        KernelOptions { proofs: false }
+    } else if attr.is_empty() {
+        KernelOptions { proofs: true }
+    } else {
+        return no_arguments(attr);
+    };
+    match syn::parse::<syn::ItemFn>(item) {
+        Ok(func) => kernel_impl(func, options)
+            .unwrap_or_else(|e| e.to_compile_error())
+            .into(),
+        Err(e) => e.to_compile_error().into(),
+    }
 }
 
 /// Makes a function callable from kernels (and from host code). See `sycl::kernel`.
 #[proc_macro_attribute]
 pub fn kernel_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand(attr, item, helper_impl)
-}
-
-fn expand(
-    attr: TokenStream,
-    item: TokenStream,
-    f: fn(syn::ItemFn) -> syn::Result<TokenStream2>,
-) -> TokenStream {
     let attr = TokenStream2::from(attr);
     if !attr.is_empty() {
-        return syn::Error::new_spanned(attr, "this attribute takes no arguments")
-            .to_compile_error()
-            .into();
+        return no_arguments(attr);
     }
     match syn::parse::<syn::ItemFn>(item) {
-        Ok(func) => f(func).unwrap_or_else(|e| e.to_compile_error()).into(),
+        Ok(func) => helper_impl(func)
+            .unwrap_or_else(|e| e.to_compile_error())
+            .into(),
         Err(e) => e.to_compile_error().into(),
     }
+}
+
+fn no_arguments(attr: TokenStream2) -> TokenStream {
+    syn::Error::new_spanned(attr, "this attribute takes no arguments")
+        .to_compile_error()
+        .into()
+}
+
+/// What `#[sycl::kernel(..)]` was given.
+struct KernelOptions {
+    /// Use the bounds analysis' proofs (off only for the differential test's twins).
+    proofs: bool,
 }
 
 fn scalar_ty(t: Ty) -> TokenStream2 {
@@ -85,27 +104,28 @@ fn helper_refs(paths: &[syn::Path]) -> TokenStream2 {
     quote!(&[#(#refs as fn() -> &'static ::sycl::kernel::__rt::HelperDef),*])
 }
 
-fn kernel_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
+fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStream2> {
     let f = parse::function(&item, parse::Role::Kernel)?;
     let an = analyze::kernel(&f)?;
-    let cuda = emit_c::kernel(&f, &an, Dialect::Cuda);
-    let opencl = emit_c::kernel(&f, &an, Dialect::OpenCl);
-    // One bounds analysis for both dialects: the same guard (compared as words: OpenCL C
-    // makes more proofs, of `int` arithmetic, so its bound constants are numbered apart).
-    debug_assert_eq!(cuda.guards.len(), opencl.guards.len());
-    debug_assert_eq!(
-        encode::guards(&cuda.guards, &cuda.decls),
-        encode::guards(&opencl.guards, &opencl.decls)
-    );
-    let guard = words(&encode::guards(&opencl.guards, &opencl.decls));
+    // The kernel's one bounds analysis: every form reads its proofs.
+    let bounds = if options.proofs {
+        bounds::Bounds::new(&f)
+    } else {
+        bounds::Bounds::new(&f).without_proofs()
+    };
+    let cuda = emit_c::kernel(&f, &an, Dialect::Cuda, &bounds);
+    let opencl = emit_c::kernel(&f, &an, Dialect::OpenCl, &bounds);
+    // Both dialects make the same proofs, so they take the same guards.
+    debug_assert_eq!(cuda.guards, opencl.guards);
+    let guard = words(&encode::guards(&opencl.guards));
     let (cuda, opencl) = (cuda.source, opencl.source);
-    let ir = words(&encode::kernel(&f, &an));
+    let ir = words(&encode::kernel(&f, &an, &bounds));
     let name = &item.sig.ident;
     let vis = &item.vis;
     let attrs = &item.attrs;
     let cpu_name = format_ident!("__sycl_cpu_{}", name);
-    let cpu = emit_rust::kernel_cpu(&f, &an, &cpu_name);
-    let cpu_entry = if an.group {
+    let cpu = emit_rust::kernel_cpu(&f, &an, &bounds, &cpu_name);
+    let cpu_entry = if an.info.group {
         quote!(::sycl::kernel::__rt::CpuEntry::Groups(#cpu_name))
     } else {
         quote!(::sycl::kernel::__rt::CpuEntry::Items(#cpu_name))
@@ -141,11 +161,16 @@ fn kernel_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
     }
     let name_str = name.to_string();
     let helpers = helper_refs(&an.helpers);
-    let dims = Literal::u8_unsuffixed(an.dims);
-    let (group, nd, fp64, atomic64) = (an.group, an.nd_queries, an.fp64, an.atomic64);
-    let sub_groups = an.sub_groups;
-    let reduce_bytes = Literal::usize_unsuffixed(an.reduce_bytes);
-    let local_bytes = Literal::usize_unsuffixed(an.local_bytes);
+    let dims = Literal::u8_unsuffixed(an.info.dims);
+    let (group, nd, fp64, atomic64) = (
+        an.info.group,
+        an.info.nd_queries,
+        an.info.fp64,
+        an.info.atomic64,
+    );
+    let sub_groups = an.info.sub_groups;
+    let reduce_bytes = Literal::usize_unsuffixed(an.info.reduce_bytes);
+    let local_bytes = Literal::usize_unsuffixed(an.info.local_bytes);
     let doc_launch = format!(
         "A launch of kernel `{name}` for [`sycl::Queue::parallel_for`]; made by the function `{name}`."
     );
@@ -183,14 +208,16 @@ fn kernel_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
                             guard: #guard,
                             ir: #ir,
                             helpers: #helpers,
-                            dims: #dims,
-                            group: #group,
-                            nd_queries: #nd,
-                            fp64: #fp64,
-                            atomic64: #atomic64,
-                            sub_groups: #sub_groups,
-                            reduce_bytes: #reduce_bytes,
-                            local_bytes: #local_bytes,
+                            info: ::sycl::kernel::__rt::KernelInfo {
+                                dims: #dims,
+                                group: #group,
+                                nd_queries: #nd,
+                                fp64: #fp64,
+                                atomic64: #atomic64,
+                                sub_groups: #sub_groups,
+                                reduce_bytes: #reduce_bytes,
+                                local_bytes: #local_bytes,
+                            },
                             cpu: #cpu_entry,
                         })
                     };
@@ -230,10 +257,11 @@ fn helper_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
             }
         }
     });
-    let (cuda_proto, cuda) = emit_c::helper(&f, &paths, Dialect::Cuda);
-    let (ocl_proto, ocl) = emit_c::helper(&f, &paths, Dialect::OpenCl);
-    let ir = words(&encode::helper(&f, &paths));
-    let rust = emit_rust::helper_fn(&f, &item);
+    let bounds = bounds::Bounds::new(&f);
+    let (cuda_proto, cuda) = emit_c::helper(&f, &paths, Dialect::Cuda, &bounds);
+    let (ocl_proto, ocl) = emit_c::helper(&f, &paths, Dialect::OpenCl, &bounds);
+    let ir = words(&encode::helper(&f, &paths, &bounds));
+    let rust = emit_rust::helper_fn(&f, &item, &bounds);
     let name = &item.sig.ident;
     let vis = &item.vis;
     let name_str = name.to_string();

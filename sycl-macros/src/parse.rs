@@ -1057,7 +1057,7 @@ impl Parser {
                     let a = self.expr(&u.expr)?;
                     if let Some(t) = self.types.get(a.ty) {
                         if !(t.is_signed() || t.is_float()) {
-                            return Err(err(span, format!("cannot negate a `{}`", t.rust())));
+                            return Err(err(span, format!("cannot negate a `{}`", t.name())));
                         }
                     }
                     let ty = a.ty;
@@ -1493,7 +1493,7 @@ impl Parser {
                 span,
                 format!(
                     "atomics on `{}` are not in the kernel language (i32, u32, u64; and fetch_add on f32)",
-                    elem.rust()
+                    elem.name()
                 ),
             ));
         }

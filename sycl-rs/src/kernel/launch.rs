@@ -89,17 +89,13 @@ fn resolve(def: &'static Definition) -> Result<&'static Resolved> {
     for h in def.parts.helpers {
         visit(h(), &mut order, &mut on_path)?;
     }
-    let fp64 = def.parts.fp64 || order.iter().any(|h| h.parts.fp64);
-    let guard =
-        super::spirv::decode_guard(def.parts.guard, def.parts.params.len()).map_err(|e| {
-            Error::new(
-                e.code(),
-                format!(
-                "kernel `{}`: its bounds guard (a bug of #[sycl::kernel]: please report it): {e}",
-                def.parts.name
-            ),
-            )
-        })?;
+    let fp64 = def.parts.info.fp64 || order.iter().any(|h| h.parts.fp64);
+    let guard = decode_guard(def).map_err(|e| {
+        Error::new(
+            e.code(),
+            format!("kernel `{}`: {}", def.parts.name, e.message()),
+        )
+    })?;
     let resolved: &'static Resolved = Box::leak(Box::new(Resolved {
         helpers: order,
         fp64,
@@ -209,16 +205,16 @@ fn check_aliasing(p: &DefinitionParts, args: &Args) -> Result<()> {
 fn check_range(p: &DefinitionParts, range: &Range, device: &Device) -> Result<()> {
     let launch = range.inner;
     launch.validate(device.max_work_group_size())?;
-    if launch.dims < p.dims {
+    if launch.dims < p.info.dims {
         return Err(Error::new(
             Errc::NdRange,
             format!(
                 "kernel `{}` indexes {} dimensions; the range has {}",
-                p.name, p.dims, launch.dims
+                p.name, p.info.dims, launch.dims
             ),
         ));
     }
-    if launch.local.is_none() && (p.group || p.nd_queries) {
+    if launch.local.is_none() && (p.info.group || p.info.nd_queries) {
         return Err(Error::new(
             Errc::NdRange,
             format!(
@@ -229,7 +225,7 @@ fn check_range(p: &DefinitionParts, range: &Range, device: &Device) -> Result<()
     }
     if let Some(local) = launch.local {
         let items = local.iter().product::<usize>() as u64;
-        let need = p.local_bytes as u64 + items * p.reduce_bytes as u64;
+        let need = p.info.local_bytes as u64 + items * p.info.reduce_bytes as u64;
         let have = device.local_mem_size();
         if have > 0 && need > have {
             return Err(Error::new(
@@ -262,13 +258,13 @@ fn submit_definition(
     if resolved.fp64 {
         device.require(Aspect::Fp64, &format!("kernel `{}` (f64)", p.name))?;
     }
-    if p.atomic64 {
+    if p.info.atomic64 {
         device.require(
             Aspect::Atomic64,
             &format!("kernel `{}` (64-bit atomics)", p.name),
         )?;
     }
-    if p.sub_groups {
+    if p.info.sub_groups {
         device.require(
             Aspect::ExtSyclRsSubGroups,
             &format!("kernel `{}` (sub-group operations)", p.name),
@@ -539,7 +535,7 @@ fn submit_gpu(
     }
     // (The SPIR-V form takes the same parameter, unused, so that both forms take the same
     // arguments.)
-    if p.reduce_bytes > 0 && (form == KernelIr::OpenClC || form == KernelIr::SpirV) {
+    if p.info.reduce_bytes > 0 && (form == KernelIr::OpenClC || form == KernelIr::SpirV) {
         let items: usize = geometry
             .local
             .expect("a GPU launch has groups")
@@ -569,6 +565,21 @@ fn submit_gpu(
     slot.launched(event.inner.clone());
     event.kernel_status = Some(Arc::new(KernelStatus { name: p.name, slot }));
     Ok(event)
+}
+
+/// The definition's C-form guards (`None`: it has none), validated against its decoded IR.
+fn decode_guard(def: &'static Definition) -> Result<Option<Vec<super::spirv::Bound>>> {
+    use sycl_kernel_ir::validate::{validate_guards, Role};
+    if def.parts.guard.is_empty() {
+        return Ok(None);
+    }
+    super::spirv::on_deep_stack(|| {
+        let f = super::spirv::decode(def.parts.ir, Role::Kernel, def.parts.helpers.len())?;
+        let guards = sycl_kernel_ir::wire::decode_guards(def.parts.guard, f.params.len())
+            .map_err(super::spirv::malformed)?;
+        validate_guards(&guards, &f).map_err(super::spirv::malformed)?;
+        Ok(Some(guards))
+    })
 }
 
 /// A leaf of a run-time bounds guard for this launch: the device's values.
@@ -721,7 +732,7 @@ impl KernelCache {
         };
         match self.ir {
             KernelIr::SpirV
-                if def.parts.sub_groups
+                if def.parts.info.sub_groups
                     && context.backend() == BackendKind::OpenCl
                     && !shuffles() =>
             {
@@ -804,10 +815,10 @@ pub(crate) fn program_source(
     if fp64 {
         src.push_str("#define SYCL_FP64 1\n");
     }
-    if p.atomic64 {
+    if p.info.atomic64 {
         src.push_str("#define SYCL_ATOMIC64 1\n");
     }
-    if p.sub_groups {
+    if p.info.sub_groups {
         src.push_str("#define SYCL_SUB_GROUPS 1\n");
     }
     src.push_str(if cuda { PRELUDE_CUDA } else { PRELUDE_OPENCL });

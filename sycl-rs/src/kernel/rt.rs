@@ -17,51 +17,12 @@ use crate::usm::{AsUsmRange, MemoryRecord};
 
 pub use super::launch::{program_source_of, spirv_of, submit};
 
-/// The scalar types of the kernel language.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ScalarTy {
-    /// `bool`
-    Bool,
-    /// `i32`
-    I32,
-    /// `u32`
-    U32,
-    /// `i64`
-    I64,
-    /// `u64`
-    U64,
-    /// `usize` (64-bit on every device)
-    Usize,
-    /// `f32`
-    F32,
-    /// `f64`
-    F64,
-}
+/// The scalar types of the kernel language: the kernel IR's (`sycl-kernel-ir`), one type for
+/// the macro, the IR and the runtime.
+pub use sycl_kernel_ir::Scalar as ScalarTy;
 
-impl ScalarTy {
-    /// Bytes of its value as a kernel argument.
-    pub const fn size(self) -> usize {
-        match self {
-            ScalarTy::Bool => 1,
-            ScalarTy::I32 | ScalarTy::U32 | ScalarTy::F32 => 4,
-            ScalarTy::I64 | ScalarTy::U64 | ScalarTy::Usize | ScalarTy::F64 => 8,
-        }
-    }
-
-    /// Its Rust name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            ScalarTy::Bool => "bool",
-            ScalarTy::I32 => "i32",
-            ScalarTy::U32 => "u32",
-            ScalarTy::I64 => "i64",
-            ScalarTy::U64 => "u64",
-            ScalarTy::Usize => "usize",
-            ScalarTy::F32 => "f32",
-            ScalarTy::F64 => "f64",
-        }
-    }
-}
+/// What a kernel needs of a device and a launch: the kernel IR's.
+pub use sycl_kernel_ir::KernelInfo;
 
 mod sealed {
     pub trait Sealed {}
@@ -638,22 +599,8 @@ pub struct DefinitionParts {
     pub ir: &'static [u32],
     /// Helpers it calls, in marker order.
     pub helpers: &'static [fn() -> &'static HelperDef],
-    /// The number of dimensions it indexes.
-    pub dims: u8,
-    /// Runs as work-groups (local arrays, barriers, reductions).
-    pub group: bool,
-    /// Queries local or group ids or ranges.
-    pub nd_queries: bool,
-    /// Uses `f64`.
-    pub fp64: bool,
-    /// Uses 64-bit atomics.
-    pub atomic64: bool,
-    /// Uses sub-group queries or collectives.
-    pub sub_groups: bool,
-    /// Widest reduced element in bytes (0: no reductions).
-    pub reduce_bytes: usize,
-    /// Bytes of work-group local arrays.
-    pub local_bytes: usize,
+    /// What it needs of a device and a launch (the macro's analysis).
+    pub info: KernelInfo,
     /// The native CPU form.
     pub cpu: CpuEntry,
 }

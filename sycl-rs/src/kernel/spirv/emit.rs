@@ -17,9 +17,11 @@ use rspirv::spirv::{
     SelectionControl, StorageClass, Word,
 };
 
-use super::ir::*;
-use crate::kernel::__rt::ScalarTy;
 use crate::{Errc, Error, Result};
+use sycl_kernel_ir::bound::{Bound, Check};
+use sycl_kernel_ir::ir::*;
+use sycl_kernel_ir::ops::*;
+use sycl_kernel_ir::Scalar as ScalarTy;
 
 const FAIL_BOUNDS: u64 = 1;
 const FAIL_ARITH: u64 = 2;
@@ -790,7 +792,7 @@ impl Fx<'_> {
             Stmt::Store {
                 base,
                 check,
-                narrow,
+                index_fits_i32: narrow,
                 op,
                 index,
                 value,
@@ -1001,7 +1003,7 @@ impl Fx<'_> {
         // so. A 32-bit loop keeps the test at the top: stencil2d's two-step tile loops ran
         // 1.06x so and 1.10x rotated. Unlike OpenCL C, a `usize` loop stays 64-bit here:
         // counted in 32 bits it ran 1.45x through Intel's SPIR-V reader.
-        if !h.inclusive && self.proved(&h.simple)? {
+        if !h.inclusive && self.proved(&h.counts_below_half)? {
             let (st, step_ok) = match step {
                 Some((st, ok)) => (st, Some(ok)),
                 None => (self.m.u64c(1), None),
@@ -1022,7 +1024,7 @@ impl Fx<'_> {
                 // and the step is `nsw`, as clang emits an `int` loop: Intel's vectorizer then
                 // keeps stencil2d's tile stores contiguous (scatters with an unsigned test,
                 // and with a signed one behind an unsigned entry test).
-                let signed = self.proved(&h.start_below)?;
+                let signed = self.proved(&h.start_below_half)?;
                 let test = if signed { Op::SLessThan } else { lt };
                 self.store(var, s)?;
                 return self.emit_loop(
@@ -1794,8 +1796,8 @@ impl Fx<'_> {
             | ExprKind::SubGroupQuery(_) => true,
             ExprKind::Load { .. }
             | ExprKind::Atomic { .. }
-            | ExprKind::Reduce(_)
-            | ExprKind::SubGroup(_)
+            | ExprKind::Reduce(..)
+            | ExprKind::SubGroup(..)
             | ExprKind::Call(..) => false,
             ExprKind::Binary(BinOp::Div | BinOp::Rem, a, b, _) if is_int(a.ty) => {
                 let _ = b;
@@ -1868,7 +1870,7 @@ impl Fx<'_> {
             ExprKind::Load {
                 base,
                 check,
-                narrow,
+                index_fits_i32: narrow,
                 index,
             } => {
                 let i = self.index(*base, index, narrow)?;
@@ -1975,8 +1977,8 @@ impl Fx<'_> {
                     .collect::<Result<Vec<_>>>()?;
                 self.atomic(*op, t, *base, i, &vs)
             }
-            ExprKind::Reduce(_) => Err(bad("a group reduction outside a step")),
-            ExprKind::SubGroup(_) => Err(bad("a sub-group operation outside a step")),
+            ExprKind::Reduce(..) => Err(bad("a group reduction outside a step")),
+            ExprKind::SubGroup(..) => Err(bad("a sub-group operation outside a step")),
             ExprKind::SubGroupQuery(q) => {
                 let v = self.sub_group_builtin(match q {
                     SubGroupQuery::LocalId => BuiltIn::SubgroupLocalInvocationId,

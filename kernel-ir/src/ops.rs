@@ -1,0 +1,347 @@
+//! Operators, work-item queries, math, atomics, reductions and sub-group operations.
+
+/// A binary operator (Rust's, with Rust's semantics: wrapping integer arithmetic, shifts
+/// that mask their amount, failing division by zero).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+impl BinOp {
+    /// Every operator, in wire-code order.
+    pub const ALL: [BinOp; 18] = {
+        use BinOp::*;
+        [
+            Add, Sub, Mul, Div, Rem, BitAnd, BitOr, BitXor, Shl, Shr, Eq, Ne, Lt, Le, Gt, Ge, And,
+            Or,
+        ]
+    };
+
+    /// `==`, `!=`, `<`, `<=`, `>`, `>=`.
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+        )
+    }
+
+    /// `&&`, `||`.
+    pub fn is_logical(self) -> bool {
+        matches!(self, BinOp::And | BinOp::Or)
+    }
+
+    /// `<<`, `>>`.
+    pub fn is_shift(self) -> bool {
+        matches!(self, BinOp::Shl | BinOp::Shr)
+    }
+
+    /// `&`, `|`, `^`.
+    pub fn is_bitwise(self) -> bool {
+        matches!(self, BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor)
+    }
+}
+
+/// A unary operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    /// `-x` (wrapping on integers).
+    Neg,
+    /// `!x` (logical on `bool`, bitwise on integers).
+    Not,
+}
+
+/// Work-item and work-group queries (`global_id(d)`, ...), each of a SYCL dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum Query {
+    GlobalId,
+    LocalId,
+    GroupId,
+    GlobalRange,
+    LocalRange,
+    GroupRange,
+}
+
+impl Query {
+    /// Every query, in wire-code order.
+    pub const ALL: [Query; 6] = [
+        Query::GlobalId,
+        Query::LocalId,
+        Query::GroupId,
+        Query::GlobalRange,
+        Query::LocalRange,
+        Query::GroupRange,
+    ];
+
+    /// The query a kernel-language function names.
+    pub fn from_name(name: &str) -> Option<Query> {
+        Some(match name {
+            "global_id" => Query::GlobalId,
+            "local_id" => Query::LocalId,
+            "group_id" => Query::GroupId,
+            "global_range" => Query::GlobalRange,
+            "local_range" => Query::LocalRange,
+            "group_range" => Query::GroupRange,
+            _ => return None,
+        })
+    }
+
+    /// The same for every work-item of a work-group.
+    pub fn is_uniform(self) -> bool {
+        !matches!(self, Query::GlobalId | Query::LocalId)
+    }
+}
+
+/// Math on floats (and `min`/`max`/`abs` on integers), as Rust's methods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum MathFn {
+    Sqrt,
+    Exp,
+    Ln,
+    Sin,
+    Cos,
+    Powf,
+    MulAdd,
+    Min,
+    Max,
+    Abs,
+    Floor,
+    Ceil,
+}
+
+impl MathFn {
+    /// Every function, in wire-code order.
+    pub const ALL: [MathFn; 12] = {
+        use MathFn::*;
+        [
+            Sqrt, Exp, Ln, Sin, Cos, Powf, MulAdd, Min, Max, Abs, Floor, Ceil,
+        ]
+    };
+
+    /// The function a method name names.
+    pub fn from_name(name: &str) -> Option<MathFn> {
+        MathFn::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Arguments besides the receiver.
+    pub fn extra_args(self) -> usize {
+        match self {
+            MathFn::Powf | MathFn::Min | MathFn::Max => 1,
+            MathFn::MulAdd => 2,
+            _ => 0,
+        }
+    }
+
+    /// Its Rust method name.
+    pub fn name(self) -> &'static str {
+        match self {
+            MathFn::Sqrt => "sqrt",
+            MathFn::Exp => "exp",
+            MathFn::Ln => "ln",
+            MathFn::Sin => "sin",
+            MathFn::Cos => "cos",
+            MathFn::Powf => "powf",
+            MathFn::MulAdd => "mul_add",
+            MathFn::Min => "min",
+            MathFn::Max => "max",
+            MathFn::Abs => "abs",
+            MathFn::Floor => "floor",
+            MathFn::Ceil => "ceil",
+        }
+    }
+
+    /// Whether integers may use it too.
+    pub fn for_ints(self) -> bool {
+        matches!(self, MathFn::Min | MathFn::Max | MathFn::Abs)
+    }
+}
+
+/// An atomic read-modify-write on a slice or local array element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum AtomicOp {
+    FetchAdd,
+    FetchMin,
+    FetchMax,
+    CompareExchange,
+}
+
+impl AtomicOp {
+    /// Every atomic, in wire-code order.
+    pub const ALL: [AtomicOp; 4] = [
+        AtomicOp::FetchAdd,
+        AtomicOp::FetchMin,
+        AtomicOp::FetchMax,
+        AtomicOp::CompareExchange,
+    ];
+
+    /// The atomic a kernel-language function names.
+    pub fn from_name(name: &str) -> Option<AtomicOp> {
+        Some(match name {
+            "atomic_fetch_add" => AtomicOp::FetchAdd,
+            "atomic_fetch_min" => AtomicOp::FetchMin,
+            "atomic_fetch_max" => AtomicOp::FetchMax,
+            "atomic_compare_exchange" => AtomicOp::CompareExchange,
+            _ => return None,
+        })
+    }
+
+    /// Values after the element (`compare_exchange`: the expected, then the new one).
+    pub fn values(self) -> usize {
+        if self == AtomicOp::CompareExchange {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// A group or sub-group reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum Reduce {
+    Sum,
+    Min,
+    Max,
+}
+
+impl Reduce {
+    /// Every reduction, in wire-code order.
+    pub const ALL: [Reduce; 3] = [Reduce::Sum, Reduce::Min, Reduce::Max];
+
+    /// The group reduction a kernel-language function names (`group_sum`).
+    pub fn from_name(name: &str) -> Option<Reduce> {
+        Some(match name {
+            "group_sum" => Reduce::Sum,
+            "group_min" => Reduce::Min,
+            "group_max" => Reduce::Max,
+            _ => return None,
+        })
+    }
+
+    /// `sum`, `min`, `max`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reduce::Sum => "sum",
+            Reduce::Min => "min",
+            Reduce::Max => "max",
+        }
+    }
+}
+
+/// Sub-group queries (`sub_group_local_id()`, ...): no argument, a `usize`. Sub-groups are
+/// one-dimensional.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SubGroupQuery {
+    /// The work-item's lane in its sub-group (SYCL `sub_group::get_local_id`).
+    LocalId,
+    /// The size of this work-item's sub-group (the last one of a work-group may be smaller).
+    LocalRange,
+    /// The sub-group size of the launch (SYCL `get_max_local_range`).
+    MaxLocalRange,
+    /// The sub-group's index in its work-group.
+    Id,
+    /// The number of sub-groups in the work-group.
+    Range,
+}
+
+impl SubGroupQuery {
+    /// Every query, in wire-code order.
+    pub const ALL: [SubGroupQuery; 5] = [
+        SubGroupQuery::LocalId,
+        SubGroupQuery::LocalRange,
+        SubGroupQuery::MaxLocalRange,
+        SubGroupQuery::Id,
+        SubGroupQuery::Range,
+    ];
+
+    /// The query a kernel-language function names.
+    pub fn from_name(name: &str) -> Option<SubGroupQuery> {
+        Some(match name {
+            "sub_group_local_id" => SubGroupQuery::LocalId,
+            "sub_group_local_range" => SubGroupQuery::LocalRange,
+            "sub_group_max_local_range" => SubGroupQuery::MaxLocalRange,
+            "sub_group_id" => SubGroupQuery::Id,
+            "sub_group_range" => SubGroupQuery::Range,
+            _ => return None,
+        })
+    }
+
+    /// The same for every work-item of a work-group.
+    pub fn is_uniform(self) -> bool {
+        matches!(self, SubGroupQuery::MaxLocalRange | SubGroupQuery::Range)
+    }
+}
+
+/// Sub-group collectives: every work-item of the sub-group takes part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SubGroupOp {
+    /// `sub_group_broadcast(x, lane)`: `x` of `lane` (the same in the whole work-group).
+    Broadcast,
+    /// `sub_group_shuffle(x, lane)`: `x` of any lane (SYCL `select_from_group`).
+    Shuffle,
+    /// `sub_group_shift_left(x, delta)`: `x` of lane `id + delta`.
+    ShiftLeft,
+    /// `sub_group_shift_right(x, delta)`: `x` of lane `id - delta`.
+    ShiftRight,
+    /// `sub_group_shuffle_xor(x, mask)`: `x` of lane `id ^ mask` (SYCL `permute_group_by_xor`).
+    ShuffleXor,
+    /// `sub_group_sum(x)` (`min`, `max`).
+    Reduce(Reduce),
+}
+
+impl SubGroupOp {
+    /// Every collective, in wire-code order.
+    pub const ALL: [SubGroupOp; 8] = [
+        SubGroupOp::Broadcast,
+        SubGroupOp::Shuffle,
+        SubGroupOp::ShiftLeft,
+        SubGroupOp::ShiftRight,
+        SubGroupOp::ShuffleXor,
+        SubGroupOp::Reduce(Reduce::Sum),
+        SubGroupOp::Reduce(Reduce::Min),
+        SubGroupOp::Reduce(Reduce::Max),
+    ];
+
+    /// The collective a kernel-language function names.
+    pub fn from_name(name: &str) -> Option<SubGroupOp> {
+        let rest = name.strip_prefix("sub_group_")?;
+        SubGroupOp::ALL.into_iter().find(|op| op.name() == rest)
+    }
+
+    /// Its name after `sub_group_` (`broadcast`, `sum`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SubGroupOp::Broadcast => "broadcast",
+            SubGroupOp::Shuffle => "shuffle",
+            SubGroupOp::ShiftLeft => "shift_left",
+            SubGroupOp::ShiftRight => "shift_right",
+            SubGroupOp::ShuffleXor => "shuffle_xor",
+            SubGroupOp::Reduce(r) => r.name(),
+        }
+    }
+
+    /// Whether it takes a lane (or delta, or mask) after the value.
+    pub fn takes_lane(self) -> bool {
+        !matches!(self, SubGroupOp::Reduce(_))
+    }
+}

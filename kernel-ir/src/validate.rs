@@ -1,0 +1,464 @@
+//! Validation of a decoded function: every type, and where each statement may appear.
+//!
+//! [`crate::wire::decode`] already checked tags, counts and indices; this checks what back
+//! ends rely on when they read a [`Function`]: each expression has the type its operator
+//! gives (and only the operators, casts, math and compound assignments Rust has), accesses
+//! reach slices or local arrays of their element type, stores and atomics reach writable
+//! memory, `break` is inside a loop, group operations (barriers, group reductions,
+//! sub-group collectives) are only in the body of a kernel with steps, local arrays only in
+//! kernels and of the lengths the language allows, build-time proofs are over the
+//! work-group size only, bounds name unsigned scalars and slices. Back ends may then read a
+//! validated function without checking it again.
+
+use crate::bound::{Bound, Check};
+use crate::ir::*;
+use crate::ops::*;
+use crate::ty::Scalar;
+use crate::wire::WireError;
+
+/// What a function is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A kernel: no result, may synchronise its group.
+    Kernel,
+    /// A helper: returns a scalar, takes only scalars, never synchronises.
+    Helper,
+}
+
+/// The longest work-group local array the kernel language allows, in elements.
+pub const MAX_LOCAL_ARRAY: u32 = 65536;
+
+/// Checks a decoded function (see the module's documentation).
+pub fn validate(f: &Function, role: Role) -> Result<(), WireError> {
+    // Group operations (barriers, group reductions, sub-group collectives) appear in the
+    // body of a kernel that runs as work-groups, which back ends emit from its steps; the
+    // steps hold them as steps, never inside their expressions.
+    let mut v = Validator {
+        f,
+        role,
+        group_ops: role == Role::Kernel && f.steps.is_some(),
+    };
+    match role {
+        Role::Kernel if f.ret.is_some() => return v.bad("a kernel with a result"),
+        Role::Helper if f.ret.is_none() => return v.bad("a helper without a result"),
+        Role::Helper if f.steps.is_some() => return v.bad("a helper with steps"),
+        _ => {}
+    }
+    if role == Role::Helper && f.params.iter().any(|p| !matches!(p, Param::Scalar(_))) {
+        return v.bad("a helper taking a slice");
+    }
+    for l in &f.locals {
+        match l.array {
+            Some(n) if !l.ty.is_element() || n == 0 || n > MAX_LOCAL_ARRAY => {
+                return v.bad("a local array of a non-element type or an impossible length")
+            }
+            Some(_) if role == Role::Helper => return v.bad("a local array in a helper"),
+            _ => {}
+        }
+    }
+    v.block(&f.body, false)?;
+    if let Some(steps) = &f.steps {
+        v.group_ops = false;
+        v.steps(steps)?;
+    }
+    Ok(())
+}
+
+struct Validator<'a> {
+    f: &'a Function,
+    role: Role,
+    /// Whether group operations may appear here (see [`validate`]).
+    group_ops: bool,
+}
+
+type R = Result<(), WireError>;
+
+impl Validator<'_> {
+    fn bad<T>(&self, what: &str) -> Result<T, WireError> {
+        Err(WireError {
+            what: format!("invalid kernel IR: {what}"),
+            at: 0,
+        })
+    }
+
+    fn want(&self, ok: bool, what: &str) -> R {
+        if ok {
+            Ok(())
+        } else {
+            self.bad(what)
+        }
+    }
+
+    /// The element type of a base, and whether it may be written.
+    fn base(&self, b: Base) -> Result<(Scalar, bool), WireError> {
+        match b {
+            Base::Param(i) => match self.f.params[i] {
+                Param::Slice { elem, mutable } => Ok((elem, mutable)),
+                Param::Scalar(_) => self.bad("an element of a scalar parameter"),
+            },
+            Base::Local(l) => match self.f.locals[l] {
+                Local { ty, array: Some(_) } => Ok((ty, true)),
+                _ => self.bad("an element of a scalar local"),
+            },
+        }
+    }
+
+    fn scalar_local(&self, l: usize) -> Result<Scalar, WireError> {
+        let local = self.f.locals[l];
+        self.want(local.array.is_none(), "a local array used as a value")?;
+        Ok(local.ty)
+    }
+
+    fn check(&self, c: &Check) -> R {
+        match c {
+            Check::Checked | Check::Proved => Ok(()),
+            Check::When(b) => {
+                self.want(b.is_build_time(), "a build-time proof over run-time values")?;
+                self.bound(b)
+            }
+            Check::Guard(b) => self.bound(b),
+        }
+    }
+
+    fn bound(&self, b: &Bound) -> R {
+        let mut r = Ok(());
+        b.visit(&mut |n| {
+            if r.is_err() {
+                return;
+            }
+            r = match *n {
+                Bound::Param(i) => self.want(
+                    matches!(self.f.params[i], Param::Scalar(t) if t.is_unsigned()),
+                    "a bound over a parameter that is not an unsigned scalar",
+                ),
+                Bound::Len(i) => self.want(
+                    matches!(self.f.params[i], Param::Slice { .. }),
+                    "a bound over the length of a scalar",
+                ),
+                _ => Ok(()),
+            }
+        });
+        r
+    }
+
+    fn block(&self, body: &[Stmt], in_loop: bool) -> R {
+        body.iter().try_for_each(|s| self.stmt(s, in_loop))
+    }
+
+    /// `target op= value` (or `=` without `op`), for a target of type `t`: Rust's compound
+    /// assignments are arithmetic, bitwise and shifts.
+    fn assign(&self, t: Scalar, op: Option<BinOp>, value: &Expr) -> R {
+        match op {
+            None => self.want(value.ty == t, "an assignment of another type"),
+            Some(op) if op.is_comparison() || op.is_logical() => {
+                self.bad("a compound assignment Rust does not have")
+            }
+            Some(op) => self.binary_type(op, t, t, value.ty),
+        }
+    }
+
+    fn for_header(&self, h: &For) -> R {
+        let t = self.scalar_local(h.var)?;
+        self.want(
+            t.is_int() && h.start.ty == t && h.end.ty == t,
+            "a `for` over mismatched or non-integer bounds",
+        )?;
+        self.expr(&h.start)?;
+        self.expr(&h.end)?;
+        if let Some(s) = &h.step {
+            self.want(s.ty == Scalar::Usize, "a `step_by` that is not a `usize`")?;
+            self.expr(s)?;
+        }
+        self.check(&h.counts_below_half)?;
+        self.check(&h.start_below_half)
+    }
+
+    fn stmt(&self, s: &Stmt, in_loop: bool) -> R {
+        match s {
+            Stmt::Let(l, e) => {
+                let t = self.scalar_local(*l)?;
+                self.want(e.ty == t, "a `let` of another type")?;
+                self.expr(e)
+            }
+            Stmt::AssignLocal(l, op, e) => {
+                let t = self.scalar_local(*l)?;
+                self.assign(t, *op, e)?;
+                self.expr(e)
+            }
+            Stmt::Store {
+                base,
+                check,
+                index_fits_i32,
+                op,
+                index,
+                value,
+            } => {
+                let (elem, writable) = self.base(*base)?;
+                self.want(writable, "a store to a read-only slice")?;
+                self.want(index.ty == Scalar::Usize, "an index that is not a `usize`")?;
+                self.assign(elem, *op, value)?;
+                self.check(check)?;
+                self.check(index_fits_i32)?;
+                self.expr(index)?;
+                self.expr(value)
+            }
+            Stmt::Expr(e) => self.expr(e),
+            Stmt::If(c, a, b) => {
+                self.want(
+                    c.ty == Scalar::Bool,
+                    "an `if` condition that is not a `bool`",
+                )?;
+                self.expr(c)?;
+                self.block(a, in_loop)?;
+                self.block(b, in_loop)
+            }
+            Stmt::While(c, b) => {
+                self.want(
+                    c.ty == Scalar::Bool,
+                    "a `while` condition that is not a `bool`",
+                )?;
+                self.expr(c)?;
+                self.block(b, true)
+            }
+            Stmt::Loop(b) => self.block(b, true),
+            Stmt::For(h, b) => {
+                self.for_header(h)?;
+                self.block(b, true)
+            }
+            Stmt::Break | Stmt::Continue => self.want(in_loop, "`break` outside a loop"),
+            Stmt::Return(None) => self.want(self.role == Role::Kernel, "a helper's empty return"),
+            Stmt::Return(Some(e)) => {
+                self.want(Some(e.ty) == self.f.ret, "a return of another type")?;
+                self.expr(e)
+            }
+            Stmt::Barrier => self.want(
+                self.group_ops,
+                "a barrier outside a work-group kernel's body",
+            ),
+        }
+    }
+
+    fn steps(&self, steps: &[Step]) -> R {
+        for s in steps {
+            match s {
+                Step::Region(b) => self.block(b, false)?,
+                Step::GroupLet(l, e) => {
+                    let t = self.scalar_local(*l)?;
+                    self.want(e.ty == t, "a group `let` of another type")?;
+                    self.expr(e)?;
+                }
+                Step::Barrier => {}
+                Step::Reduce { local, value, .. } => {
+                    let t = self.scalar_local(*local)?;
+                    self.want(
+                        value.ty == t && t.is_numeric(),
+                        "a group reduction of another type",
+                    )?;
+                    self.expr(value)?;
+                }
+                Step::SyncFor(h, body) => {
+                    self.for_header(h)?;
+                    self.steps(body)?;
+                }
+                Step::SubGroup { local, op, args } => {
+                    let t = self.scalar_local(*local)?;
+                    self.sub_group(*op, t, args)?;
+                    args.iter().try_for_each(|a| self.expr(a))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn sub_group(&self, op: SubGroupOp, t: Scalar, args: &[Expr]) -> R {
+        let lanes = usize::from(op.takes_lane());
+        self.want(
+            args.len() == 1 + lanes
+                && args[0].ty == t
+                && t.is_numeric()
+                && args[1..].iter().all(|l| l.ty == Scalar::Usize),
+            "sub-group arguments",
+        )
+    }
+
+    /// The type `op` gives operands of types `a` and `b`, which must be `t`.
+    fn binary_type(&self, op: BinOp, t: Scalar, a: Scalar, b: Scalar) -> R {
+        let ok = if op.is_comparison() {
+            t == Scalar::Bool && a == b
+        } else if op.is_logical() {
+            t == Scalar::Bool && a == Scalar::Bool && b == Scalar::Bool
+        } else if op.is_shift() {
+            t == a && a.is_int() && b.is_int()
+        } else if op.is_bitwise() {
+            t == a && a == b && (a.is_int() || a == Scalar::Bool)
+        } else {
+            t == a && a == b && a.is_numeric()
+        };
+        self.want(ok, "operands of the wrong types")
+    }
+
+    fn expr(&self, e: &Expr) -> R {
+        let t = e.ty;
+        match &e.kind {
+            ExprKind::Lit(bits) => {
+                let fits = match t {
+                    Scalar::Bool => *bits <= 1,
+                    t if t.bits() == 32 => *bits <= u32::MAX as u64,
+                    _ => true,
+                };
+                self.want(fits, "a literal wider than its type")
+            }
+            ExprKind::Local(l) => {
+                let lt = self.scalar_local(*l)?;
+                self.want(lt == t, "a local read at another type")
+            }
+            ExprKind::Param(i) => self.want(
+                self.f.params[*i] == Param::Scalar(t),
+                "a parameter read at another type",
+            ),
+            ExprKind::Load {
+                base,
+                check,
+                index_fits_i32,
+                index,
+            } => {
+                let (elem, _) = self.base(*base)?;
+                self.want(elem == t, "an element read at another type")?;
+                self.want(index.ty == Scalar::Usize, "an index that is not a `usize`")?;
+                self.check(check)?;
+                self.check(index_fits_i32)?;
+                self.expr(index)
+            }
+            ExprKind::Len(base) => {
+                self.base(*base)?;
+                self.want(t == Scalar::Usize, "a length that is not a `usize`")
+            }
+            ExprKind::Unary(op, a) => {
+                let ok = a.ty == t
+                    && match op {
+                        UnOp::Neg => t.is_signed() || t.is_float(),
+                        UnOp::Not => t.is_int() || t == Scalar::Bool,
+                    };
+                self.want(ok, "a unary operator on the wrong type")?;
+                self.expr(a)
+            }
+            ExprKind::Binary(op, a, b, no_wrap) => {
+                self.binary_type(*op, t, a.ty, b.ty)?;
+                let u32_arith =
+                    t == Scalar::U32 && matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul);
+                self.want(
+                    match no_wrap {
+                        Check::Checked => true,
+                        Check::Guard(_) => false,
+                        _ => u32_arith,
+                    },
+                    "a no-signed-wrap fact on another operation, or by guard",
+                )?;
+                self.check(no_wrap)?;
+                self.expr(a)?;
+                self.expr(b)
+            }
+            ExprKind::Cast(a) => {
+                self.want(
+                    (t.is_numeric() && a.ty.is_numeric())
+                        || t == a.ty
+                        || (t.is_int() && a.ty == Scalar::Bool),
+                    "a cast Rust does not allow",
+                )?;
+                self.expr(a)
+            }
+            ExprKind::Math(m, args) => {
+                let ok = args.len() == 1 + m.extra_args()
+                    && args.iter().all(|a| a.ty == t)
+                    && (t.is_float() || (t.is_int() && m.for_ints()))
+                    && !(*m == MathFn::Abs && t.is_unsigned());
+                self.want(ok, "math arguments")?;
+                args.iter().try_for_each(|a| self.expr(a))
+            }
+            ExprKind::Query(..) | ExprKind::SubGroupQuery(_) => {
+                self.want(t == Scalar::Usize, "a query that is not a `usize`")
+            }
+            ExprKind::Atomic {
+                op,
+                base,
+                index,
+                values,
+            } => {
+                let (elem, writable) = self.base(*base)?;
+                let types = match op {
+                    AtomicOp::FetchAdd => {
+                        matches!(elem, Scalar::I32 | Scalar::U32 | Scalar::U64 | Scalar::F32)
+                    }
+                    _ => matches!(elem, Scalar::I32 | Scalar::U32 | Scalar::U64),
+                };
+                self.want(
+                    writable
+                        && types
+                        && elem == t
+                        && index.ty == Scalar::Usize
+                        && values.len() == op.values()
+                        && values.iter().all(|v| v.ty == t),
+                    "an atomic's operands",
+                )?;
+                self.expr(index)?;
+                values.iter().try_for_each(|v| self.expr(v))
+            }
+            ExprKind::Reduce(_, a) => {
+                self.want(
+                    self.group_ops,
+                    "a group reduction outside a work-group kernel's body",
+                )?;
+                self.want(a.ty == t && t.is_numeric(), "a group reduction's type")?;
+                self.expr(a)
+            }
+            ExprKind::SubGroup(op, args) => {
+                self.want(
+                    self.group_ops,
+                    "a sub-group collective outside a work-group kernel's body",
+                )?;
+                self.sub_group(*op, t, args)?;
+                args.iter().try_for_each(|a| self.expr(a))
+            }
+            // (Argument types are checked against the callee where the program is linked.)
+            ExprKind::Call(_, args) => args.iter().try_for_each(|a| self.expr(a)),
+            ExprKind::Select(c, a, b) => {
+                self.want(
+                    c.ty == Scalar::Bool && a.ty == t && b.ty == t,
+                    "a select's types",
+                )?;
+                self.expr(c)?;
+                self.expr(a)?;
+                self.expr(b)
+            }
+        }
+    }
+}
+
+/// Checks a kernel's guard list (`wire::decode_guards`) against its function: run-time
+/// conditions over its unsigned scalar parameters and slice lengths.
+pub fn validate_guards(guards: &[Bound], f: &Function) -> Result<(), WireError> {
+    let v = Validator {
+        f,
+        role: Role::Kernel,
+        group_ops: false,
+    };
+    guards.iter().try_for_each(|g| v.bound(g))
+}
+
+/// Checks that a call passes the callee's parameter types and returns its result type.
+pub fn validate_call(args: &[Expr], ret: Scalar, callee: &Function) -> Result<(), WireError> {
+    let ok = callee.ret == Some(ret)
+        && args.len() == callee.params.len()
+        && args
+            .iter()
+            .zip(&callee.params)
+            .all(|(a, p)| *p == Param::Scalar(a.ty));
+    if ok {
+        Ok(())
+    } else {
+        Err(WireError {
+            what: "invalid kernel IR: a call that does not match its helper".into(),
+            at: 0,
+        })
+    }
+}

@@ -1,0 +1,1879 @@
+//! Property tests of the wire format and the validator.
+//!
+//! A seeded generator builds random functions that are valid by the rules of `validate.rs`;
+//! they must validate, survive `encode`/`decode` unchanged, and their words, mutated in
+//! every way we could think of, must decode to an `Err` or to a function (that then
+//! validates or not), never to a panic, a stack overflow or a long loop. Fixed cases pin
+//! the nesting limit, each decoding error and each rule the validator enforces.
+
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
+use sycl_kernel_ir::validate::{Role, MAX_LOCAL_ARRAY};
+use sycl_kernel_ir::wire::{
+    decode, decode_guards, encode, encode_guards, MAGIC, MAX_DEPTH, NONE, VERSION,
+};
+use sycl_kernel_ir::*;
+
+/// The stack of the threads that decode deep nesting. `decode` takes about 11 KB of stack
+/// per nesting level in a debug build (1.6 KB in release), some 2.8 MB at `MAX_DEPTH`:
+/// more than the 2 MiB of a test thread, which is why the runtime reads IR on a thread of
+/// its own with a large stack (`sycl-rs/src/kernel/spirv/mod.rs`).
+const BIG_STACK: usize = 16 << 20;
+
+/// Runs `f` on a thread of [`BIG_STACK`], passing its panic on.
+fn on_big_stack(f: impl FnOnce() + Send + 'static) {
+    let t = std::thread::Builder::new().stack_size(BIG_STACK).spawn(f);
+    if let Err(e) = t.expect("a thread").join() {
+        std::panic::resume_unwind(e);
+    }
+}
+
+// ---- a seeded generator of valid functions
+
+/// SplitMix64: the generator is a plain function of its seed, so a failing case is
+/// reproduced by the seed alone (proptest only picks seeds).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// `0..n`, `n > 0`.
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn one_in(&mut self, n: usize) -> bool {
+        self.below(n) == 0
+    }
+
+    fn pick<T: Clone>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len())].clone()
+    }
+
+    /// Mostly random, often a value at an edge of some range (where decoders and
+    /// evaluators tend to slip).
+    fn edgy(&mut self) -> u64 {
+        match self.below(4) {
+            0 => self.pick(&[
+                0,
+                1,
+                2,
+                u32::MAX as u64,
+                u32::MAX as u64 + 1,
+                1 << 31,
+                u64::MAX - 1,
+                u64::MAX,
+            ]),
+            1 => self.below(300) as u64,
+            _ => self.next(),
+        }
+    }
+}
+
+const NUMERIC: [Scalar; 7] = [
+    Scalar::I32,
+    Scalar::U32,
+    Scalar::I64,
+    Scalar::U64,
+    Scalar::Usize,
+    Scalar::F32,
+    Scalar::F64,
+];
+const INTS: [Scalar; 5] = [
+    Scalar::I32,
+    Scalar::U32,
+    Scalar::I64,
+    Scalar::U64,
+    Scalar::Usize,
+];
+const ARITH: [BinOp; 5] = [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem];
+const BITWISE: [BinOp; 3] = [BinOp::BitAnd, BinOp::BitOr, BinOp::BitXor];
+const SHIFTS: [BinOp; 2] = [BinOp::Shl, BinOp::Shr];
+const COMPARISONS: [BinOp; 6] = [
+    BinOp::Eq,
+    BinOp::Ne,
+    BinOp::Lt,
+    BinOp::Le,
+    BinOp::Gt,
+    BinOp::Ge,
+];
+
+/// How deep a statement's expressions nest; statements nest [`STMT_DEPTH`].
+const EXPR_DEPTH: usize = 4;
+const STMT_DEPTH: usize = 3;
+
+struct Gen {
+    rng: Rng,
+    params: Vec<Param>,
+    locals: Vec<Local>,
+    ret: Option<Scalar>,
+    helpers: usize,
+    /// Group operations (barriers, group reductions and sub-group collectives) may appear:
+    /// in the body of a work-group kernel (one with steps) only, never in its steps (which
+    /// spell them as `Step::Barrier`, `Step::Reduce` and `Step::SubGroup`), in a helper or
+    /// in a kernel without steps.
+    group_ops: bool,
+    /// Compound nodes left: keeps functions small whatever the dice say.
+    fuel: usize,
+}
+
+impl Gen {
+    fn ty(&mut self) -> Scalar {
+        self.rng.pick(&Scalar::ALL)
+    }
+
+    fn scalar_locals(&self, ok: impl Fn(Scalar) -> bool) -> Vec<usize> {
+        (0..self.locals.len())
+            .filter(|&l| self.locals[l].array.is_none() && ok(self.locals[l].ty))
+            .collect()
+    }
+
+    /// Slices and local arrays of element `elem` (any if `None`), writable ones only if
+    /// `write`.
+    fn bases(&self, elem: Option<Scalar>, write: bool) -> Vec<Base> {
+        let fits = |t: Scalar| elem.is_none() || elem == Some(t);
+        let params = self
+            .params
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match *p {
+                Param::Slice { elem, mutable } if fits(elem) && (mutable || !write) => {
+                    Some(Base::Param(i))
+                }
+                _ => None,
+            });
+        let locals = self.locals.iter().enumerate().filter_map(|(l, local)| {
+            (local.array.is_some() && fits(local.ty)).then_some(Base::Local(l))
+        });
+        params.chain(locals).collect()
+    }
+
+    fn elem(&self, b: Base) -> Scalar {
+        match b {
+            Base::Param(i) => match self.params[i] {
+                Param::Slice { elem, .. } => elem,
+                Param::Scalar(_) => unreachable!("bases() gives slices"),
+            },
+            Base::Local(l) => self.locals[l].ty,
+        }
+    }
+
+    /// A bound; over the work-group size and numbers only unless `run_time` (what `When`
+    /// may hold), else also over ranges, unsigned scalar parameters and slice lengths
+    /// (what `Guard` may hold).
+    fn bound(&mut self, depth: usize, run_time: bool) -> Bound {
+        if depth == 0 || self.rng.one_in(3) {
+            let mut leaves = vec![
+                Bound::Num(self.rng.edgy()),
+                Bound::LocalRange(self.rng.below(3) as u8),
+            ];
+            if run_time {
+                leaves.push(Bound::GroupRange(self.rng.below(3) as u8));
+                leaves.push(Bound::GlobalRange(self.rng.below(3) as u8));
+                for (i, p) in self.params.iter().enumerate() {
+                    match *p {
+                        Param::Scalar(t) if t.is_unsigned() => leaves.push(Bound::Param(i)),
+                        Param::Slice { .. } => leaves.push(Bound::Len(i)),
+                        Param::Scalar(_) => {}
+                    }
+                }
+            }
+            return self.rng.pick(&leaves);
+        }
+        let d = depth - 1;
+        let sub = |g: &mut Self| Box::new(g.bound(d, run_time));
+        match self.rng.below(4) {
+            0 => {
+                let f = self.rng.pick(&BoundFn::ALL);
+                Bound::Fn(f, sub(self), sub(self))
+            }
+            1 => Bound::WrapLo(sub(self), sub(self), sub(self)),
+            2 => {
+                let op = self.rng.pick(&BoundCmp::ALL);
+                Bound::Cmp(op, sub(self), sub(self))
+            }
+            _ => Bound::Cond(sub(self), sub(self), sub(self)),
+        }
+    }
+
+    fn check(&mut self) -> Check {
+        match self.rng.below(4) {
+            0 => Check::Checked,
+            1 => Check::Proved,
+            2 => Check::When(self.bound(3, false)),
+            _ => Check::Guard(self.bound(3, true)),
+        }
+    }
+
+    fn lit(&mut self, t: Scalar) -> u64 {
+        match t {
+            Scalar::Bool => self.rng.below(2) as u64,
+            Scalar::F32 => (self.rng.next() as f32).to_bits() as u64,
+            Scalar::F64 => (self.rng.next() as f64 / 3.0).to_bits(),
+            t if t.bits() == 32 => self.rng.edgy() as u32 as u64,
+            _ => self.rng.edgy(),
+        }
+    }
+
+    fn leaf(&mut self, t: Scalar) -> Expr {
+        let mut kinds = vec![ExprKind::Lit(self.lit(t))];
+        for l in self.scalar_locals(|lt| lt == t) {
+            kinds.push(ExprKind::Local(l));
+        }
+        for (i, p) in self.params.iter().enumerate() {
+            if *p == Param::Scalar(t) {
+                kinds.push(ExprKind::Param(i));
+            }
+        }
+        if t == Scalar::Usize {
+            for b in self.bases(None, false) {
+                kinds.push(ExprKind::Len(b));
+            }
+            let q = self.rng.pick(&Query::ALL);
+            kinds.push(ExprKind::Query(q, self.rng.below(3) as u8));
+            kinds.push(ExprKind::SubGroupQuery(self.rng.pick(&SubGroupQuery::ALL)));
+        }
+        let kind = self.rng.pick(&kinds);
+        Expr { ty: t, kind }
+    }
+
+    fn exprs(&mut self, ts: &[Scalar], depth: usize) -> Vec<Expr> {
+        ts.iter().map(|&t| self.expr(t, depth)).collect()
+    }
+
+    /// An expression of type `t`: each arm builds its kind when `t` (and the function's
+    /// parameters and locals) allow it, else the dice are cast again.
+    fn expr(&mut self, t: Scalar, depth: usize) -> Expr {
+        if depth == 0 || self.fuel == 0 || self.rng.one_in(4) {
+            return self.leaf(t);
+        }
+        self.fuel = self.fuel.saturating_sub(1);
+        let d = depth - 1;
+        let b = Box::new;
+        loop {
+            let kind = match self.rng.below(14) {
+                0 => {
+                    let bases = self.bases(Some(t), false);
+                    if bases.is_empty() {
+                        continue;
+                    }
+                    ExprKind::Load {
+                        base: self.rng.pick(&bases),
+                        check: self.check(),
+                        index_fits_i32: self.check(),
+                        index: b(self.expr(Scalar::Usize, d)),
+                    }
+                }
+                1 => {
+                    let mut ops = Vec::new();
+                    if t.is_signed() || t.is_float() {
+                        ops.push(UnOp::Neg);
+                    }
+                    if t.is_int() || t == Scalar::Bool {
+                        ops.push(UnOp::Not);
+                    }
+                    if ops.is_empty() {
+                        continue;
+                    }
+                    let op = self.rng.pick(&ops);
+                    ExprKind::Unary(op, b(self.expr(t, d)))
+                }
+                2 | 3 => {
+                    let (op, x, y) = if t == Scalar::Bool {
+                        match self.rng.below(3) {
+                            0 => {
+                                let x = self.ty();
+                                (self.rng.pick(&COMPARISONS), x, x)
+                            }
+                            1 => (self.rng.pick(&[BinOp::And, BinOp::Or]), t, t),
+                            _ => (self.rng.pick(&BITWISE), t, t),
+                        }
+                    } else if t.is_int() {
+                        match self.rng.below(3) {
+                            0 => (self.rng.pick(&ARITH), t, t),
+                            1 => (self.rng.pick(&BITWISE), t, t),
+                            _ => (self.rng.pick(&SHIFTS), t, self.rng.pick(&INTS)),
+                        }
+                    } else {
+                        (self.rng.pick(&ARITH), t, t)
+                    };
+                    // The no-signed-wrap fact exists for `u32` `+ - *` only, never a guard.
+                    let no_wrap =
+                        if t == Scalar::U32 && matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul) {
+                            match self.rng.below(3) {
+                                0 => Check::Checked,
+                                1 => Check::Proved,
+                                _ => Check::When(self.bound(3, false)),
+                            }
+                        } else {
+                            Check::Checked
+                        };
+                    ExprKind::Binary(op, b(self.expr(x, d)), b(self.expr(y, d)), no_wrap)
+                }
+                4 => {
+                    let from = if t.is_int() {
+                        self.rng.pick(&Scalar::ALL)
+                    } else if t.is_float() {
+                        self.rng.pick(&NUMERIC)
+                    } else {
+                        t
+                    };
+                    ExprKind::Cast(b(self.expr(from, d)))
+                }
+                5 => {
+                    let m = if t.is_float() {
+                        self.rng.pick(&MathFn::ALL)
+                    } else if t.is_signed() {
+                        self.rng.pick(&[MathFn::Min, MathFn::Max, MathFn::Abs])
+                    } else if t.is_int() {
+                        // No `abs` of an unsigned integer.
+                        self.rng.pick(&[MathFn::Min, MathFn::Max])
+                    } else {
+                        continue;
+                    };
+                    ExprKind::Math(m, self.exprs(&vec![t; 1 + m.extra_args()], d))
+                }
+                6 if t == Scalar::Usize => {
+                    let q = self.rng.pick(&Query::ALL);
+                    ExprKind::Query(q, self.rng.below(3) as u8)
+                }
+                7 => {
+                    let ops: &[AtomicOp] = match t {
+                        Scalar::F32 => &[AtomicOp::FetchAdd],
+                        Scalar::I32 | Scalar::U32 | Scalar::U64 => &AtomicOp::ALL,
+                        _ => continue,
+                    };
+                    let bases = self.bases(Some(t), true);
+                    if bases.is_empty() {
+                        continue;
+                    }
+                    let op = self.rng.pick(ops);
+                    ExprKind::Atomic {
+                        op,
+                        base: self.rng.pick(&bases),
+                        index: b(self.expr(Scalar::Usize, d)),
+                        values: self.exprs(&vec![t; op.values()], d),
+                    }
+                }
+                8 if self.group_ops && t.is_numeric() => {
+                    let op = self.rng.pick(&Reduce::ALL);
+                    ExprKind::Reduce(op, b(self.expr(t, d)))
+                }
+                9 if self.group_ops && t.is_numeric() => {
+                    let op = self.rng.pick(&SubGroupOp::ALL);
+                    let mut ts = vec![t];
+                    if op.takes_lane() {
+                        ts.push(Scalar::Usize);
+                    }
+                    ExprKind::SubGroup(op, self.exprs(&ts, d))
+                }
+                10 if self.helpers > 0 => {
+                    // Argument types are checked against the callee when linking, not here.
+                    let k = self.rng.below(self.helpers);
+                    let ts: Vec<Scalar> = (0..self.rng.below(4)).map(|_| self.ty()).collect();
+                    ExprKind::Call(k, self.exprs(&ts, d))
+                }
+                11 => {
+                    let c = self.expr(Scalar::Bool, d);
+                    let x = self.expr(t, d);
+                    ExprKind::Select(b(c), b(x), b(self.expr(t, d)))
+                }
+                12 if t == Scalar::Usize => {
+                    let bases = self.bases(None, false);
+                    if bases.is_empty() {
+                        continue;
+                    }
+                    ExprKind::Len(self.rng.pick(&bases))
+                }
+                13 if t == Scalar::Usize => {
+                    ExprKind::SubGroupQuery(self.rng.pick(&SubGroupQuery::ALL))
+                }
+                _ => continue,
+            };
+            return Expr { ty: t, kind };
+        }
+    }
+
+    /// A compound operator on a target of type `t`, and the type of its value: Rust's
+    /// compound assignments are arithmetic, bitwise and shifts (no comparison, `&&`, `||`).
+    fn compound(&mut self, t: Scalar) -> (BinOp, Scalar) {
+        if t == Scalar::Bool {
+            (self.rng.pick(&BITWISE), t)
+        } else if t.is_float() {
+            (self.rng.pick(&ARITH), t)
+        } else {
+            match self.rng.below(3) {
+                0 => (self.rng.pick(&ARITH), t),
+                1 => (self.rng.pick(&BITWISE), t),
+                _ => (self.rng.pick(&SHIFTS), self.rng.pick(&INTS)),
+            }
+        }
+    }
+
+    fn for_header(&mut self) -> Option<For> {
+        let vars = self.scalar_locals(|t| t.is_int());
+        if vars.is_empty() {
+            return None;
+        }
+        let var = self.rng.pick(&vars);
+        let t = self.locals[var].ty;
+        let start = self.expr(t, EXPR_DEPTH);
+        let end = self.expr(t, EXPR_DEPTH);
+        let inclusive = self.rng.one_in(2);
+        let step = if self.rng.one_in(2) {
+            Some(self.expr(Scalar::Usize, EXPR_DEPTH))
+        } else {
+            None
+        };
+        Some(For {
+            var,
+            start,
+            end,
+            inclusive,
+            step,
+            counts_below_half: self.check(),
+            start_below_half: self.check(),
+        })
+    }
+
+    fn block(&mut self, depth: usize, in_loop: bool) -> Vec<Stmt> {
+        let n = if depth == 0 || self.fuel == 0 {
+            self.rng.below(2)
+        } else {
+            self.rng.below(5)
+        };
+        (0..n).map(|_| self.stmt(depth, in_loop)).collect()
+    }
+
+    fn stmt(&mut self, depth: usize, in_loop: bool) -> Stmt {
+        let e = EXPR_DEPTH;
+        let nested = depth > 0 && self.fuel > 0;
+        loop {
+            return match self.rng.below(14) {
+                0 => {
+                    let ls = self.scalar_locals(|_| true);
+                    if ls.is_empty() {
+                        continue;
+                    }
+                    let l = self.rng.pick(&ls);
+                    Stmt::Let(l, self.expr(self.locals[l].ty, e))
+                }
+                1 => {
+                    let ls = self.scalar_locals(|_| true);
+                    if ls.is_empty() {
+                        continue;
+                    }
+                    let l = self.rng.pick(&ls);
+                    let t = self.locals[l].ty;
+                    let (op, vt) = match self.rng.one_in(2) {
+                        true => (None, t),
+                        false => {
+                            let (op, vt) = self.compound(t);
+                            (Some(op), vt)
+                        }
+                    };
+                    Stmt::AssignLocal(l, op, self.expr(vt, e))
+                }
+                2 => {
+                    let bases = self.bases(None, true);
+                    if bases.is_empty() {
+                        continue;
+                    }
+                    let base = self.rng.pick(&bases);
+                    let elem = self.elem(base);
+                    let (op, vt) = match self.rng.one_in(2) {
+                        true => (None, elem),
+                        false => {
+                            let (op, vt) = self.compound(elem);
+                            (Some(op), vt)
+                        }
+                    };
+                    Stmt::Store {
+                        base,
+                        check: self.check(),
+                        index_fits_i32: self.check(),
+                        op,
+                        index: self.expr(Scalar::Usize, e),
+                        value: self.expr(vt, e),
+                    }
+                }
+                3 | 4 => {
+                    let t = self.ty();
+                    Stmt::Expr(self.expr(t, e))
+                }
+                5 if nested => {
+                    self.fuel = self.fuel.saturating_sub(1);
+                    let c = self.expr(Scalar::Bool, e);
+                    let a = self.block(depth - 1, in_loop);
+                    Stmt::If(c, a, self.block(depth - 1, in_loop))
+                }
+                6 if nested => {
+                    self.fuel = self.fuel.saturating_sub(1);
+                    let c = self.expr(Scalar::Bool, e);
+                    Stmt::While(c, self.block(depth - 1, true))
+                }
+                7 if nested => {
+                    // A `loop` that can end: a (conditional) `break` somewhere in it.
+                    self.fuel = self.fuel.saturating_sub(1);
+                    let mut body = self.block(depth - 1, true);
+                    let brk = match self.rng.one_in(2) {
+                        true => Stmt::Break,
+                        false => Stmt::If(self.expr(Scalar::Bool, 2), vec![Stmt::Break], vec![]),
+                    };
+                    let at = self.rng.below(body.len() + 1);
+                    body.insert(at, brk);
+                    Stmt::Loop(body)
+                }
+                8 if nested => {
+                    let Some(h) = self.for_header() else { continue };
+                    self.fuel = self.fuel.saturating_sub(1);
+                    Stmt::For(h, self.block(depth - 1, true))
+                }
+                9 if in_loop => Stmt::Break,
+                10 if in_loop => Stmt::Continue,
+                11 => match self.ret {
+                    None => Stmt::Return(None),
+                    Some(t) => Stmt::Return(Some(self.expr(t, e))),
+                },
+                12 if self.group_ops => Stmt::Barrier,
+                _ => continue,
+            };
+        }
+    }
+
+    fn steps(&mut self, depth: usize) -> Vec<Step> {
+        let n = 1 + self.rng.below(4);
+        let mut steps = Vec::new();
+        while steps.len() < n {
+            let step = match self.rng.below(6) {
+                0 => Step::Region(self.block(2, false)),
+                1 => {
+                    let ls = self.scalar_locals(|_| true);
+                    if ls.is_empty() {
+                        continue;
+                    }
+                    let l = self.rng.pick(&ls);
+                    Step::GroupLet(l, self.expr(self.locals[l].ty, EXPR_DEPTH))
+                }
+                2 => Step::Barrier,
+                3 => {
+                    let ls = self.scalar_locals(|t| t.is_numeric());
+                    if ls.is_empty() {
+                        continue;
+                    }
+                    let local = self.rng.pick(&ls);
+                    Step::Reduce {
+                        local,
+                        op: self.rng.pick(&Reduce::ALL),
+                        value: self.expr(self.locals[local].ty, EXPR_DEPTH),
+                    }
+                }
+                4 if depth > 0 => {
+                    let Some(h) = self.for_header() else { continue };
+                    Step::SyncFor(Box::new(h), self.steps(depth - 1))
+                }
+                5 => {
+                    let ls = self.scalar_locals(|t| t.is_numeric());
+                    if ls.is_empty() {
+                        continue;
+                    }
+                    let local = self.rng.pick(&ls);
+                    let op = self.rng.pick(&SubGroupOp::ALL);
+                    let mut ts = vec![self.locals[local].ty];
+                    if op.takes_lane() {
+                        ts.push(Scalar::Usize);
+                    }
+                    Step::SubGroup {
+                        local,
+                        op,
+                        args: self.exprs(&ts, EXPR_DEPTH),
+                    }
+                }
+                _ => continue,
+            };
+            steps.push(step);
+        }
+        steps
+    }
+}
+
+/// A random valid function of `role` that may call `helpers` helpers.
+fn function(seed: u64, role: Role, helpers: usize) -> Function {
+    let mut rng = Rng(seed);
+    let kernel = role == Role::Kernel;
+    // A work-group kernel: one with steps, the only kind with local arrays (work-group
+    // memory) and group operations in its body.
+    let group = kernel && rng.one_in(2);
+    let params = (0..rng.below(6))
+        .map(|_| match kernel && rng.one_in(2) {
+            true => Param::Slice {
+                elem: rng.pick(&NUMERIC),
+                mutable: rng.one_in(2),
+            },
+            false => Param::Scalar(rng.pick(&Scalar::ALL)),
+        })
+        .collect();
+    let locals = (0..rng.below(9))
+        .map(|_| match group && rng.one_in(3) {
+            true => Local {
+                ty: rng.pick(&NUMERIC),
+                // `1..=MAX_LOCAL_ARRAY` (and never `Some(0)`: the wire spells a scalar that
+                // way).
+                array: Some(rng.pick(&[1, 2, 256, 4096, MAX_LOCAL_ARRAY])),
+            },
+            false => Local {
+                ty: rng.pick(&Scalar::ALL),
+                array: None,
+            },
+        })
+        .collect();
+    let ret = (!kernel).then(|| rng.pick(&Scalar::ALL));
+    let mut g = Gen {
+        rng,
+        params,
+        locals,
+        ret,
+        helpers,
+        group_ops: group,
+        fuel: 40,
+    };
+    let mut body = g.block(STMT_DEPTH, false);
+    if let Some(t) = g.ret {
+        body.push(Stmt::Return(Some(g.expr(t, EXPR_DEPTH))));
+    }
+    // Not in the steps: not even in their regions' statements.
+    g.group_ops = false;
+    let steps = group.then(|| g.steps(2));
+    Function {
+        params: g.params,
+        ret: g.ret,
+        locals: g.locals,
+        body,
+        steps,
+    }
+}
+
+/// The case a seed picks: a kernel or a helper, and how many helpers it may call.
+fn case(seed: u64) -> (Function, Role, usize) {
+    let role = if seed % 4 == 3 {
+        Role::Helper
+    } else {
+        Role::Kernel
+    };
+    let helpers = (seed >> 2) as usize % 4;
+    (function(seed, role, helpers), role, helpers)
+}
+
+/// A random list of guards over `params` parameters, as `decode_guards` reads them (any
+/// parameter index below `params`: types are not its business).
+fn guards(seed: u64, params: usize) -> Vec<Bound> {
+    let mut g = Gen {
+        rng: Rng(seed),
+        params: (0..params)
+            .map(|i| match i % 2 {
+                0 => Param::Scalar(Scalar::U32),
+                _ => Param::Slice {
+                    elem: Scalar::F32,
+                    mutable: false,
+                },
+            })
+            .collect(),
+        locals: Vec::new(),
+        ret: None,
+        helpers: 0,
+        group_ops: false,
+        fuel: 0,
+    };
+    (0..g.rng.below(5)).map(|_| g.bound(4, true)).collect()
+}
+
+// ---- 1. the generator makes valid functions, of every kind of node
+
+#[test]
+fn generated_functions_validate() {
+    for seed in 0..3000 {
+        let (f, role, _) = case(seed);
+        if let Err(e) = validate(&f, role) {
+            panic!("seed {seed}: generated {role:?} does not validate: {e}\n{f:#?}");
+        }
+    }
+}
+
+/// The generator reaches every variant (by their `Debug` spellings: crude, but it needs no
+/// walker to keep in step with the IR), each where it is legal.
+#[test]
+fn generator_covers_the_ir() {
+    let fs: Vec<Function> = (0..3000).map(|s| case(s).0).collect();
+    let all: String = fs.iter().map(|f| format!("{f:?}")).collect();
+    let wanted = [
+        // expressions
+        "kind: Lit(",
+        "kind: Local(",
+        "kind: Param(",
+        "kind: Load {",
+        "kind: Len(",
+        "kind: Unary(Neg",
+        "kind: Unary(Not",
+        "kind: Binary(",
+        "kind: Cast(",
+        "kind: Math(",
+        "kind: Math(Abs, [Expr { ty: I",
+        "kind: Query(",
+        "kind: Atomic { op: FetchAdd",
+        "kind: Atomic { op: CompareExchange",
+        "kind: Reduce(",
+        "kind: SubGroupQuery(",
+        "kind: SubGroup(Broadcast",
+        "kind: SubGroup(Reduce(",
+        "kind: Call(",
+        "kind: Select(",
+        // the no-signed-wrap fact (the one check that ends a tuple)
+        "}, Proved)",
+        "}, When(",
+        // statements
+        "Let(",
+        "AssignLocal(",
+        "Store {",
+        "If(",
+        "While(",
+        "Loop(",
+        "For(For",
+        "Break",
+        "Continue",
+        "Return(None)",
+        "Return(Some(",
+        "Barrier",
+        // steps
+        "Region(",
+        "GroupLet(",
+        "Reduce { local",
+        "SyncFor(",
+        "SubGroup { local",
+        // checks and bounds
+        "When(",
+        "Guard(",
+        "Num(",
+        "LocalRange(",
+        "GroupRange(",
+        "GlobalRange(",
+        "Len(",
+        "Fn(",
+        "WrapLo(",
+        "Cmp(",
+        "Cond(",
+        "step: Some(",
+        "step: None",
+        "array: Some(1)",
+        "array: Some(65536)",
+    ];
+    for w in wanted {
+        assert!(all.contains(w), "the generator never makes {w}");
+    }
+    assert_eq!(MAX_LOCAL_ARRAY, 65536);
+    // `Barrier` spells a statement and a step: each where it may be.
+    let bodies: String = fs.iter().map(|f| format!("{:?}", f.body)).collect();
+    let steps: String = fs.iter().map(|f| format!("{:?}", f.steps)).collect();
+    assert!(
+        bodies.contains("Barrier"),
+        "the generator never makes Stmt::Barrier"
+    );
+    assert!(
+        steps.contains("Barrier"),
+        "the generator never makes Step::Barrier"
+    );
+}
+
+// ---- 2. round trips
+
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        // The cases are seeds: a failing one is all a regression file would need, and the
+        // panic message prints it.
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(config(768))]
+
+    #[test]
+    fn functions_round_trip(seed in any::<u64>()) {
+        let (f, role, helpers) = case(seed);
+        prop_assert_eq!(validate(&f, role), Ok(()));
+        let words = encode(&f);
+        let back = decode(&words, helpers);
+        prop_assert_eq!(back.as_ref(), Ok(&f));
+        prop_assert_eq!(validate(&back.unwrap(), role), Ok(()));
+        // The function's own guards, as the runtime stores them beside it.
+        let gs = f.guards();
+        prop_assert_eq!(decode_guards(&encode_guards(&gs), f.params.len()), Ok(gs));
+    }
+
+    #[test]
+    fn guard_lists_round_trip(seed in any::<u64>(), params in 1usize..6) {
+        let gs = guards(seed, params);
+        let words = encode_guards(&gs);
+        prop_assert_eq!(words.is_empty(), gs.is_empty());
+        prop_assert_eq!(decode_guards(&words, params), Ok(gs));
+    }
+}
+
+// ---- 3. malformed words
+
+/// Words a mutation writes: mostly values that mean something somewhere (tags, `NONE`,
+/// counts far beyond the input), some random.
+fn word() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        prop::sample::select(vec![
+            0,
+            1,
+            2,
+            3,
+            4,
+            5,
+            6,
+            7,
+            8,
+            12,
+            13,
+            15,
+            16,
+            255,
+            256,
+            0x7FFF_FFFF,
+            0x8000_0000,
+            u32::MAX - 1,
+            NONE,
+            MAGIC,
+            VERSION,
+        ]),
+        0u32..32,
+        any::<u32>(),
+    ]
+}
+
+/// Word patterns that nest when repeated, wherever they land: unary `!` on a `bool`, a
+/// cast, a select's condition, `loop` statements (or a bound's `Fn(Add, ..)`), `if`s,
+/// a bound's `wrap_lo`, regions of steps.
+const BOMBS: [&[u32]; 7] = [
+    &[5, 0, 1],
+    &[7, 2],
+    &[13, 0],
+    &[6, 1],
+    &[4, 0, 0, 1],
+    &[7],
+    &[0, 1],
+];
+
+#[derive(Clone, Debug)]
+enum Mutation {
+    Set(usize, u32),
+    Flip(usize, u32),
+    Insert(usize, u32),
+    Delete(usize),
+    Truncate(usize),
+    /// At a position, a pattern of [`BOMBS`] repeated this many times.
+    Bomb(usize, usize, usize),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        4 => (any::<usize>(), word()).prop_map(|(i, v)| Mutation::Set(i, v)),
+        2 => (any::<usize>(), 0u32..32).prop_map(|(i, b)| Mutation::Flip(i, b)),
+        2 => (any::<usize>(), word()).prop_map(|(i, v)| Mutation::Insert(i, v)),
+        2 => any::<usize>().prop_map(Mutation::Delete),
+        1 => any::<usize>().prop_map(Mutation::Truncate),
+        1 => (any::<usize>(), 0..BOMBS.len(), 1usize..5000)
+            .prop_map(|(i, k, n)| Mutation::Bomb(i, k, n)),
+    ]
+}
+
+fn mutate(words: &mut Vec<u32>, m: &Mutation) {
+    let len = words.len();
+    match *m {
+        Mutation::Set(i, v) if len > 0 => words[i % len] = v,
+        Mutation::Flip(i, b) if len > 0 => words[i % len] ^= 1 << b,
+        Mutation::Insert(i, v) => words.insert(i % (len + 1), v),
+        Mutation::Delete(i) if len > 0 => {
+            words.remove(i % len);
+        }
+        Mutation::Truncate(i) => words.truncate(i % (len + 1)),
+        Mutation::Bomb(i, k, n) => {
+            let at = i % (len + 1);
+            let bomb = BOMBS[k].repeat(n);
+            words.splice(at..at, bomb);
+        }
+        _ => {}
+    }
+}
+
+/// Decoding (and validating what decodes) ends quickly, without a panic; what decodes is
+/// exactly what the words spell (encoding it gives them back).
+fn survives(words: &[u32], helpers: usize) -> Result<(), TestCaseError> {
+    let start = Instant::now();
+    if let Ok(f) = decode(words, helpers) {
+        let _ = validate(&f, Role::Kernel);
+        let _ = validate(&f, Role::Helper);
+        let _ = f.guards();
+        prop_assert_eq!(encode(&f), words);
+    }
+    prop_assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "decoding took long"
+    );
+    Ok(())
+}
+
+/// Runs a property on [`BIG_STACK`], where nesting bombs may reach `MAX_DEPTH`; a panic
+/// inside it fails the case (proptest catches it and shrinks the input).
+fn property<S>(cases: u32, strategy: S, test: fn(S::Value) -> Result<(), TestCaseError>)
+where
+    S: Strategy + Send + 'static,
+{
+    on_big_stack(move || {
+        if let Err(e) = TestRunner::new(config(cases)).run(&strategy, test) {
+            panic!("{e}");
+        }
+    });
+}
+
+#[test]
+fn mutated_functions_never_panic() {
+    let strategy = (
+        any::<u64>(),
+        0usize..4,
+        prop::collection::vec(mutation(), 1..6),
+    );
+    property(4096, strategy, |(seed, helpers, muts)| {
+        let mut words = encode(&case(seed).0);
+        for m in &muts {
+            mutate(&mut words, m);
+        }
+        survives(&words, helpers)
+    });
+}
+
+#[test]
+fn mutated_guards_never_panic() {
+    let strategy = (
+        any::<u64>(),
+        0usize..6,
+        prop::collection::vec(mutation(), 1..4),
+    );
+    property(1024, strategy, |(seed, params, muts)| {
+        let mut words = encode_guards(&guards(seed, params.max(1)));
+        for m in &muts {
+            mutate(&mut words, m);
+        }
+        let start = Instant::now();
+        if let Ok(gs) = decode_guards(&words, params) {
+            prop_assert_eq!(encode_guards(&gs), words);
+        }
+        prop_assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "decoding took long"
+        );
+        Ok(())
+    });
+}
+
+#[test]
+fn random_words_never_panic() {
+    let strategy = (0usize..4, prop::collection::vec(word(), 0..64));
+    property(1024, strategy, |(helpers, tail)| {
+        // A valid header, so the garbage reaches the parameters, locals and body.
+        let mut words = vec![MAGIC, VERSION];
+        words.extend(tail);
+        survives(&words, helpers)
+    });
+}
+
+/// The words are self-delimiting: no strict prefix of a function decodes.
+#[test]
+fn every_truncation_is_an_error() {
+    for seed in 0..200 {
+        let (f, _, helpers) = case(seed);
+        let words = encode(&f);
+        for n in 0..words.len() {
+            assert!(
+                decode(&words[..n], helpers).is_err(),
+                "seed {seed}: a prefix of {n} of {} words decodes",
+                words.len()
+            );
+        }
+    }
+}
+
+// ---- nesting limits
+
+/// A kernel of one statement.
+fn kernel(locals: Vec<Local>, body: Vec<Stmt>) -> Function {
+    Function {
+        params: vec![Param::Scalar(Scalar::U32)],
+        ret: None,
+        locals,
+        body,
+        steps: None,
+    }
+}
+
+fn bool_lit() -> Expr {
+    Expr {
+        ty: Scalar::Bool,
+        kind: ExprKind::Lit(1),
+    }
+}
+
+/// `!!..!true`, `n` times.
+fn nots(n: usize) -> Expr {
+    (0..n).fold(bool_lit(), |e, _| Expr {
+        ty: Scalar::Bool,
+        kind: ExprKind::Unary(UnOp::Not, Box::new(e)),
+    })
+}
+
+fn nested_nots(n: usize) -> Function {
+    kernel(vec![], vec![Stmt::Expr(nots(n))])
+}
+
+/// `n` `loop`s inside each other, the innermost one breaking.
+fn nested_loops(n: usize) -> Function {
+    let inner = (0..n).fold(vec![Stmt::Break], |b, _| vec![Stmt::Loop(b)]);
+    kernel(vec![], inner)
+}
+
+/// `n` `if`s inside each other, each with a condition of `!`s and a barrier in its `else`
+/// (in the body of a work-group kernel, the one place a barrier statement may be).
+fn nested_ifs(n: usize) -> Function {
+    let inner = (0..n).fold(vec![Stmt::Return(None)], |b, _| {
+        vec![Stmt::If(nots(3), b, vec![Stmt::Barrier])]
+    });
+    Function {
+        steps: Some(vec![Step::Barrier]),
+        ..kernel(vec![], inner)
+    }
+}
+
+/// A store whose check is a guard of `n` nested saturating additions.
+fn nested_bound(n: usize) -> Function {
+    let g = (0..n).fold(Bound::Param(0), |b, _| {
+        Bound::Fn(BoundFn::Add, Box::new(b), Box::new(Bound::LocalRange(0)))
+    });
+    let zero = Expr {
+        ty: Scalar::Usize,
+        kind: ExprKind::Lit(0),
+    };
+    let store = Stmt::Store {
+        base: Base::Local(0),
+        check: Check::Guard(g),
+        index_fits_i32: Check::Proved,
+        op: None,
+        index: zero,
+        value: Expr {
+            ty: Scalar::U32,
+            kind: ExprKind::Lit(7),
+        },
+    };
+    kernel(
+        vec![Local {
+            ty: Scalar::U32,
+            array: Some(64),
+        }],
+        vec![store],
+    )
+}
+
+/// `n` sync `for`s inside each other, each with a barrier.
+fn nested_sync_fors(n: usize) -> Function {
+    let header = For {
+        var: 0,
+        start: Expr {
+            ty: Scalar::U32,
+            kind: ExprKind::Lit(0),
+        },
+        end: Expr {
+            ty: Scalar::U32,
+            kind: ExprKind::Param(0),
+        },
+        inclusive: false,
+        step: None,
+        counts_below_half: Check::Proved,
+        start_below_half: Check::Checked,
+    };
+    let steps = (0..n).fold(vec![Step::Barrier], |s, _| {
+        vec![Step::SyncFor(Box::new(header.clone()), s)]
+    });
+    Function {
+        steps: Some(steps),
+        ..kernel(
+            vec![Local {
+                ty: Scalar::U32,
+                array: None,
+            }],
+            vec![],
+        )
+    }
+}
+
+/// Decodes `f` as a kernel calling no helper, and validates it when it decodes.
+fn decode_kernel(f: &Function) -> Result<Function, WireError> {
+    let g = decode(&encode(f), 0)?;
+    validate(&g, Role::Kernel)?;
+    Ok(g)
+}
+
+fn too_deep(r: Result<Function, WireError>) {
+    match r {
+        Err(e) => assert_eq!(e.what, "nesting too deep", "{e}"),
+        Ok(_) => panic!("decoded beyond MAX_DEPTH"),
+    }
+}
+
+/// Every kind of nesting decodes and validates up to the limit (which the test thread's
+/// stack, 2 MiB unless `RUST_MIN_STACK` says otherwise, must hold in a debug build), and
+/// is an error one level past it and far past it.
+#[test]
+fn nesting_up_to_the_limit_and_past_it() {
+    on_big_stack(nesting_up_to_the_limit_and_past_it_on);
+}
+
+fn nesting_up_to_the_limit_and_past_it_on() {
+    // The body's block is one level, the literal another.
+    let f = nested_nots(MAX_DEPTH - 2);
+    assert_eq!(decode_kernel(&f), Ok(f));
+    too_deep(decode_kernel(&nested_nots(MAX_DEPTH - 1)));
+    too_deep(decode_kernel(&nested_nots(10_000)));
+
+    let f = nested_loops(MAX_DEPTH - 1);
+    assert_eq!(decode_kernel(&f), Ok(f));
+    too_deep(decode_kernel(&nested_loops(MAX_DEPTH)));
+    too_deep(decode_kernel(&nested_loops(10_000)));
+
+    // Each `if` is a block; the innermost one's condition nests 4 below the block
+    // around it.
+    let f = nested_ifs(MAX_DEPTH - 4);
+    assert_eq!(decode_kernel(&f), Ok(f));
+    too_deep(decode_kernel(&nested_ifs(MAX_DEPTH - 3)));
+    too_deep(decode_kernel(&nested_ifs(5_000)));
+
+    // Block, store's index... the guard's bound sits inside the block only.
+    let f = nested_bound(MAX_DEPTH - 2);
+    assert_eq!(decode_kernel(&f), Ok(f));
+    too_deep(decode_kernel(&nested_bound(MAX_DEPTH - 1)));
+    too_deep(decode_kernel(&nested_bound(10_000)));
+
+    // The steps list is one level; each sync `for` adds one.
+    let f = nested_sync_fors(MAX_DEPTH - 1);
+    assert_eq!(decode_kernel(&f), Ok(f));
+    too_deep(decode_kernel(&nested_sync_fors(MAX_DEPTH)));
+    too_deep(decode_kernel(&nested_sync_fors(10_000)));
+}
+
+/// A nesting bomb spelled as raw words (10 000 `!`s with nothing at the bottom), as a
+/// hostile or corrupted program would carry it: an error, not a stack overflow.
+#[test]
+fn a_nesting_bomb_is_an_error() {
+    on_big_stack(a_nesting_bomb_is_an_error_on);
+}
+
+fn a_nesting_bomb_is_an_error_on() {
+    let mut words = vec![MAGIC, VERSION, 0, NONE, 0, 1, 3];
+    words.extend([5, 0, 1].repeat(10_000));
+    let e = decode(&words, 0).unwrap_err();
+    assert_eq!(e.what, "nesting too deep");
+    // The same under guards.
+    let mut words = vec![1];
+    words.extend([6, 0].repeat(10_000));
+    let e = decode_guards(&words, 1).unwrap_err();
+    assert_eq!(e.what, "nesting too deep");
+}
+
+// ---- 4. fixed malformations
+
+/// The words of a small valid kernel with a few parameters.
+fn sample() -> Vec<u32> {
+    let f = (0..)
+        .map(case)
+        .find(|(f, role, _)| *role == Role::Kernel && f.params.len() >= 2)
+        .unwrap()
+        .0;
+    encode(&f)
+}
+
+#[test]
+fn wrong_magic() {
+    let mut w = sample();
+    w[0] ^= 1;
+    let e = decode(&w, 4).unwrap_err();
+    assert!(e.what.contains("magic"), "{e}");
+    assert_eq!(e.at, 0);
+}
+
+#[test]
+fn wrong_version() {
+    for v in [0, VERSION - 1, VERSION + 1, NONE] {
+        let mut w = sample();
+        w[1] = v;
+        let e = decode(&w, 4).unwrap_err();
+        assert!(e.what.contains("version"), "{e}");
+        assert_eq!(e.at, 1);
+    }
+}
+
+#[test]
+fn trailing_words() {
+    // The error is at the first extra word.
+    for extra in [&[0][..], &[1], &[MAGIC], &[0, 0, 0]] {
+        let mut w = sample();
+        let n = w.len();
+        w.extend(extra);
+        let e = decode(&w, 4).unwrap_err();
+        assert_eq!((e.what.as_str(), e.at), ("trailing words", n), "{e}");
+    }
+    for extra in [&[0][..], &[NONE], &[1, 0]] {
+        let mut w = encode_guards(&[Bound::Num(3)]);
+        let n = w.len();
+        w.extend(extra);
+        let e = decode_guards(&w, 1).unwrap_err();
+        assert_eq!((e.what.as_str(), e.at), ("guard list", n), "{e}");
+    }
+}
+
+#[test]
+fn empty_and_truncated() {
+    assert_eq!(decode(&[], 0).unwrap_err().what, "truncated");
+    assert_eq!(decode(&[MAGIC], 0).unwrap_err().what, "truncated");
+    assert_eq!(decode(&[MAGIC, VERSION], 0).unwrap_err().what, "truncated");
+    assert_eq!(decode_guards(&[], 0), Ok(vec![]));
+    // A list of no guards is spelled as no words, never as a count of 0.
+    assert_eq!(decode_guards(&[0], 0).unwrap_err().what, "guard list");
+}
+
+#[test]
+fn huge_counts() {
+    for n in [u32::MAX, u32::MAX - 1, 0x8000_0000, 1 << 20] {
+        // Parameters.
+        let mut w = sample();
+        w[2] = n;
+        let e = decode(&w, 4).unwrap_err();
+        assert_eq!((e.what.as_str(), e.at), ("count", 2), "{e}");
+        // The body's statements, after no parameters and no locals.
+        let w = [MAGIC, VERSION, 0, NONE, 0, n, 0];
+        let e = decode(&w, 4).unwrap_err();
+        assert_eq!((e.what.as_str(), e.at), ("count", 5), "{e}");
+        // Guards.
+        let e = decode_guards(&[n, 0, 1, 0], 1).unwrap_err();
+        assert_eq!((e.what.as_str(), e.at), ("count", 0), "{e}");
+    }
+}
+
+#[test]
+fn out_of_range_indices_and_codes() {
+    let cases: [(&[u32], &str); 8] = [
+        // a parameter of kind 2
+        (&[MAGIC, VERSION, 1, 2, 0, 0], "parameter"),
+        // a scalar parameter marked mutable
+        (&[MAGIC, VERSION, 1, 0, 0, 1], "parameter"),
+        // a type code past the last type
+        (&[MAGIC, VERSION, 1, 0, 8, 0], "type"),
+        // `let` of local 0 of none
+        (&[MAGIC, VERSION, 0, NONE, 0, 1, 0, 0], "local"),
+        // a read of parameter 1 of 1
+        (
+            &[MAGIC, VERSION, 1, 0, 2, 0, NONE, 0, 1, 3, 2, 2, 1, 0],
+            "parameter",
+        ),
+        // a call of helper 0 of none
+        (
+            &[MAGIC, VERSION, 0, NONE, 0, 1, 3, 12, 2, 0, 0, 0],
+            "helper",
+        ),
+        // a query of dimension 3
+        (
+            &[MAGIC, VERSION, 0, NONE, 0, 1, 3, 9, 5, 0, 3, 0],
+            "dimension",
+        ),
+        // statement tag 13
+        (&[MAGIC, VERSION, 0, NONE, 0, 1, 13, 0], "statement"),
+    ];
+    for (words, what) in cases {
+        let e = decode(words, 0).unwrap_err();
+        assert_eq!(e.what, what, "{words:?}: {e}");
+    }
+}
+
+// ---- what the validator rejects
+//
+// The generator only proves that valid functions pass; these prove that `validate` is not
+// vacuous, one rule each.
+
+fn e(ty: Scalar, kind: ExprKind) -> Expr {
+    Expr { ty, kind }
+}
+
+fn lit(ty: Scalar, v: u64) -> Expr {
+    e(ty, ExprKind::Lit(v))
+}
+
+fn usize0() -> Expr {
+    lit(Scalar::Usize, 0)
+}
+
+/// Parameters: `u32`, `i32`, `&[f32]`, `&mut [u32]`; locals: `u32`, `bool`, a local
+/// array of 64 `f32`.
+fn base_kernel(body: Vec<Stmt>) -> Function {
+    Function {
+        params: vec![
+            Param::Scalar(Scalar::U32),
+            Param::Scalar(Scalar::I32),
+            Param::Slice {
+                elem: Scalar::F32,
+                mutable: false,
+            },
+            Param::Slice {
+                elem: Scalar::U32,
+                mutable: true,
+            },
+        ],
+        ret: None,
+        locals: vec![
+            Local {
+                ty: Scalar::U32,
+                array: None,
+            },
+            Local {
+                ty: Scalar::Bool,
+                array: None,
+            },
+            Local {
+                ty: Scalar::F32,
+                array: Some(64),
+            },
+        ],
+        body,
+        steps: None,
+    }
+}
+
+fn load(base: Base, ty: Scalar, check: Check, index: Expr) -> Expr {
+    e(
+        ty,
+        ExprKind::Load {
+            base,
+            check,
+            index_fits_i32: Check::Checked,
+            index: Box::new(index),
+        },
+    )
+}
+
+fn store(base: Base, index: Expr, value: Expr) -> Stmt {
+    Stmt::Store {
+        base,
+        check: Check::Checked,
+        index_fits_i32: Check::Checked,
+        op: None,
+        index,
+        value,
+    }
+}
+
+fn u32_add(no_wrap: Check) -> Expr {
+    let x = || Box::new(lit(Scalar::U32, 1));
+    e(Scalar::U32, ExprKind::Binary(BinOp::Add, x(), x(), no_wrap))
+}
+
+/// [`base_kernel`] run as work-groups: group operations may be in its body.
+fn group_kernel(body: Vec<Stmt>) -> Function {
+    Function {
+        steps: Some(vec![Step::Barrier]),
+        ..base_kernel(body)
+    }
+}
+
+/// `group_sum(1u32)`.
+fn group_sum() -> Expr {
+    e(
+        Scalar::U32,
+        ExprKind::Reduce(Reduce::Sum, Box::new(lit(Scalar::U32, 1))),
+    )
+}
+
+/// `sub_group_broadcast(1u32, 0)`.
+fn sub_group_broadcast() -> Expr {
+    e(
+        Scalar::U32,
+        ExprKind::SubGroup(SubGroupOp::Broadcast, vec![lit(Scalar::U32, 1), usize0()]),
+    )
+}
+
+fn compound(l: usize, op: BinOp, value: Expr) -> Stmt {
+    Stmt::AssignLocal(l, Some(op), value)
+}
+
+fn compound_store(base: Base, op: BinOp, value: Expr) -> Stmt {
+    Stmt::Store {
+        base,
+        check: Check::Checked,
+        index_fits_i32: Check::Checked,
+        op: Some(op),
+        index: usize0(),
+        value,
+    }
+}
+
+#[test]
+fn the_validator_rejects_each_rule() {
+    use Scalar::*;
+    let guard_le = |b: Bound| Check::Guard(Bound::cmp(BoundCmp::Le, b, Bound::Num(4)));
+    let atomic = |op, base, ty, values| {
+        e(
+            ty,
+            ExprKind::Atomic {
+                op,
+                base,
+                index: Box::new(usize0()),
+                values,
+            },
+        )
+    };
+    let for_over = |var| For {
+        var,
+        start: lit(Bool, 0),
+        end: lit(Bool, 1),
+        inclusive: false,
+        step: None,
+        counts_below_half: Check::Checked,
+        start_below_half: Check::Checked,
+    };
+    let x = Stmt::Expr;
+    let kernels: Vec<(Vec<Stmt>, &str)> = vec![
+        (vec![Stmt::Let(0, lit(Bool, 1))], "a `let` of another type"),
+        (
+            vec![store(Base::Param(2), usize0(), lit(F32, 0))],
+            "a store to a read-only slice",
+        ),
+        (
+            vec![x(load(Base::Param(2), U32, Check::Checked, usize0()))],
+            "an element read at another type",
+        ),
+        (
+            vec![x(load(Base::Param(2), F32, Check::Checked, lit(U32, 0)))],
+            "an index that is not a `usize`",
+        ),
+        (
+            vec![x(load(Base::Param(0), U32, Check::Checked, usize0()))],
+            "an element of a scalar parameter",
+        ),
+        (vec![Stmt::Break], "`break` outside a loop"),
+        (
+            vec![Stmt::If(lit(Bool, 1), vec![Stmt::Continue], vec![])],
+            "`break` outside a loop",
+        ),
+        (
+            vec![Stmt::Return(Some(lit(U32, 0)))],
+            "a return of another type",
+        ),
+        (
+            vec![x(u32_add(Check::Guard(Bound::Param(0))))],
+            "a no-signed-wrap fact on another operation, or by guard",
+        ),
+        (
+            vec![x(e(
+                I32,
+                ExprKind::Binary(
+                    BinOp::Add,
+                    Box::new(lit(I32, 1)),
+                    Box::new(lit(I32, 1)),
+                    Check::Proved,
+                ),
+            ))],
+            "a no-signed-wrap fact on another operation, or by guard",
+        ),
+        (
+            vec![x(u32_add(Check::When(Bound::Len(2))))],
+            "a build-time proof over run-time values",
+        ),
+        (
+            vec![x(load(
+                Base::Param(2),
+                F32,
+                guard_le(Bound::Param(1)),
+                usize0(),
+            ))],
+            "a bound over a parameter that is not an unsigned scalar",
+        ),
+        (
+            vec![x(load(
+                Base::Param(2),
+                F32,
+                guard_le(Bound::Len(0)),
+                usize0(),
+            ))],
+            "a bound over the length of a scalar",
+        ),
+        (
+            vec![x(atomic(
+                AtomicOp::FetchMin,
+                Base::Local(2),
+                F32,
+                vec![lit(F32, 0)],
+            ))],
+            "an atomic's operands",
+        ),
+        (
+            vec![x(atomic(
+                AtomicOp::FetchAdd,
+                Base::Param(2),
+                F32,
+                vec![lit(F32, 0)],
+            ))],
+            "an atomic's operands",
+        ),
+        (
+            vec![x(atomic(
+                AtomicOp::CompareExchange,
+                Base::Param(3),
+                U32,
+                vec![lit(U32, 0)],
+            ))],
+            "an atomic's operands",
+        ),
+        (
+            vec![x(e(U32, ExprKind::Unary(UnOp::Neg, Box::new(lit(U32, 1)))))],
+            "a unary operator on the wrong type",
+        ),
+        (
+            vec![x(e(F32, ExprKind::Cast(Box::new(lit(Bool, 1)))))],
+            "a cast Rust does not allow",
+        ),
+        (
+            vec![x(e(U32, ExprKind::Math(MathFn::Sqrt, vec![lit(U32, 4)])))],
+            "math arguments",
+        ),
+        (
+            vec![x(e(F32, ExprKind::Math(MathFn::Powf, vec![lit(F32, 4)])))],
+            "math arguments",
+        ),
+        (vec![x(lit(U32, 1 << 32))], "a literal wider than its type"),
+        (vec![x(lit(Bool, 2))], "a literal wider than its type"),
+        (
+            vec![x(e(F32, ExprKind::Local(2)))],
+            "a local array used as a value",
+        ),
+        (
+            vec![x(e(U32, ExprKind::Param(1)))],
+            "a parameter read at another type",
+        ),
+        (
+            vec![x(e(U32, ExprKind::Query(Query::GlobalId, 0)))],
+            "a query that is not a `usize`",
+        ),
+        (
+            vec![Stmt::For(for_over(1), vec![])],
+            "a `for` over mismatched or non-integer bounds",
+        ),
+        (
+            vec![x(e(
+                Bool,
+                ExprKind::Binary(
+                    BinOp::And,
+                    Box::new(lit(Bool, 1)),
+                    Box::new(lit(U32, 1)),
+                    Check::Checked,
+                ),
+            ))],
+            "operands of the wrong types",
+        ),
+        (
+            vec![Stmt::AssignLocal(0, Some(BinOp::Shl), lit(F32, 1))],
+            "operands of the wrong types",
+        ),
+        // Compound assignments: arithmetic, bitwise and shifts only.
+        (
+            vec![compound(1, BinOp::Lt, lit(Bool, 1))],
+            "a compound assignment Rust does not have",
+        ),
+        (
+            vec![compound(1, BinOp::Eq, lit(Bool, 1))],
+            "a compound assignment Rust does not have",
+        ),
+        (
+            vec![compound(1, BinOp::And, lit(Bool, 1))],
+            "a compound assignment Rust does not have",
+        ),
+        (
+            vec![compound_store(Base::Param(3), BinOp::Or, lit(U32, 1))],
+            "a compound assignment Rust does not have",
+        ),
+        (
+            vec![compound_store(Base::Local(2), BinOp::Ge, lit(F32, 1))],
+            "a compound assignment Rust does not have",
+        ),
+        // No `abs` of an unsigned integer.
+        (
+            vec![x(e(U32, ExprKind::Math(MathFn::Abs, vec![lit(U32, 4)])))],
+            "math arguments",
+        ),
+        (
+            vec![x(e(Usize, ExprKind::Math(MathFn::Abs, vec![usize0()])))],
+            "math arguments",
+        ),
+        // Group operations need a kernel with steps.
+        (
+            vec![Stmt::Barrier],
+            "a barrier outside a work-group kernel's body",
+        ),
+        (
+            vec![Stmt::Loop(vec![Stmt::Barrier, Stmt::Break])],
+            "a barrier outside a work-group kernel's body",
+        ),
+        (
+            vec![x(group_sum())],
+            "a group reduction outside a work-group kernel's body",
+        ),
+        (
+            vec![x(sub_group_broadcast())],
+            "a sub-group collective outside a work-group kernel's body",
+        ),
+        (
+            vec![Stmt::If(lit(U32, 1), vec![], vec![])],
+            "an `if` condition that is not a `bool`",
+        ),
+    ];
+    for (body, what) in kernels {
+        let f = base_kernel(body);
+        let err = validate(&f, Role::Kernel).expect_err(what);
+        assert_eq!(err.what, format!("invalid kernel IR: {what}"), "{f:?}");
+    }
+
+    // In a work-group kernel's body, group operations are legal, and checked.
+    let ok = group_kernel(vec![
+        Stmt::Barrier,
+        Stmt::If(lit(Bool, 1), vec![Stmt::Barrier], vec![]),
+        Stmt::Let(0, group_sum()),
+        Stmt::AssignLocal(0, Some(BinOp::Add), sub_group_broadcast()),
+    ]);
+    assert_eq!(validate(&ok, Role::Kernel), Ok(()));
+    let group_kernels: Vec<(Vec<Stmt>, &str)> = vec![
+        (
+            vec![x(e(
+                U32,
+                ExprKind::SubGroup(SubGroupOp::Broadcast, vec![lit(U32, 1)]),
+            ))],
+            "sub-group arguments",
+        ),
+        (
+            vec![x(e(
+                Bool,
+                ExprKind::Reduce(Reduce::Max, Box::new(lit(Bool, 1))),
+            ))],
+            "a group reduction's type",
+        ),
+    ];
+    for (body, what) in group_kernels {
+        let f = group_kernel(body);
+        let err = validate(&f, Role::Kernel).expect_err(what);
+        assert_eq!(err.what, format!("invalid kernel IR: {what}"), "{f:?}");
+    }
+
+    // Whole-function rules.
+    let f = base_kernel(vec![]);
+    let helper = Function {
+        params: vec![Param::Scalar(U32)],
+        ret: Some(U32),
+        locals: vec![],
+        body: vec![Stmt::Return(Some(lit(U32, 0)))],
+        steps: None,
+    };
+    assert_eq!(validate(&helper, Role::Helper), Ok(()));
+    let bad: Vec<(Function, Role, &str)> = vec![
+        (
+            Function {
+                ret: Some(U32),
+                ..f.clone()
+            },
+            Role::Kernel,
+            "a kernel with a result",
+        ),
+        (f.clone(), Role::Helper, "a helper without a result"),
+        (
+            Function {
+                ret: Some(U32),
+                ..f.clone()
+            },
+            Role::Helper,
+            "a helper taking a slice",
+        ),
+        (
+            Function {
+                steps: Some(vec![]),
+                ..helper.clone()
+            },
+            Role::Helper,
+            "a helper with steps",
+        ),
+        (
+            Function {
+                body: vec![Stmt::Barrier, Stmt::Return(Some(lit(U32, 0)))],
+                ..helper.clone()
+            },
+            Role::Helper,
+            "a barrier outside a work-group kernel's body",
+        ),
+        (
+            Function {
+                body: vec![Stmt::Return(Some(group_sum()))],
+                ..helper.clone()
+            },
+            Role::Helper,
+            "a group reduction outside a work-group kernel's body",
+        ),
+        (
+            Function {
+                body: vec![Stmt::Return(Some(sub_group_broadcast()))],
+                ..helper.clone()
+            },
+            Role::Helper,
+            "a sub-group collective outside a work-group kernel's body",
+        ),
+        // Nor in the steps, not even in a region's statements.
+        (
+            Function {
+                steps: Some(vec![Step::Region(vec![Stmt::Barrier])]),
+                ..f.clone()
+            },
+            Role::Kernel,
+            "a barrier outside a work-group kernel's body",
+        ),
+        (
+            Function {
+                steps: Some(vec![Step::GroupLet(0, group_sum())]),
+                ..f.clone()
+            },
+            Role::Kernel,
+            "a group reduction outside a work-group kernel's body",
+        ),
+        (
+            Function {
+                steps: Some(vec![Step::Reduce {
+                    local: 0,
+                    op: Reduce::Sum,
+                    value: sub_group_broadcast(),
+                }]),
+                ..f.clone()
+            },
+            Role::Kernel,
+            "a sub-group collective outside a work-group kernel's body",
+        ),
+        (
+            Function {
+                steps: Some(vec![Step::SyncFor(
+                    Box::new(For {
+                        var: 0,
+                        start: lit(U32, 0),
+                        end: group_sum(),
+                        ..for_over(0)
+                    }),
+                    vec![Step::Barrier],
+                )]),
+                ..f.clone()
+            },
+            Role::Kernel,
+            "a group reduction outside a work-group kernel's body",
+        ),
+        (
+            Function {
+                locals: vec![Local {
+                    ty: U32,
+                    array: Some(4),
+                }],
+                ..helper.clone()
+            },
+            Role::Helper,
+            "a local array in a helper",
+        ),
+        (
+            Function {
+                body: vec![Stmt::Return(None)],
+                ..helper.clone()
+            },
+            Role::Helper,
+            "a helper's empty return",
+        ),
+        (
+            Function {
+                locals: vec![Local {
+                    ty: Bool,
+                    array: Some(4),
+                }],
+                ..f.clone()
+            },
+            Role::Kernel,
+            "a local array of a non-element type or an impossible length",
+        ),
+        (
+            // A `break` in a region leaves no loop, even inside a sync `for`.
+            Function {
+                steps: Some(vec![Step::SyncFor(
+                    Box::new(For {
+                        var: 0,
+                        start: lit(U32, 0),
+                        end: lit(U32, 4),
+                        ..for_over(0)
+                    }),
+                    vec![Step::Region(vec![Stmt::Break])],
+                )]),
+                ..f.clone()
+            },
+            Role::Kernel,
+            "`break` outside a loop",
+        ),
+        (
+            Function {
+                steps: Some(vec![Step::Reduce {
+                    local: 1,
+                    op: Reduce::Sum,
+                    value: lit(Bool, 1),
+                }]),
+                ..f.clone()
+            },
+            Role::Kernel,
+            "a group reduction of another type",
+        ),
+    ];
+    for (f, role, what) in bad {
+        let err = validate(&f, role).expect_err(what);
+        assert_eq!(err.what, format!("invalid kernel IR: {what}"), "{f:?}");
+    }
+
+    // Local arrays: `1..=MAX_LOCAL_ARRAY` elements.
+    let array = |n| Function {
+        locals: vec![Local {
+            ty: F32,
+            array: Some(n),
+        }],
+        ..f.clone()
+    };
+    for n in [1, MAX_LOCAL_ARRAY] {
+        assert_eq!(validate(&array(n), Role::Kernel), Ok(()), "{n}");
+    }
+    for n in [0, MAX_LOCAL_ARRAY + 1, u32::MAX] {
+        let err = validate(&array(n), Role::Kernel).expect_err("an impossible length");
+        assert_eq!(
+            err.what,
+            "invalid kernel IR: a local array of a non-element type or an impossible length",
+            "{n}"
+        );
+    }
+}
