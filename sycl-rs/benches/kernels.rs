@@ -1466,7 +1466,7 @@ fn dump(dir: &str) {
     std::fs::create_dir_all(dir).expect("create the dump directory");
     let d1 = Range::d1(WG).with_local([WG, 1, 1]);
     let d2 = Range::d2(TS, TS).with_local([TS, TS, 1]);
-    for (b, ext) in [(BackendKind::Cuda, "cu"), (BackendKind::OpenCl, "cl")] {
+    for (b, ext) in [(KernelIr::CudaC, "cu"), (KernelIr::OpenClC, "cl")] {
         for (name, s) in [
             ("saxpy", src::<saxpy>(b, d1)),
             ("saxpy_unchecked", src::<saxpy_unchecked>(b, d1)),

@@ -61,8 +61,8 @@ impl Context {
             ));
         }
         let raw: Vec<_> = devices.iter().map(|d| d.inner.clone()).collect();
-        let kernels = crate::kernel::KernelCache::new(devices, platform.backend(), ir)?;
         let inner = platform.shared.inner.create_context(&raw)?;
+        let kernels = crate::kernel::KernelCache::new(inner.as_ref(), ir)?;
         Ok(Context {
             shared: Arc::new(ContextShared {
                 inner,

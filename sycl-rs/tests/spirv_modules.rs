@@ -402,16 +402,19 @@ fn spirv_needs_an_nd_range() {
 fn c_programs_carry_the_run_time_guards() {
     use sycl::kernel::__rt::program_source_of;
     let d2 = Range::d2(64, 64).with_local([16, 16, 1]);
-    for backend in [sycl::BackendKind::OpenCl, sycl::BackendKind::Cuda] {
+    for backend in [
+        sycl::kernel::KernelIr::OpenClC,
+        sycl::kernel::KernelIr::CudaC,
+    ] {
         let src = program_source_of::<tiles_2d>(backend, d2).expect("a C program");
         assert!(
             src.contains("#define SYCL_GUARDED 1\n"),
-            "{backend}: tiles_2d's program is not the guarded form"
+            "{backend:?}: tiles_2d's program is not the guarded form"
         );
         let kernel = &src[src.find("// kernel `tiles_2d`").expect("the kernel")..];
         assert!(
             kernel.contains(", SYCL_GUARDED)"),
-            "{backend}: no access of tiles_2d is covered by the guard"
+            "{backend:?}: no access of tiles_2d is covered by the guard"
         );
     }
 }
@@ -581,9 +584,11 @@ fn bounded_u32_arithmetic_is_no_signed_wrap() {
     );
     // OpenCL C computes the same proved trees in `int` (unsuffixed literals), the
     // parameter's in `uint`.
-    let cl =
-        sycl::kernel::__rt::program_source_of::<tile_neighbours>(sycl::BackendKind::OpenCl, range)
-            .expect("OpenCL C");
+    let cl = sycl::kernel::__rt::program_source_of::<tile_neighbours>(
+        sycl::kernel::KernelIr::OpenClC,
+        range,
+    )
+    .expect("OpenCL C");
     for int_form in ["((int)(v1)) * 2) + 3)", ") * 7)"] {
         assert!(cl.contains(int_form), "OpenCL C: no `{int_form}` in\n{cl}");
     }
@@ -603,7 +608,7 @@ fn index_and_loop_forms_for_intels_vectorizer() {
     use sycl::kernel::__rt::program_source_of;
     let d2 = Range::d2(64, 64).with_local([16, 16, 1]);
     let d1 = Range::d1(256).with_local([256, 1, 1]);
-    let cl = program_source_of::<rows_u32>(sycl::BackendKind::OpenCl, d2).expect("OpenCL C");
+    let cl = program_source_of::<rows_u32>(sycl::kernel::KernelIr::OpenClC, d2).expect("OpenCL C");
     let kernel = &cl[cl.find("// kernel `rows_u32`").expect("the kernel")..];
     assert!(
         kernel.contains("sycl_global_id_u32(SYCL_AXIS(0))"),
@@ -614,7 +619,8 @@ fn index_and_loop_forms_for_intels_vectorizer() {
             && kernel.contains("((int)v1) * ((int)v0)"),
         "no signed 32-bit index: {kernel}"
     );
-    let cl = program_source_of::<strided_sum>(sycl::BackendKind::OpenCl, d1).expect("OpenCL C");
+    let cl =
+        program_source_of::<strided_sum>(sycl::kernel::KernelIr::OpenClC, d1).expect("OpenCL C");
     let kernel = &cl[cl.find("// kernel `strided_sum`").expect("the kernel")..];
     assert!(
         kernel.contains("#if SYCL_GUARDED\n") && kernel.contains("for (uint v"),
@@ -623,11 +629,11 @@ fn index_and_loop_forms_for_intels_vectorizer() {
     for (k, src) in [
         (
             "rows_u32",
-            program_source_of::<rows_u32>(sycl::BackendKind::Cuda, d2),
+            program_source_of::<rows_u32>(sycl::kernel::KernelIr::CudaC, d2),
         ),
         (
             "strided_sum",
-            program_source_of::<strided_sum>(sycl::BackendKind::Cuda, d1),
+            program_source_of::<strided_sum>(sycl::kernel::KernelIr::CudaC, d1),
         ),
     ] {
         let src = src.expect("CUDA C++");

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, Weak};
 use cudarc::driver::sys;
 use sycl_backend::ipc::{IpcExport, IpcImport, OpenedMemory};
 use sycl_backend::{
-    AccessMode, BackendKind, Errc, Error, EventProperties, GranularityMode, KernelSource,
-    PhysicalMemProperties, PointerInfo, QueueProperties, Result, UsmKind,
+    AccessMode, BackendKind, Errc, Error, EventProperties, GranularityMode, KernelIr, KernelSource,
+    PhysicalMemProperties, PointerInfo, QueueProperties, RawIpcMem, Result, UsmKind,
 };
 
 use crate::device::Device;
@@ -271,6 +271,18 @@ impl sycl_backend::Context for Context {
         self.standalone_event(self.device_index(device)?, props)
     }
 
+    fn kernel_forms(&self) -> Vec<KernelIr> {
+        vec![KernelIr::CudaC]
+    }
+
+    fn kernel_build_options(&self, form: KernelIr) -> &'static str {
+        match form {
+            // Rust does not contract `a * b + c` into a fused multiply-add; `mul_add` does.
+            KernelIr::CudaC => "--fmad=false",
+            _ => "",
+        }
+    }
+
     fn build_kernel_bundle(
         &self,
         devices: &[Arc<dyn sycl_backend::Device>],
@@ -335,6 +347,24 @@ impl sycl_backend::Context for Context {
 
     fn ipc_put_mem(&self, payload: &[u8]) -> Result<()> {
         crate::ipc::put_mem(payload)
+    }
+
+    fn ipc_get_raw_mem(&self, ptr: u64) -> Result<RawIpcMem> {
+        crate::ipc::get_raw_mem(self, ptr)
+    }
+
+    fn ipc_open_raw_mem(
+        &self,
+        device: &Arc<dyn sycl_backend::Device>,
+        raw: &[u8],
+    ) -> Result<OpenedMemory> {
+        let raw: &[u8; 64] = raw.try_into().map_err(|_| {
+            Error::invalid(format!(
+                "a raw CUDA IPC memory handle has 64 bytes, not {}",
+                raw.len()
+            ))
+        })?;
+        crate::ipc::open_raw_mem(self, device, raw)
     }
 
     fn ipc_open_mem(

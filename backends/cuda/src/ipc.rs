@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use sycl_backend::ipc::{IpcExport, IpcImport, OpenedMemory, PayloadReader};
-use sycl_backend::{Aspect, BackendKind, Error, Result, UsmKind};
+use sycl_backend::{Aspect, BackendKind, Error, RawIpcMem, Result, UsmKind};
 
 use crate::context::{Context, PrimaryContext};
 use crate::event::{Event, EventInner, OwnedEvent};
@@ -155,7 +155,9 @@ fn parse_mem(payload: &[u8]) -> Result<MemPayload> {
     })
 }
 
-pub(crate) fn get_mem(ctx: &Context, ptr: u64) -> Result<IpcExport> {
+/// The CUDA IPC handle of the device allocation holding `ptr`, where `ptr` starts in it,
+/// its size and its device's identity; recorded as this process's own export.
+fn export_mem(ctx: &Context, ptr: u64) -> Result<(RawIpcMem, [u8; 16])> {
     let info = ctx.pointer_info(ptr);
     let index = match (info.kind, info.device_index) {
         (UsmKind::Device, Some(i)) => i,
@@ -183,15 +185,30 @@ pub(crate) fn get_mem(ctx: &Context, ptr: u64) -> Result<IpcExport> {
     lock(mem_state())
         .exported
         .insert(handle, (base, size, dev.ordinal));
+    let raw = RawIpcMem {
+        handle: handle.to_vec(),
+        offset: ptr - base,
+        allocation_size: size as u64,
+    };
+    Ok((raw, dev.identity()))
+}
+
+pub(crate) fn get_mem(ctx: &Context, ptr: u64) -> Result<IpcExport> {
+    let (raw, identity) = export_mem(ctx, ptr)?;
     let mut payload = Vec::with_capacity(96);
-    payload.extend_from_slice(&handle);
-    payload.extend_from_slice(&(ptr - base).to_le_bytes());
-    payload.extend_from_slice(&(size as u64).to_le_bytes());
-    payload.extend_from_slice(&dev.identity());
+    payload.extend_from_slice(&raw.handle);
+    payload.extend_from_slice(&raw.offset.to_le_bytes());
+    payload.extend_from_slice(&raw.allocation_size.to_le_bytes());
+    payload.extend_from_slice(&identity);
     Ok(IpcExport {
         payload,
         fds: Vec::new(),
     })
+}
+
+/// The raw `cudaIpcMemHandle_t` of the allocation holding `ptr` (`Context::ipc_get_raw_mem`).
+pub(crate) fn get_raw_mem(ctx: &Context, ptr: u64) -> Result<RawIpcMem> {
+    export_mem(ctx, ptr).map(|(raw, _)| raw)
 }
 
 pub(crate) fn put_mem(payload: &[u8]) -> Result<()> {
@@ -394,15 +411,14 @@ pub(crate) unsafe fn close_mem(ptr: u64) -> Result<()> {
 }
 
 /// Opens a raw 64-byte `CUipcMemHandle` produced by any CUDA program (offset 0) through the
-/// same open cache as `ipc::memory::open`; close the result with `Context::ipc_close_mem`.
-/// A handle this process exported through sycl-rs resolves to its own allocation. The size is
-/// the allocation's, as the driver reports it.
-pub fn open_raw_ipc_mem_handle(
-    ctx: &dyn sycl_backend::Context,
+/// same open cache as `ipc::memory::open` (`Context::ipc_open_raw_mem`); close the result
+/// with `Context::ipc_close_mem`. A handle this process exported through sycl-rs resolves to
+/// its own allocation. The size is the allocation's, as the driver reports it.
+pub(crate) fn open_raw_mem(
+    ctx: &Context,
     device: &Arc<dyn sycl_backend::Device>,
     raw: &[u8; 64],
 ) -> Result<OpenedMemory> {
-    let ctx = sycl_backend::downcast::<Context>(ctx.as_any(), "context", BackendKind::Cuda)?;
     let index = ctx.device_index(device)?;
     if !ctx.cuda_devices[index].info_has(Aspect::ExtOneapiIpcMemory) {
         return Err(Error::unsupported(

@@ -48,7 +48,6 @@ use sycl_backend::{BackendKind, Errc, Error, Result};
 pub use context::Context;
 pub use device::Device;
 pub use event::Event;
-pub use ipc::open_raw_ipc_mem_handle;
 pub use kernel::{compile_cubin, Kernel, KernelBundle};
 pub use platform::Platform;
 pub use queue::Queue;

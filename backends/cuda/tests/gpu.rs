@@ -1015,12 +1015,24 @@ fn ipc_memory_in_the_exporting_process() {
         .ptr;
     assert_eq!(p2, p1, "the open cache returns the same address");
     assert_eq!(read(&q, p1, 4), vec![0x5A, 0xA5, 0x5A, 0xA5]);
-    // The raw-handle helper goes through the same cache (offset 0 = the base).
-    let raw: [u8; 64] = exp.payload[..64].try_into().unwrap();
-    let r = sycl_backend_cuda::open_raw_ipc_mem_handle(&*fx.ctx, &fx.device, &raw)
+    // The raw handle goes through the same cache (offset 0 = the base), and is the one the
+    // context's raw export gives.
+    let raw_export = fx.ctx.ipc_get_raw_mem(buf + 4096 + 8).expect("raw export");
+    assert_eq!(raw_export.handle, exp.payload[..64].to_vec());
+    assert_eq!(raw_export.offset, 4096 + 8);
+    let r = fx
+        .ctx
+        .ipc_open_raw_mem(&fx.device, &raw_export.handle)
         .unwrap()
         .ptr;
     assert_eq!(r, buf);
+    assert_eq!(
+        fx.ctx
+            .ipc_open_raw_mem(&fx.device, &raw_export.handle[..63])
+            .unwrap_err()
+            .code(),
+        sycl_backend::Errc::Invalid
+    );
     // A payload that claims a larger allocation than the exporter's is refused.
     let mut forged = exp.payload.clone();
     forged[72..80].copy_from_slice(&(2 * size as u64).to_le_bytes());

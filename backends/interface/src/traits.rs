@@ -19,10 +19,24 @@ use std::time::Duration;
 use crate::ipc::{IpcExport, IpcImport, OpenedMemory};
 use crate::{
     AccessMode, Aspect, BackendKind, ClosureKernel, DeviceInfo, Error, EventProperties,
-    EventStatus, GranularityMode, HostTask, KernelArg, KernelSource, LaunchRange,
-    PhysicalMemProperties, PlatformInfo, PointerInfo, ProfilingInfo, QueueProperties, Result,
-    UsmKind,
+    EventStatus, GranularityMode, HostTask, KernelArg, KernelIr, KernelSource, LaunchRange,
+    PhysicalMemProperties, PlatformInfo, PointerInfo, ProfilingInfo, QueueProperties, RawIpcMem,
+    Result, UsmKind,
 };
+
+/// The OpenCL-style build option that makes `f32` division and square root correctly
+/// rounded (as Rust's are) when every device of `devices` can (OpenCL C and SPIR-V may round
+/// them to 2.5 and 3 ulp otherwise); empty when one cannot.
+pub fn exact_f32_division_option(devices: &[Arc<dyn Device>]) -> &'static str {
+    if devices
+        .iter()
+        .all(|d| d.info().fp32_correctly_rounded_divide_sqrt)
+    {
+        "-cl-fp32-correctly-rounded-divide-sqrt"
+    } else {
+        ""
+    }
+}
 
 /// A loaded backend: the entry point of a backend crate.
 pub trait Backend: Send + Sync {
@@ -165,6 +179,20 @@ pub trait Context: Send + Sync + Any {
         ))
     }
 
+    /// The forms of `#[sycl::kernel]` programs this context's devices all build, the
+    /// backend's preferred form first (a form sycl-rs may pick from by user choice).
+    fn kernel_forms(&self) -> Vec<KernelIr> {
+        Vec::new()
+    }
+
+    /// The build options `#[sycl::kernel]` programs of `form` need on this context's devices
+    /// for Rust's semantics (no contraction of `a * b + c` into a fused multiply-add,
+    /// correctly rounded `f32` division and square root where the devices offer it).
+    fn kernel_build_options(&self, form: KernelIr) -> &'static str {
+        let _ = form;
+        ""
+    }
+
     // ---- virtual memory (`ext_oneapi_virtual_mem`) ----
 
     /// The granularity for sizes and addresses of virtual memory on `device`.
@@ -288,6 +316,25 @@ pub trait Context: Send + Sync + Any {
         Err(Error::unsupported(
             Aspect::ExtOneapiIpcMemory,
             "ipc::memory::close",
+        ))
+    }
+    /// The vendor's own IPC handle of the USM device allocation that contains `ptr`, for
+    /// programs outside sycl-rs (CUDA's `cudaIpcMemHandle_t`); backends without one refuse.
+    fn ipc_get_raw_mem(&self, ptr: u64) -> Result<RawIpcMem> {
+        let _ = ptr;
+        Err(Error::unsupported(
+            Aspect::ExtOneapiIpcMemory,
+            "raw IPC memory handles",
+        ))
+    }
+    /// Opens a vendor IPC handle made by any program of the vendor's runtime (CUDA: the 64
+    /// bytes of a `cudaIpcMemHandle_t`, offset 0) on `device`, as [`Context::ipc_open_mem`]
+    /// opens (closed by [`Context::ipc_close_mem`]; the size is the driver's).
+    fn ipc_open_raw_mem(&self, device: &Arc<dyn Device>, raw: &[u8]) -> Result<OpenedMemory> {
+        let _ = (device, raw);
+        Err(Error::unsupported(
+            Aspect::ExtOneapiIpcMemory,
+            "raw IPC memory handles",
         ))
     }
     /// Exports a physical memory object made with `enable_ipc`.

@@ -369,6 +369,31 @@ impl LaunchRange {
     }
 }
 
+/// The form of a `#[sycl::kernel]` program: what a backend's devices build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelIr {
+    /// Rust, compiled with the program (native CPU).
+    Rust,
+    /// CUDA C++ for NVRTC.
+    CudaC,
+    /// OpenCL C, built by the driver's compiler.
+    OpenClC,
+    /// A SPIR-V module built by sycl-rs.
+    SpirV,
+}
+
+/// An allocation's IPC handle in its vendor's own form, for programs outside sycl-rs (CUDA:
+/// what `cudaIpcGetMemHandle` gives).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawIpcMem {
+    /// The vendor's handle bytes (CUDA: the 64-byte `cudaIpcMemHandle_t`).
+    pub handle: Vec<u8>,
+    /// Bytes from the allocation's start to the exported address.
+    pub offset: u64,
+    /// The allocation's size, as the driver reports it.
+    pub allocation_size: u64,
+}
+
 /// Source of a kernel bundle.
 #[derive(Clone, Copy, Debug)]
 pub enum KernelSource<'a> {

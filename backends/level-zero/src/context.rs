@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use level_zero_sys::*;
 use sycl_backend::ipc::{IpcExport, IpcImport, OpenedMemory};
 use sycl_backend::{
-    AccessMode, BackendKind, Errc, Error, EventProperties, GranularityMode, KernelSource,
+    AccessMode, BackendKind, Errc, Error, EventProperties, GranularityMode, KernelIr, KernelSource,
     PhysicalMemProperties, PointerInfo, QueueProperties, Result, UsmKind,
 };
 
@@ -229,6 +229,17 @@ impl sycl_backend::Context for Context {
 
     fn create_event(&self, props: EventProperties) -> Result<Arc<dyn sycl_backend::Event>> {
         Ok(crate::event::Event::standalone(&self.inner, props)?)
+    }
+
+    fn kernel_forms(&self) -> Vec<KernelIr> {
+        vec![KernelIr::SpirV]
+    }
+
+    fn kernel_build_options(&self, form: KernelIr) -> &'static str {
+        match form {
+            KernelIr::SpirV => sycl_backend::exact_f32_division_option(self.devices()),
+            _ => "",
+        }
     }
 
     fn build_kernel_bundle(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sycl_backend::ipc::{IpcExport, IpcImport, OpenedMemory};
 use sycl_backend::{
-    downcast, AccessMode, Aspect, BackendKind, Error, EventProperties, GranularityMode,
+    downcast, AccessMode, Aspect, BackendKind, Error, EventProperties, GranularityMode, KernelIr,
     PhysicalMemProperties, PointerInfo, QueueProperties, Result, UsmKind,
 };
 
@@ -44,6 +44,10 @@ impl Context {
 }
 
 impl sycl_backend::Context for Context {
+    fn kernel_forms(&self) -> Vec<KernelIr> {
+        vec![KernelIr::Rust]
+    }
+
     fn backend(&self) -> BackendKind {
         BackendKind::NativeCpu
     }

@@ -223,17 +223,25 @@ pub fn get_cuda_raw<T: Pod>(memory: &impl AsUsmRange<T>) -> Result<CudaRawHandle
             format!("a raw CUDA IPC handle needs CUDA memory, not {backend} memory"),
         ));
     }
+    // `get` makes the memory shared (no host borrows from then on), as for our own handles.
     let handle = get(&range)?;
-    let payload = handle.payload();
-    // The CUDA backend's payload: handle (64), offset (8), allocation size (8), device (16).
-    let parsed = (payload.len() >= 80).then(|| CudaRawHandle {
-        handle: payload[..64].try_into().expect("64 bytes"),
-        offset: u64::from_le_bytes(payload[64..72].try_into().expect("8 bytes")),
-        allocation_size: u64::from_le_bytes(payload[72..80].try_into().expect("8 bytes")),
-    });
+    let raw = range.record.context.raw().ipc_get_raw_mem(range.as_ptr());
     // The raw handle holds nothing of the export: count the get down again.
     put(handle)?;
-    parsed.ok_or_else(|| Error::new(Errc::Runtime, "the CUDA backend's handle is too short"))
+    let raw = raw?;
+    Ok(CudaRawHandle {
+        handle: raw.handle.as_slice().try_into().map_err(|_| {
+            Error::new(
+                Errc::Runtime,
+                format!(
+                    "the CUDA backend gave a raw handle of {} bytes, not 64",
+                    raw.handle.len()
+                ),
+            )
+        })?,
+        offset: raw.offset,
+        allocation_size: raw.allocation_size,
+    })
 }
 
 /// Opens a raw 64-byte `CUipcMemHandle` made by any CUDA program (`cudaIpcGetMemHandle` /
@@ -277,20 +285,8 @@ pub unsafe fn open_cuda_raw<T: Pod>(
         ));
     }
     device.require(Aspect::ExtOneapiIpcMemory, "ipc::memory::open_cuda_raw")?;
-    #[cfg(feature = "cuda")]
-    {
-        let opened =
-            sycl_backend_cuda::open_raw_ipc_mem_handle(context.raw().as_ref(), &device.inner, raw)?;
-        owner_of_opened(context, device, opened, size_bytes, "size_bytes")
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = (raw, size_bytes);
-        Err(Error::unsupported_by_backend(
-            sycl_backend::BackendKind::Cuda,
-            "raw CUDA IPC handles (feature `cuda` is off)",
-        ))
-    }
+    let opened = context.raw().ipc_open_raw_mem(&device.inner, raw)?;
+    owner_of_opened(context, device, opened, size_bytes, "size_bytes")
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
-use sycl_backend::{Aspect, BackendKind, EventStatus, LaunchRange, UsmKind};
+use sycl_backend::{Aspect, EventStatus, LaunchRange, UsmKind};
 
 use super::__rt::{
     ArgInner, Args, CpuArg, CpuArgs, CpuEntry, Definition, DefinitionParts, GeneratedKernel,
@@ -491,13 +491,11 @@ fn submit_gpu(
                 .as_ref()
                 .is_some_and(|g| guards_hold(g, args, &launch, &geometry)),
     };
-    let built = queue.context().shared.kernels.kernel(
-        queue.context(),
-        def,
-        resolved,
-        variant,
-        device.backend(),
-    )?;
+    let built = queue
+        .context()
+        .shared
+        .kernels
+        .kernel(queue.context(), def, resolved, variant)?;
     // A SPIR-V module's entry point without the checks its run-time guards cover, where they
     // all hold for this launch (the values the device would compute: ranges, scalar
     // parameters, slice lengths).
@@ -635,68 +633,59 @@ pub(crate) struct KernelCache {
     pools: Mutex<HashMap<usize, Arc<Mutex<StatusPool>>>>,
     /// The form its GPU programs take.
     ir: KernelIr,
+    /// Every form the context's devices take (its backend's list).
+    forms: Vec<KernelIr>,
 }
 
-/// The form `#[sycl::kernel]` programs take on a context's devices (spec/kernels.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum KernelIr {
-    /// Rust, compiled with the program (native CPU).
-    Rust,
-    /// CUDA C++ for NVRTC.
-    CudaC,
-    /// OpenCL C, built by the driver's compiler.
-    OpenClC,
-    /// A SPIR-V module built by sycl-rs (Level Zero; OpenCL contexts whose devices all take
-    /// IL, unless `SYCL_RS_KERNEL_IR=opencl_c`).
-    SpirV,
-}
+/// The form of `#[sycl::kernel]` programs on a context: Rust (native CPU), CUDA C++
+/// (NVRTC), OpenCL C (the driver's compiler) or SPIR-V (built by sycl-rs). Each backend says
+/// which forms its devices take.
+pub use sycl_backend::KernelIr;
 
 /// The environment variable that picks the IR of OpenCL contexts: `spirv` or `opencl_c`.
 pub const KERNEL_IR_ENV: &str = "SYCL_RS_KERNEL_IR";
 
 impl KernelCache {
-    /// The cache of a new context over `devices` of `backend`, whose kernel form is decided
-    /// here: `want` where given and possible; else Level Zero takes SPIR-V (its only form),
-    /// OpenCL takes SPIR-V where every device accepts it (aspect
-    /// `ext_oneapi_kernel_compiler_spirv`) and OpenCL C elsewhere, unless `SYCL_RS_KERNEL_IR`
-    /// says `opencl_c` (or `spirv`, the default).
+    /// The cache of a new context (`raw`, the backend's), whose kernel form is decided here
+    /// from the forms the backend says its devices take (`Context::kernel_forms`, preferred
+    /// first): `want` where given and taken; else the preferred one, unless
+    /// `SYCL_RS_KERNEL_IR` names another the context takes (`spirv` or `opencl_c`: it is
+    /// read where OpenCL C is among the forms, as on OpenCL).
     pub(crate) fn new(
-        devices: &[Device],
-        backend: BackendKind,
+        raw: &dyn sycl_backend::Context,
         want: Option<KernelIr>,
     ) -> Result<KernelCache> {
-        let native = match backend {
-            BackendKind::NativeCpu => KernelIr::Rust,
-            BackendKind::Cuda => KernelIr::CudaC,
-            BackendKind::LevelZero => KernelIr::SpirV,
-            _ => KernelIr::OpenClC,
+        let forms = raw.kernel_forms();
+        let Some(&preferred) = forms.first() else {
+            return Err(Error::new(
+                Errc::FeatureNotSupported,
+                format!(
+                    "the {} backend builds no #[sycl::kernel] programs",
+                    raw.backend()
+                ),
+            ));
         };
-        let spirv_ok = devices
-            .iter()
-            .all(|d| d.has(Aspect::ExtOneapiKernelCompilerSpirv));
         let ir = match want {
-            Some(KernelIr::SpirV) if spirv_ok && backend != BackendKind::NativeCpu => {
-                KernelIr::SpirV
-            }
-            Some(ir) if ir == native => ir,
+            Some(ir) if forms.contains(&ir) => ir,
             Some(ir) => {
                 return Err(Error::new(
                     Errc::FeatureNotSupported,
-                    format!("#[sycl::kernel] programs cannot take the form {ir:?} on this context's devices ({backend}: {native:?}{})", if spirv_ok && backend != BackendKind::NativeCpu { " or SpirV" } else { "" }),
+                    format!(
+                        "#[sycl::kernel] programs cannot take the form {ir:?} on this context's devices ({}: {forms:?})",
+                        raw.backend()
+                    ),
                 ))
             }
-            None if backend != BackendKind::OpenCl => native,
+            None if !forms.contains(&KernelIr::OpenClC) => preferred,
             None => match std::env::var(KERNEL_IR_ENV).ok().as_deref() {
-                // SPIR-V where every device takes it: measured as fast or faster for every
-                // bench kernel on Intel's CPU runtime, and faster to build (spec/kernels.md).
-                None | Some("") if spirv_ok => KernelIr::SpirV,
-                None | Some("") | Some("opencl_c") => KernelIr::OpenClC,
-                Some("spirv") if spirv_ok => KernelIr::SpirV,
+                None | Some("") => preferred,
+                Some("opencl_c") => KernelIr::OpenClC,
+                Some("spirv") if forms.contains(&KernelIr::SpirV) => KernelIr::SpirV,
                 Some("spirv") => {
                     log::info!(
-                        "{KERNEL_IR_ENV}=spirv: a device of the context takes no SPIR-V; its kernels use OpenCL C"
+                        "{KERNEL_IR_ENV}=spirv: a device of the context takes no SPIR-V; its kernels use {preferred:?}"
                     );
-                    KernelIr::OpenClC
+                    preferred
                 }
                 Some(other) => {
                     return Err(Error::new(
@@ -710,6 +699,7 @@ impl KernelCache {
             programs: Default::default(),
             pools: Default::default(),
             ir,
+            forms,
         })
     }
 
@@ -719,10 +709,11 @@ impl KernelCache {
     }
 
     /// The form of `def`'s programs on `context`: the context's, except that the SPIR-V form
-    /// of sub-group permutations needs `SPV_INTEL_subgroups`: on OpenCL devices without it
-    /// (`cl_intel_spirv_subgroups`) such kernels are built from OpenCL C, which reaches
-    /// sub-groups through `cl_khr_subgroups` too. (Level Zero devices with sub-groups have it:
-    /// launches on devices without sub-groups are refused before.)
+    /// of sub-group permutations needs `SPV_INTEL_subgroups`: where a device lacks it (on
+    /// OpenCL, `cl_intel_spirv_subgroups`) and the context also takes OpenCL C, such kernels
+    /// are built from OpenCL C, which reaches sub-groups through `cl_khr_subgroups` too.
+    /// (Level Zero devices with sub-groups have it: launches on devices without sub-groups
+    /// are refused before.)
     fn form_of(&self, def: &Definition, context: &Context) -> KernelIr {
         let shuffles = || {
             context
@@ -733,7 +724,7 @@ impl KernelCache {
         match self.ir {
             KernelIr::SpirV
                 if def.parts.info.sub_groups
-                    && context.backend() == BackendKind::OpenCl
+                    && self.forms.contains(&KernelIr::OpenClC)
                     && !shuffles() =>
             {
                 KernelIr::OpenClC
@@ -782,10 +773,10 @@ pub(crate) fn program_source(
     helpers: &[&'static HelperDef],
     fp64: bool,
     variant: Variant,
-    backend: BackendKind,
+    form: KernelIr,
 ) -> String {
     let p = &def.parts;
-    let cuda = backend == BackendKind::Cuda;
+    let cuda = form == KernelIr::CudaC;
     let name_of = |h: &HelperDef| -> String {
         let i = helpers
             .iter()
@@ -848,7 +839,6 @@ impl KernelCache {
         def: &'static Definition,
         resolved: &'static Resolved,
         variant: Variant,
-        backend: BackendKind,
     ) -> Result<Built> {
         let key = (def as *const Definition as usize, variant);
         let entry = self.programs.lock().entry(key).or_default().clone();
@@ -856,37 +846,33 @@ impl KernelCache {
         if let Some(k) = &*slot {
             return Ok(k.clone());
         }
-        let exact_division = context
-            .devices()
-            .iter()
-            .all(|d| d.info().fp32_correctly_rounded_divide_sqrt);
-        // OpenCL (C or SPIR-V) may round f32 `/` and `sqrt` to 2.5 and 3 ulp unless told
-        // otherwise; so may Level Zero's compiler, which takes the same option.
-        let exact = if exact_division {
-            "-cl-fp32-correctly-rounded-divide-sqrt"
-        } else {
-            ""
-        };
+        let form = self.form_of(def, context);
+        let options = context.raw().kernel_build_options(form);
         let src;
         let mut il = None;
-        let (source, options) = match (backend, self.form_of(def, context)) {
-            (_, KernelIr::SpirV) => {
+        let source = match form {
+            KernelIr::SpirV => {
                 let target = super::spirv::Target {
                     dims: variant.dims,
                     local: variant.local,
                 };
                 il = Some(super::spirv::module(def, &resolved.helpers, &target)?);
                 let bytes = &il.as_ref().expect("just built").bytes;
-                (sycl_backend::KernelSource::SpirV(bytes), exact)
+                sycl_backend::KernelSource::SpirV(bytes)
             }
-            // Rust does not contract `a * b + c` into a fused multiply-add; `mul_add` does.
-            (BackendKind::Cuda, _) => {
-                src = program_source(def, &resolved.helpers, resolved.fp64, variant, backend);
-                (sycl_backend::KernelSource::CudaC(&src), "--fmad=false")
+            KernelIr::CudaC => {
+                src = program_source(def, &resolved.helpers, resolved.fp64, variant, form);
+                sycl_backend::KernelSource::CudaC(&src)
             }
-            _ => {
-                src = program_source(def, &resolved.helpers, resolved.fp64, variant, backend);
-                (sycl_backend::KernelSource::OpenClC(&src), exact)
+            KernelIr::OpenClC => {
+                src = program_source(def, &resolved.helpers, resolved.fp64, variant, form);
+                sycl_backend::KernelSource::OpenClC(&src)
+            }
+            KernelIr::Rust => {
+                return Err(Error::new(
+                    Errc::Runtime,
+                    "the Rust form of a kernel is compiled with the program, never built",
+                ))
             }
         };
         let bundle = KernelBundle::build(context, &[], source, options).map_err(|e| {
@@ -1101,24 +1087,24 @@ fn variant_of(range: Range, what: &str) -> Result<Variant> {
 /// The full CUDA C++ or OpenCL C program of kernel `K` for launches over `range` (an nd-range:
 /// the program is specialised for its work-group size), as the runtime builds it (for tests and
 /// for reading what the macro made): the form launches get when the definition's guard holds.
-pub fn program_source_of<K: GeneratedKernel>(backend: BackendKind, range: Range) -> Result<String> {
+pub fn program_source_of<K: GeneratedKernel>(form: KernelIr, range: Range) -> Result<String> {
     let def = K::definition();
     let resolved = resolve(def)?;
     let variant = Variant {
         guarded: resolved.guard.is_some(),
         ..variant_of(range, "program_source_of")?
     };
-    match backend {
-        BackendKind::Cuda | BackendKind::OpenCl => Ok(program_source(
+    match form {
+        KernelIr::CudaC | KernelIr::OpenClC => Ok(program_source(
             def,
             &resolved.helpers,
             resolved.fp64,
             variant,
-            backend,
+            form,
         )),
         other => Err(Error::new(
             Errc::FeatureNotSupported,
-            format!("#[sycl::kernel] makes no source for {other}"),
+            format!("#[sycl::kernel] makes no C source for the form {other:?}"),
         )),
     }
 }
