@@ -117,14 +117,16 @@ fn unsigned_of(t: Ty) -> Ty {
     }
 }
 
-/// The marker a call of helper `k` is emitted as; the runtime replaces it by the helper's
-/// C name once it has named every helper of the program.
-pub fn call_marker(k: usize) -> String {
-    format!("__sycl_call_{k}__")
+/// The C name a call of helper `k` (of the caller's helper list) is emitted with: the runtime
+/// binds it to the helper's function with `#define` around the caller (no user identifier
+/// reaches C, so generated names cannot collide).
+pub fn call_name(k: usize) -> String {
+    format!("sycl_call_{k}")
 }
 
-/// The marker for a helper's own name in its definition.
-pub const SELF_MARKER: &str = "__sycl_self__";
+/// The C name of a helper's own function in its definition and prototype, bound by the
+/// runtime the same way.
+pub const SELF_NAME: &str = "sycl_self";
 
 enum Role<'a> {
     Kernel(&'a Analysis),
@@ -204,7 +206,7 @@ pub fn kernel<'a>(
     }
 }
 
-/// A helper's C definition; its name is [`SELF_MARKER`]. Also returns its prototype.
+/// A helper's C definition; its name is [`SELF_NAME`]. Also returns its prototype.
 pub fn helper<'a>(
     f: &'a Function,
     helpers: &'a [syn::Path],
@@ -234,7 +236,7 @@ pub fn helper<'a>(
     if d == Dialect::Cuda {
         sig.push_str("__device__ ");
     }
-    let _ = write!(sig, "{} {SELF_MARKER}(", cty(d, ret));
+    let _ = write!(sig, "{} {SELF_NAME}(", cty(d, ret));
     for (i, p) in f.params.iter().enumerate() {
         let ParamKind::Scalar(t) = p.kind else {
             unreachable!("helpers take scalars")
@@ -1364,7 +1366,7 @@ impl Emitter<'_> {
                     .expect("helpers are collected");
                 let mut vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
                 vs.push(self.failp().to_owned());
-                format!("{}({})", call_marker(k), vs.join(", "))
+                format!("{}({})", call_name(k), vs.join(", "))
             }
             ExprKind::Select(c, a, b) => {
                 let (c, a, b) = (self.expr(c), self.expr(a), self.expr(b));

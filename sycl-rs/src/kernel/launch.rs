@@ -785,12 +785,27 @@ pub(crate) fn program_source(
         // By position: a Rust name need not be a C identifier.
         format!("sycl_h{i}")
     };
-    let substitute = |text: &str, callees: &[fn() -> &'static HelperDef]| -> String {
-        let mut out = text.to_owned();
-        for (k, callee) in callees.iter().enumerate() {
-            out = out.replace(&format!("__sycl_call_{k}__"), &name_of(callee()));
+    // The macro's C calls helper `k` of a function's list as `sycl_call_k`, and names a
+    // helper's own function `sycl_self`: bound here with the preprocessor, around each
+    // function, to this program's names (no text of the macro's output is rewritten).
+    let bind = |src: &mut String,
+                text: &str,
+                own: Option<&HelperDef>,
+                callees: &[fn() -> &'static HelperDef]| {
+        if let Some(h) = own {
+            src.push_str(&format!("#define sycl_self {}\n", name_of(h)));
         }
-        out
+        for (k, callee) in callees.iter().enumerate() {
+            src.push_str(&format!("#define sycl_call_{k} {}\n", name_of(callee())));
+        }
+        src.push_str(text);
+        src.push('\n');
+        if own.is_some() {
+            src.push_str("#undef sycl_self\n");
+        }
+        for k in 0..callees.len() {
+            src.push_str(&format!("#undef sycl_call_{k}\n"));
+        }
     };
     let [lx, ly, lz] = variant.local;
     let mut src = format!(
@@ -817,16 +832,19 @@ pub(crate) fn program_source(
     src.push('\n');
     for h in helpers {
         let (proto, _) = if cuda { h.parts.cuda } else { h.parts.opencl };
-        src.push_str(&proto.replace("__sycl_self__", &name_of(h)));
+        bind(&mut src, proto, Some(h), &[]);
     }
     for h in helpers {
         src.push_str(&format!("// helper `{}`\n", h.parts.name));
         let (_, body) = if cuda { h.parts.cuda } else { h.parts.opencl };
-        let body = substitute(body, h.parts.helpers).replace("__sycl_self__", &name_of(h));
-        src.push_str(&body);
-        src.push('\n');
+        bind(&mut src, body, Some(h), h.parts.helpers);
     }
-    src.push_str(&substitute(if cuda { p.cuda } else { p.opencl }, p.helpers));
+    bind(
+        &mut src,
+        if cuda { p.cuda } else { p.opencl },
+        None,
+        p.helpers,
+    );
     src
 }
 

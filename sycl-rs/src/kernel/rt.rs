@@ -587,7 +587,8 @@ pub struct DefinitionParts {
     pub name: &'static str,
     /// Its parameters.
     pub params: &'static [ParamSpec],
-    /// CUDA C++ of the kernel function (`sycl_kernel`), calling helpers through markers.
+    /// CUDA C++ of the kernel function (`sycl_kernel`), calling helper `k` of `helpers` as
+    /// `sycl_call_k` (bound by the runtime with `#define`).
     pub cuda: &'static str,
     /// OpenCL C of the kernel function.
     pub opencl: &'static str,
@@ -597,7 +598,7 @@ pub struct DefinitionParts {
     pub guard: &'static [u32],
     /// The checked IR, encoded (`sycl-macros/src/encode.rs`), for SPIR-V.
     pub ir: &'static [u32],
-    /// Helpers it calls, in marker order.
+    /// Helpers it calls (`sycl_call_0`, `sycl_call_1`, ...).
     pub helpers: &'static [fn() -> &'static HelperDef],
     /// What it needs of a device and a launch (the macro's analysis).
     pub info: KernelInfo,
@@ -628,13 +629,13 @@ impl Definition {
 pub struct HelperParts {
     /// The helper's Rust name.
     pub name: &'static str,
-    /// CUDA prototype and definition (named by a marker).
+    /// CUDA prototype and definition (its function named `sycl_self`, bound by the runtime).
     pub cuda: (&'static str, &'static str),
     /// OpenCL C prototype and definition.
     pub opencl: (&'static str, &'static str),
     /// The checked IR, encoded (`sycl-macros/src/encode.rs`), for SPIR-V.
     pub ir: &'static [u32],
-    /// Helpers it calls, in marker order.
+    /// Helpers it calls (`sycl_call_0`, `sycl_call_1`, ...).
     pub helpers: &'static [fn() -> &'static HelperDef],
     /// Uses `f64`.
     pub fp64: bool,
