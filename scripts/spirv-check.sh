@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # #[sycl::kernel] through SPIR-V on Intel's CPU OpenCL runtime (spec/level-zero.md): the kernel
-# conformance suite and every example with SYCL_RS_KERNEL_IR=spirv, every module the runtime
+# conformance suite, the bounds proofs' differential test and every example with
+# SYCL_RS_KERNEL_IR=spirv, every module the runtime
 # built written to a directory (SYCL_RS_SPIRV_DUMP), then `spirv-val` on each (Debian's
 # spirv-tools): with the SPIR-V 1.0 rules the modules declare, and OpenCL 2.2's where a module
 # has no 64-bit atomics (that environment lists Int64Atomics as an extension's). Also the kernel
@@ -64,6 +65,18 @@ SYCL_RS_KERNEL_IR=opencl_c cargo test -q -p sycl-tests --test conformance -- "$i
     || { tail -40 "$log" >&2; echo "spirv-check: the soundness suite as OpenCL C failed on $intel" >&2; exit 1; }
 [ "$(ls "$dump" | wc -l)" -eq "$before" ] || { echo "spirv-check: SYCL_RS_KERNEL_IR=opencl_c built SPIR-V" >&2; exit 1; }
 echo "-- and the soundness suite as OpenCL C: $(grep -c ' ok$' "$log") tests passed on $intel"
+
+# The differential test of the bounds proofs (random kernels with and without proofs, which
+# must agree) through both forms on the Intel device: SPIR-V (its modules validated below)
+# and OpenCL C. (The workspace test run covers it on every device in its default form.)
+cargo test -q -p sycl-tests --test proofs -- "$intel] proofs::" >"$log" 2>&1 \
+    || { grep -A12 -E "FAILED|differ" "$log" | head -60 >&2; echo "spirv-check: the proofs test through SPIR-V failed on $intel" >&2; exit 1; }
+echo "-- the proofs test through SPIR-V: $(grep -c ' ok$' "$log") kernels agreed on $intel"
+before=$(ls "$dump" | wc -l)
+SYCL_RS_KERNEL_IR=opencl_c cargo test -q -p sycl-tests --test proofs -- "$intel] proofs::" >"$log" 2>&1 \
+    || { grep -A12 -E "FAILED|differ" "$log" | head -60 >&2; echo "spirv-check: the proofs test as OpenCL C failed on $intel" >&2; exit 1; }
+[ "$(ls "$dump" | wc -l)" -eq "$before" ] || { echo "spirv-check: SYCL_RS_KERNEL_IR=opencl_c built SPIR-V" >&2; exit 1; }
+echo "-- and as OpenCL C: $(grep -c ' ok$' "$log") kernels agreed on $intel"
 
 for e in vector_add reduction stencil2d matmul; do
     ONEAPI_DEVICE_SELECTOR=$selector target/release/examples/$e | tail -1
