@@ -8,7 +8,7 @@
 //! - [`ir`]: a kernel or helper with resolved types ([`Function`]).
 //! - [`info`]: what a kernel needs of a device ([`KernelInfo`]).
 //! - [`wire`]: the words the macro embeds in the program (encode and decode, one
-//!   [`wire::MAGIC`] and [`wire::VERSION`]), and [`validate`] of a decoded module.
+//!   [`wire::MAGIC`] and [`wire::VERSION`]), and [`validate`](fn@crate::validate) of a decoded module.
 //!
 //! Nothing here knows a target: the C printers and the SPIR-V builder read a validated
 //! [`Function`] and decide their own shapes from its facts.

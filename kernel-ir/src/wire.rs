@@ -2,7 +2,7 @@
 //!
 //! Helpers are separate macro invocations, so no macro sees a whole program: the runtime
 //! decodes the words of a kernel and of each of its helpers, validates them
-//! ([`crate::validate`]) and builds one module from them.
+//! ([`validate`](fn@crate::validate)) and builds one module from them.
 //!
 //! The format (all `u32`; a change changes [`VERSION`]):
 //! - header: [`MAGIC`], [`VERSION`]; parameters (count, then kind 0 scalar / 1 slice, type,
@@ -15,7 +15,7 @@
 //! - enumerations are their index in the `ALL` list of their type.
 //!
 //! Decoding checks what can be checked without types (tags, counts, indices, nesting);
-//! [`crate::validate`] checks the rest. Malformed words are a [`WireError`], never a panic.
+//! [`validate`](fn@crate::validate) checks the rest. Malformed words are a [`WireError`], never a panic.
 
 use crate::bound::{Bound, BoundCmp, BoundFn, Check};
 use crate::ir::*;
@@ -409,7 +409,7 @@ impl Writer {
 // ---- decoding
 
 /// Decodes the words of a kernel or helper that calls `helpers` others. The result is not
-/// validated yet: see [`crate::validate`].
+/// validated yet: see [`validate`](fn@crate::validate).
 pub fn decode(words: &[u32], helpers: usize) -> Result<Function, WireError> {
     let mut r = Reader {
         words,
