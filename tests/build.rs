@@ -6,10 +6,16 @@
 //! shows up as a difference.
 //!
 //! `SYCL_RS_PROOF_SEED` (a number, decimal or `0x` hex) picks the kernels, `SYCL_RS_PROOF_KERNELS`
-//! how many (default 40). Every kernel has the same parameters
-//! `(x: &[u32], y: &[u32], out: &mut [u32], acc: &mut [u32], res: &mut [u32], a: u32, b: u32,
-//! n: usize, m: usize)`, and writes only in ways whose result does not depend on the order of
-//! work-items, so that two correct runs write the same bytes:
+//! how many (default 40; a larger count keeps the first kernels and adds more, and finds more).
+//! Every kernel has the same parameters `(x: &[u32], y: &[u32], out: &mut [u32],
+//! acc: &mut [u32], res: &mut [u32], a: u32, b: u32, n: usize, m: usize, p: u32)`. Most
+//! kernels are a few small *probes*, `if p == i { .. }`, one of which a launch runs (so that
+//! one access out of bounds does not hide another: the launch's failure is one bit); the rest
+//! are a handful of statements. Indices are built the way the proof rules of bounds.rs read
+//! them (ids, ranges, lengths, scalars, `for` variables over literal, length and chunk
+//! bounds, `+ - * / % & >> min max`, casts, `if` values), often at the edge of a bound.
+//! Kernels write only in ways whose result does not depend on the order of work-items, so
+//! that two correct runs write the same bytes:
 //! - `out[i] = (i as u32) * 3 + 1`: every store to an element stores the same value;
 //! - `atomic_fetch_add(acc, i, v)`: sums commute;
 //! - `res[r] = v` / `res[r] += v` with one index form `r` per kernel that differs between all
@@ -565,8 +571,7 @@ impl Gen<'_> {
         let s: &'static str = if self.tile.is_some() && self.rng.chance(25) {
             "tile"
         } else {
-            let &name = self.rng.pick(SLICES_LOOP);
-            name
+            SLICES_LOOP[self.rng.below(SLICES_LOOP.len() as u64) as usize]
         };
         match t {
             T::Usize => {
@@ -959,7 +964,7 @@ impl Gen<'_> {
 }
 
 /// One kernel: its body, its dimensions, whether it needs an nd-range.
-fn kernel(rng: &mut Rng) -> (String, u8, bool) {
+fn kernel(rng: &mut Rng) -> (String, u8, bool, u64) {
     let dims = match rng.below(10) {
         0..=5 => 1,
         6..=8 => 2,
@@ -1034,16 +1039,36 @@ fn kernel(rng: &mut Rng) -> (String, u8, bool) {
         g.line("barrier();");
         g.tile_readable = true;
     }
-    let n = if focused {
-        1 + g.rng.below(2)
+    // A focused kernel is a few probes of one or two statements, each under `if p == i`: a
+    // launch runs one (the launch picks `p`), so an access out of bounds in one probe does
+    // not hide a wrong proof in another by failing the launch in both forms. (The bounds
+    // analysis does not look at conditions: the `if` changes no proof.)
+    let probes = if focused { 3 + g.rng.below(4) } else { 0 };
+    if focused {
+        for i in 0..probes {
+            g.line(&format!("if p == {i}u32 {{"));
+            g.indent += 1;
+            g.scopes.push(Vec::new());
+            let n = 1 + g.rng.below(2);
+            for j in 0..n {
+                if j == 0 && g.rng.chance(60) {
+                    g.for_loop();
+                } else {
+                    g.stmt();
+                }
+            }
+            g.scopes.pop();
+            g.indent -= 1;
+            g.line("}");
+        }
     } else {
-        2 + g.rng.below(4)
-    };
-    for i in 0..n {
-        if i == 0 && g.rng.chance(50) {
-            g.for_loop();
-        } else {
-            g.stmt();
+        let n = 2 + g.rng.below(4);
+        for i in 0..n {
+            if i == 0 && g.rng.chance(50) {
+                g.for_loop();
+            } else {
+                g.stmt();
+            }
         }
     }
     if tile.is_some() && per_item_tile && g.rng.chance(60) {
@@ -1076,7 +1101,7 @@ fn kernel(rng: &mut Rng) -> (String, u8, bool) {
     }
     let r = g.res_index.clone();
     g.line(&format!("res[{r}] += s;"));
-    (g.out, dims, nd)
+    (g.out, dims, nd, probes)
 }
 
 fn main() {
@@ -1113,15 +1138,15 @@ fn main() {
     let mut table = String::new();
     let mut tests = String::new();
     for i in 0..count {
-        let (body, dims, nd) = kernel(&mut rng);
-        let params = "x: &[u32], y: &[u32], out: &mut [u32], acc: &mut [u32], res: &mut [u32], a: u32, b: u32, n: usize, m: usize";
+        let (body, dims, nd, probes) = kernel(&mut rng);
+        let params = "x: &[u32], y: &[u32], out: &mut [u32], acc: &mut [u32], res: &mut [u32], a: u32, b: u32, n: usize, m: usize, p: u32";
         let source = format!("#[sycl::kernel]\nfn k{i}({params}) {{\n{body}}}\n");
         let _ = writeln!(file, "{source}");
         let _ = writeln!(
             file,
             "#[sycl::kernel(__no_proofs)]\nfn k{i}_unproved({params}) {{\n{body}}}\n"
         );
-        let args = "&g.x, &g.y, &g.out, &g.acc, &g.res, g.a, g.b, g.n, g.m";
+        let args = "&g.x, &g.y, &g.out, &g.acc, &g.res, g.a, g.b, g.n, g.m, g.p";
         let _ = writeln!(
             file,
             "fn launch_k{i}(q: &sycl::Queue, r: sycl::Range, g: &Args) -> sycl::Result<sycl::Event> {{\n    q.parallel_for(r, &[], k{i}({args}))\n}}\n"
@@ -1132,11 +1157,11 @@ fn main() {
         );
         let _ = writeln!(
             file,
-            "fn test_k{i}(d: &sycl::Device) -> Result<(), libtest_mimic::Failed> {{\n    check_kernel(d, &KERNELS[{i}])\n}}\n"
+            "fn test_k{i}(d: &sycl::Device) -> Result<(), libtest_mimic::Failed> {{\n    test_kernel(d, {i})\n}}\n"
         );
         let _ = writeln!(
             table,
-            "    GenKernel {{ index: {i}, source: {source:?}, dims: {dims}, nd: {nd}, proved: launch_k{i}, unproved: launch_k{i}_unproved }},"
+            "    GenKernel {{ index: {i}, source: {source:?}, dims: {dims}, nd: {nd}, probes: {probes}, proved: launch_k{i}, unproved: launch_k{i}_unproved }},"
         );
         let _ = writeln!(
             tests,

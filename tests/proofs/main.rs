@@ -19,7 +19,7 @@
 //! stops in a defined way, should agree there too).
 //!
 //! Environment: `SYCL_RS_PROOF_SEED`, `SYCL_RS_PROOF_KERNELS` (build time: which kernels,
-//! how many); `SYCL_RS_PROOF_LAUNCHES` (launches per kernel and device, default 8);
+//! how many); `SYCL_RS_PROOF_LAUNCHES` (launches per kernel and device, default 12);
 //! `SYCL_RS_PROOF_VERBOSE=1` prints a line per kernel and device (how many launches
 //! succeeded); `SYCL_RS_PROOF_TRACE=1` prints each launch before it runs (to find a crash).
 
@@ -43,6 +43,8 @@ pub struct GenKernel {
     pub dims: u8,
     /// Whether it needs an nd-range (local queries or work-groups).
     pub nd: bool,
+    /// How many probes (`if p == i { .. }`) it has; 0: none.
+    pub probes: u64,
     /// Launches `kN`.
     pub proved: LaunchFn,
     /// Launches `kN_unproved`.
@@ -60,11 +62,12 @@ pub struct Args {
     b: u32,
     n: usize,
     m: usize,
+    p: u32,
 }
 
 #[allow(clippy::all, unused)]
 mod generated {
-    use super::{check_kernel, Args, GenKernel};
+    use super::{test_kernel, Args, GenKernel};
     use sycl::Aspect;
     use sycl_tests::DeviceTest;
 
@@ -118,6 +121,8 @@ struct Setup {
     b: u32,
     n: usize,
     m: usize,
+    /// The probe that runs.
+    p: u32,
     /// Seed of `x`'s and `y`'s contents.
     data: u64,
 }
@@ -152,12 +157,13 @@ impl Setup {
             .collect();
         let _ = write!(
             s,
-            "; {}; a={} b={} n={} m={}; data seed {:#x}",
+            "; {}; a={} b={} n={} m={} p={}; data seed {:#x}",
             lens.join(" "),
             self.a,
             self.b,
             self.n,
             self.m,
+            self.p,
             self.data
         );
         s
@@ -211,7 +217,7 @@ fn shapes(rng: &mut Rng, dims: usize, device: &Device) -> [[usize; 3]; 2] {
 }
 
 /// A random launch of `k`.
-fn setup(rng: &mut Rng, k: &GenKernel, shapes: &[[usize; 3]; 2]) -> Setup {
+fn setup(rng: &mut Rng, k: &GenKernel, shapes: &[[usize; 3]; 2], launch: usize) -> Setup {
     let dims = k.dims as usize;
     // Friendly: every slice long and as long as the others, small scalars: most launches
     // succeed. Tight: small scalars, slices about as long as the range (where an index at
@@ -293,6 +299,12 @@ fn setup(rng: &mut Rng, k: &GenKernel, shapes: &[[usize; 3]; 2]) -> Setup {
     } else {
         (any_u32(rng), any_u32(rng), any_usize(rng), any_usize(rng))
     };
+    // Each probe in turn (and now and then none).
+    let p = if k.probes > 0 && !rng.chance(10) {
+        (launch as u64 % k.probes) as u32
+    } else {
+        u32::MAX
+    };
     Setup {
         global,
         local,
@@ -302,6 +314,7 @@ fn setup(rng: &mut Rng, k: &GenKernel, shapes: &[[usize; 3]; 2]) -> Setup {
         b,
         n,
         m,
+        p,
         data: rng.next(),
     }
 }
@@ -349,8 +362,8 @@ fn input(seed: u64, which: u64, len: usize) -> Vec<u32> {
     let small = len.max(8) as u64;
     (0..PRE + len + POST)
         .map(|_| match rng.below(20) {
-            0..=13 => rng.below(small) as u32,
-            14..=16 => rng.next() as u32,
+            0..=15 => rng.below(small) as u32,
+            16 | 17 => rng.next() as u32,
             _ => rng.pick(&U32_SPECIAL),
         })
         .collect()
@@ -386,6 +399,7 @@ fn run_form(q: &Queue, f: LaunchFn, s: &Setup) -> Result<(Status, Vec<Vec<u32>>)
         b: s.b,
         n: s.n,
         m: s.m,
+        p: s.p,
     };
     let status = match f(q, s.range(), &args) {
         Err(e) => Status::Refused(e.code(), e.message().to_string()),
@@ -455,7 +469,7 @@ pub fn check_kernel(device: &Device, k: &GenKernel) -> Result<(), Failed> {
     let launches: usize = std::env::var("SYCL_RS_PROOF_LAUNCHES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(8);
+        .unwrap_or(12);
     let trace = env_flag("SYCL_RS_PROOF_TRACE");
     // A failed work-item on an OpenCL device (GPU-style failures) stops in a defined way and
     // the others run on, so two correct forms write the same there too; on the native CPU a
@@ -474,11 +488,17 @@ pub fn check_kernel(device: &Device, k: &GenKernel) -> Result<(), Failed> {
     let (mut ok, mut failed) = (0, 0);
     let shapes = shapes(&mut rng, k.dims as usize, device);
     for launch in 0..launches {
-        let s = setup(&mut rng, k, &shapes);
+        let s = setup(&mut rng, k, &shapes, launch);
         if trace {
             eprintln!("k{} launch {launch}: {}", k.index, s.describe());
         }
+        // (What a crash's report names: see `test_kernel`.)
+        progress(&format!("launch {launch} (proved form): {}", s.describe()));
         let (ps, pout) = run_form(&q, k.proved, &s)?;
+        progress(&format!(
+            "launch {launch} (unproved form): {}",
+            s.describe()
+        ));
         let (us, uout) = run_form(&q, k.unproved, &s)?;
         let mut problems = Vec::new();
         if !ps.same(&us) {
@@ -501,13 +521,17 @@ pub fn check_kernel(device: &Device, k: &GenKernel) -> Result<(), Failed> {
         let inside = both_ok || (compare_failed && ps.same(&us));
         let (count, lines) = differences(&s, &pout, &uout, inside, 10);
         if count > 0 {
+            let why = if !inside {
+                " around the slices (the checked form never writes there)"
+            } else if both_ok {
+                ""
+            } else {
+                " although both forms failed alike (a failed work-item stops here, so the \
+                 proved form ran on past an access that failed in the checked form, or \
+                 computed something else)"
+            };
             problems.push(format!(
-                "  {count} output element(s) differ{}:\n{}",
-                if inside {
-                    ""
-                } else {
-                    " around the slices (the checked form never writes there)"
-                },
+                "  {count} output element(s) differ{why}:\n{}",
                 lines.join("\n")
             ));
         }
@@ -556,6 +580,85 @@ pub fn check_kernel(device: &Device, k: &GenKernel) -> Result<(), Failed> {
     )))
 }
 
+/// A line on stdout, flushed: the last one says what a child that crashed was doing.
+fn progress(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// The child role that runs one kernel's launches on one device.
+const CHILD_ROLE: &str = "proofs_kernel";
+
+/// Child: `selector index`.
+fn kernel_child(args: &[String]) -> Result<(), String> {
+    let [selector, index] = args else {
+        return Err(format!("wanted `selector index`, got {args:?}"));
+    };
+    let device = sycl_tests::device_from_selector(selector)?;
+    let index: usize = index.parse().map_err(|e| format!("`{index}`: {e}"))?;
+    check_kernel(&device, &generated::KERNELS[index])
+        .map_err(|f| f.message().unwrap_or("failed").to_string())
+}
+
+/// Kernel `index`'s test on `device`, in a child process (unless `SYCL_RS_PROOF_IN_PROCESS=1`):
+/// an access that a wrong proof left unchecked may crash the process rather than read a
+/// wrong value, and so may a driver's compiler; a crash then fails this kernel's test with
+/// the launch it was running, and the other tests go on.
+pub fn test_kernel(device: &Device, index: usize) -> Result<(), Failed> {
+    let k = &generated::KERNELS[index];
+    if env_flag("SYCL_RS_PROOF_IN_PROCESS") {
+        return check_kernel(device, k);
+    }
+    let args = [sycl_tests::selector_for(device), index.to_string()];
+    let out = sycl_tests::child_command(CHILD_ROLE, &args)
+        .output()
+        .map_err(fail)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        // The verbose summary, or anything else the child had to say.
+        eprint!("{stderr}");
+        return Ok(());
+    }
+    if out.status.code() == Some(1) {
+        // The child's report (mismatches), as `run_child_role_if_any` prints it.
+        let report = stderr
+            .split_once(&format!("child role {CHILD_ROLE} failed: "))
+            .map_or(stderr.as_ref(), |(_, r)| r);
+        return Err(Failed::from(report.trim_end().to_string()));
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let how = match out.status.signal() {
+        Some(sig) => format!("was killed by signal {sig}"),
+        None => format!("exited with {}", out.status),
+    };
+    let doing = stdout.lines().last().unwrap_or("(before its first launch)");
+    let driver = stderr.contains("PLEASE submit a bug report") || stderr.contains("Stack dump:");
+    let what = if driver {
+        "the device's compiler crashed building a program (its stack dump is below): not a \
+         proof mismatch, but a kernel that kills the process"
+    } else {
+        "a crash while the proved form runs is what an access that a wrong proof left \
+         unchecked can do"
+    };
+    let tail: Vec<&str> = stderr.lines().rev().take(30).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    Err(Failed::from(format!(
+        "kernel k{index} on {} ({:?}): the test process {how} during {doing}\n  {what}\n\
+         last lines of its stderr:\n{}\nkernel source (seed {:#x}; rebuild with \
+         SYCL_RS_PROOF_SEED={:#x} SYCL_RS_PROOF_KERNELS={}):\n{}",
+        device.name(),
+        device.backend(),
+        tail.join("\n"),
+        generated::SEED,
+        generated::SEED,
+        generated::KERNELS.len(),
+        k.source
+    )))
+}
+
 fn main() -> ExitCode {
     // A failed work-item on the native CPU is a panic on a queue thread, which the launch turns
     // into `Errc::Kernel`: most launches of this test fail on purpose, so those panics are not
@@ -574,5 +677,6 @@ fn main() -> ExitCode {
             }
         }));
     }
+    sycl_tests::run_child_role_if_any(&[(CHILD_ROLE, kernel_child)]);
     run_suite(generated::DEVICE_TESTS, &[])
 }
