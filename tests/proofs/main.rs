@@ -627,6 +627,17 @@ pub fn test_kernel(device: &Device, index: usize) -> Result<(), Failed> {
         let report = stderr
             .split_once(&format!("child role {CHILD_ROLE} failed: "))
             .map_or(stderr.as_ref(), |(_, r)| r);
+        if report.starts_with("no device ") {
+            // Seen on the H100 machine: NVIDIA's OpenCL GPU is listed in this process but
+            // not in a child started while this one holds CUDA contexts. The test still runs,
+            // in this process (a crash then ends the whole binary), and says so.
+            eprintln!(
+                "proofs: the child process found {} (its device list differs from this \
+                 process's); k{index} runs in this process instead",
+                report.trim_end()
+            );
+            return check_kernel(device, k);
+        }
         return Err(Failed::from(report.trim_end().to_string()));
     }
     use std::os::unix::process::ExitStatusExt;
