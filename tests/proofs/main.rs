@@ -80,34 +80,7 @@ const POST: usize = 48;
 /// The slices' names, in `Args` order.
 const NAMES: [&str; 5] = ["x", "y", "out", "acc", "res"];
 
-/// splitmix64, as the generator's.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn upto(&mut self, lo: usize, hi: usize) -> usize {
-        lo + self.below((hi - lo + 1) as u64) as usize
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-}
+include!("rng.rs");
 
 /// One launch's inputs: the same for both forms.
 #[derive(Clone, Debug)]
@@ -205,7 +178,7 @@ fn shapes(rng: &mut Rng, dims: usize, device: &Device) -> [[usize; 3]; 2] {
         let mut total = 1;
         for (d, v) in l.iter_mut().enumerate().take(dims) {
             let cap = if items[d] > 0 { items[d] } else { 64 };
-            let mut x = rng.pick(&[1usize, 2, 3, 4, 5, 8, 8, 16, 32]).min(cap);
+            let mut x = (*rng.pick(&[1usize, 2, 3, 4, 5, 8, 8, 16, 32])).min(cap);
             while x > 1 && total * x > max_group {
                 x /= 2;
             }
@@ -247,7 +220,7 @@ fn setup(rng: &mut Rng, k: &GenKernel, shapes: &[[usize; 3]; 2], launch: usize) 
         }
     }
     let total: usize = global.iter().product();
-    let long = total * rng.pick(&[2usize, 4, 8]) + rng.upto(64, 300);
+    let long = total * *rng.pick(&[2usize, 4, 8]) + rng.upto(64, 300);
     let edge = |rng: &mut Rng| {
         let base = match rng.below(4) {
             0 => global[rng.below(dims as u64) as usize],
@@ -281,12 +254,12 @@ fn setup(rng: &mut Rng, k: &GenKernel, shapes: &[[usize; 3]; 2], launch: usize) 
     let small_u32 = |rng: &mut Rng| rng.upto(0, 9) as u32;
     let any_u32 = |rng: &mut Rng| match rng.below(3) {
         0 => rng.upto(0, 300) as u32,
-        1 => rng.pick(&U32_SPECIAL),
+        1 => *rng.pick(&U32_SPECIAL),
         _ => rng.next() as u32,
     };
     let any_usize = |rng: &mut Rng| match rng.below(3) {
         0 => rng.upto(0, 300),
-        1 => rng.pick(&USIZE_SPECIAL),
+        1 => *rng.pick(&USIZE_SPECIAL),
         _ => rng.next() as usize,
     };
     let (a, b, n, m) = if friendly || tight {
@@ -364,7 +337,7 @@ fn input(seed: u64, which: u64, len: usize) -> Vec<u32> {
         .map(|_| match rng.below(20) {
             0..=15 => rng.below(small) as u32,
             16 | 17 => rng.next() as u32,
-            _ => rng.pick(&U32_SPECIAL),
+            _ => *rng.pick(&U32_SPECIAL),
         })
         .collect()
 }
