@@ -204,35 +204,6 @@ pub enum Check {
     Guard(Bound),
 }
 
-impl Check {
-    /// The check after the guards were taken or not: `Guard` becomes `Proved` when
-    /// `guarded`, else `Checked`.
-    pub fn resolve_guard(&self, guarded: bool) -> Check {
-        match self {
-            Check::Guard(_) if guarded => Check::Proved,
-            Check::Guard(_) => Check::Checked,
-            other => other.clone(),
-        }
-    }
-
-    /// Whether it holds, given the work-group size (SYCL order) and whether the launch's
-    /// guards held. `false` where a `When` needs a size it was not given.
-    pub fn holds(&self, local: Option<[u64; 3]>, guarded: bool) -> bool {
-        match self {
-            Check::Checked => false,
-            Check::Proved => true,
-            Check::Guard(_) => guarded,
-            Check::When(b) => {
-                let Some(local) = local else { return false };
-                b.eval(&|leaf| match leaf {
-                    Bound::LocalRange(d) => local.get(*d as usize).copied(),
-                    _ => None,
-                }) == Some(1)
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,22 +285,5 @@ mod tests {
     fn a_value_the_launch_lacks_is_no_value() {
         let g = Bound::cmp(BoundCmp::Le, Bound::GlobalRange(2), Bound::Len(1));
         assert_eq!(eval_with(&g, 0, 64), None);
-    }
-
-    #[test]
-    fn checks_hold_as_their_launch_says() {
-        let when = Check::When(Bound::cmp(
-            BoundCmp::Lt,
-            Bound::op(BoundFn::Sub, Bound::LocalRange(0), n(1)),
-            n(256),
-        ));
-        assert!(when.holds(Some([256, 1, 1]), false));
-        assert!(!when.holds(Some([257, 1, 1]), false));
-        assert!(!when.holds(None, true));
-        let guard = Check::Guard(Bound::Len(0));
-        assert!(guard.holds(None, true) && !guard.holds(None, false));
-        assert_eq!(guard.resolve_guard(true), Check::Proved);
-        assert_eq!(guard.resolve_guard(false), Check::Checked);
-        assert!(Check::Proved.holds(None, false) && !Check::Checked.holds(None, true));
     }
 }
