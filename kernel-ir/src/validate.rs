@@ -121,24 +121,7 @@ impl Validator<'_> {
     }
 
     fn bound(&self, b: &Bound) -> R {
-        let mut r = Ok(());
-        b.visit(&mut |n| {
-            if r.is_err() {
-                return;
-            }
-            r = match *n {
-                Bound::Param(i) => self.want(
-                    matches!(self.f.params[i], Param::Scalar(t) if t.is_unsigned()),
-                    "a bound over a parameter that is not an unsigned scalar",
-                ),
-                Bound::Len(i) => self.want(
-                    matches!(self.f.params[i], Param::Slice { .. }),
-                    "a bound over the length of a scalar",
-                ),
-                _ => Ok(()),
-            }
-        });
-        r
+        bound_leaves(b, &self.f.params)
     }
 
     fn block(&self, body: &[Stmt], in_loop: bool) -> R {
@@ -434,15 +417,36 @@ impl Validator<'_> {
     }
 }
 
-/// Checks a kernel's guard list (`wire::decode_guards`) against its function: run-time
-/// conditions over its unsigned scalar parameters and slice lengths.
-pub fn validate_guards(guards: &[Bound], f: &Function) -> Result<(), WireError> {
-    let v = Validator {
-        f,
-        role: Role::Kernel,
-        group_ops: false,
-    };
-    guards.iter().try_for_each(|g| v.bound(g))
+/// Checks a kernel's guard list (`wire::decode_guards`) against its parameters: run-time
+/// conditions over unsigned scalar parameters and slice lengths (indices were checked when
+/// decoding).
+pub fn validate_guards(guards: &[Bound], params: &[Param]) -> Result<(), WireError> {
+    guards.iter().try_for_each(|g| bound_leaves(g, params))
+}
+
+/// Checks that a bound's parameter leaves name unsigned scalars and its lengths slices.
+fn bound_leaves(b: &Bound, params: &[Param]) -> Result<(), WireError> {
+    let mut bad = None;
+    b.visit(&mut |n| {
+        let ok = match *n {
+            Bound::Param(i) => matches!(params.get(i), Some(Param::Scalar(t)) if t.is_unsigned()),
+            Bound::Len(i) => matches!(params.get(i), Some(Param::Slice { .. })),
+            _ => true,
+        };
+        if !ok && bad.is_none() {
+            bad = Some(match n {
+                Bound::Param(_) => "a bound over a parameter that is not an unsigned scalar",
+                _ => "a bound over the length of a scalar",
+            });
+        }
+    });
+    match bad {
+        None => Ok(()),
+        Some(what) => Err(WireError {
+            what: format!("invalid kernel IR: {what}"),
+            at: 0,
+        }),
+    }
 }
 
 /// Checks that a call passes the callee's parameter types and returns its result type.

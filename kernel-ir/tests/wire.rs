@@ -1877,3 +1877,34 @@ fn the_validator_rejects_each_rule() {
         );
     }
 }
+
+/// Guard lists are decoded on the caller's thread (the runtime gives them no thread of their
+/// own): at the nesting limit, and far past it, they fit a default 2 MiB thread stack.
+#[test]
+fn guards_at_the_limit_fit_a_default_thread_stack() {
+    let t = std::thread::Builder::new().stack_size(2 << 20).spawn(|| {
+        let deep = |n: usize| {
+            (0..n).fold(Bound::Param(0), |b, _| {
+                Bound::Fn(BoundFn::Add, Box::new(b), Box::new(Bound::LocalRange(0)))
+            })
+        };
+        let at_limit = vec![deep(MAX_DEPTH - 1)];
+        assert_eq!(
+            decode_guards(&encode_guards(&at_limit), 1),
+            Ok(at_limit.clone())
+        );
+        // 10 000 nested additions, written as words (a tree that deep would overflow the
+        // encoder and the drop of this test, not the decoder).
+        let mut past = vec![1];
+        past.extend([6, 0].repeat(10_000));
+        past.extend([4, 0]);
+        past.extend([1, 0].repeat(10_000));
+        assert_eq!(
+            decode_guards(&past, 1).unwrap_err().what,
+            "nesting too deep"
+        );
+    });
+    t.expect("a thread")
+        .join()
+        .expect("no stack overflow, no panic");
+}

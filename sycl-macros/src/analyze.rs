@@ -114,31 +114,7 @@ pub fn visit_exprs<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Expr)) {
 /// The expressions a statement evaluates itself (not those of nested statements), each with
 /// its sub-expressions.
 fn stmt_exprs<'a>(s: &'a Stmt, f: &mut dyn FnMut(&'a Expr)) {
-    match &s.kind {
-        StmtKind::Let(_, e) | StmtKind::Expr(e) | StmtKind::Return(Some(e)) => walk(e, f),
-        StmtKind::Assign(place, _, e) => {
-            walk(e, f);
-            if let Place::Elem { index, .. } = place {
-                walk(index, f);
-            }
-        }
-        StmtKind::If(c, ..) | StmtKind::While(c, _) => walk(c, f),
-        StmtKind::For {
-            start, end, step, ..
-        } => {
-            walk(start, f);
-            walk(end, f);
-            if let Some(s) = step {
-                walk(s, f);
-            }
-        }
-        StmtKind::LocalArray
-        | StmtKind::Loop(_)
-        | StmtKind::Break
-        | StmtKind::Continue
-        | StmtKind::Return(None)
-        | StmtKind::Barrier => {}
-    }
+    stmt_exprs_shallow(s, &mut |e| walk(e, f));
 }
 
 /// `e` and its sub-expressions, outermost first.

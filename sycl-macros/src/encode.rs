@@ -35,11 +35,6 @@ pub fn helper(f: &Function, helpers: &[syn::Path], bounds: &Bounds<'_>) -> Vec<u
     kir::wire::encode(&l.function())
 }
 
-/// The words of the C forms' run-time guards (`emit_c::KernelC::guards`).
-pub fn guards(guards: &[kir::Bound]) -> Vec<u32> {
-    kir::wire::encode_guards(guards)
-}
-
 /// A proof as the IR's check.
 fn check(p: Proof) -> Check {
     match p {

@@ -117,7 +117,7 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
     let opencl = emit_c::kernel(&f, &an, Dialect::OpenCl, &bounds);
     // Both dialects make the same proofs, so they take the same guards.
     debug_assert_eq!(cuda.guards, opencl.guards);
-    let guard = words(&encode::guards(&opencl.guards));
+    let guard = words(&sycl_kernel_ir::wire::encode_guards(&opencl.guards));
     let (cuda, opencl) = (cuda.source, opencl.source);
     let ir = words(&encode::kernel(&f, &an, &bounds));
     let name = &item.sig.ident;

@@ -40,6 +40,25 @@ use crate::{Context, Device, Errc, Error, Result, Usm};
 pub fn get<T: Pod>(memory: &impl AsUsmRange<T>) -> Result<Handle> {
     let range = memory.usm_range();
     let record = &range.record;
+    let device = share(record, "ipc::memory::get")?;
+    let ptr = range.as_ptr();
+    let offset = ptr - record.ptr;
+    record.exports.get_or_init(Default::default).get(
+        ExportSpec {
+            context: &record.context,
+            kind: IpcObjectKind::Memory,
+            offset,
+            device_identity: device.identity(),
+            object_size: record.size as u64 - offset,
+        },
+        || record.context.raw().ipc_get_mem(ptr),
+    )
+}
+
+/// Checks that `record` is memory `ipc::memory` may export (device USM that sycl-rs
+/// allocated, on a device with `ext_oneapi_ipc_memory`) and makes it shared (no host borrows
+/// from then on); returns its device. `what` names the call for the aspect error.
+fn share<'r>(record: &'r MemoryRecord, what: &str) -> Result<&'r Device> {
     match (record.kind, record.release) {
         (UsmKind::Device, Release::Free) => {}
         (UsmKind::Device, Release::IpcClose) => {
@@ -71,20 +90,9 @@ pub fn get<T: Pod>(memory: &impl AsUsmRange<T>) -> Result<Handle> {
         .device
         .as_ref()
         .ok_or_else(|| Error::new(Errc::Runtime, "device USM without a device"))?;
-    device.require(Aspect::ExtOneapiIpcMemory, "ipc::memory::get")?;
-    let ptr = range.as_ptr();
-    let offset = ptr - record.ptr;
+    device.require(Aspect::ExtOneapiIpcMemory, what)?;
     record.mark_shared()?;
-    record.exports.get_or_init(Default::default).get(
-        ExportSpec {
-            context: &record.context,
-            kind: IpcObjectKind::Memory,
-            offset,
-            device_identity: device.identity(),
-            object_size: record.size as u64 - offset,
-        },
-        || record.context.raw().ipc_get_mem(ptr),
-    )
+    Ok(device)
 }
 
 /// `ipc::memory::put`: counts one `get` of the handle's export down; the last `put` revokes it
@@ -223,12 +231,10 @@ pub fn get_cuda_raw<T: Pod>(memory: &impl AsUsmRange<T>) -> Result<CudaRawHandle
             format!("a raw CUDA IPC handle needs CUDA memory, not {backend} memory"),
         ));
     }
-    // `get` makes the memory shared (no host borrows from then on), as for our own handles.
-    let handle = get(&range)?;
-    let raw = range.record.context.raw().ipc_get_raw_mem(range.as_ptr());
-    // The raw handle holds nothing of the export: count the get down again.
-    put(handle)?;
-    let raw = raw?;
+    // The checks of `get`, and the memory shared from now on; no export of ours is made (a
+    // raw handle holds nothing of one), only the driver's handle.
+    share(&range.record, "ipc::memory::get_cuda_raw")?;
+    let raw = range.record.context.raw().ipc_get_raw_mem(range.as_ptr())?;
     Ok(CudaRawHandle {
         handle: raw.handle.as_slice().try_into().map_err(|_| {
             Error::new(

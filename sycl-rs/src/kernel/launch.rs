@@ -565,19 +565,26 @@ fn submit_gpu(
     Ok(event)
 }
 
-/// The definition's C-form guards (`None`: it has none), validated against its decoded IR.
+/// The definition's C-form guards (`None`: it has none), decoded and validated against its
+/// parameters.
 fn decode_guard(def: &'static Definition) -> Result<Option<Vec<super::spirv::Bound>>> {
-    use sycl_kernel_ir::validate::{validate_guards, Role};
     if def.parts.guard.is_empty() {
         return Ok(None);
     }
-    super::spirv::on_deep_stack(|| {
-        let f = super::spirv::decode(def.parts.ir, Role::Kernel, def.parts.helpers.len())?;
-        let guards = sycl_kernel_ir::wire::decode_guards(def.parts.guard, f.params.len())
-            .map_err(super::spirv::malformed)?;
-        validate_guards(&guards, &f).map_err(super::spirv::malformed)?;
-        Ok(Some(guards))
-    })
+    let params: Vec<sycl_kernel_ir::Param> = def
+        .parts
+        .params
+        .iter()
+        .map(|p| match *p {
+            ParamSpec::Scalar(t) => sycl_kernel_ir::Param::Scalar(t),
+            ParamSpec::Slice { elem, mutable } => sycl_kernel_ir::Param::Slice { elem, mutable },
+        })
+        .collect();
+    // (Bounds nest at most `wire::MAX_DEPTH` levels of small frames: no thread of its own.)
+    let guards = sycl_kernel_ir::wire::decode_guards(def.parts.guard, params.len())
+        .map_err(super::spirv::malformed)?;
+    sycl_kernel_ir::validate::validate_guards(&guards, &params).map_err(super::spirv::malformed)?;
+    Ok(Some(guards))
 }
 
 /// A leaf of a run-time bounds guard for this launch: the device's values.
