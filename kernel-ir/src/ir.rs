@@ -61,7 +61,10 @@ pub enum ExprKind {
         /// Whether the index needs its bounds check.
         check: Check,
         /// Whether the index can be computed in signed 32-bit arithmetic (every value of its
-        /// tree is below 2^31): a target-neutral fact back ends may use for narrow indices.
+        /// tree is below 2^31, and its tree has a `u32` part): a target-neutral fact back ends
+        /// may use for narrow indices. A loop variable of a [`For::narrowable`] loop whose
+        /// `counts_in_u32` is proved (in a kernel, or guarded) counts as a `u32` leaf; a back
+        /// end that keeps such loops 64-bit reads it truncated (its value is below 2^31).
         index_fits_i32: Check,
         /// The index (`usize`).
         index: Box<Expr>,
@@ -124,6 +127,26 @@ pub struct For {
     pub counts_below_half: Check,
     /// Whether its start is below half the range too (`u32` loops only).
     pub start_below_half: Check,
+    /// Whether it can count with `var += step` in 32 bits: every value it reaches, the last
+    /// step included, below 2^32 (a `u32` loop without a trip count; a 64-bit loop counted
+    /// in 32 bits).
+    pub counts_in_u32: Check,
+    /// Whether it can count with `var += step` in 64 bits (64-bit loops: every value below
+    /// 2^64 - 1).
+    pub counts_in_u64: Check,
+    /// Whether its start differs between the work-items of a group (it reads a local or
+    /// global id, directly or through immutable locals) and has no effects or failures.
+    pub start_per_item: bool,
+}
+
+impl For {
+    /// Whether its variable is a 64-bit value that back ends may count in 32 bits where
+    /// `counts_in_u32` holds: an exclusive, unsigned 64-bit loop whose start differs per
+    /// work-item. An index's [`ExprKind::Load::index_fits_i32`] counts such a variable as a
+    /// 32-bit leaf.
+    pub fn narrowable(&self, var_ty: Scalar) -> bool {
+        !self.inclusive && matches!(var_ty, Scalar::U64 | Scalar::Usize) && self.start_per_item
+    }
 }
 
 /// A statement.
@@ -157,7 +180,7 @@ pub enum Stmt {
     /// `loop { body }`.
     Loop(Vec<Stmt>),
     /// `for`.
-    For(For, Vec<Stmt>),
+    For(Box<For>, Vec<Stmt>),
     /// `break;`
     Break,
     /// `continue;`
@@ -256,6 +279,8 @@ fn steps_checks<'a>(steps: &'a [Step], f: &mut dyn FnMut(&'a Check)) {
 fn for_checks<'a>(h: &'a For, f: &mut dyn FnMut(&'a Check)) {
     f(&h.counts_below_half);
     f(&h.start_below_half);
+    f(&h.counts_in_u32);
+    f(&h.counts_in_u64);
     expr_checks(&h.start, f);
     expr_checks(&h.end, f);
     h.step.iter().for_each(|e| expr_checks(e, f));
@@ -296,6 +321,8 @@ pub fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check)) {
         Stmt::For(h, _) => {
             f(&h.counts_below_half);
             f(&h.start_below_half);
+            f(&h.counts_in_u32);
+            f(&h.counts_in_u64);
         }
         _ => {}
     });
@@ -395,6 +422,95 @@ pub fn visit_step_exprs<'a>(steps: &'a [Step], f: &mut dyn FnMut(&'a Expr)) {
                 visit_step_exprs(body, f);
             }
             Step::Barrier => {}
+        }
+    }
+}
+
+impl Expr {
+    /// Whether it has no effects and cannot fail: literals, locals, parameters, lengths,
+    /// work-item queries, and arithmetic that cannot fail over those (a back end may then
+    /// compute it twice, or in another form beside the written one).
+    pub fn is_pure(&self) -> bool {
+        match &self.kind {
+            ExprKind::Lit(_)
+            | ExprKind::Local(_)
+            | ExprKind::Param(_)
+            | ExprKind::Query(..)
+            | ExprKind::Len(_) => true,
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) => a.is_pure(),
+            // (Shifts mask their amount: they cannot fail.)
+            ExprKind::Binary(op, a, b, _) => {
+                !matches!(op, BinOp::Div | BinOp::Rem | BinOp::And | BinOp::Or)
+                    && a.is_pure()
+                    && b.is_pure()
+            }
+            ExprKind::Math(MathFn::Min | MathFn::Max, args) => args.iter().all(Expr::is_pure),
+            _ => false,
+        }
+    }
+
+    /// Whether computing it can fail: a checked access, an atomic, an integer division or
+    /// remainder, or a helper call.
+    pub fn can_fail(&self) -> bool {
+        let mut any = false;
+        walk_expr(self, &mut |x| {
+            any |= match &x.kind {
+                ExprKind::Load { check, .. } => *check != Check::Proved,
+                ExprKind::Atomic { .. } | ExprKind::Call(..) => true,
+                ExprKind::Binary(BinOp::Div | BinOp::Rem, a, _, _) => a.ty.is_int(),
+                _ => false,
+            }
+        });
+        any
+    }
+}
+
+impl Function {
+    /// The run-time guards of its element accesses' bounds checks (not of its other facts),
+    /// each once, in order of first use: what a form that drops exactly the checks proved
+    /// under a guard relies on.
+    pub fn access_guards(&self) -> Vec<crate::Bound> {
+        let mut out: Vec<crate::Bound> = Vec::new();
+        let mut add = |c: &Check| {
+            if let Check::Guard(b) = c {
+                if !out.contains(b) {
+                    out.push(b.clone());
+                }
+            }
+        };
+        visit_stmts(&self.body, &mut |s| {
+            if let Stmt::Store { check, .. } = s {
+                add(check);
+            }
+        });
+        visit_exprs(&self.body, &mut |e| {
+            if let ExprKind::Load { check, .. } = &e.kind {
+                add(check);
+            }
+        });
+        if let Some(steps) = &self.steps {
+            visit_step_exprs(steps, &mut |e| {
+                if let ExprKind::Load { check, .. } = &e.kind {
+                    add(check);
+                }
+            });
+            visit_step_stmts(steps, &mut |s| {
+                if let Stmt::Store { check, .. } = s {
+                    add(check);
+                }
+            });
+        }
+        out
+    }
+}
+
+/// Calls `f` with every statement of `steps`' regions, nested ones included.
+pub fn visit_step_stmts<'a>(steps: &'a [Step], f: &mut dyn FnMut(&'a Stmt)) {
+    for s in steps {
+        match s {
+            Step::Region(b) => visit_stmts(b, f),
+            Step::SyncFor(_, body) => visit_step_stmts(body, f),
+            _ => {}
         }
     }
 }

@@ -153,7 +153,9 @@ impl Validator<'_> {
             self.expr(s)?;
         }
         self.check(&h.counts_below_half)?;
-        self.check(&h.start_below_half)
+        self.check(&h.start_below_half)?;
+        self.check(&h.counts_in_u32)?;
+        self.check(&h.counts_in_u64)
     }
 
     fn stmt(&self, s: &Stmt, in_loop: bool) -> R {

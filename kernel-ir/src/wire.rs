@@ -25,7 +25,7 @@ use crate::ty::Scalar;
 /// "SYIR".
 pub const MAGIC: u32 = 0x5359_4952;
 /// The format's version.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 /// No value (a kernel's result type, an assignment without operator).
 pub const NONE: u32 = 0xFFFF_FFFF;
 /// How deep statements, expressions and bounds may nest: beyond any kernel a person writes
@@ -203,6 +203,9 @@ impl Writer {
         }
         self.check(&h.counts_below_half);
         self.check(&h.start_below_half);
+        self.check(&h.counts_in_u32);
+        self.check(&h.counts_in_u64);
+        self.out.push(h.start_per_item as u32);
     }
 
     fn stmt(&mut self, s: &Stmt) {
@@ -683,6 +686,9 @@ impl Reader<'_> {
             step,
             counts_below_half: self.check()?,
             start_below_half: self.check()?,
+            counts_in_u32: self.check()?,
+            counts_in_u64: self.check()?,
+            start_per_item: self.flag()?,
         })
     }
 
@@ -725,7 +731,7 @@ impl Reader<'_> {
             6 => Stmt::Loop(self.block()?),
             7 => {
                 let h = self.for_header()?;
-                Stmt::For(h, self.block()?)
+                Stmt::For(Box::new(h), self.block()?)
             }
             8 => Stmt::Break,
             9 => Stmt::Continue,

@@ -19,7 +19,7 @@ use sycl_kernel_ir::*;
 /// The stack of the threads that decode deep nesting. `decode` takes about 11 KB of stack
 /// per nesting level in a debug build (1.6 KB in release), some 2.8 MB at `MAX_DEPTH`:
 /// more than the 2 MiB of a test thread, which is why the runtime reads IR on a thread of
-/// its own with a large stack (`sycl-rs/src/kernel/spirv/mod.rs`).
+/// its own with a large stack (`sycl-rs/src/kernel/codegen/mod.rs`).
 const BIG_STACK: usize = 16 << 20;
 
 /// Runs `f` on a thread of [`BIG_STACK`], passing its panic on.
@@ -441,6 +441,9 @@ impl Gen {
             step,
             counts_below_half: self.check(),
             start_below_half: self.check(),
+            counts_in_u32: self.check(),
+            counts_in_u64: self.check(),
+            start_per_item: self.rng.below(2) == 1,
         })
     }
 
@@ -535,7 +538,7 @@ impl Gen {
                 8 if nested => {
                     let Some(h) = self.for_header() else { continue };
                     self.fuel = self.fuel.saturating_sub(1);
-                    Stmt::For(h, self.block(depth - 1, true))
+                    Stmt::For(Box::new(h), self.block(depth - 1, true))
                 }
                 9 if in_loop => Stmt::Break,
                 10 if in_loop => Stmt::Continue,
@@ -1109,6 +1112,9 @@ fn nested_sync_fors(n: usize) -> Function {
         step: None,
         counts_below_half: Check::Proved,
         start_below_half: Check::Checked,
+        counts_in_u32: Check::Proved,
+        counts_in_u64: Check::Checked,
+        start_per_item: false,
     };
     let steps = (0..n).fold(vec![Step::Barrier], |s, _| {
         vec![Step::SyncFor(Box::new(header.clone()), s)]
@@ -1455,6 +1461,9 @@ fn the_validator_rejects_each_rule() {
         step: None,
         counts_below_half: Check::Checked,
         start_below_half: Check::Checked,
+        counts_in_u32: Check::Checked,
+        counts_in_u64: Check::Checked,
+        start_per_item: false,
     };
     let x = Stmt::Expr;
     let kernels: Vec<(Vec<Stmt>, &str)> = vec![
@@ -1580,7 +1589,7 @@ fn the_validator_rejects_each_rule() {
             "a query that is not a `usize`",
         ),
         (
-            vec![Stmt::For(for_over(1), vec![])],
+            vec![Stmt::For(Box::new(for_over(1)), vec![])],
             "a `for` over mismatched or non-integer bounds",
         ),
         (

@@ -148,22 +148,6 @@ pub fn walk<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
     }
 }
 
-/// Whether evaluating `e` can fail (an index out of bounds, a division by zero, a helper that
-/// fails): the emitters check for failure after such statements.
-pub fn fallible(e: &Expr) -> bool {
-    let mut any = false;
-    walk(e, &mut |x| {
-        any |= match &x.kind {
-            ExprKind::Load { checked, .. } => *checked,
-            ExprKind::Atomic { base, .. } => matches!(base, Base::Param(_) | Base::Local(_)),
-            ExprKind::Binary(BinOp::Div | BinOp::Rem, ..) => true,
-            ExprKind::Call(..) => true,
-            _ => false,
-        }
-    });
-    any
-}
-
 /// How deep blocks and expressions may nest in a kernel or helper: the kernel IR allows
 /// `sycl_kernel_ir::wire::MAX_DEPTH` levels in all, bounds proofs included (which
 /// `bounds.rs` keeps to `MAX_PROOF_DEPTH`).

@@ -460,24 +460,6 @@ impl<'a> Bounds<'a> {
         }
     }
 
-    /// `no_signed_wrap` for every node of the tree of `u32` `+ - *` that `e` is the root
-    /// of: the whole tree can then be computed in `int` (OpenCL C).
-    pub fn no_signed_wrap_tree(&self, e: &Expr) -> Proof {
-        fn values(b: &Bounds<'_>, e: &Expr, his: &mut Vec<V>) {
-            his.push(b.bounds(e).hi);
-            if let Some((x, y)) = b.u32_arith(e) {
-                values(b, x, his);
-                values(b, y, his);
-            }
-        }
-        if self.u32_arith(e).is_none() {
-            return Proof::No;
-        }
-        let mut his = Vec::new();
-        values(self, e, &mut his);
-        self.gate(without_guard(self.all_below_values(&his, 1u128 << 31)))
-    }
-
     /// The operands of `e` when it is `u32` `+`, `-` or `*`.
     pub fn u32_arith<'e>(&self, e: &'e Expr) -> Option<(&'e Expr, &'e Expr)> {
         match &e.kind {
@@ -1073,7 +1055,10 @@ mod tests {
             panic!("a cast")
         };
         assert_eq!(b.no_signed_wrap(inner), Proof::Always);
-        assert_eq!(b.no_signed_wrap_tree(inner), Proof::Always);
+        let ExprKind::Binary(_, product, _) = &inner.kind else {
+            panic!("j * 2 + 1")
+        };
+        assert_eq!(b.no_signed_wrap(product), Proof::Always);
     }
 
     #[test]

@@ -74,10 +74,11 @@ impl<'a> RustEmitter<'a> {
         checked && self.bounds.access(base, index, Target::Rust) == Proof::Always
     }
 
-    /// Whether a checked access is in bounds when the kernel's run-time guard holds: the C
-    /// forms' guard (`emit_c`), which the runtime evaluates on the host at each launch and
-    /// passes as the kernel function's `__G` (every access this proves, the C emitter proved
-    /// under a condition of that guard). Helpers cannot use it.
+    /// Whether a checked access is in bounds when the kernel's run-time guard holds: the
+    /// definition's `guard` (the IR's access guards, `sycl_kernel_ir::Function::access_guards`),
+    /// which the runtime evaluates on the host at each launch and passes as the kernel
+    /// function's `__G` (every access this proves is under one of those conditions). Helpers
+    /// cannot use it.
     fn guarded(&self, base: Base, index: &Expr, checked: bool) -> bool {
         checked
             && self.ctx != Ctx::Helper

@@ -12,26 +12,32 @@ use sycl_kernel_ir as kir;
 use sycl_kernel_ir::Check;
 
 use crate::analyze::{path_key, Analysis, Step};
-use crate::bounds::{Bounds, Proof, Target};
+use crate::bounds::{pure, Bounds, Proof, Target};
 use crate::ir::*;
 
-/// The words of a kernel (its steps too when it runs as work-groups).
-pub fn kernel(f: &Function, an: &Analysis, bounds: &Bounds<'_>) -> Vec<u32> {
+/// The IR of a kernel (its steps too when it runs as work-groups).
+pub fn kernel(f: &Function, an: &Analysis, bounds: &Bounds<'_>) -> kir::Function {
     let l = Lower {
         f,
         helpers: &an.helpers,
         bounds,
+        narrowable: narrowable(f, bounds, true),
     };
     let mut ir = l.function();
     if an.info.group {
         ir.steps = Some(l.steps(&an.steps));
     }
-    kir::wire::encode(&ir)
+    ir
 }
 
 /// The words of a helper (`helpers`: its callees in call-marker order).
 pub fn helper(f: &Function, helpers: &[syn::Path], bounds: &Bounds<'_>) -> Vec<u32> {
-    let l = Lower { f, helpers, bounds };
+    let l = Lower {
+        f,
+        helpers,
+        bounds,
+        narrowable: narrowable(f, bounds, false),
+    };
     kir::wire::encode(&l.function())
 }
 
@@ -63,6 +69,51 @@ struct Lower<'a> {
     f: &'a Function,
     helpers: &'a [syn::Path],
     bounds: &'a Bounds<'a>,
+    /// Loop variables that count as `u32` leaves of narrow indices (`kir::For::narrowable`
+    /// loops whose `counts_in_u32` holds: always, or in a kernel by a run-time guard).
+    narrowable: Vec<usize>,
+}
+
+/// Whether `for` loop `start..end` (`..=`) over `ty` is `kir::For::narrowable`.
+fn per_item_loop(bounds: &Bounds<'_>, ty: Ty, start: &Expr, inclusive: bool) -> bool {
+    !inclusive && matches!(ty, Ty::U64 | Ty::Usize) && pure(start) && bounds.per_work_item(start)
+}
+
+/// The variables of `f`'s narrowable loops that count in 32 bits (`kernel`: by a run-time
+/// guard too; helpers take no guards).
+fn narrowable(f: &Function, bounds: &Bounds<'_>, kernel: bool) -> Vec<usize> {
+    fn visit(f: &Function, bounds: &Bounds<'_>, kernel: bool, body: &[Stmt], out: &mut Vec<usize>) {
+        for s in body {
+            match &s.kind {
+                StmtKind::For {
+                    var,
+                    start,
+                    end,
+                    inclusive,
+                    step,
+                    body,
+                } => {
+                    if per_item_loop(bounds, f.ty(start.ty), start, *inclusive) {
+                        match bounds.loop_fits(end, step.as_ref(), 32) {
+                            Proof::Always => out.push(*var),
+                            Proof::Guard(_) if kernel => out.push(*var),
+                            _ => {}
+                        }
+                    }
+                    visit(f, bounds, kernel, body, out);
+                }
+                StmtKind::If(_, a, b) => {
+                    visit(f, bounds, kernel, a, out);
+                    visit(f, bounds, kernel, b, out);
+                }
+                StmtKind::While(_, b) | StmtKind::Loop(b) => visit(f, bounds, kernel, b, out),
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    visit(f, bounds, kernel, &f.body, &mut out);
+    out
 }
 
 fn base(b: Base) -> kir::Base {
@@ -108,7 +159,10 @@ impl Lower<'_> {
 
     /// Whether `index` can be computed in signed 32-bit arithmetic.
     fn fits_i32(&self, index: &Expr) -> Check {
-        check(self.bounds.narrow_index(index, &|_| false))
+        check(
+            self.bounds
+                .narrow_index(index, &|l| self.narrowable.contains(&l)),
+        )
     }
 
     fn block(&self, body: &[Stmt]) -> Vec<kir::Stmt> {
@@ -123,7 +177,7 @@ impl Lower<'_> {
     ) -> kir::For {
         // Whether the loop can count with `v += step`, every value below 2^(bits - 1), so
         // that its latch may compare signed (a condition over the work-group size counts
-        // as not proved, as in `emit_c::open_for`).
+        // as not proved: the back ends' loop forms take only constant facts).
         let ty = self.f.ty(start.ty);
         let mut below_half = Proof::No;
         if !inclusive && ty.is_unsigned() {
@@ -140,6 +194,14 @@ impl Lower<'_> {
         } else {
             Proof::No
         };
+        let (in_u32, in_u64) = if !inclusive && ty.is_unsigned() {
+            (
+                self.bounds.loop_fits(end, step, 32),
+                self.bounds.loop_fits(end, step, 64),
+            )
+        } else {
+            (Proof::No, Proof::No)
+        };
         kir::For {
             var,
             start: self.expr(start),
@@ -148,6 +210,9 @@ impl Lower<'_> {
             step: step.map(|s| self.expr(s)),
             counts_below_half: check(below_half),
             start_below_half: check(start_below),
+            counts_in_u32: check(in_u32),
+            counts_in_u64: check(in_u64),
+            start_per_item: per_item_loop(self.bounds, ty, start, inclusive),
         }
     }
 
@@ -187,7 +252,7 @@ impl Lower<'_> {
                 step,
                 body,
             } => kir::Stmt::For(
-                self.for_header(*var, (start, end, *inclusive), step.as_ref()),
+                Box::new(self.for_header(*var, (start, end, *inclusive), step.as_ref())),
                 self.block(body),
             ),
             StmtKind::Break => kir::Stmt::Break,

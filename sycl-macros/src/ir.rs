@@ -272,7 +272,6 @@ pub enum StmtKind {
 
 /// A parsed kernel or helper.
 pub struct Function {
-    pub name: syn::Ident,
     pub params: Vec<Param>,
     /// Helpers return a scalar; kernels nothing.
     pub ret: Option<Ty>,

@@ -4,8 +4,10 @@
 //!
 //! The pipeline: [`parse`] checks the function against the kernel language and infers its
 //! types; [`analyze`] finds where the work-group synchronises and what the kernel needs of a
-//! device; [`emit_rust`] and [`emit_c`] write the backends' forms; [`encode`] writes the
-//! checked IR as words, from which the runtime builds SPIR-V.
+//! device; [`bounds`] proves accesses in bounds, once per kernel; [`emit_rust`] writes the
+//! native CPU form; [`encode`] lowers the checked function, with the proofs, to the shared IR
+//! (`sycl-kernel-ir`) and writes it as words, from which the runtime prints and builds every
+//! device form (CUDA C++, OpenCL C, SPIR-V).
 
 // The links above name private modules: this crate's documentation is for its contributors
 // (`cargo doc --document-private-items`); users read the `sycl` crate's.
@@ -17,13 +19,11 @@ use quote::{format_ident, quote};
 
 mod analyze;
 mod bounds;
-mod emit_c;
 mod emit_rust;
 mod encode;
 mod ir;
 mod parse;
 
-use emit_c::Dialect;
 use ir::{ParamKind, Ty};
 
 /// Makes a function a kernel for every device. See `sycl::kernel`.
@@ -113,13 +113,10 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
     } else {
         bounds::Bounds::new(&f).without_proofs()
     };
-    let cuda = emit_c::kernel(&f, &an, Dialect::Cuda, &bounds);
-    let opencl = emit_c::kernel(&f, &an, Dialect::OpenCl, &bounds);
-    // Both dialects make the same proofs, so they take the same guards.
-    debug_assert_eq!(cuda.guards, opencl.guards);
-    let guard = words(&sycl_kernel_ir::wire::encode_guards(&opencl.guards));
-    let (cuda, opencl) = (cuda.source, opencl.source);
-    let ir = words(&encode::kernel(&f, &an, &bounds));
+    let ir = encode::kernel(&f, &an, &bounds);
+    // The native CPU form drops exactly the checks of accesses proved under a guard.
+    let guard = words(&sycl_kernel_ir::wire::encode_guards(&ir.access_guards()));
+    let ir = words(&sycl_kernel_ir::wire::encode(&ir));
     let name = &item.sig.ident;
     let vis = &item.vis;
     let attrs = &item.attrs;
@@ -203,8 +200,6 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
                         ::sycl::kernel::__rt::Definition::new(::sycl::kernel::__rt::DefinitionParts {
                             name: #name_str,
                             params: &[#(#specs),*],
-                            cuda: #cuda,
-                            opencl: #opencl,
                             guard: #guard,
                             ir: #ir,
                             helpers: #helpers,
@@ -258,8 +253,6 @@ fn helper_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
         }
     });
     let bounds = bounds::Bounds::new(&f);
-    let (cuda_proto, cuda) = emit_c::helper(&f, &paths, Dialect::Cuda, &bounds);
-    let (ocl_proto, ocl) = emit_c::helper(&f, &paths, Dialect::OpenCl, &bounds);
     let ir = words(&encode::helper(&f, &paths, &bounds));
     let rust = emit_rust::helper_fn(&f, &item, &bounds);
     let name = &item.sig.ident;
@@ -282,8 +275,6 @@ fn helper_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
                     static DEFINITION: ::sycl::kernel::__rt::HelperDef = unsafe {
                         ::sycl::kernel::__rt::HelperDef::new(::sycl::kernel::__rt::HelperParts {
                             name: #name_str,
-                            cuda: (#cuda_proto, #cuda),
-                            opencl: (#ocl_proto, #ocl),
                             ir: #ir,
                             helpers: #helpers,
                             fp64: #fp64,

@@ -178,7 +178,6 @@ pub fn function(f: &syn::ItemFn, role: Role) -> Result<Function> {
     p.ret = ret.map(|t| p.types.known(t));
     let body = p.block_body(&f.block, role == Role::Helper)?;
     let function = Function {
-        name: sig.ident.clone(),
         params: p.params,
         ret,
         locals: p.locals,

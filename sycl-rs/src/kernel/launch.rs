@@ -13,6 +13,7 @@ use super::__rt::{
     ArgInner, Args, CpuArg, CpuArgs, CpuEntry, Definition, DefinitionParts, GeneratedKernel,
     HelperDef, ParamSpec, Scalar, ScalarTy,
 };
+use super::codegen::{c, malformed, on_deep_stack, Bound, Program};
 use super::{Kernel, KernelBundle, Range};
 use crate::usm::{MemoryRecord, Use};
 use crate::{Context, Device, Errc, Error, Event, Queue, Result, Usm, UsmView};
@@ -43,12 +44,49 @@ impl Drop for ViewGuard {
     }
 }
 
-/// The helpers a definition needs, each once, callees first, whether any uses `f64`, and its
-/// parsed run-time guard.
+/// The helpers a definition needs, each once, callees first, whether any uses `f64`, the
+/// native CPU form's run-time guard, and its C programs once printed.
 struct Resolved {
     helpers: Vec<&'static HelperDef>,
     fp64: bool,
-    guard: Option<Vec<super::spirv::Bound>>,
+    /// The conditions under which the native CPU form drops the checks it proved under a
+    /// run-time guard (`DefinitionParts::guard`); `None`: it has none.
+    cpu_guard: Option<Vec<Bound>>,
+    /// The CUDA C++ and OpenCL C functions, printed at the first launch that needs them.
+    c: [OnceLock<Result<Arc<c::Printed>>>; 2],
+}
+
+impl Resolved {
+    /// The functions of `def`'s program in the C dialect of `form` and the guards their
+    /// `SYCL_GUARDED` form relies on, printed once from the validated IR.
+    fn c_program(&self, def: &'static Definition, form: KernelIr) -> Result<Arc<c::Printed>> {
+        let dialect = match form {
+            KernelIr::CudaC => c::Dialect::Cuda,
+            _ => c::Dialect::OpenCl,
+        };
+        self.c[dialect as usize]
+            .get_or_init(|| {
+                let helpers = &self.helpers;
+                on_deep_stack(|| {
+                    let program = Program::decode(def, helpers)?;
+                    let names: Vec<&str> = helpers.iter().map(|h| h.parts.name).collect();
+                    Ok(Arc::new(c::program(
+                        &program,
+                        def.parts.name,
+                        &names,
+                        def.parts.info.reduce_bytes,
+                        dialect,
+                    )))
+                })
+                .map_err(|e| {
+                    Error::new(
+                        e.code(),
+                        format!("kernel `{}`: {}", def.parts.name, e.message()),
+                    )
+                })
+            })
+            .clone()
+    }
 }
 
 fn resolve(def: &'static Definition) -> Result<&'static Resolved> {
@@ -90,7 +128,7 @@ fn resolve(def: &'static Definition) -> Result<&'static Resolved> {
         visit(h(), &mut order, &mut on_path)?;
     }
     let fp64 = def.parts.info.fp64 || order.iter().any(|h| h.parts.fp64);
-    let guard = decode_guard(def).map_err(|e| {
+    let cpu_guard = decode_guard(def).map_err(|e| {
         Error::new(
             e.code(),
             format!("kernel `{}`: {}", def.parts.name, e.message()),
@@ -99,7 +137,8 @@ fn resolve(def: &'static Definition) -> Result<&'static Resolved> {
     let resolved: &'static Resolved = Box::leak(Box::new(Resolved {
         helpers: order,
         fp64,
-        guard,
+        cpu_guard,
+        c: Default::default(),
     }));
     Ok(*map.lock().entry(key).or_insert(resolved))
 }
@@ -320,7 +359,7 @@ fn submit_cpu(
         local: Some(reversed(local)),
     };
     let guarded = resolved
-        .guard
+        .cpu_guard
         .as_ref()
         .is_some_and(|g| guards_hold(g, args, &launch, &geometry));
     for (record, _) in uses {
@@ -481,15 +520,18 @@ fn submit_gpu(
     let launch = range.inner;
     let geometry = gpu_range(&launch, device)?;
     let form = queue.context().shared.kernels.form_of(def, queue.context());
+    // (SPIR-V modules carry both forms, as two entry points: below.)
+    let guarded = match form {
+        KernelIr::CudaC | KernelIr::OpenClC => {
+            let printed = resolved.c_program(def, form)?;
+            guards_hold(&printed.guards, args, &launch, &geometry)
+        }
+        _ => false,
+    };
     let variant = Variant {
         dims: launch.dims,
         local: geometry.local.expect("a GPU launch has work-groups"),
-        // (SPIR-V modules carry both forms, as two entry points: below.)
-        guarded: form != KernelIr::SpirV
-            && resolved
-                .guard
-                .as_ref()
-                .is_some_and(|g| guards_hold(g, args, &launch, &geometry)),
+        guarded,
     };
     let built = queue
         .context()
@@ -565,9 +607,9 @@ fn submit_gpu(
     Ok(event)
 }
 
-/// The definition's C-form guards (`None`: it has none), decoded and validated against its
-/// parameters.
-fn decode_guard(def: &'static Definition) -> Result<Option<Vec<super::spirv::Bound>>> {
+/// The definition's native CPU guards (`None`: it has none), decoded and validated against
+/// its parameters.
+fn decode_guard(def: &'static Definition) -> Result<Option<Vec<Bound>>> {
     if def.parts.guard.is_empty() {
         return Ok(None);
     }
@@ -581,20 +623,19 @@ fn decode_guard(def: &'static Definition) -> Result<Option<Vec<super::spirv::Bou
         })
         .collect();
     // (Bounds nest at most `wire::MAX_DEPTH` levels of small frames: no thread of its own.)
-    let guards = sycl_kernel_ir::wire::decode_guards(def.parts.guard, params.len())
-        .map_err(super::spirv::malformed)?;
-    sycl_kernel_ir::validate::validate_guards(&guards, &params).map_err(super::spirv::malformed)?;
+    let guards =
+        sycl_kernel_ir::wire::decode_guards(def.parts.guard, params.len()).map_err(malformed)?;
+    sycl_kernel_ir::validate::validate_guards(&guards, &params).map_err(malformed)?;
     Ok(Some(guards))
 }
 
 /// A leaf of a run-time bounds guard for this launch: the device's values.
 fn guard_leaf(
-    leaf: &super::spirv::Bound,
+    leaf: &Bound,
     launch: &LaunchRange,
     geometry: &LaunchRange,
     args: &Args,
 ) -> Option<u64> {
-    use super::spirv::Bound;
     let axis = |d: u8| (launch.dims.checked_sub(1)?.checked_sub(d)).map(usize::from);
     let local = geometry.local?;
     match *leaf {
@@ -631,7 +672,7 @@ type ProgramSlot = Arc<Mutex<Option<Built>>>;
 #[derive(Clone)]
 struct Built {
     kernel: Kernel,
-    guarded: Option<(Kernel, Arc<Vec<super::spirv::Bound>>)>,
+    guarded: Option<(Kernel, Arc<Vec<Bound>>)>,
 }
 
 pub(crate) struct KernelCache {
@@ -755,10 +796,10 @@ pub(crate) struct Variant {
 
 /// Whether every condition of a kernel's guard holds for this launch (never with
 /// `SYCL_RS_KERNEL_GUARDS=0`, which keeps every check the guards would drop, to compare),
-/// evaluated as the device would (`spirv::Bound::eval`, the preludes' saturating `u64`
+/// evaluated as the device would (`Bound::eval`, the preludes' saturating `u64`
 /// arithmetic); a value the launch cannot supply makes it false.
 fn guards_hold(
-    guards: &[super::spirv::Bound],
+    guards: &[Bound],
     args: &Args,
     launch: &LaunchRange,
     geometry: &LaunchRange,
@@ -774,58 +815,28 @@ fn guards_hold(
             .all(|g| g.eval(&|leaf| guard_leaf(leaf, launch, geometry, args)) == Some(1))
 }
 
-/// The full source of a program: prelude, helpers (callees first), the kernel.
-pub(crate) fn program_source(
+/// The full source of a program: the variant's definitions, the preludes, then the
+/// functions `codegen::c` printed (helpers callees first, the kernel).
+fn program_source(
     def: &'static Definition,
-    helpers: &[&'static HelperDef],
-    fp64: bool,
+    resolved: &Resolved,
     variant: Variant,
     form: KernelIr,
-) -> String {
+) -> Result<String> {
     let p = &def.parts;
-    let cuda = form == KernelIr::CudaC;
-    let name_of = |h: &HelperDef| -> String {
-        let i = helpers
-            .iter()
-            .position(|x| std::ptr::eq(*x, h))
-            .expect("resolved helpers include every callee");
-        // By position: a Rust name need not be a C identifier.
-        format!("sycl_h{i}")
-    };
-    // The macro's C calls helper `k` of a function's list as `sycl_call_k`, and names a
-    // helper's own function `sycl_self`: bound here with the preprocessor, around each
-    // function, to this program's names (no text of the macro's output is rewritten).
-    let bind = |src: &mut String,
-                text: &str,
-                own: Option<&HelperDef>,
-                callees: &[fn() -> &'static HelperDef]| {
-        if let Some(h) = own {
-            src.push_str(&format!("#define sycl_self {}\n", name_of(h)));
-        }
-        for (k, callee) in callees.iter().enumerate() {
-            src.push_str(&format!("#define sycl_call_{k} {}\n", name_of(callee())));
-        }
-        src.push_str(text);
-        src.push('\n');
-        if own.is_some() {
-            src.push_str("#undef sycl_self\n");
-        }
-        for k in 0..callees.len() {
-            src.push_str(&format!("#undef sycl_call_{k}\n"));
-        }
-    };
+    let printed = resolved.c_program(def, form)?;
     let [lx, ly, lz] = variant.local;
     let mut src = format!(
         "#define SYCL_DIMS {}\n#define SYCL_LX {lx}\n#define SYCL_LY {ly}\n#define SYCL_LZ {lz}\n",
         variant.dims
     );
-    // The definition's guard held for the launches this program is for (`Variant`).
+    // The printed program's guards held for the launches this program is for (`Variant`).
     src.push_str(if variant.guarded {
         "#define SYCL_GUARDED 1\n"
     } else {
         "#define SYCL_GUARDED 0\n"
     });
-    if fp64 {
+    if resolved.fp64 {
         src.push_str("#define SYCL_FP64 1\n");
     }
     if p.info.atomic64 {
@@ -834,25 +845,15 @@ pub(crate) fn program_source(
     if p.info.sub_groups {
         src.push_str("#define SYCL_SUB_GROUPS 1\n");
     }
-    src.push_str(if cuda { PRELUDE_CUDA } else { PRELUDE_OPENCL });
+    src.push_str(if form == KernelIr::CudaC {
+        PRELUDE_CUDA
+    } else {
+        PRELUDE_OPENCL
+    });
     src.push_str(PRELUDE_BOUNDS);
     src.push('\n');
-    for h in helpers {
-        let (proto, _) = if cuda { h.parts.cuda } else { h.parts.opencl };
-        bind(&mut src, proto, Some(h), &[]);
-    }
-    for h in helpers {
-        src.push_str(&format!("// helper `{}`\n", h.parts.name));
-        let (_, body) = if cuda { h.parts.cuda } else { h.parts.opencl };
-        bind(&mut src, body, Some(h), h.parts.helpers);
-    }
-    bind(
-        &mut src,
-        if cuda { p.cuda } else { p.opencl },
-        None,
-        p.helpers,
-    );
-    src
+    src.push_str(&printed.text);
+    Ok(src)
 }
 
 impl KernelCache {
@@ -877,20 +878,24 @@ impl KernelCache {
         let mut il = None;
         let source = match form {
             KernelIr::SpirV => {
-                let target = super::spirv::Target {
+                let target = super::codegen::spirv::Target {
                     dims: variant.dims,
                     local: variant.local,
                 };
-                il = Some(super::spirv::module(def, &resolved.helpers, &target)?);
+                il = Some(super::codegen::spirv::module(
+                    def,
+                    &resolved.helpers,
+                    &target,
+                )?);
                 let bytes = &il.as_ref().expect("just built").bytes;
                 sycl_backend::KernelSource::SpirV(bytes)
             }
             KernelIr::CudaC => {
-                src = program_source(def, &resolved.helpers, resolved.fp64, variant, form);
+                src = program_source(def, resolved, variant, form)?;
                 sycl_backend::KernelSource::CudaC(&src)
             }
             KernelIr::OpenClC => {
-                src = program_source(def, &resolved.helpers, resolved.fp64, variant, form);
+                src = program_source(def, resolved, variant, form)?;
                 sycl_backend::KernelSource::OpenClC(&src)
             }
             KernelIr::Rust => {
@@ -909,10 +914,10 @@ impl KernelCache {
                 ),
             )
         })?;
-        let kernel = bundle.kernel(super::spirv::ENTRY)?;
+        let kernel = bundle.kernel(super::codegen::spirv::ENTRY)?;
         let guarded = match il {
             Some(m) if !m.guards.is_empty() => Some((
-                bundle.kernel(super::spirv::ENTRY_GUARDED)?,
+                bundle.kernel(super::codegen::spirv::ENTRY_GUARDED)?,
                 Arc::new(m.guards),
             )),
             _ => None,
@@ -1115,18 +1120,14 @@ fn variant_of(range: Range, what: &str) -> Result<Variant> {
 pub fn program_source_of<K: GeneratedKernel>(form: KernelIr, range: Range) -> Result<String> {
     let def = K::definition();
     let resolved = resolve(def)?;
-    let variant = Variant {
-        guarded: resolved.guard.is_some(),
-        ..variant_of(range, "program_source_of")?
-    };
     match form {
-        KernelIr::CudaC | KernelIr::OpenClC => Ok(program_source(
-            def,
-            &resolved.helpers,
-            resolved.fp64,
-            variant,
-            form,
-        )),
+        KernelIr::CudaC | KernelIr::OpenClC => {
+            let variant = Variant {
+                guarded: !resolved.c_program(def, form)?.guards.is_empty(),
+                ..variant_of(range, "program_source_of")?
+            };
+            program_source(def, resolved, variant, form)
+        }
         other => Err(Error::new(
             Errc::FeatureNotSupported,
             format!("#[sycl::kernel] makes no C source for the form {other:?}"),
@@ -1141,9 +1142,9 @@ pub fn spirv_of<K: GeneratedKernel>(range: Range) -> Result<Vec<u8>> {
     let def = K::definition();
     let resolved = resolve(def)?;
     let variant = variant_of(range, "spirv_of")?;
-    let target = super::spirv::Target {
+    let target = super::codegen::spirv::Target {
         dims: variant.dims,
         local: variant.local,
     };
-    super::spirv::module(def, &resolved.helpers, &target).map(|m| m.bytes)
+    super::codegen::spirv::module(def, &resolved.helpers, &target).map(|m| m.bytes)
 }

@@ -72,8 +72,8 @@ use crate::{Context, Device, Errc, Error, Event, Queue, Result};
 #[doc(hidden)]
 #[path = "rt.rs"]
 pub mod __rt;
+mod codegen;
 mod launch;
-mod spirv;
 
 pub(crate) use launch::{KernelCache, KernelStatus};
 pub use launch::{KernelIr, KERNEL_IR_ENV};

@@ -587,18 +587,15 @@ pub struct DefinitionParts {
     pub name: &'static str,
     /// Its parameters.
     pub params: &'static [ParamSpec],
-    /// CUDA C++ of the kernel function (`sycl_kernel`), calling helper `k` of `helpers` as
-    /// `sycl_call_k` (bound by the runtime with `#define`).
-    pub cuda: &'static str,
-    /// OpenCL C of the kernel function.
-    pub opencl: &'static str,
-    /// The conditions under which both C sources' `SYCL_GUARDED` checks may go, encoded as
-    /// the IR's bounds (`sycl-macros/src/encode.rs`): a count, then each condition over the
+    /// The conditions under which the native CPU form (`cpu`) may skip the checks of the
+    /// accesses it proved in bounds under a run-time guard, encoded as the IR's bounds
+    /// (`sycl_kernel_ir::wire::encode_guards`): a count, then each condition over the
     /// launch's scalars, slice lengths, ranges and work-group size. Empty: never.
     pub guard: &'static [u32],
-    /// The checked IR, encoded (`sycl-macros/src/encode.rs`), for SPIR-V.
+    /// The checked IR, encoded (`sycl_kernel_ir::wire`), from which the runtime prints and
+    /// builds every device form.
     pub ir: &'static [u32],
-    /// Helpers it calls (`sycl_call_0`, `sycl_call_1`, ...).
+    /// Helpers it calls (the IR's calls `0`, `1`, ...).
     pub helpers: &'static [fn() -> &'static HelperDef],
     /// What it needs of a device and a launch (the macro's analysis).
     pub info: KernelInfo,
@@ -615,10 +612,12 @@ impl Definition {
     /// Wraps the macro's output.
     ///
     /// # Safety
-    /// `parts.cuda`, `parts.opencl` and `parts.ir` are `#[sycl::kernel]`'s translation of the
-    /// same kernel as `parts.cpu`, with `parts.params`: they access memory only as the kernel
-    /// language allows (checked indices, except where the Rust source has `unsafe`, and, built
-    /// with `SYCL_GUARDED` 1, the indices that `parts.guard` proves in bounds when it holds).
+    /// `parts.ir` and `parts.cpu` are `#[sycl::kernel]`'s translation of the same kernel,
+    /// with `parts.params`: they access memory only as the kernel language allows (checked
+    /// indices, except where the Rust source has `unsafe` and where the IR's bounds checks say
+    /// an index is proved in bounds: always, for the program's work-group size, or under a
+    /// run-time guard, which for `parts.cpu` is one of `parts.guard`). The runtime decodes and
+    /// validates the IR before it prints or builds anything from it.
     pub const unsafe fn new(parts: DefinitionParts) -> Definition {
         Definition { parts }
     }
@@ -629,13 +628,9 @@ impl Definition {
 pub struct HelperParts {
     /// The helper's Rust name.
     pub name: &'static str,
-    /// CUDA prototype and definition (its function named `sycl_self`, bound by the runtime).
-    pub cuda: (&'static str, &'static str),
-    /// OpenCL C prototype and definition.
-    pub opencl: (&'static str, &'static str),
-    /// The checked IR, encoded (`sycl-macros/src/encode.rs`), for SPIR-V.
+    /// The checked IR, encoded (`sycl_kernel_ir::wire`).
     pub ir: &'static [u32],
-    /// Helpers it calls (`sycl_call_0`, `sycl_call_1`, ...).
+    /// Helpers it calls (the IR's calls `0`, `1`, ...).
     pub helpers: &'static [fn() -> &'static HelperDef],
     /// Uses `f64`.
     pub fp64: bool,
@@ -650,7 +645,7 @@ impl HelperDef {
     /// Wraps the macro's output.
     ///
     /// # Safety
-    /// As [`Definition::new`]: the sources are the macro's translation of the helper.
+    /// As [`Definition::new`]: `parts.ir` is the macro's translation of the helper.
     pub const unsafe fn new(parts: HelperParts) -> HelperDef {
         HelperDef { parts }
     }

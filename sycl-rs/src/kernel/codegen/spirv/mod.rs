@@ -9,16 +9,12 @@
 mod emit;
 
 pub(crate) use emit::{ENTRY, ENTRY_GUARDED};
-pub(crate) use sycl_kernel_ir::Bound;
-
-use sycl_kernel_ir::validate::{validate_call, Role};
-use sycl_kernel_ir::wire::WireError;
-use sycl_kernel_ir::{ExprKind, Function};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::__rt::{Definition, HelperDef};
-use crate::{Errc, Error, Result};
+use super::{on_deep_stack, Bound, Program};
+use crate::kernel::__rt::{Definition, HelperDef};
+use crate::Result;
 
 /// What a module is specialised for.
 pub(crate) struct Target {
@@ -47,118 +43,37 @@ pub(crate) fn module(
     on_deep_stack(|| build_module(def, helpers, target))
 }
 
-/// The stack of the thread that reads kernel IR: decoding, validating and emitting recurse
-/// once per nesting level, and at `wire::MAX_DEPTH` a debug build needs a few MB (more than
-/// the 2 MiB a spawned thread has by default). Reserved, not committed, memory.
-const IR_STACK: usize = 64 << 20;
-
-/// Runs `f` (which reads kernel IR) on a thread with [`IR_STACK`]: once per program built,
-/// beside a driver's build of milliseconds.
-pub(crate) fn on_deep_stack<R: Send>(f: impl FnOnce() -> Result<R> + Send) -> Result<R> {
-    std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .name("sycl-kernel-ir".into())
-            .stack_size(IR_STACK)
-            .spawn_scoped(s, f)
-            .map_err(|e| Error::new(Errc::Runtime, format!("starting the kernel IR reader: {e}")))?
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    })
-}
-
 fn build_module(
     def: &'static Definition,
     helpers: &[&'static HelperDef],
     target: &Target,
 ) -> Result<Module> {
     let p = &def.parts;
-    let position = |h: &'static HelperDef| -> Result<usize> {
-        helpers
-            .iter()
-            .position(|x| std::ptr::eq(*x, h))
-            .ok_or_else(|| Error::new(Errc::Build, "a helper is missing from the program"))
-    };
-    let decoded_helpers = helpers
-        .iter()
-        .map(|h| {
-            let f = decode(h.parts.ir, Role::Helper, h.parts.helpers.len())?;
-            let calls = h
-                .parts
-                .helpers
-                .iter()
-                .map(|c| position(c()))
-                .collect::<Result<Vec<_>>>()?;
-            Ok((f, calls))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let kernel = decode(p.ir, Role::Kernel, p.helpers.len())?;
-    let kernel_calls = p
-        .helpers
-        .iter()
-        .map(|c| position(c()))
-        .collect::<Result<Vec<_>>>()?;
-    // Every call passes its helper's parameter types and takes its result type.
-    check_calls(&kernel, &kernel_calls, &decoded_helpers)?;
-    for (f, calls) in &decoded_helpers {
-        check_calls(f, calls, &decoded_helpers)?;
-    }
+    let program = Program::decode(def, helpers)?;
     let local = target.local.map(|l| l as u32);
     // `SYCL_RS_KERNEL_GUARDS=0`: no guarded entry point, every access the guards would cover
     // stays checked (to compare).
-    let guards = if std::env::var_os("SYCL_RS_KERNEL_GUARDS").is_some_and(|v| v == "0") {
-        Vec::new()
-    } else {
-        kernel.guards()
-    };
-    let program = emit::Program {
-        kernel: &kernel,
-        kernel_calls,
-        helpers: decoded_helpers
+    let guarded_entry = !std::env::var_os("SYCL_RS_KERNEL_GUARDS").is_some_and(|v| v == "0")
+        && !program.kernel.guards().is_empty();
+    let emitted = emit::build(&emit::Program {
+        kernel: &program.kernel,
+        kernel_calls: program.kernel_calls.clone(),
+        helpers: program
+            .helpers
             .iter()
             .map(|(f, c)| (f, c.clone()))
             .collect(),
         dims: target.dims,
         local,
         scratch_param: p.info.reduce_bytes > 0,
-        guarded_entry: !guards.is_empty(),
-    };
-    let words = emit::build(&program)?;
-    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        guarded_entry,
+    })?;
+    let bytes: Vec<u8> = emitted.words.iter().flat_map(|w| w.to_le_bytes()).collect();
     dump(p.name, target, &bytes);
-    Ok(Module { bytes, guards })
-}
-
-/// The error of malformed kernel IR: a bug of the macro (or words that are not its).
-pub(crate) fn malformed(e: WireError) -> Error {
-    Error::new(
-        Errc::Build,
-        format!(
-            "the encoded kernel IR is malformed ({e}): a bug of #[sycl::kernel], please report it"
-        ),
-    )
-}
-
-/// Decodes and validates the words of a kernel or helper that calls `helpers` others.
-pub(crate) fn decode(words: &[u32], role: Role, helpers: usize) -> Result<Function> {
-    let f = sycl_kernel_ir::wire::decode(words, helpers).map_err(malformed)?;
-    sycl_kernel_ir::validate(&f, role).map_err(malformed)?;
-    Ok(f)
-}
-
-/// Checks each call of `f` (to `calls[k]` of `helpers`) against its callee.
-fn check_calls(f: &Function, calls: &[usize], helpers: &[(Function, Vec<usize>)]) -> Result<()> {
-    let mut r = Ok(());
-    let mut visit = |e: &sycl_kernel_ir::Expr| {
-        if let (ExprKind::Call(k, args), Ok(())) = (&e.kind, &r) {
-            let callee = &helpers[calls[*k]].0;
-            r = validate_call(args, e.ty, callee).map_err(malformed);
-        }
-    };
-    sycl_kernel_ir::ir::visit_exprs(&f.body, &mut visit);
-    if let Some(steps) = &f.steps {
-        sycl_kernel_ir::ir::visit_step_exprs(steps, &mut visit);
-    }
-    r
+    Ok(Module {
+        bytes,
+        guards: emitted.guards,
+    })
 }
 
 /// Writes the module under `SYCL_RS_SPIRV_DUMP`, if set (a failure to write is logged: the
@@ -183,8 +98,10 @@ fn dump(name: &str, target: &Target, bytes: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::{decode, emit, Role};
+    use super::emit;
     use crate::kernel::__rt::{GeneratedKernel, KernelFn};
+    use crate::kernel::codegen::decode;
+    use sycl_kernel_ir::validate::Role;
 
     #[sycl::kernel_fn]
     fn twice(x: u32) -> u32 {
@@ -215,7 +132,7 @@ mod tests {
 
     /// Decodes and builds `words` (the kernel's) with the helper `twice`; a malformed input
     /// must give an error, never a panic.
-    fn build(words: &[u32]) -> crate::Result<Vec<u32>> {
+    fn build(words: &[u32]) -> crate::Result<emit::Emitted> {
         let helper = decode(twice::definition().parts.ir, Role::Helper, 0)?;
         let kernel = decode(words, Role::Kernel, 1)?;
         emit::build(&emit::Program {

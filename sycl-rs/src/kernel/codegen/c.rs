@@ -1,9 +1,9 @@
-//! CUDA C++ (for NVRTC) and OpenCL C from the kernel language.
+//! CUDA C++ (for NVRTC) and OpenCL C from the validated kernel IR.
 //!
-//! The functions emitted here call a prelude that the runtime puts first (`sycl-rs`,
-//! `src/kernel/prelude_*.h`): bounds-checked loads and stores, checked division, atomics,
+//! The functions printed here call a prelude that the runtime puts first
+//! (`src/kernel/prelude_*.h`): bounds-checked loads and stores, checked division, atomics,
 //! work-item queries and group reductions, one per element type and address space. Every name
-//! emitted is generated (`p0`, `v3`, `a2`), so no user identifier reaches C.
+//! printed is generated (`p0`, `v3`, `a2`, `sycl_h1`), so no user identifier reaches C.
 //!
 //! How Rust's rules survive the trip:
 //! - signed `+ - *` and negation wrap (done in the unsigned type: C overflow is undefined);
@@ -17,16 +17,120 @@
 //!   and reports the code to the launch's status word when it ends;
 //! - sub-expressions with effects run in Rust's order: at most one atomic per statement, and a
 //!   stored value is computed before its index.
+//!
+//! Bounds come from the IR's checks: an access `Proved` in bounds is printed unchecked, one
+//! proved `When` a condition over the work-group size is checked unless that condition (a
+//! constant of the program, folded by the C compiler) holds, and one proved under a run-time
+//! `Guard` is checked unless `SYCL_GUARDED`: the runtime evaluates the guards this printer
+//! relied on ([`Printed::guards`]) on the host at each launch and builds the program with
+//! `SYCL_GUARDED` 1 or 0.
+//!
+//! Code shapes for Intel's CPU OpenCL compiler (OpenCL C only; CUDA keeps the written forms,
+//! which NVRTC reads as well as hand-written code) are [`Shaping`] options, each with the
+//! measurement that justifies it.
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
-use sycl_kernel_ir::{Bound, BoundCmp, BoundFn};
+use sycl_kernel_ir::ir::{Base, Expr, ExprKind, For, Function, Param, Step, Stmt};
+use sycl_kernel_ir::{
+    AtomicOp, BinOp, Bound, BoundCmp, BoundFn, Check, MathFn, Query, Scalar as Ty, SubGroupOp,
+    SubGroupQuery, UnOp,
+};
 
-use crate::analyze::{fallible, path_key, Analysis, Class, Step};
-use crate::bounds::{pure, Bounds, Proof, Target};
-use crate::ir::*;
+use super::Program;
+
+/// The C dialect.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Dialect {
+    /// CUDA C++ for NVRTC.
+    Cuda,
+    /// OpenCL C 1.2 (and later).
+    OpenCl,
+}
+
+/// Code shapes a dialect's printer chooses where the IR's facts allow them: vendor tuning,
+/// read only here.
+#[derive(Clone, Copy, Debug)]
+struct Shaping {
+    /// Indices that `index_fits_i32` proves computable in `int` are computed so and
+    /// sign-extended (as hand-written OpenCL C with `int` indices reads): Intel's CPU
+    /// vectorizer sees consecutive accesses only in that form (zero-extended or truncated
+    /// 64-bit arithmetic hides them).
+    narrow_indices: bool,
+    /// Loops count in the forms their facts allow instead of a trip count: a `u32` loop in
+    /// `int` where its start and every value are below 2^31 (stencil2d 1.5x -> 1.0x the
+    /// hand-written time on AVX-512: the vectorizer loses an unsigned counter); a
+    /// per-work-item `usize` loop in `uint`; otherwise `v += step` in the loop's own type
+    /// (reduce 1.2x, stencil 1.7x slower with a trip count: the vectorizer keeps a
+    /// work-item-strided loop whose counter is the index).
+    loop_forms: bool,
+    /// `u32` `+ - *` trees proved free of signed overflow are computed in `int`, whose
+    /// arithmetic Intel's compiler marks `nsw` (LLVM then moves a sign extension through
+    /// `c ± k`: one address with constant displacements).
+    int_arithmetic: bool,
+    /// A truncation of 64-bit arithmetic to 32 bits is pushed down to its leaves, and a
+    /// global id truncated is its 32-bit form: the vectorizer loses the work-items'
+    /// consecutiveness through a truncated 64-bit sum.
+    narrow_truncations: bool,
+}
+
+impl Dialect {
+    fn shaping(self) -> Shaping {
+        let intel = self == Dialect::OpenCl;
+        Shaping {
+            narrow_indices: intel,
+            loop_forms: intel,
+            int_arithmetic: intel,
+            narrow_truncations: intel,
+        }
+    }
+}
+
+/// A program's functions in C (helper prototypes, helpers callees first, the kernel
+/// `sycl_kernel`), to follow the preludes, and the run-time guards its `SYCL_GUARDED` form
+/// relies on.
+pub(crate) struct Printed {
+    /// The functions.
+    pub text: String,
+    /// The conditions under which `SYCL_GUARDED` 1 is sound, each once.
+    pub guards: Vec<Bound>,
+}
+
+/// Prints `program` (its kernel named `name`, its helpers `helper_names`) in dialect `d`.
+pub(crate) fn program(
+    program: &Program,
+    name: &str,
+    helper_names: &[&str],
+    reduce_bytes: usize,
+    d: Dialect,
+) -> Printed {
+    let mut text = String::new();
+    let mut helpers = Vec::new();
+    for (i, (f, calls)) in program.helpers.iter().enumerate() {
+        let mut e = Printer::new(f, d, calls, None);
+        let (proto, body) = e.helper(i);
+        text.push_str(&proto);
+        helpers.push((helper_names.get(i).copied().unwrap_or("?"), body));
+    }
+    for (name, body) in helpers {
+        let _ = writeln!(text, "// helper `{name}`");
+        text.push_str(&body);
+    }
+    let mut e = Printer::new(
+        &program.kernel,
+        d,
+        &program.kernel_calls,
+        Some(KernelCtx { reduce_bytes }),
+    );
+    e.kernel_fn(name);
+    text.push_str(&e.out);
+    Printed {
+        text,
+        guards: e.guarded.take().unwrap_or_default(),
+    }
+}
 
 /// A condition a code form or an access relies on: a bound, printed where it is used (so
 /// that only the bounds the program uses are declared), or the guarded program's switch.
@@ -37,7 +141,7 @@ enum Cond {
     Guarded,
 }
 
-/// How an access is emitted.
+/// How an access is printed.
 enum Access {
     Checked,
     Unchecked,
@@ -45,44 +149,31 @@ enum Access {
     When(String),
 }
 
-/// An operator's C spelling.
-trait COp {
-    fn c(self) -> &'static str;
-}
-
-impl COp for BinOp {
-    fn c(self) -> &'static str {
-        match self {
-            BinOp::Add => "+",
-            BinOp::Sub => "-",
-            BinOp::Mul => "*",
-            BinOp::Div => "/",
-            BinOp::Rem => "%",
-            BinOp::BitAnd => "&",
-            BinOp::BitOr => "|",
-            BinOp::BitXor => "^",
-            BinOp::Shl => "<<",
-            BinOp::Shr => ">>",
-            BinOp::Eq => "==",
-            BinOp::Ne => "!=",
-            BinOp::Lt => "<",
-            BinOp::Le => "<=",
-            BinOp::Gt => ">",
-            BinOp::Ge => ">=",
-            BinOp::And => "&&",
-            BinOp::Or => "||",
-        }
+fn op_c(op: BinOp) -> &'static str {
+    match op {
+        BinOp::Add => "+",
+        BinOp::Sub => "-",
+        BinOp::Mul => "*",
+        BinOp::Div => "/",
+        BinOp::Rem => "%",
+        BinOp::BitAnd => "&",
+        BinOp::BitOr => "|",
+        BinOp::BitXor => "^",
+        BinOp::Shl => "<<",
+        BinOp::Shr => ">>",
+        BinOp::Eq => "==",
+        BinOp::Ne => "!=",
+        BinOp::Lt => "<",
+        BinOp::Le => "<=",
+        BinOp::Gt => ">",
+        BinOp::Ge => ">=",
+        BinOp::And => "&&",
+        BinOp::Or => "||",
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    Cuda,
-    OpenCl,
-}
-
 /// The C type of a kernel-language type.
-pub fn cty(d: Dialect, t: Ty) -> &'static str {
+fn cty(d: Dialect, t: Ty) -> &'static str {
     match (d, t) {
         (_, Ty::Bool) => "bool",
         (_, Ty::I32) => "int",
@@ -97,7 +188,7 @@ pub fn cty(d: Dialect, t: Ty) -> &'static str {
 }
 
 /// The suffix of prelude function names.
-pub fn tag(t: Ty) -> &'static str {
+fn tag(t: Ty) -> &'static str {
     match t {
         Ty::Bool => "bool",
         Ty::I32 => "i32",
@@ -117,27 +208,23 @@ fn unsigned_of(t: Ty) -> Ty {
     }
 }
 
-/// The C name a call of helper `k` (of the caller's helper list) is emitted with: the runtime
-/// binds it to the helper's function with `#define` around the caller (no user identifier
-/// reaches C, so generated names cannot collide).
-pub fn call_name(k: usize) -> String {
-    format!("sycl_call_{k}")
+/// The C name of helper `i` of the program (by position: a Rust name need not be a C one).
+fn helper_name(i: usize) -> String {
+    format!("sycl_h{i}")
 }
 
-/// The C name of a helper's own function in its definition and prototype, bound by the
-/// runtime the same way.
-pub const SELF_NAME: &str = "sycl_self";
-
-enum Role<'a> {
-    Kernel(&'a Analysis),
-    Helper,
+struct KernelCtx {
+    reduce_bytes: usize,
 }
 
-struct Emitter<'a> {
+struct Printer<'a> {
     f: &'a Function,
     d: Dialect,
-    role: Role<'a>,
-    helpers: &'a [syn::Path],
+    shape: Shaping,
+    /// A kernel's context; `None` in helpers.
+    kernel: Option<KernelCtx>,
+    /// For each call marker `k` of the function, its helper's index in the program.
+    calls: &'a [usize],
     out: String,
     depth: usize,
     tmp: usize,
@@ -146,11 +233,7 @@ struct Emitter<'a> {
     /// Evaluating a value every work-item computes (`uniform_check`): failures go to
     /// `sycl_ufail`.
     uniform: bool,
-    /// Accesses proved in bounds (their checks are dropped): the kernel's one analysis.
-    bounds: &'a Bounds<'a>,
-    /// In a kernel: the run-time guards (`Proof::Guard`) its accesses were proved under. The
-    /// runtime evaluates them on the host at each launch and builds the program with
-    /// `SYCL_GUARDED` 1 (those checks fold away) or 0.
+    /// In a kernel: the run-time guards its forms and accesses relied on (`Check::Guard`).
     guarded: Option<Vec<Bound>>,
     /// In a kernel: the bound constants printed so far (`const sycl_u64 sycl_bN = ..;`,
     /// each after those it names), declared first in the body, and their names.
@@ -158,113 +241,43 @@ struct Emitter<'a> {
     bound_names: HashMap<Bound, String>,
     /// Whether a uniform value's failure (`sycl_ufail`) was used.
     ufail_used: Cell<bool>,
-    /// `usize`/`u64` loop variables proved to fit 32 bits: OpenCL C counts them in `uint`
-    /// (only in the `SYCL_GUARDED` program where the proof is a run-time guard); CUDA keeps
-    /// them 64-bit but tracks them for the same index proofs (one guard list).
+    /// `usize`/`u64` loop variables counted in `uint` (OpenCL C, in the `SYCL_GUARDED`
+    /// program where their loop's fact is a run-time guard).
     narrowed: HashSet<usize>,
-    /// Whether `u32` arithmetic proved free of signed overflow is emitted in `int`
-    /// (OpenCL C); off inside the unsigned copy of such a tree.
+    /// Whether `u32` arithmetic proved free of signed overflow is printed in `int`; off
+    /// inside the unsigned copy of such a tree.
     int_arith: bool,
+    /// Locals that live across synchronisation (declared once, up front, in kernels with
+    /// steps).
+    hoisted: HashSet<usize>,
 }
 
-/// A kernel's C function (without prelude or helpers), and the conditions its
-/// `SYCL_GUARDED` form assumes.
-pub struct KernelC {
-    pub source: String,
-    pub guards: Vec<Bound>,
-}
-
-/// The kernel's C function (without prelude or helpers), from the kernel's bounds analysis.
-pub fn kernel<'a>(
-    f: &'a Function,
-    an: &'a Analysis,
-    d: Dialect,
-    bounds: &'a Bounds<'a>,
-) -> KernelC {
-    let mut e = Emitter {
-        f,
-        d,
-        role: Role::Kernel(an),
-        helpers: &an.helpers,
-        out: String::new(),
-        depth: 0,
-        tmp: 0,
-        region_end: None,
-        uniform: false,
-        bounds,
-        guarded: Some(Vec::new()),
-        bound_decls: Vec::new(),
-        bound_names: HashMap::new(),
-        ufail_used: Cell::new(false),
-        narrowed: HashSet::new(),
-        int_arith: true,
-    };
-    e.kernel_fn(an);
-    KernelC {
-        source: e.out,
-        guards: e.guarded.take().unwrap_or_default(),
-    }
-}
-
-/// A helper's C definition; its name is [`SELF_NAME`]. Also returns its prototype.
-pub fn helper<'a>(
-    f: &'a Function,
-    helpers: &'a [syn::Path],
-    d: Dialect,
-    bounds: &'a Bounds<'a>,
-) -> (String, String) {
-    let mut e = Emitter {
-        f,
-        d,
-        role: Role::Helper,
-        helpers,
-        out: String::new(),
-        depth: 0,
-        tmp: 0,
-        region_end: None,
-        uniform: false,
-        bounds,
-        guarded: None,
-        bound_decls: Vec::new(),
-        bound_names: HashMap::new(),
-        ufail_used: Cell::new(false),
-        narrowed: HashSet::new(),
-        int_arith: true,
-    };
-    let ret = f.ret.expect("helpers return a value");
-    let mut sig = String::new();
-    if d == Dialect::Cuda {
-        sig.push_str("__device__ ");
-    }
-    let _ = write!(sig, "{} {SELF_NAME}(", cty(d, ret));
-    for (i, p) in f.params.iter().enumerate() {
-        let ParamKind::Scalar(t) = p.kind else {
-            unreachable!("helpers take scalars")
-        };
-        let _ = write!(sig, "{} p{i}, ", cty(d, t));
-    }
-    sig.push_str(match d {
-        Dialect::Cuda => "unsigned int* sycl_failp)",
-        Dialect::OpenCl => "uint* sycl_failp)",
-    });
-    e.out.push_str(&sig);
-    e.out.push_str("\n{\n");
-    e.depth = 1;
-    e.block_plain(&f.body);
-    let _ = writeln!(e.out, "    return ({})0;\n}}", cty(d, ret));
-    (format!("{sig};\n"), e.out)
-}
-
-impl Emitter<'_> {
-    fn an(&self) -> Option<&Analysis> {
-        match self.role {
-            Role::Kernel(an) => Some(an),
-            Role::Helper => None,
+impl<'a> Printer<'a> {
+    fn new(f: &'a Function, d: Dialect, calls: &'a [usize], kernel: Option<KernelCtx>) -> Self {
+        let guarded = kernel.as_ref().map(|_| Vec::new());
+        Printer {
+            f,
+            d,
+            shape: d.shaping(),
+            kernel,
+            calls,
+            out: String::new(),
+            depth: 0,
+            tmp: 0,
+            region_end: None,
+            uniform: false,
+            guarded,
+            bound_decls: Vec::new(),
+            bound_names: HashMap::new(),
+            ufail_used: Cell::new(false),
+            narrowed: HashSet::new(),
+            int_arith: true,
+            hoisted: HashSet::new(),
         }
     }
 
-    fn ty(&self, e: &Expr) -> Ty {
-        self.f.ty(e.ty)
+    fn is_kernel(&self) -> bool {
+        self.kernel.is_some()
     }
 
     fn line(&mut self, s: &str) {
@@ -282,24 +295,24 @@ impl Emitter<'_> {
 
     /// The failure pointer passed to prelude calls.
     fn failp(&self) -> &'static str {
-        match self.role {
-            Role::Kernel(_) if self.uniform => {
+        match self.kernel {
+            Some(_) if self.uniform => {
                 self.ufail_used.set(true);
                 "&sycl_ufail"
             }
-            Role::Kernel(_) => "&sycl_fail",
-            Role::Helper => "sycl_failp",
+            Some(_) => "&sycl_fail",
+            None => "sycl_failp",
         }
     }
 
     fn failed(&self) -> &'static str {
-        match self.role {
-            Role::Kernel(_) if self.uniform => {
+        match self.kernel {
+            Some(_) if self.uniform => {
                 self.ufail_used.set(true);
                 "sycl_ufail"
             }
-            Role::Kernel(_) => "sycl_fail",
-            Role::Helper => "(*sycl_failp)",
+            Some(_) => "sycl_fail",
+            None => "(*sycl_failp)",
         }
     }
 
@@ -322,52 +335,48 @@ impl Emitter<'_> {
         }
     }
 
-    /// Whether an access needs its check: `Proof::No` is checked, `Proof::When` too unless
-    /// its condition holds for the work-group size (folded by the compiler), `Proof::Always`
-    /// is not; `Proof::Guard` is checked unless `SYCL_GUARDED` in kernels (the runtime tests
-    /// the guard on the host), checked in helpers (their parameters are not the launch's).
-    fn proof(&mut self, base: Base, index: &Expr, checked: bool) -> Access {
-        if !checked {
-            return Access::Unchecked;
-        }
-        match self.bounds.access(base, index, Target::Device) {
-            p @ Proof::Guard(_) if self.guarded.is_some() => {
-                self.register(&p);
+    /// How an access with this check is printed.
+    fn access(&mut self, check: &Check) -> Access {
+        match check {
+            Check::Checked => Access::Checked,
+            Check::Proved => Access::Unchecked,
+            Check::When(b) => Access::When(self.bound_c(b)),
+            Check::Guard(b) if self.guarded.is_some() => {
+                self.register(b);
                 Access::When("SYCL_GUARDED".into())
             }
-            Proof::Guard(_) | Proof::No => Access::Checked,
-            Proof::Always => Access::Unchecked,
-            Proof::When(b) => Access::When(self.bound_c(&b)),
+            // Helpers are checked (their parameters are not the launch's).
+            Check::Guard(_) => Access::Checked,
         }
     }
 
     /// Adds a run-time guard that a form or an access relies on to the kernel's.
-    fn register(&mut self, p: &Proof) {
-        if let (Proof::Guard(cond), Some(guards)) = (p, &mut self.guarded) {
+    fn register(&mut self, cond: &Bound) {
+        if let Some(guards) = &mut self.guarded {
             if !guards.contains(cond) {
                 guards.push(cond.clone());
             }
         }
     }
 
-    /// What a proof of a code form (not of an access) allows: `None` when it does not hold,
+    /// What a fact about a code form (not an access) allows: `None` when it does not hold,
     /// else the condition under which it does (`None` inside: always). A run-time guard is
     /// `SYCL_GUARDED` (`register` it where the form is used); helpers cannot use one.
-    fn form_cond(&self, p: &Proof, constant_only: bool) -> Option<Option<Cond>> {
-        match p {
-            Proof::No => None,
-            Proof::Always => Some(None),
-            Proof::When(c) if !constant_only => Some(Some(Cond::Bound(c.clone()))),
-            Proof::When(_) => None,
-            Proof::Guard(_) => self.guarded.as_ref().map(|_| Some(Cond::Guarded)),
+    fn form_cond(&self, c: &Check, constant_only: bool) -> Option<Option<Cond>> {
+        match c {
+            Check::Checked => None,
+            Check::Proved => Some(None),
+            Check::When(b) if !constant_only => Some(Some(Cond::Bound(b.clone()))),
+            Check::When(_) => None,
+            Check::Guard(_) => self.guarded.as_ref().map(|_| Some(Cond::Guarded)),
         }
     }
 
     /// `form_cond`, the guard registered for a form that is used where it holds.
-    fn form_proof(&mut self, p: Proof, constant_only: bool) -> Option<Option<Cond>> {
-        let cond = self.form_cond(&p, constant_only);
-        if cond.is_some() {
-            self.register(&p);
+    fn form_proof(&mut self, c: &Check, constant_only: bool) -> Option<Option<Cond>> {
+        let cond = self.form_cond(c, constant_only);
+        if let (Some(_), Check::Guard(b)) = (&cond, c) {
+            self.register(b);
         }
         cond
     }
@@ -435,20 +444,15 @@ impl Emitter<'_> {
         name
     }
 
-    /// An index: in signed 32-bit arithmetic, sign-extended, where `Bounds::narrow_index`
-    /// proves it equal (OpenCL C: Intel's CPU vectorizer sees consecutive accesses in this
-    /// form only); else as written. CUDA keeps the written form but makes the same proofs,
-    /// so that both dialects share one guard.
-    fn index(&mut self, index: &Expr) -> String {
+    /// An index: in signed 32-bit arithmetic, sign-extended, where its `index_fits_i32` fact
+    /// holds and the dialect narrows indices; else as written. (The fact's guard joins the
+    /// kernel's in both dialects, so that they share one list.)
+    fn index(&mut self, index: &Expr, fits_i32: &Check) -> String {
         let wide = self.expr(index);
-        let narrowed = self.narrowed.clone();
-        let proof = self.bounds.narrow_index(index, &|l| narrowed.contains(&l));
-        // (A loop variable that is 64-bit in the program without guards is read exactly by
-        // its `(int)` leaf there too: the proof bounds its value below 2^31 in both forms.)
-        let Some(cond) = self.form_proof(proof, false) else {
+        let Some(cond) = self.form_proof(fits_i32, false) else {
             return wide;
         };
-        if self.d != Dialect::OpenCl {
+        if !self.shape.narrow_indices {
             return wide;
         }
         let narrow = format!("((sycl_u64)({}))", self.narrow_c(index));
@@ -461,25 +465,24 @@ impl Emitter<'_> {
         }
     }
 
-    /// `e` (a tree `Bounds::narrow_tree` accepted) as an `int` expression.
+    /// `e` (a tree `index_fits_i32` accepted) as an `int` expression.
     fn narrow_c(&mut self, e: &Expr) -> String {
         match &e.kind {
-            ExprKind::Lit(Lit::Int(v)) => format!("{v}"),
+            ExprKind::Lit(v) if e.ty.is_int() => format!("{v}"),
             ExprKind::Lit(_) => "0".into(),
-            ExprKind::Binary(op, a, b) => {
+            ExprKind::Binary(op, a, b, _) => {
                 let (x, y) = (self.narrow_c(a), self.narrow_c(b));
-                format!("({x} {} {y})", op.c())
+                format!("({x} {} {y})", op_c(*op))
             }
-            ExprKind::Cast(a, _) if self.ty(a) == Ty::U32 => self.narrow_c(a),
-            ExprKind::Cast(a, _) => format!("((int)({}))", self.trunc32(a)),
+            ExprKind::Cast(a) if a.ty == Ty::U32 => self.narrow_c(a),
+            ExprKind::Cast(a) => format!("((int)({}))", self.trunc32(a)),
             ExprKind::Local(l) => format!("((int)v{l})"),
             _ => format!("((int)({}))", self.expr(e)),
         }
     }
 
     /// A pure `usize`/`u64` (or `i64`) value truncated to `uint`, the truncation pushed down
-    /// through `+ - * & | ^` (exact in modular arithmetic) to the leaves: Intel's CPU
-    /// vectorizer loses work-items' consecutiveness through a truncated 64-bit sum.
+    /// through `+ - * & | ^` (exact in modular arithmetic) to the leaves.
     fn trunc32(&mut self, e: &Expr) -> String {
         match &e.kind {
             ExprKind::Query(Query::GlobalId, d) => format!("sycl_global_id_u32(SYCL_AXIS({d}))"),
@@ -492,30 +495,56 @@ impl Emitter<'_> {
                 | BinOp::BitXor),
                 a,
                 b,
-            ) if self.ty(a).bits() == 64 && self.ty(b).bits() == 64 => {
+                _,
+            ) if a.ty.bits() == 64 && b.ty.bits() == 64 => {
                 let (x, y) = (self.trunc32(a), self.trunc32(b));
-                format!("((uint)({x} {} {y}))", op.c())
+                format!("((uint)({x} {} {y}))", op_c(*op))
             }
-            ExprKind::Cast(a, _) if matches!(self.ty(a), Ty::U32 | Ty::I32) => {
+            ExprKind::Cast(a) if matches!(a.ty, Ty::U32 | Ty::I32) => {
                 format!("((uint)({}))", self.expr(a))
             }
             _ => format!("((uint)({}))", self.expr(e)),
         }
     }
 
-    fn class(&self, l: usize) -> Class {
-        self.an().map_or(Class::Plain, |an| an.class[l])
+    // ---- functions
+
+    /// A helper's prototype and definition (its function named `sycl_h{i}`).
+    fn helper(&mut self, i: usize) -> (String, String) {
+        let d = self.d;
+        let mut sig = String::new();
+        if d == Dialect::Cuda {
+            sig.push_str("__device__ ");
+        }
+        let ret = self.f.ret.unwrap_or(Ty::I32);
+        let _ = write!(sig, "{} {}(", cty(d, ret), helper_name(i));
+        for (i, p) in self.f.params.iter().enumerate() {
+            // (Validated: helpers take scalars.)
+            let (Param::Scalar(t) | Param::Slice { elem: t, .. }) = *p;
+            let _ = write!(sig, "{} p{i}, ", cty(d, t));
+        }
+        sig.push_str(match d {
+            Dialect::Cuda => "unsigned int* sycl_failp)",
+            Dialect::OpenCl => "uint* sycl_failp)",
+        });
+        self.out.push_str(&sig);
+        self.out.push_str("\n{\n");
+        self.depth = 1;
+        let f = self.f;
+        self.block_plain(&f.body);
+        let _ = writeln!(self.out, "    return ({})0;\n}}", cty(d, ret));
+        (format!("{sig};\n"), std::mem::take(&mut self.out))
     }
 
-    // ---- the kernel function
-
-    fn kernel_fn(&mut self, an: &Analysis) {
+    fn kernel_fn(&mut self, name: &str) {
         let d = self.d;
+        let f = self.f;
+        let reduce_bytes = self.kernel.as_ref().map_or(0, |k| k.reduce_bytes);
         let mut params = Vec::new();
         let mut prologue = Vec::new();
-        for (i, p) in self.f.params.iter().enumerate() {
-            match p.kind {
-                ParamKind::Scalar(Ty::Bool) => {
+        for (i, p) in f.params.iter().enumerate() {
+            match *p {
+                Param::Scalar(Ty::Bool) => {
                     params.push(format!(
                         "{} p{i}_byte",
                         if d == Dialect::Cuda {
@@ -526,8 +555,8 @@ impl Emitter<'_> {
                     ));
                     prologue.push(format!("const bool p{i} = p{i}_byte != 0;"));
                 }
-                ParamKind::Scalar(t) => params.push(format!("{} p{i}", cty(d, t))),
-                ParamKind::Slice { elem, mutable } => {
+                Param::Scalar(t) => params.push(format!("{} p{i}", cty(d, t))),
+                Param::Slice { elem, mutable } => {
                     let c = if mutable { "" } else { "const " };
                     params.push(match d {
                         Dialect::Cuda => format!("{c}{}* __restrict__ p{i}", cty(d, elem)),
@@ -544,7 +573,7 @@ impl Emitter<'_> {
         for r in 0..3 {
             params.push(format!("sycl_u64 sycl_r{r}"));
         }
-        if d == Dialect::OpenCl && an.info.reduce_bytes > 0 {
+        if d == Dialect::OpenCl && reduce_bytes > 0 {
             params.push("__local sycl_u64* sycl_scratch".into());
         }
         let head = match d {
@@ -552,10 +581,10 @@ impl Emitter<'_> {
             Dialect::OpenCl => "__kernel SYCL_KERNEL_ATTRS void",
         };
         // One kernel per program: its entry needs no Rust name (which may not be a C one).
+        // (A Rust identifier cannot close the comment.)
         let _ = writeln!(
             self.out,
-            "// kernel `{}`\n{head} sycl_kernel({})\n{{",
-            self.f.name,
+            "// kernel `{name}`\n{head} sycl_kernel({})\n{{",
             params.join(", ")
         );
         self.depth = 1;
@@ -569,9 +598,9 @@ impl Emitter<'_> {
             Dialect::OpenCl => "uint sycl_fail = 0;",
         });
         // Work-group local arrays (static shared memory; OpenCL: kernel-scope __local).
-        for (l, local) in self.f.locals.iter().enumerate() {
+        for (l, local) in f.locals.iter().enumerate() {
             if let Some(len) = local.array {
-                let t = cty(d, self.f.ty(local.ty));
+                let t = cty(d, local.ty);
                 let space = if d == Dialect::Cuda {
                     "__shared__"
                 } else {
@@ -580,40 +609,44 @@ impl Emitter<'_> {
                 self.line(&format!("{space} {t} a{l}[{len}];"));
             }
         }
-        if !an.info.group {
-            // A plain range is launched rounded up to whole work-groups; the extra
-            // work-items leave here, so the kernel sees exactly its range.
-            self.line("if (SYCL_OUTSIDE_RANGE) return;");
-            let body = self.f.body.clone();
-            self.block_plain(&body);
-            self.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
-        } else {
-            // `sycl_done`: the work-item returned (only `return` sets it, so without one it stays
-            // a constant the compiler folds). A failed work-item goes on with its effects
-            // suppressed, like one in a flat kernel.
-            self.line(match d {
-                Dialect::Cuda => "unsigned int sycl_done = 0;",
-                Dialect::OpenCl => "uint sycl_done = 0;",
-            });
-            // `sycl_ufail` is declared here if a uniform value can fail (known at the end).
-            let ufail_at = self.out.len();
-            // Locals that live across synchronisation are declared once, up front, so that
-            // the jumps that end a region never cross a declaration.
-            let loop_vars = sync_loop_vars(&an.steps);
-            for (l, local) in self.f.locals.iter().enumerate() {
-                if local.array.is_none() && an.class[l] != Class::Plain && !loop_vars.contains(&l) {
-                    let s = format!("{} v{l};", cty(d, self.f.ty(local.ty)));
-                    self.line(&s);
-                }
+        match &f.steps {
+            None => {
+                // A plain range is launched rounded up to whole work-groups; the extra
+                // work-items leave here, so the kernel sees exactly its range.
+                self.line("if (SYCL_OUTSIDE_RANGE) return;");
+                self.block_plain(&f.body);
+                self.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
             }
-            self.steps(&an.steps);
-            self.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
-            if self.ufail_used.get() {
-                let decl = match d {
-                    Dialect::Cuda => "    unsigned int sycl_ufail = 0;\n",
-                    Dialect::OpenCl => "    uint sycl_ufail = 0;\n",
-                };
-                self.out.insert_str(ufail_at, decl);
+            Some(steps) => {
+                // `sycl_done`: the work-item returned (only `return` sets it, so without one it
+                // stays a constant the compiler folds). A failed work-item goes on with its
+                // effects suppressed, like one in a flat kernel.
+                self.line(match d {
+                    Dialect::Cuda => "unsigned int sycl_done = 0;",
+                    Dialect::OpenCl => "uint sycl_done = 0;",
+                });
+                // `sycl_ufail` is declared here if a uniform value can fail (known at the end).
+                let ufail_at = self.out.len();
+                // Locals that live across synchronisation are declared once, up front, so that
+                // the jumps that end a region never cross a declaration.
+                let (hoisted, loop_vars) = step_locals(steps);
+                self.hoisted = hoisted;
+                for (l, local) in f.locals.iter().enumerate() {
+                    if local.array.is_none() && self.hoisted.contains(&l) && !loop_vars.contains(&l)
+                    {
+                        let s = format!("{} v{l};", cty(d, local.ty));
+                        self.line(&s);
+                    }
+                }
+                self.steps(steps);
+                self.line("if (sycl_fail) sycl_report(sycl_status, sycl_fail);");
+                if self.ufail_used.get() {
+                    let decl = match d {
+                        Dialect::Cuda => "    unsigned int sycl_ufail = 0;\n",
+                        Dialect::OpenCl => "    uint sycl_ufail = 0;\n",
+                    };
+                    self.out.insert_str(ufail_at, decl);
+                }
             }
         }
         self.out.push_str("}\n");
@@ -651,7 +684,7 @@ impl Emitter<'_> {
                     self.uniform = false;
                     let s = format!("v{l} = {v};");
                     self.line(&s);
-                    if fallible(e) {
+                    if e.can_fail() {
                         self.uniform_check();
                     }
                 }
@@ -660,7 +693,7 @@ impl Emitter<'_> {
                     Dialect::OpenCl => "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);",
                 }),
                 Step::Reduce { local, op, value } => {
-                    let t = self.ty(value);
+                    let t = value.ty;
                     let x = self.fresh("x");
                     self.line("{");
                     self.depth += 1;
@@ -688,66 +721,65 @@ impl Emitter<'_> {
                     self.depth -= 1;
                     self.line("}");
                 }
-                Step::SubGroup { local, op, args } => {
-                    // Every work-item of the sub-group calls the collective; one that returned
-                    // offers zero (reductions: their identity, through `sycl_done`).
-                    let t = self.ty(&args[0]);
-                    let x = self.fresh("x");
-                    self.line("{");
-                    self.depth += 1;
-                    let s = format!("{} {x} = 0;", cty(self.d, t));
-                    self.line(&s);
-                    let lane = args.get(1).map(|lane_expr| {
-                        let l = self.fresh("lane");
-                        if *op == SubGroupOp::Broadcast {
-                            // Uniform: every work-item computes it, so all name one lane.
-                            self.uniform = true;
-                            let v = self.expr(lane_expr);
-                            self.uniform = false;
-                            self.line(&format!("sycl_u64 {l} = {v};"));
-                            if fallible(lane_expr) {
-                                self.uniform_check();
-                            }
-                        } else {
-                            self.line(&format!("sycl_u64 {l} = 0;"));
-                        }
-                        l
-                    });
-                    self.line("if (!sycl_done) {");
-                    self.depth += 1;
-                    let v = self.expr(&args[0]);
-                    self.line(&format!("{x} = {v};"));
-                    if let (Some(l), Some(lane_expr)) = (&lane, args.get(1)) {
-                        if *op != SubGroupOp::Broadcast {
-                            let v = self.expr(lane_expr);
-                            self.line(&format!("{l} = {v};"));
-                        }
-                    }
-                    self.depth -= 1;
-                    self.line("}");
-                    let last = match &lane {
-                        Some(l) => l.clone(),
-                        None => "sycl_done".into(),
-                    };
-                    let s = format!("v{local} = sycl_sg_{}_{}({x}, {last});", op.name(), tag(t));
-                    self.line(&s);
-                    self.depth -= 1;
-                    self.line("}");
-                }
-                Step::SyncFor {
-                    var,
-                    start,
-                    end,
-                    inclusive,
-                    step,
-                    body,
-                } => {
-                    self.for_loop(*var, (start, end, *inclusive), step.as_ref(), true, |e| {
-                        e.steps(body)
-                    });
+                Step::SubGroup { local, op, args } => self.sub_group(*local, *op, args),
+                Step::SyncFor(h, body) => {
+                    self.for_loop(h, true, |e| e.steps(body));
                 }
             }
         }
+    }
+
+    /// `let local = sub_group_<op>(args);`: every work-item of the sub-group calls the
+    /// collective; one that returned offers zero (reductions: their identity, through
+    /// `sycl_done`).
+    fn sub_group(&mut self, local: usize, op: SubGroupOp, args: &[Expr]) {
+        let Some(value) = args.first() else {
+            // (Validated: every collective takes its value.)
+            self.line("#error \"a sub-group collective without a value\"");
+            return;
+        };
+        let t = value.ty;
+        let x = self.fresh("x");
+        self.line("{");
+        self.depth += 1;
+        let s = format!("{} {x} = 0;", cty(self.d, t));
+        self.line(&s);
+        let lane = args.get(1).map(|lane_expr| {
+            let l = self.fresh("lane");
+            if op == SubGroupOp::Broadcast {
+                // Uniform: every work-item computes it, so all name one lane.
+                self.uniform = true;
+                let v = self.expr(lane_expr);
+                self.uniform = false;
+                self.line(&format!("sycl_u64 {l} = {v};"));
+                if lane_expr.can_fail() {
+                    self.uniform_check();
+                }
+            } else {
+                self.line(&format!("sycl_u64 {l} = 0;"));
+            }
+            l
+        });
+        self.line("if (!sycl_done) {");
+        self.depth += 1;
+        let v = self.expr(value);
+        self.line(&format!("{x} = {v};"));
+        if let (Some(l), Some(lane_expr)) = (&lane, args.get(1)) {
+            if op != SubGroupOp::Broadcast {
+                let v = self.expr(lane_expr);
+                self.line(&format!("{l} = {v};"));
+            }
+        }
+        self.depth -= 1;
+        self.line("}");
+        let last = match &lane {
+            Some(l) => l.clone(),
+            None => "sycl_done".into(),
+        };
+        let s = format!("v{local} = sycl_sg_{}_{}({x}, {last});", op.name(), tag(t));
+        self.line(&s);
+        self.depth -= 1;
+        self.line("}");
     }
 
     /// After a value every work-item computes (uniform), into `sycl_ufail`: the failure is the
@@ -758,17 +790,10 @@ impl Emitter<'_> {
     }
 
     /// `{ bounds; for (..) { body } }`: a loop in its own scope (its bounds are locals).
-    fn for_loop(
-        &mut self,
-        var: usize,
-        (start, end, inclusive): (&Expr, &Expr, bool),
-        step: Option<&Expr>,
-        uniform: bool,
-        body: impl FnOnce(&mut Self),
-    ) {
+    fn for_loop(&mut self, h: &For, uniform: bool, body: impl FnOnce(&mut Self)) {
         self.line("{");
         self.depth += 1;
-        self.open_for(var, start, end, inclusive, step, uniform);
+        self.open_for(h, uniform);
         self.depth += 1;
         body(self);
         self.depth -= 1;
@@ -777,29 +802,22 @@ impl Emitter<'_> {
         self.line("}");
     }
 
-    /// Emits the bounds of `for var in start..end` (`..=`, `.step_by(step)`) and opens the loop
-    /// (one `{` for the caller to close after the body). A `for` always ends: its bounds are
-    /// computed once, so it needs no failure check.
-    fn open_for(
-        &mut self,
-        var: usize,
-        start: &Expr,
-        end: &Expr,
-        inclusive: bool,
-        step: Option<&Expr>,
-        uniform: bool,
-    ) {
-        let ty = self.ty(start);
+    /// Prints the bounds of the loop and opens it (one `{` for the caller to close after the
+    /// body). A `for` always ends: its bounds are computed once, so it needs no failure
+    /// check.
+    fn open_for(&mut self, h: &For, uniform: bool) {
+        let var = h.var;
+        let ty = h.start.ty;
         let t = cty(self.d, ty);
         let ut = cty(self.d, unsigned_of(ty));
         let (s, e) = (self.fresh("s"), self.fresh("e"));
         self.uniform = uniform;
-        let (sv, ev) = (self.expr(start), self.expr(end));
+        let (sv, ev) = (self.expr(&h.start), self.expr(&h.end));
         let line = format!("{t} {s} = {sv};");
         self.line(&line);
         let line = format!("{t} {e} = {ev};");
         self.line(&line);
-        let step_name = step.map(|step| {
+        let step_name = h.step.as_ref().map(|step| {
             let st = self.fresh("step");
             let stv = self.expr(step);
             let line = format!("sycl_u64 {st} = {stv};");
@@ -813,55 +831,42 @@ impl Emitter<'_> {
         });
         self.uniform = false;
         // Bounds every work-item computes (a loop that synchronises): see `uniform_check`.
-        if uniform && (fallible(start) || fallible(end) || step.is_some()) {
+        if uniform && (h.start.can_fail() || h.end.can_fail() || h.step.is_some()) {
             self.uniform_check();
         }
-        // Forms the bounds allow instead of the trip count (OpenCL C), the first that holds
-        // wins; a proof by run-time guard holds in the `SYCL_GUARDED` program only (`#if`),
-        // and only the chosen form's guards join the kernel's. CUDA makes the same proofs (one
-        // guard list) and keeps the trip count.
+        // The forms the loop's facts allow instead of the trip count (`Shaping::loop_forms`),
+        // the first that holds wins; a fact proved by a run-time guard holds in the
+        // `SYCL_GUARDED` program only (`#if`), and only the chosen form's guards join the
+        // kernel's. Every dialect decides (one guard list) and only a shaping one uses them.
         // - `Int`: a `u32` loop counted in `int`, its start and every value, the last step
-        //   included, below 2^31: Intel's CPU vectorizer reads an `int` counter (as
-        //   hand-written OpenCL C has) and loses an unsigned one on AVX-512 (stencil2d 1.5x
-        //   -> 1.0x the hand-written time). An unproved start keeps the unsigned loop: the
-        //   select that would clamp it cost as much as the unsigned counter. `Some(c)`: the
-        //   start's own condition, folded by the C compiler.
+        //   included, below 2^31. An unproved start keeps the unsigned loop: the select that
+        //   would clamp it cost as much as the unsigned counter. `Some(c)`: the start's own
+        //   condition, folded by the C compiler.
         // - `Narrow`: a `usize` loop whose start differs per work-item counted in `uint`.
-        // - `Step`: `v += step` in the loop's own type. Intel's vectorizer keeps a
-        //   work-item-strided loop whose counter is the index, and loses one computed from a
-        //   trip count (reduce 1.2x, stencil 1.7x slower).
+        // - `Step`: `v += step` in the loop's own type.
         enum Form {
             Int(Option<Cond>),
             Narrow,
             Step,
         }
-        let unsigned = !inclusive && matches!(ty, Ty::U32 | Ty::U64 | Ty::Usize);
-        let mut fast: Option<(Form, Vec<Proof>, Option<Cond>)> = None;
+        let unsigned = !h.inclusive && ty.is_unsigned();
+        let mut fast: Option<(Form, Vec<Check>, Option<Cond>)> = None;
         if unsigned && ty == Ty::U32 {
-            let (lp, sp) = (
-                self.bounds.loop_fits(end, step, 31),
-                self.bounds.below(start, 31),
-            );
-            if let (Some(lc), Some(sc)) = (self.form_cond(&lp, true), self.form_cond(&sp, false)) {
-                fast = Some((Form::Int(sc), vec![lp, sp], lc));
+            let (lp, sp) = (&h.counts_below_half, &h.start_below_half);
+            if let (Some(lc), Some(sc)) = (self.form_cond(lp, true), self.form_cond(sp, false)) {
+                fast = Some((Form::Int(sc), vec![lp.clone(), sp.clone()], lc));
             }
         }
-        if fast.is_none()
-            && unsigned
-            && ty != Ty::U32
-            && pure(start)
-            && self.bounds.per_work_item(start)
-        {
-            let p = self.bounds.loop_fits(end, step, 32);
-            if let Some(c) = self.form_cond(&p, true) {
-                fast = Some((Form::Narrow, vec![p], c));
+        if fast.is_none() && h.narrowable(ty) {
+            if let Some(c) = self.form_cond(&h.counts_in_u32, true) {
+                fast = Some((Form::Narrow, vec![h.counts_in_u32.clone()], c));
             }
         }
         // Also the fallback of a guarded form where it always holds.
         let step_proof = match (unsigned, ty) {
-            (false, _) => Proof::No,
-            (true, Ty::U32) => self.bounds.loop_fits(end, step, 32),
-            (true, _) => self.bounds.loop_fits(end, step, 64),
+            (false, _) => Check::Checked,
+            (true, Ty::U32) => h.counts_in_u32.clone(),
+            (true, _) => h.counts_in_u64.clone(),
         };
         let step_cond = self.form_cond(&step_proof, true);
         if fast.is_none() {
@@ -871,13 +876,15 @@ impl Emitter<'_> {
         }
         if let Some((form, proofs, _)) = &fast {
             for p in proofs {
-                self.register(p);
+                if let Check::Guard(b) = p {
+                    self.register(b);
+                }
             }
             if matches!(form, Form::Narrow) {
                 self.narrowed.insert(var);
             }
         }
-        if self.d != Dialect::OpenCl {
+        if !self.shape.loop_forms {
             fast = None;
         }
         let nonzero = match &step_name {
@@ -891,7 +898,7 @@ impl Emitter<'_> {
         let v = format!("v{var}");
         let step_header = format!("for ({t} {v} = {s}; {nonzero}{v} < {e}; {}) {{", by(&v, t));
         let Some((form, _, cond)) = fast else {
-            self.count_header(var, t, ut, (&s, &e), inclusive, step_name.as_deref());
+            self.count_header(var, t, ut, (&s, &e), h.inclusive, step_name.as_deref());
             return;
         };
         let lines = match form {
@@ -913,7 +920,13 @@ impl Emitter<'_> {
                 ]
             }
             Form::Narrow => {
-                vec![self.narrow_header(var, start, (&s, &e), &nonzero, &by(&v, "uint"))]
+                // A start at or past the end starts at the end (its 32-bit truncation might
+                // not be).
+                let first = self.trunc32(&h.start);
+                let by = by(&v, "uint");
+                vec![format!(
+                    "for (uint {v} = ({s} < {e}) ? {first} : (uint)({e}); {nonzero}{v} < (uint)({e}); {by}) {{"
+                )]
             }
             Form::Step => vec![step_header.clone()],
         };
@@ -928,26 +941,10 @@ impl Emitter<'_> {
             if step_cond == Some(None) {
                 self.line(&step_header);
             } else {
-                self.count_header(var, t, ut, (&s, &e), inclusive, step_name.as_deref());
+                self.count_header(var, t, ut, (&s, &e), h.inclusive, step_name.as_deref());
             }
             self.line("#endif");
         }
-    }
-
-    /// `for (uint v = ..; v < end; v += step) {`: a `usize` loop counted in 32 bits. A start
-    /// at or past the end starts at the end (its 32-bit truncation might not be).
-    fn narrow_header(
-        &mut self,
-        var: usize,
-        start: &Expr,
-        (s, e): (&str, &str),
-        nonzero: &str,
-        by: &str,
-    ) -> String {
-        let first = self.trunc32(start);
-        format!(
-            "for (uint v{var} = ({s} < {e}) ? {first} : (uint)({e}); {nonzero}v{var} < (uint)({e}); {by}) {{"
-        )
     }
 
     /// The loop header as written: by 1 (`..=` stopping after the type's maximum), or a trip
@@ -1012,37 +1009,34 @@ impl Emitter<'_> {
     /// straight-line code.
     fn stmt(&mut self, s: &Stmt) {
         let d = self.d;
-        match &s.kind {
-            StmtKind::Let(l, e) => {
+        match s {
+            Stmt::Let(l, e) => {
                 let v = self.expr(e);
-                let line = match self.class(*l) {
-                    Class::Plain => {
-                        format!("{} v{l} = {v};", cty(d, self.f.ty(self.f.locals[*l].ty)))
-                    }
-                    _ => format!("v{l} = {v};"),
+                let line = if self.hoisted.contains(l) {
+                    format!("v{l} = {v};")
+                } else {
+                    format!("{} v{l} = {v};", cty(d, self.f.locals[*l].ty))
                 };
                 self.line(&line);
             }
-            StmtKind::LocalArray => {}
-            StmtKind::Assign(Place::Local(l), op, e) => {
-                let t = self.f.ty(self.f.locals[*l].ty);
+            Stmt::AssignLocal(l, op, e) => {
+                let t = self.f.locals[*l].ty;
                 let v = self.expr(e);
                 let value = match op {
                     None => v,
-                    Some(op) => self.binary(*op, t, self.ty(e), &format!("v{l}"), &v),
+                    Some(op) => self.binary(*op, t, &format!("v{l}"), &v),
                 };
                 let line = format!("v{l} = {value};");
                 self.line(&line);
             }
-            StmtKind::Assign(
-                Place::Elem {
-                    base,
-                    index,
-                    checked,
-                },
+            Stmt::Store {
+                base,
+                check,
+                index_fits_i32,
                 op,
-                e,
-            ) => {
+                index,
+                value,
+            } => {
                 let elem = self.base_ty(*base);
                 let t = cty(d, elem);
                 let (ptr, len, space) = self.base(*base);
@@ -1050,16 +1044,16 @@ impl Emitter<'_> {
                 self.line("{");
                 self.depth += 1;
                 // Rust's order: the value, then the place.
-                let v = self.expr(e);
+                let v = self.expr(value);
                 let line = format!("{t} {vn} = {v};");
                 self.line(&line);
-                let i = self.index(index);
+                let i = self.index(index, index_fits_i32);
                 let line = format!("sycl_u64 {iname} = {i};");
                 self.line(&line);
-                // A check the bounds analysis proved always passes is dropped, like the
-                // user's `unsafe` one; one it proved for this work-group size is folded away.
-                let proof = self.proof(*base, index, *checked);
-                let current = match &proof {
+                // A check proved always to pass is dropped, like the user's `unsafe` one; one
+                // proved for this work-group size is folded away.
+                let access = self.access(check);
+                let current = match &access {
                     Access::Checked => format!(
                         "sycl_ld_{space}_{}({ptr}, {len}, {iname}, {})",
                         tag(elem),
@@ -1072,36 +1066,36 @@ impl Emitter<'_> {
                     ),
                     Access::Unchecked => format!("{ptr}[{iname}]"),
                 };
-                let value = match op {
+                let new = match op {
                     None => vn.clone(),
-                    Some(op) => self.binary(*op, elem, self.ty(e), &current, &vn),
+                    Some(op) => self.binary(*op, elem, &current, &vn),
                 };
-                let line = match &proof {
+                let line = match &access {
                     Access::Checked => format!(
-                        "sycl_st_{space}_{}({ptr}, {len}, {iname}, {value}, {});",
+                        "sycl_st_{space}_{}({ptr}, {len}, {iname}, {new}, {});",
                         tag(elem),
                         self.failp()
                     ),
                     Access::When(c) => format!(
-                        "sycl_stc_{space}_{}({ptr}, {len}, {iname}, {value}, {}, {c});",
+                        "sycl_stc_{space}_{}({ptr}, {len}, {iname}, {new}, {}, {c});",
                         tag(elem),
                         self.failp()
                     ),
                     // In bounds, but still nothing after a failure.
                     Access::Unchecked => {
-                        format!("if (!{}) {ptr}[{iname}] = {value};", self.failed())
+                        format!("if (!{}) {ptr}[{iname}] = {new};", self.failed())
                     }
                 };
                 self.line(&line);
                 self.depth -= 1;
                 self.line("}");
             }
-            StmtKind::Expr(e) => {
+            Stmt::Expr(e) => {
                 let v = self.expr(e);
                 let line = format!("(void)({v});");
                 self.line(&line);
             }
-            StmtKind::If(c, a, b) => {
+            Stmt::If(c, a, b) => {
                 let cond = self.expr(c);
                 let line = format!("if {} {{", parenthesized(&cond));
                 self.line(&line);
@@ -1118,7 +1112,7 @@ impl Emitter<'_> {
                     self.line("}");
                 }
             }
-            StmtKind::While(c, body) => {
+            Stmt::While(c, body) => {
                 let v = self.expr(c);
                 let line = format!("while (!{} && {}) {{", self.failed(), parenthesized(&v));
                 self.line(&line);
@@ -1127,7 +1121,7 @@ impl Emitter<'_> {
                 self.depth -= 1;
                 self.line("}");
             }
-            StmtKind::Loop(body) => {
+            Stmt::Loop(body) => {
                 let line = format!("while (!{}) {{", self.failed());
                 self.line(&line);
                 self.depth += 1;
@@ -1135,30 +1129,22 @@ impl Emitter<'_> {
                 self.depth -= 1;
                 self.line("}");
             }
-            StmtKind::For {
-                var,
-                start,
-                end,
-                inclusive,
-                step,
-                body,
-            } => {
-                self.for_loop(*var, (start, end, *inclusive), step.as_ref(), false, |e| {
-                    e.block_plain(body)
-                });
+            Stmt::For(h, body) => {
+                self.for_loop(h, false, |e| e.block_plain(body));
             }
-            StmtKind::Break => self.line("break;"),
-            StmtKind::Continue => self.line("continue;"),
-            StmtKind::Return(None) => {
+            Stmt::Break => self.line("break;"),
+            Stmt::Continue => self.line("continue;"),
+            Stmt::Return(None) => {
                 let line = self.return_stmt();
                 self.line(&line);
             }
-            StmtKind::Return(Some(e)) => {
+            Stmt::Return(Some(e)) => {
                 let v = self.expr(e);
                 let line = format!("return {v};");
                 self.line(&line);
             }
-            StmtKind::Barrier => unreachable!("barriers are steps"),
+            // (Validated: group operations appear only as steps.)
+            Stmt::Barrier => self.line("#error \"a barrier outside a step\""),
         }
     }
 
@@ -1166,11 +1152,11 @@ impl Emitter<'_> {
 
     fn base_ty(&self, base: Base) -> Ty {
         match base {
-            Base::Param(i) => match self.f.params[i].kind {
-                ParamKind::Slice { elem, .. } => elem,
-                ParamKind::Scalar(t) => t,
+            Base::Param(i) => match self.f.params[i] {
+                Param::Slice { elem, .. } => elem,
+                Param::Scalar(t) => t,
             },
-            Base::Local(l) => self.f.ty(self.f.locals[l].ty),
+            Base::Local(l) => self.f.locals[l].ty,
         }
     }
 
@@ -1180,61 +1166,64 @@ impl Emitter<'_> {
             Base::Param(i) => (format!("p{i}"), format!("p{i}_len"), "g"),
             Base::Local(l) => (
                 format!("a{l}"),
-                format!("((sycl_u64){})", self.f.locals[l].array.expect("an array")),
+                format!("((sycl_u64){})", self.f.locals[l].array.unwrap_or(0)),
                 "l",
             ),
         }
     }
 
-    fn lit(&self, l: &Lit, t: Ty) -> String {
-        let d = self.d;
-        match l {
-            Lit::Zero if t == Ty::Bool => "false".into(),
-            Lit::Zero => format!("(({})0)", cty(d, t)),
-            Lit::Bool(b) => b.to_string(),
-            Lit::Int(v) => match t {
-                Ty::I32 if *v <= i32::MAX as u128 => format!("{v}"),
-                Ty::I32 => format!("((int){v}u)"),
-                Ty::U32 => format!("{v}u"),
-                Ty::I64 if *v <= i64::MAX as u128 => match d {
-                    Dialect::Cuda => format!("{v}ll"),
-                    Dialect::OpenCl => format!("{v}l"),
-                },
-                Ty::I64 => match d {
-                    Dialect::Cuda => format!("((long long){v}ull)"),
-                    Dialect::OpenCl => format!("((long){v}ul)"),
-                },
-                Ty::U64 | Ty::Usize => match d {
-                    Dialect::Cuda => format!("{v}ull"),
-                    Dialect::OpenCl => format!("{v}ul"),
-                },
-                Ty::F32 => format!("{:?}f", *v as f32),
-                Ty::F64 => format!("{:?}", *v as f64),
-                Ty::Bool => unreachable!("checked"),
+    /// A literal from its bits at type `t`.
+    fn lit(&self, bits: u64, t: Ty) -> String {
+        let cuda = self.d == Dialect::Cuda;
+        match t {
+            Ty::Bool => (bits != 0).to_string(),
+            Ty::I32 => match bits as u32 {
+                v if v <= i32::MAX as u32 => format!("{v}"),
+                v => format!("((int){v}u)"),
             },
-            Lit::Float(digits) => match t {
-                Ty::F32 => format!("{:?}f", digits.parse::<f32>().expect("checked")),
-                _ => format!("{:?}", digits.parse::<f64>().expect("checked")),
-            },
+            Ty::U32 => format!("{}u", bits as u32),
+            Ty::I64 if bits <= i64::MAX as u64 => {
+                format!("{bits}{}", if cuda { "ll" } else { "l" })
+            }
+            Ty::I64 if cuda => format!("((long long){bits}ull)"),
+            Ty::I64 => format!("((long){bits}ul)"),
+            Ty::U64 | Ty::Usize => format!("{bits}{}", if cuda { "ull" } else { "ul" }),
+            Ty::F32 => {
+                let v = f32::from_bits(bits as u32);
+                match (v.is_finite(), cuda) {
+                    // Rust's shortest round-trip digits: the same value in C.
+                    (true, _) => format!("{v:?}f"),
+                    (false, true) => format!("__uint_as_float({}u)", bits as u32),
+                    (false, false) => format!("as_float({}u)", bits as u32),
+                }
+            }
+            Ty::F64 => {
+                let v = f64::from_bits(bits);
+                match (v.is_finite(), cuda) {
+                    (true, _) => format!("{v:?}"),
+                    (false, true) => format!("__longlong_as_double((long long){bits}ull)"),
+                    (false, false) => format!("as_double({bits}ul)"),
+                }
+            }
         }
     }
 
     fn expr(&mut self, e: &Expr) -> String {
         let d = self.d;
-        let t = self.ty(e);
+        let t = e.ty;
         match &e.kind {
-            ExprKind::Lit(l) => self.lit(l, t),
+            ExprKind::Lit(bits) => self.lit(*bits, t),
             ExprKind::Local(l) => self.local_name(*l),
             ExprKind::Param(i) => format!("p{i}"),
             ExprKind::Load {
                 base,
+                check,
+                index_fits_i32,
                 index,
-                checked,
             } => {
                 let (ptr, len, space) = self.base(*base);
-                let i = self.index(index);
-                let proof = self.proof(*base, index, *checked);
-                match proof {
+                let i = self.index(index, index_fits_i32);
+                match self.access(check) {
                     Access::Checked => format!(
                         "sycl_ld_{space}_{}({ptr}, {len}, {i}, {})",
                         tag(t),
@@ -1265,52 +1254,29 @@ impl Emitter<'_> {
                     format!("(({})~({v}))", cty(d, t))
                 }
             }
-            ExprKind::Binary(..) if d == Dialect::OpenCl && self.int_arith => {
-                // `u32` `+ - *` with no signed overflow either: computed in `int`, whose
-                // arithmetic Intel's compiler marks `nsw` (see `Bounds::no_signed_wrap`).
-                let proof = self.bounds.no_signed_wrap_tree(e);
-                let cond = match proof {
-                    Proof::Always => Some(None),
-                    // A constant over the work-group size, which only kernels declare; both
-                    // forms are written, so their leaves must be pure.
-                    Proof::When(c) if self.guarded.is_some() && pure(e) => Some(Some(c)),
-                    // (Never a run-time guard.)
-                    _ => None,
-                };
-                let Some(cond) = cond else {
-                    return self.wide_binary(e);
-                };
-                let narrow = format!("((uint)({}))", self.int_c(e));
-                match cond {
-                    None => narrow,
-                    Some(c) => {
-                        let c = self.bound_c(&c);
-                        // The other branch (folded away) without `int` trees, so that the
-                        // text grows linearly.
-                        self.int_arith = false;
-                        let wide = self.wide_binary(e);
-                        self.int_arith = true;
-                        format!("(({c}) ? {narrow} : {wide})")
-                    }
-                }
+            ExprKind::Binary(..) if self.shape.int_arithmetic && self.int_arith => {
+                self.int_binary(e)
             }
-            ExprKind::Binary(..) => self.wide_binary(e),
-            ExprKind::Cast(a, to) => {
-                let from = self.ty(a);
-                if self.d == Dialect::OpenCl
-                    && matches!(to, Ty::U32 | Ty::I32)
+            ExprKind::Binary(op, a, b, _) => {
+                let (x, y) = (self.expr(a), self.expr(b));
+                self.binary(*op, a.ty, &x, &y)
+            }
+            ExprKind::Cast(a) => {
+                let from = a.ty;
+                if self.shape.narrow_truncations
+                    && matches!(t, Ty::U32 | Ty::I32)
                     && matches!(from, Ty::U64 | Ty::Usize | Ty::I64)
-                    && pure(a)
+                    && a.is_pure()
                 {
                     let v = self.trunc32(a);
-                    return if *to == Ty::U32 {
+                    return if t == Ty::U32 {
                         v
                     } else {
                         format!("((int){v})")
                     };
                 }
                 let v = self.expr(a);
-                self.cast(&v, from, *to)
+                self.cast(&v, from, t)
             }
             ExprKind::Math(m, args) => {
                 let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
@@ -1346,8 +1312,9 @@ impl Emitter<'_> {
                     self.failp()
                 )
             }
+            // (Validated: group operations appear only as steps.)
             ExprKind::Reduce(..) | ExprKind::SubGroup(..) => {
-                unreachable!("reductions and sub-group collectives are steps")
+                "sycl_group_operation_outside_a_step()".into()
             }
             ExprKind::SubGroupQuery(q) => match q {
                 SubGroupQuery::LocalId => "sycl_sg_local_id()",
@@ -1357,16 +1324,12 @@ impl Emitter<'_> {
                 SubGroupQuery::Range => "sycl_sg_range()",
             }
             .into(),
-            ExprKind::Call(path, args) => {
-                let key = path_key(path);
-                let k = self
-                    .helpers
-                    .iter()
-                    .position(|h| path_key(h) == key)
-                    .expect("helpers are collected");
+            ExprKind::Call(k, args) => {
                 let mut vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
                 vs.push(self.failp().to_owned());
-                format!("{}({})", call_name(k), vs.join(", "))
+                // (Decoded against the caller's helper count, so `k` is in range.)
+                let callee = self.calls.get(*k).copied().unwrap_or(usize::MAX);
+                format!("{}({})", helper_name(callee), vs.join(", "))
             }
             ExprKind::Select(c, a, b) => {
                 let (c, a, b) = (self.expr(c), self.expr(a), self.expr(b));
@@ -1375,44 +1338,71 @@ impl Emitter<'_> {
         }
     }
 
-    /// A binary operation as written, at its types.
-    fn wide_binary(&mut self, e: &Expr) -> String {
-        let ExprKind::Binary(op, a, b) = &e.kind else {
-            unreachable!("a binary operation")
+    /// A binary operation where `Shaping::int_arithmetic` applies: a `u32` `+ - *` tree
+    /// whose every node has no signed overflow is computed in `int` (where its facts hold
+    /// for every size, or as a condition over the work-group size folded by the compiler,
+    /// beside the unsigned form); any other as written.
+    fn int_binary(&mut self, e: &Expr) -> String {
+        let ExprKind::Binary(op, a, b, _) = &e.kind else {
+            return self.expr(e);
         };
-        let (at, bt) = (self.ty(a), self.ty(b));
+        let mut conds = Vec::new();
+        let mut holds = u32_arith(e).is_some();
+        visit_u32_arith(e, &mut |n| match n {
+            Check::Proved => {}
+            Check::When(c) => {
+                if !conds.contains(c) {
+                    conds.push(c.clone())
+                }
+            }
+            // (Never a run-time guard: such a flag would add a second program.)
+            Check::Checked | Check::Guard(_) => holds = false,
+        });
+        // A condition over the work-group size, which only kernels declare; both forms are
+        // written, so their leaves must be pure.
+        if !holds || (!conds.is_empty() && (!self.is_kernel() || !e.is_pure())) {
+            let (x, y) = (self.expr(a), self.expr(b));
+            return self.binary(*op, a.ty, &x, &y);
+        }
+        let narrow = format!("((uint)({}))", self.int_c(e));
+        if conds.is_empty() {
+            return narrow;
+        }
+        let c: Vec<String> = conds.iter().map(|c| self.bound_c(c)).collect();
+        // The other branch (folded away) without `int` trees, so that the text grows
+        // linearly.
+        self.int_arith = false;
         let (x, y) = (self.expr(a), self.expr(b));
-        self.binary(*op, at, bt, &x, &y)
+        let wide = self.binary(*op, a.ty, &x, &y);
+        self.int_arith = true;
+        format!("(({}) ? {narrow} : {wide})", c.join(" && "))
     }
 
-    /// A tree `Bounds::no_signed_wrap_tree` proved, in `int`: its leaves converted (each
-    /// below 2^31, so exactly).
+    /// A `u32` `+ - *` tree `int_binary` accepted, in `int`: its leaves converted (each below
+    /// 2^31, so exactly).
     fn int_c(&mut self, e: &Expr) -> String {
-        if let Some((a, b)) = self.bounds.u32_arith(e) {
-            let ExprKind::Binary(op, ..) = &e.kind else {
-                unreachable!("u32_arith is a binary operation")
-            };
+        if let Some((op, a, b)) = u32_arith(e) {
             let (x, y) = (self.int_c(a), self.int_c(b));
-            return format!("({x} {} {y})", op.c());
+            return format!("({x} {} {y})", op_c(op));
         }
         match &e.kind {
-            ExprKind::Lit(Lit::Int(v)) => format!("{v}"),
+            ExprKind::Lit(v) if e.ty.is_int() => format!("{v}"),
             ExprKind::Lit(_) => "0".into(),
             _ => format!("((int)({}))", self.expr(e)),
         }
     }
 
-    /// `x op y` with Rust's semantics; `t`: the left operand's type, `rt`: the right's.
-    fn binary(&self, op: BinOp, t: Ty, rt: Ty, x: &str, y: &str) -> String {
+    /// `x op y` with Rust's semantics; `t`: the left operand's type.
+    fn binary(&self, op: BinOp, t: Ty, x: &str, y: &str) -> String {
         let d = self.d;
         let c = cty(d, t);
         match op {
             BinOp::Add | BinOp::Sub | BinOp::Mul if t.is_signed() => {
                 let u = cty(d, unsigned_of(t));
-                format!("(({c})(({u})({x}) {} ({u})({y})))", op.c())
+                format!("(({c})(({u})({x}) {} ({u})({y})))", op_c(op))
             }
             BinOp::Add | BinOp::Sub | BinOp::Mul if t.is_int() => {
-                format!("(({c})(({x}) {} ({y})))", op.c())
+                format!("(({c})(({x}) {} ({y})))", op_c(op))
             }
             BinOp::Div | BinOp::Rem if t.is_int() => {
                 let name = if op == BinOp::Div { "div" } else { "rem" };
@@ -1425,42 +1415,40 @@ impl Emitter<'_> {
             BinOp::Shl | BinOp::Shr => {
                 let mask = t.bits() - 1;
                 let amount = format!("((unsigned int)(({y}) & {mask}))");
-                let _ = rt;
                 if op == BinOp::Shl && t.is_signed() {
                     let u = cty(d, unsigned_of(t));
                     format!("(({c})(({u})({x}) << {amount}))")
                 } else {
-                    format!("(({c})(({x}) {} {amount}))", op.c())
+                    format!("(({c})(({x}) {} {amount}))", op_c(op))
                 }
             }
             BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor => {
-                format!("(({c})(({x}) {} ({y})))", op.c())
+                format!("(({c})(({x}) {} ({y})))", op_c(op))
             }
-            _ => format!("(({x}) {} ({y}))", op.c()),
+            _ => format!("(({x}) {} ({y}))", op_c(op)),
         }
     }
 
     fn cast(&self, v: &str, from: Ty, to: Ty) -> String {
-        let d = self.d;
         if from == to {
             return format!("({v})");
         }
         if from.is_float() && to.is_int() {
             // Saturating, NaN to 0 (a prelude function: the value is used twice).
-            let _ = d;
             return format!("sycl_cvt_{}_{}({v})", tag(from), tag(to));
         }
-        format!("(({})({v}))", cty(d, to))
+        format!("(({})({v}))", cty(self.d, to))
     }
 
     fn math(&self, m: MathFn, t: Ty, a: &[String]) -> String {
-        let d = self.d;
+        let arg = |i: usize| a.get(i).map_or("0", String::as_str);
         if t.is_int() {
             return match m {
-                MathFn::Min => format!("min({}, {})", a[0], a[1]),
-                MathFn::Max => format!("max({}, {})", a[0], a[1]),
-                MathFn::Abs => format!("sycl_abs_{}({})", tag(t), a[0]),
-                _ => unreachable!("checked by the parser"),
+                MathFn::Min => format!("min({}, {})", arg(0), arg(1)),
+                MathFn::Max => format!("max({}, {})", arg(0), arg(1)),
+                MathFn::Abs => format!("sycl_abs_{}({})", tag(t), arg(0)),
+                // (Validated: integers take only these.)
+                _ => "sycl_integer_math_outside_the_language()".into(),
             };
         }
         let base = match m {
@@ -1477,12 +1465,34 @@ impl Emitter<'_> {
             MathFn::Floor => "floor",
             MathFn::Ceil => "ceil",
         };
-        let suffix = if d == Dialect::Cuda && t == Ty::F32 {
+        let suffix = if self.d == Dialect::Cuda && t == Ty::F32 {
             "f"
         } else {
             ""
         };
         format!("{base}{suffix}({})", a.join(", "))
+    }
+}
+
+/// The operator and operands of `e` when it is `u32` `+`, `-` or `*`.
+fn u32_arith(e: &Expr) -> Option<(BinOp, &Expr, &Expr)> {
+    match &e.kind {
+        ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul), a, b, _)
+            if e.ty == Ty::U32 =>
+        {
+            Some((*op, a, b))
+        }
+        _ => None,
+    }
+}
+
+/// Calls `f` with the no-signed-wrap fact of every node of the `u32` `+ - *` tree rooted at
+/// `e`.
+fn visit_u32_arith<'e>(e: &'e Expr, f: &mut dyn FnMut(&'e Check)) {
+    if let (Some((_, a, b)), ExprKind::Binary(_, _, _, no_wrap)) = (u32_arith(e), &e.kind) {
+        f(no_wrap);
+        visit_u32_arith(a, f);
+        visit_u32_arith(b, f);
     }
 }
 
@@ -1508,13 +1518,35 @@ fn parenthesized(s: &str) -> String {
     format!("({s})")
 }
 
-fn sync_loop_vars(steps: &[Step]) -> Vec<usize> {
-    let mut out = Vec::new();
-    for s in steps {
-        if let Step::SyncFor { var, body, .. } = s {
-            out.push(*var);
-            out.extend(sync_loop_vars(body));
+/// The locals of a work-group kernel's steps that live across synchronisation (each step's
+/// local, and the `let`s at the top of its regions), and of those the variables of its
+/// synchronising loops.
+fn step_locals(steps: &[Step]) -> (HashSet<usize>, HashSet<usize>) {
+    fn visit(steps: &[Step], all: &mut HashSet<usize>, loops: &mut HashSet<usize>) {
+        for s in steps {
+            match s {
+                Step::Region(stmts) => {
+                    for st in stmts {
+                        if let Stmt::Let(l, _) = st {
+                            all.insert(*l);
+                        }
+                    }
+                }
+                Step::GroupLet(l, _)
+                | Step::Reduce { local: l, .. }
+                | Step::SubGroup { local: l, .. } => {
+                    all.insert(*l);
+                }
+                Step::SyncFor(h, body) => {
+                    all.insert(h.var);
+                    loops.insert(h.var);
+                    visit(body, all, loops);
+                }
+                Step::Barrier => {}
+            }
         }
     }
-    out
+    let (mut all, mut loops) = (HashSet::new(), HashSet::new());
+    visit(steps, &mut all, &mut loops);
+    (all, loops)
 }

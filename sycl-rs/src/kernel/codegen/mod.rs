@@ -1,0 +1,130 @@
+//! Code generation for `#[sycl::kernel]` programs: every device form is built here, at run
+//! time, from the IR the macros encode for every kernel and helper (`sycl-kernel-ir`; a
+//! helper is a separate macro invocation, so only the runtime sees a whole program).
+//!
+//! - [`Program`]: a definition's kernel and helpers, decoded and validated once
+//!   (malformed words are `Errc::Build`, never a panic).
+//! - [`c`]: CUDA C++ (for NVRTC) and OpenCL C, printed over the preludes.
+//! - [`spirv`]: SPIR-V modules (Level Zero; OpenCL devices with IL support).
+//!
+//! Each back end reads the same validated [`Function`]s and decides its own code shapes from
+//! their target-neutral facts; where a shape is tuned for one vendor's compiler, the back end
+//! says so beside it, with the measurement.
+
+pub(crate) mod c;
+pub(crate) mod spirv;
+
+pub(crate) use sycl_kernel_ir::Bound;
+
+use sycl_kernel_ir::validate::{validate_call, Role};
+use sycl_kernel_ir::wire::WireError;
+use sycl_kernel_ir::{ExprKind, Function};
+
+use super::__rt::{Definition, HelperDef};
+use crate::{Errc, Error, Result};
+
+/// A definition's kernel and its helpers (callees first), decoded and validated, each call
+/// checked against its callee.
+pub(crate) struct Program {
+    /// The kernel.
+    pub kernel: Function,
+    /// For each helper call marker `k` of the kernel, the index of its helper in `helpers`.
+    pub kernel_calls: Vec<usize>,
+    /// The helpers and their own call maps.
+    pub helpers: Vec<(Function, Vec<usize>)>,
+}
+
+impl Program {
+    /// Decodes `def` and `helpers` (its resolved helpers, callees first); run it on
+    /// [`on_deep_stack`].
+    pub fn decode(def: &'static Definition, helpers: &[&'static HelperDef]) -> Result<Program> {
+        let position = |h: &'static HelperDef| -> Result<usize> {
+            helpers
+                .iter()
+                .position(|x| std::ptr::eq(*x, h))
+                .ok_or_else(|| Error::new(Errc::Build, "a helper is missing from the program"))
+        };
+        let decoded_helpers = helpers
+            .iter()
+            .map(|h| {
+                let f = decode(h.parts.ir, Role::Helper, h.parts.helpers.len())?;
+                let calls = h
+                    .parts
+                    .helpers
+                    .iter()
+                    .map(|c| position(c()))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok((f, calls))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let p = &def.parts;
+        let kernel = decode(p.ir, Role::Kernel, p.helpers.len())?;
+        let kernel_calls = p
+            .helpers
+            .iter()
+            .map(|c| position(c()))
+            .collect::<Result<Vec<_>>>()?;
+        // Every call passes its helper's parameter types and takes its result type.
+        check_calls(&kernel, &kernel_calls, &decoded_helpers)?;
+        for (f, calls) in &decoded_helpers {
+            check_calls(f, calls, &decoded_helpers)?;
+        }
+        Ok(Program {
+            kernel,
+            kernel_calls,
+            helpers: decoded_helpers,
+        })
+    }
+}
+
+/// The stack of the thread that reads kernel IR: decoding, validating and emitting recurse
+/// once per nesting level, and at `wire::MAX_DEPTH` a debug build needs a few MB (more than
+/// the 2 MiB a spawned thread has by default). Reserved, not committed, memory.
+const IR_STACK: usize = 64 << 20;
+
+/// Runs `f` (which reads kernel IR) on a thread with [`IR_STACK`]: once per program built,
+/// beside a driver's build of milliseconds.
+pub(crate) fn on_deep_stack<R: Send>(f: impl FnOnce() -> Result<R> + Send) -> Result<R> {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("sycl-kernel-ir".into())
+            .stack_size(IR_STACK)
+            .spawn_scoped(s, f)
+            .map_err(|e| Error::new(Errc::Runtime, format!("starting the kernel IR reader: {e}")))?
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+/// Decodes and validates the words of a kernel or helper that calls `helpers` others.
+pub(crate) fn decode(words: &[u32], role: Role, helpers: usize) -> Result<Function> {
+    let f = sycl_kernel_ir::wire::decode(words, helpers).map_err(malformed)?;
+    sycl_kernel_ir::validate(&f, role).map_err(malformed)?;
+    Ok(f)
+}
+
+/// Checks each call of `f` (to `calls[k]` of `helpers`) against its callee.
+fn check_calls(f: &Function, calls: &[usize], helpers: &[(Function, Vec<usize>)]) -> Result<()> {
+    let mut r = Ok(());
+    let mut visit = |e: &sycl_kernel_ir::Expr| {
+        if let (ExprKind::Call(k, args), Ok(())) = (&e.kind, &r) {
+            let callee = &helpers[calls[*k]].0;
+            r = validate_call(args, e.ty, callee).map_err(malformed);
+        }
+    };
+    sycl_kernel_ir::ir::visit_exprs(&f.body, &mut visit);
+    if let Some(steps) = &f.steps {
+        sycl_kernel_ir::ir::visit_step_exprs(steps, &mut visit);
+    }
+    r
+}
+
+/// The error of malformed kernel IR: a bug of the macro (or words that are not its).
+pub(crate) fn malformed(e: WireError) -> Error {
+    Error::new(
+        Errc::Build,
+        format!(
+            "the encoded kernel IR is malformed ({e}): a bug of #[sycl::kernel], please report it"
+        ),
+    )
+}
