@@ -1,8 +1,55 @@
-//! A kernel or helper with resolved types: what the macro encodes and every back end reads.
+//! A kernel or helper: the tree the macro checks while it parses ([`Stage`] of its own, with
+//! type variables, spans and helper paths) and, [`Resolved`], what it encodes and every back
+//! end reads. One set of types serves both, so no stage mirrors another.
+
+use std::fmt::Debug;
+use std::hash::Hash;
 
 use crate::bound::Check;
 use crate::ops::*;
 use crate::ty::Scalar;
+
+/// What a stage of the IR knows at each node. [`Resolved`] is the IR every back end reads; the
+/// macro defines the stage it parses into (type variables it infers, literals as written,
+/// helper paths, whether the source checks an access, spans).
+pub trait Stage: Clone + Debug + PartialEq + Eq + Hash {
+    /// An expression's or local's type.
+    type Ty: Clone + Debug + PartialEq + Eq + Hash;
+    /// A literal.
+    type Lit: Clone + Debug + PartialEq + Eq + Hash;
+    /// The helper a call calls.
+    type Callee: Clone + Debug + PartialEq + Eq + Hash;
+    /// An element access's bounds check.
+    type Access: Clone + Debug + PartialEq + Eq + Hash;
+    /// A fact the bounds analysis establishes (index width, no signed wrap, loop forms).
+    type Fact: Clone + Debug + PartialEq + Eq + Hash;
+    /// A yes-or-no fact of the analysis.
+    type Flag: Clone + Debug + PartialEq + Eq + Hash;
+    /// Where a node came from.
+    type Src: Clone + Debug + PartialEq + Eq + Hash;
+    /// What else is known of a local.
+    type LocalInfo: Clone + Debug + PartialEq + Eq + Hash;
+}
+
+/// The IR the macro encodes and every back end reads: resolved types, literals as bits, calls
+/// by their index in the caller's helper list, each access's [`Check`] and the analysis'
+/// facts, no source positions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Resolved;
+
+impl Stage for Resolved {
+    /// The scalar type.
+    type Ty = Scalar;
+    /// The value's bits at the expression's type (`f32` in the low 32 bits).
+    type Lit = u64;
+    /// An index into the caller's helper list.
+    type Callee = usize;
+    type Access = Check;
+    type Fact = Check;
+    type Flag = bool;
+    type Src = ();
+    type LocalInfo = ();
+}
 
 /// A kernel or helper parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -19,12 +66,14 @@ pub enum Param {
 }
 
 /// A local variable, or a work-group local array of `array` elements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Local {
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Local<S: Stage = Resolved> {
     /// The variable's or the elements' type.
-    pub ty: Scalar,
+    pub ty: S::Ty,
     /// `Some(len)` for a work-group local array.
     pub array: Option<u32>,
+    /// What else the stage knows of it.
+    pub info: S::LocalInfo,
 }
 
 /// What an element access reaches.
@@ -38,18 +87,20 @@ pub enum Base {
 
 /// An expression and its type.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Expr {
+pub struct Expr<S: Stage = Resolved> {
     /// Its type.
-    pub ty: Scalar,
+    pub ty: S::Ty,
     /// What it computes.
-    pub kind: ExprKind,
+    pub kind: ExprKind<S>,
+    /// Where it came from.
+    pub src: S::Src,
 }
 
 /// What an expression computes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum ExprKind {
-    /// A literal: the value's bits at the expression's type (`f32` in the low 32 bits).
-    Lit(u64),
+pub enum ExprKind<S: Stage = Resolved> {
+    /// A literal (resolved: the value's bits at the expression's type).
+    Lit(S::Lit),
     /// A scalar local.
     Local(usize),
     /// A scalar parameter.
@@ -59,28 +110,28 @@ pub enum ExprKind {
         /// What it reads.
         base: Base,
         /// Whether the index needs its bounds check.
-        check: Check,
+        check: S::Access,
         /// Whether the index can be computed in signed 32-bit arithmetic (every value of its
         /// tree is below 2^31, and its tree has a `u32` part): a target-neutral fact back ends
         /// may use for narrow indices. A loop variable of a [`For::narrowable`] loop whose
         /// `counts_in_u32` is proved (in a kernel, or guarded) counts as a `u32` leaf; a back
         /// end that keeps such loops 64-bit reads it truncated (its value is below 2^31).
-        index_fits_i32: Check,
+        index_fits_i32: S::Fact,
         /// The index (`usize`).
-        index: Box<Expr>,
+        index: Box<Expr<S>>,
     },
     /// A slice's or local array's length (`usize`).
     Len(Base),
     /// A unary operator.
-    Unary(UnOp, Box<Expr>),
+    Unary(UnOp, Box<Expr<S>>),
     /// A binary operator. The last field, for `u32` `+ - *` only: whether the operation has
     /// no signed overflow either (its operands and result stay below 2^31; never a guard);
     /// `Checked` for any other.
-    Binary(BinOp, Box<Expr>, Box<Expr>, Check),
+    Binary(BinOp, Box<Expr<S>>, Box<Expr<S>>, S::Fact),
     /// `as` to the expression's type.
-    Cast(Box<Expr>),
+    Cast(Box<Expr<S>>),
     /// A math function: the receiver, then its arguments.
-    Math(MathFn, Vec<Expr>),
+    Math(MathFn, Vec<Expr<S>>),
     /// A work-item query of a SYCL dimension (`usize`).
     Query(Query, u8),
     /// An atomic on an element: its result is the element's old value.
@@ -90,56 +141,56 @@ pub enum ExprKind {
         /// What it updates.
         base: Base,
         /// The index (`usize`; always checked).
-        index: Box<Expr>,
+        index: Box<Expr<S>>,
         /// The operand (`compare_exchange`: the expected value, then the new one).
-        values: Vec<Expr>,
+        values: Vec<Expr<S>>,
     },
     /// A group reduction: only in the body of a work-group kernel, whose steps hold it as a
     /// [`Step::Reduce`] (back ends emit such kernels from their steps).
-    Reduce(Reduce, Box<Expr>),
+    Reduce(Reduce, Box<Expr<S>>),
     /// A sub-group query (`usize`).
     SubGroupQuery(SubGroupQuery),
     /// A sub-group collective: the value, then the lane (delta, mask) where the op takes
     /// one. Only in the body of a work-group kernel, whose steps hold it as a
     /// [`Step::SubGroup`].
-    SubGroup(SubGroupOp, Vec<Expr>),
-    /// A call of helper `k` of the caller's helper list.
-    Call(usize, Vec<Expr>),
+    SubGroup(SubGroupOp, Vec<Expr<S>>),
+    /// A call of a helper (resolved: its index in the caller's helper list).
+    Call(S::Callee, Vec<Expr<S>>),
     /// `if c { a } else { b }` as a value.
-    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+    Select(Box<Expr<S>>, Box<Expr<S>>, Box<Expr<S>>),
 }
 
 /// A `for` loop's header: `for var in start..end` (`..=end`, `.step_by(step)`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct For {
+pub struct For<S: Stage = Resolved> {
     /// The loop variable (a local).
     pub var: usize,
     /// The first value.
-    pub start: Expr,
+    pub start: Expr<S>,
     /// The end.
-    pub end: Expr,
+    pub end: Expr<S>,
     /// `..=`.
     pub inclusive: bool,
     /// `step_by`'s argument (`usize`).
-    pub step: Option<Expr>,
+    pub step: Option<Expr<S>>,
     /// Whether it can count with `var += step`, every value it reaches (the last step
     /// included) below half its type's range: a latch may then compare signed.
-    pub counts_below_half: Check,
+    pub counts_below_half: S::Fact,
     /// Whether its start is below half the range too (`u32` loops only).
-    pub start_below_half: Check,
+    pub start_below_half: S::Fact,
     /// Whether it can count with `var += step` in 32 bits: every value it reaches, the last
     /// step included, below 2^32 (a `u32` loop without a trip count; a 64-bit loop counted
     /// in 32 bits).
-    pub counts_in_u32: Check,
+    pub counts_in_u32: S::Fact,
     /// Whether it can count with `var += step` in 64 bits (64-bit loops: every value below
     /// 2^64 - 1).
-    pub counts_in_u64: Check,
+    pub counts_in_u64: S::Fact,
     /// Whether its start differs between the work-items of a group (it reads a local or
     /// global id, directly or through immutable locals) and has no effects or failures.
-    pub start_per_item: bool,
+    pub start_per_item: S::Flag,
 }
 
-impl For {
+impl For<Resolved> {
     /// Whether its variable is a 64-bit value that back ends may count in 32 bits where
     /// `counts_in_u32` holds: an exclusive, unsigned 64-bit loop whose start differs per
     /// work-item. An index's [`ExprKind::Load::index_fits_i32`] counts such a variable as a
@@ -149,55 +200,71 @@ impl For {
     }
 }
 
-/// A statement.
+/// A statement and where it came from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Stmt {
+pub struct Stmt<S: Stage = Resolved> {
+    /// What it does.
+    pub kind: StmtKind<S>,
+    /// Where it came from.
+    pub src: S::Src,
+}
+
+impl Stmt<Resolved> {
+    /// A statement of the resolved IR (which keeps no source positions).
+    pub fn new(kind: StmtKind) -> Stmt {
+        Stmt { kind, src: () }
+    }
+}
+
+/// What a statement does.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum StmtKind<S: Stage = Resolved> {
     /// `let local = value;`
-    Let(usize, Expr),
+    Let(usize, Expr<S>),
     /// `local = value;` (`local op= value;`).
-    AssignLocal(usize, Option<BinOp>, Expr),
+    AssignLocal(usize, Option<BinOp>, Expr<S>),
     /// `base[index] = value;` (`op=`).
     Store {
         /// What it writes.
         base: Base,
         /// As [`ExprKind::Load`]'s.
-        check: Check,
+        check: S::Access,
         /// As [`ExprKind::Load`]'s.
-        index_fits_i32: Check,
+        index_fits_i32: S::Fact,
         /// The compound operator.
         op: Option<BinOp>,
         /// The index (`usize`).
-        index: Expr,
+        index: Expr<S>,
         /// The value (computed before the index, as Rust does).
-        value: Expr,
+        value: Expr<S>,
     },
     /// An expression for its effects.
-    Expr(Expr),
+    Expr(Expr<S>),
     /// `if c { a } else { b }`.
-    If(Expr, Vec<Stmt>, Vec<Stmt>),
+    If(Expr<S>, Vec<Stmt<S>>, Vec<Stmt<S>>),
     /// `while c { body }`.
-    While(Expr, Vec<Stmt>),
+    While(Expr<S>, Vec<Stmt<S>>),
     /// `loop { body }`.
-    Loop(Vec<Stmt>),
+    Loop(Vec<Stmt<S>>),
     /// `for`.
-    For(Box<For>, Vec<Stmt>),
+    For(Box<For<S>>, Vec<Stmt<S>>),
     /// `break;`
     Break,
     /// `continue;`
     Continue,
     /// `return;` (kernels), `return value;` (helpers).
-    Return(Option<Expr>),
+    Return(Option<Expr<S>>),
     /// `barrier();`
     Barrier,
 }
 
 /// A work-group kernel cut at its synchronisation points.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Step {
+pub enum Step<S: Stage = Resolved> {
     /// Statements each work-item runs on its own (unless it returned).
-    Region(Vec<Stmt>),
+    Region(Vec<Stmt<S>>),
     /// `let local = <uniform>;` at a synchronisation level.
-    GroupLet(usize, Expr),
+    GroupLet(usize, Expr<S>),
     /// `barrier();`
     Barrier,
     /// `let local = group_<op>(value);`
@@ -207,10 +274,10 @@ pub enum Step {
         /// The reduction.
         op: Reduce,
         /// Each work-item's value.
-        value: Expr,
+        value: Expr<S>,
     },
     /// A `for` with uniform bounds and synchronisation inside.
-    SyncFor(Box<For>, Vec<Step>),
+    SyncFor(Box<For<S>>, Vec<Step<S>>),
     /// `let local = sub_group_<op>(args);`
     SubGroup {
         /// The result's local.
@@ -218,26 +285,26 @@ pub enum Step {
         /// The collective.
         op: SubGroupOp,
         /// The value, then the lane where the op takes one.
-        args: Vec<Expr>,
+        args: Vec<Expr<S>>,
     },
 }
 
 /// A kernel or helper.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Function {
+pub struct Function<S: Stage = Resolved> {
     /// Its parameters.
     pub params: Vec<Param>,
     /// Helpers return a scalar; kernels nothing.
     pub ret: Option<Scalar>,
     /// Its locals and local arrays.
-    pub locals: Vec<Local>,
+    pub locals: Vec<Local<S>>,
     /// The body.
-    pub body: Vec<Stmt>,
+    pub body: Vec<Stmt<S>>,
     /// Kernels that run as work-groups: the body as steps.
-    pub steps: Option<Vec<Step>>,
+    pub steps: Option<Vec<Step<S>>>,
 }
 
-impl Function {
+impl Function<Resolved> {
     /// Calls `f` with every [`Check`] of the function (accesses, facts and loop headers,
     /// in the body and the steps).
     pub fn for_each_check<'a>(&'a self, f: &mut dyn FnMut(&'a Check)) {
@@ -309,8 +376,8 @@ pub fn expr_checks<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Check)) {
 
 /// Calls `f` with every [`Check`] in `body`.
 pub fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check)) {
-    visit_stmts(body, &mut |s| match s {
-        Stmt::Store {
+    visit_stmts(body, &mut |s| match &s.kind {
+        StmtKind::Store {
             check,
             index_fits_i32,
             ..
@@ -318,7 +385,7 @@ pub fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check)) {
             f(check);
             f(index_fits_i32);
         }
-        Stmt::For(h, _) => {
+        StmtKind::For(h, _) => {
             f(&h.counts_below_half);
             f(&h.start_below_half);
             f(&h.counts_in_u32);
@@ -330,22 +397,22 @@ pub fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check)) {
 }
 
 /// Calls `f` with every statement of `body`, nested ones included, outermost first.
-pub fn visit_stmts<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
+pub fn visit_stmts<'a, S: Stage>(body: &'a [Stmt<S>], f: &mut dyn FnMut(&'a Stmt<S>)) {
     for s in body {
         f(s);
-        match s {
-            Stmt::If(_, a, b) => {
+        match &s.kind {
+            StmtKind::If(_, a, b) => {
                 visit_stmts(a, f);
                 visit_stmts(b, f);
             }
-            Stmt::While(_, b) | Stmt::Loop(b) | Stmt::For(_, b) => visit_stmts(b, f),
+            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => visit_stmts(b, f),
             _ => {}
         }
     }
 }
 
 /// Calls `f` with `e` and every expression inside it, outermost first.
-pub fn walk_expr<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
+pub fn walk_expr<'a, S: Stage>(e: &'a Expr<S>, f: &mut dyn FnMut(&'a Expr<S>)) {
     f(e);
     match &e.kind {
         ExprKind::Load { index, .. } => walk_expr(index, f),
@@ -375,43 +442,63 @@ pub fn walk_expr<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
     }
 }
 
-fn walk_for<'a>(h: &'a For, f: &mut dyn FnMut(&'a Expr)) {
+fn walk_for<'a, S: Stage>(h: &'a For<S>, f: &mut dyn FnMut(&'a Expr<S>)) {
     walk_expr(&h.start, f);
     walk_expr(&h.end, f);
     h.step.iter().for_each(|e| walk_expr(e, f));
 }
 
 /// Calls `f` with every expression of `body`, nested statements' included.
-pub fn visit_exprs<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Expr)) {
+pub fn visit_exprs<'a, S: Stage>(body: &'a [Stmt<S>], f: &mut dyn FnMut(&'a Expr<S>)) {
     for s in body {
-        match s {
-            Stmt::Let(_, e) | Stmt::AssignLocal(_, _, e) | Stmt::Expr(e) => walk_expr(e, f),
-            Stmt::Return(e) => e.iter().for_each(|e| walk_expr(e, f)),
-            Stmt::Store { index, value, .. } => {
-                walk_expr(index, f);
-                walk_expr(value, f);
-            }
-            Stmt::If(c, a, b) => {
-                walk_expr(c, f);
+        stmt_exprs_shallow(s, f);
+        match &s.kind {
+            StmtKind::If(_, a, b) => {
                 visit_exprs(a, f);
                 visit_exprs(b, f);
             }
-            Stmt::While(c, b) => {
-                walk_expr(c, f);
-                visit_exprs(b, f);
-            }
-            Stmt::Loop(b) => visit_exprs(b, f),
-            Stmt::For(h, b) => {
-                walk_for(h, f);
-                visit_exprs(b, f);
-            }
-            Stmt::Break | Stmt::Continue | Stmt::Barrier => {}
+            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => visit_exprs(b, f),
+            _ => {}
         }
     }
 }
 
+/// Calls `f` with every expression of statement `s` itself (a loop's header, an `if`'s or a
+/// `while`'s condition), with its sub-expressions, not of the statements it holds.
+pub fn stmt_exprs_shallow<'a, S: Stage>(s: &'a Stmt<S>, f: &mut dyn FnMut(&'a Expr<S>)) {
+    stmt_roots(s, &mut |e| walk_expr(e, f));
+}
+
+/// Calls `f` with each top-level expression of statement `s` (not their sub-expressions, not
+/// nested statements').
+pub fn stmt_roots<'a, S: Stage>(s: &'a Stmt<S>, f: &mut dyn FnMut(&'a Expr<S>)) {
+    match &s.kind {
+        StmtKind::Let(_, e)
+        | StmtKind::AssignLocal(_, _, e)
+        | StmtKind::Expr(e)
+        | StmtKind::Return(Some(e)) => f(e),
+        StmtKind::Store { index, value, .. } => {
+            f(index);
+            f(value);
+        }
+        StmtKind::If(c, ..) | StmtKind::While(c, _) => f(c),
+        StmtKind::For(h, _) => {
+            f(&h.start);
+            f(&h.end);
+            if let Some(st) = &h.step {
+                f(st);
+            }
+        }
+        StmtKind::Return(None)
+        | StmtKind::Loop(_)
+        | StmtKind::Break
+        | StmtKind::Continue
+        | StmtKind::Barrier => {}
+    }
+}
+
 /// Calls `f` with every expression of `steps`.
-pub fn visit_step_exprs<'a>(steps: &'a [Step], f: &mut dyn FnMut(&'a Expr)) {
+pub fn visit_step_exprs<'a, S: Stage>(steps: &'a [Step<S>], f: &mut dyn FnMut(&'a Expr<S>)) {
     for s in steps {
         match s {
             Step::Region(b) => visit_exprs(b, f),
@@ -426,7 +513,7 @@ pub fn visit_step_exprs<'a>(steps: &'a [Step], f: &mut dyn FnMut(&'a Expr)) {
     }
 }
 
-impl Expr {
+impl<S: Stage> Expr<S> {
     /// Whether it has no effects and cannot fail: literals, locals, parameters, lengths,
     /// work-item queries, and arithmetic that cannot fail over those (a back end may then
     /// compute it twice, or in another form beside the written one).
@@ -448,7 +535,9 @@ impl Expr {
             _ => false,
         }
     }
+}
 
+impl Expr<Resolved> {
     /// Whether computing it can fail: a checked access, an atomic, an integer division or
     /// remainder, or a helper call.
     pub fn can_fail(&self) -> bool {
@@ -465,7 +554,7 @@ impl Expr {
     }
 }
 
-impl Function {
+impl Function<Resolved> {
     /// The run-time guards of its element accesses' bounds checks (not of its other facts),
     /// each once, in order of first use: what a form that drops exactly the checks proved
     /// under a guard relies on.
@@ -479,7 +568,7 @@ impl Function {
             }
         };
         visit_stmts(&self.body, &mut |s| {
-            if let Stmt::Store { check, .. } = s {
+            if let StmtKind::Store { check, .. } = &s.kind {
                 add(check);
             }
         });
@@ -495,7 +584,7 @@ impl Function {
                 }
             });
             visit_step_stmts(steps, &mut |s| {
-                if let Stmt::Store { check, .. } = s {
+                if let StmtKind::Store { check, .. } = &s.kind {
                     add(check);
                 }
             });
@@ -505,7 +594,7 @@ impl Function {
 }
 
 /// Calls `f` with every statement of `steps`' regions, nested ones included.
-pub fn visit_step_stmts<'a>(steps: &'a [Step], f: &mut dyn FnMut(&'a Stmt)) {
+pub fn visit_step_stmts<'a, S: Stage>(steps: &'a [Step<S>], f: &mut dyn FnMut(&'a Stmt<S>)) {
     for s in steps {
         match s {
             Step::Region(b) => visit_stmts(b, f),

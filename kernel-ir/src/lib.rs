@@ -5,7 +5,9 @@
 //! - [`ops`]: operators, queries, math, atomics, reductions and sub-group operations.
 //! - [`bound`]: bounds conditions as trees ([`Bound`]), evaluated by one saturating `u64`
 //!   interpreter, and the per-access [`Check`] state the bounds analysis writes.
-//! - [`ir`]: a kernel or helper with resolved types ([`Function`]).
+//! - [`ir`]: a kernel or helper ([`Function`]), generic over the [`Stage`] that says what
+//!   its nodes carry: the macro parses into a stage of its own (type variables, spans, helper
+//!   paths), and [`Resolved`] is what it encodes and every back end reads.
 //! - [`info`]: what a kernel needs of a device ([`KernelInfo`]).
 //! - [`wire`]: the words the macro embeds in the program (encode and decode, one
 //!   [`wire::MAGIC`] and [`wire::VERSION`]), and [`validate`](fn@crate::validate) of a decoded module.

@@ -97,14 +97,16 @@ impl Validator<'_> {
                 Param::Scalar(_) => self.bad("an element of a scalar parameter"),
             },
             Base::Local(l) => match self.f.locals[l] {
-                Local { ty, array: Some(_) } => Ok((ty, true)),
+                Local {
+                    ty, array: Some(_), ..
+                } => Ok((ty, true)),
                 _ => self.bad("an element of a scalar local"),
             },
         }
     }
 
     fn scalar_local(&self, l: usize) -> Result<Scalar, WireError> {
-        let local = self.f.locals[l];
+        let local = &self.f.locals[l];
         self.want(local.array.is_none(), "a local array used as a value")?;
         Ok(local.ty)
     }
@@ -159,18 +161,18 @@ impl Validator<'_> {
     }
 
     fn stmt(&self, s: &Stmt, in_loop: bool) -> R {
-        match s {
-            Stmt::Let(l, e) => {
+        match &s.kind {
+            StmtKind::Let(l, e) => {
                 let t = self.scalar_local(*l)?;
                 self.want(e.ty == t, "a `let` of another type")?;
                 self.expr(e)
             }
-            Stmt::AssignLocal(l, op, e) => {
+            StmtKind::AssignLocal(l, op, e) => {
                 let t = self.scalar_local(*l)?;
                 self.assign(t, *op, e)?;
                 self.expr(e)
             }
-            Stmt::Store {
+            StmtKind::Store {
                 base,
                 check,
                 index_fits_i32,
@@ -187,8 +189,8 @@ impl Validator<'_> {
                 self.expr(index)?;
                 self.expr(value)
             }
-            Stmt::Expr(e) => self.expr(e),
-            Stmt::If(c, a, b) => {
+            StmtKind::Expr(e) => self.expr(e),
+            StmtKind::If(c, a, b) => {
                 self.want(
                     c.ty == Scalar::Bool,
                     "an `if` condition that is not a `bool`",
@@ -197,7 +199,7 @@ impl Validator<'_> {
                 self.block(a, in_loop)?;
                 self.block(b, in_loop)
             }
-            Stmt::While(c, b) => {
+            StmtKind::While(c, b) => {
                 self.want(
                     c.ty == Scalar::Bool,
                     "a `while` condition that is not a `bool`",
@@ -205,18 +207,20 @@ impl Validator<'_> {
                 self.expr(c)?;
                 self.block(b, true)
             }
-            Stmt::Loop(b) => self.block(b, true),
-            Stmt::For(h, b) => {
+            StmtKind::Loop(b) => self.block(b, true),
+            StmtKind::For(h, b) => {
                 self.for_header(h)?;
                 self.block(b, true)
             }
-            Stmt::Break | Stmt::Continue => self.want(in_loop, "`break` outside a loop"),
-            Stmt::Return(None) => self.want(self.role == Role::Kernel, "a helper's empty return"),
-            Stmt::Return(Some(e)) => {
+            StmtKind::Break | StmtKind::Continue => self.want(in_loop, "`break` outside a loop"),
+            StmtKind::Return(None) => {
+                self.want(self.role == Role::Kernel, "a helper's empty return")
+            }
+            StmtKind::Return(Some(e)) => {
                 self.want(Some(e.ty) == self.f.ret, "a return of another type")?;
                 self.expr(e)
             }
-            Stmt::Barrier => self.want(
+            StmtKind::Barrier => self.want(
                 self.group_ops,
                 "a barrier outside a work-group kernel's body",
             ),

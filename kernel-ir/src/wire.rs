@@ -209,17 +209,17 @@ impl Writer {
     }
 
     fn stmt(&mut self, s: &Stmt) {
-        match s {
-            Stmt::Let(l, e) => {
+        match &s.kind {
+            StmtKind::Let(l, e) => {
                 self.out.extend([0, *l as u32]);
                 self.expr(e);
             }
-            Stmt::AssignLocal(l, op, e) => {
+            StmtKind::AssignLocal(l, op, e) => {
                 self.out.extend([1, *l as u32]);
                 self.opt_op(op);
                 self.expr(e);
             }
-            Stmt::Store {
+            StmtKind::Store {
                 base,
                 check,
                 index_fits_i32,
@@ -235,38 +235,38 @@ impl Writer {
                 self.expr(index);
                 self.expr(value);
             }
-            Stmt::Expr(e) => {
+            StmtKind::Expr(e) => {
                 self.out.push(3);
                 self.expr(e);
             }
-            Stmt::If(c, a, b) => {
+            StmtKind::If(c, a, b) => {
                 self.out.push(4);
                 self.expr(c);
                 self.block(a);
                 self.block(b);
             }
-            Stmt::While(c, b) => {
+            StmtKind::While(c, b) => {
                 self.out.push(5);
                 self.expr(c);
                 self.block(b);
             }
-            Stmt::Loop(b) => {
+            StmtKind::Loop(b) => {
                 self.out.push(6);
                 self.block(b);
             }
-            Stmt::For(h, b) => {
+            StmtKind::For(h, b) => {
                 self.out.push(7);
                 self.for_header(h);
                 self.block(b);
             }
-            Stmt::Break => self.out.push(8),
-            Stmt::Continue => self.out.push(9),
-            Stmt::Return(None) => self.out.push(10),
-            Stmt::Return(Some(e)) => {
+            StmtKind::Break => self.out.push(8),
+            StmtKind::Continue => self.out.push(9),
+            StmtKind::Return(None) => self.out.push(10),
+            StmtKind::Return(Some(e)) => {
                 self.out.push(11);
                 self.expr(e);
             }
-            Stmt::Barrier => self.out.push(12),
+            StmtKind::Barrier => self.out.push(12),
         }
     }
 
@@ -453,6 +453,7 @@ pub fn decode(words: &[u32], helpers: usize) -> Result<Function, WireError> {
         locals.push(Local {
             ty,
             array: (len > 0).then_some(len),
+            info: (),
         });
     }
     r.locals = locals.len();
@@ -693,15 +694,15 @@ impl Reader<'_> {
     }
 
     fn stmt(&mut self) -> Result<Stmt, WireError> {
-        Ok(match self.word()? {
+        Ok(Stmt::new(match self.word()? {
             0 => {
                 let l = self.local()?;
-                Stmt::Let(l, self.expr()?)
+                StmtKind::Let(l, self.expr()?)
             }
             1 => {
                 let l = self.local()?;
                 let op = self.opt_op()?;
-                Stmt::AssignLocal(l, op, self.expr()?)
+                StmtKind::AssignLocal(l, op, self.expr()?)
             }
             2 => {
                 let base = self.base()?;
@@ -709,7 +710,7 @@ impl Reader<'_> {
                 let index_fits_i32 = self.check()?;
                 let op = self.opt_op()?;
                 let index = self.expr()?;
-                Stmt::Store {
+                StmtKind::Store {
                     base,
                     check,
                     index_fits_i32,
@@ -718,28 +719,28 @@ impl Reader<'_> {
                     value: self.expr()?,
                 }
             }
-            3 => Stmt::Expr(self.expr()?),
+            3 => StmtKind::Expr(self.expr()?),
             4 => {
                 let c = self.expr()?;
                 let a = self.block()?;
-                Stmt::If(c, a, self.block()?)
+                StmtKind::If(c, a, self.block()?)
             }
             5 => {
                 let c = self.expr()?;
-                Stmt::While(c, self.block()?)
+                StmtKind::While(c, self.block()?)
             }
-            6 => Stmt::Loop(self.block()?),
+            6 => StmtKind::Loop(self.block()?),
             7 => {
                 let h = self.for_header()?;
-                Stmt::For(Box::new(h), self.block()?)
+                StmtKind::For(Box::new(h), self.block()?)
             }
-            8 => Stmt::Break,
-            9 => Stmt::Continue,
-            10 => Stmt::Return(None),
-            11 => Stmt::Return(Some(self.expr()?)),
-            12 => Stmt::Barrier,
+            8 => StmtKind::Break,
+            9 => StmtKind::Continue,
+            10 => StmtKind::Return(None),
+            11 => StmtKind::Return(Some(self.expr()?)),
+            12 => StmtKind::Barrier,
             _ => return Err(self.bad("statement")),
-        })
+        }))
     }
 
     fn steps(&mut self) -> Result<Vec<Step>, WireError> {
@@ -861,6 +862,6 @@ impl Reader<'_> {
             _ => return Err(self.bad("expression")),
         };
         self.depth -= 1;
-        Ok(Expr { ty, kind })
+        Ok(Expr { ty, kind, src: () })
     }
 }

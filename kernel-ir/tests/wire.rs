@@ -242,7 +242,11 @@ impl Gen {
             kinds.push(ExprKind::SubGroupQuery(self.rng.pick(&SubGroupQuery::ALL)));
         }
         let kind = self.rng.pick(&kinds);
-        Expr { ty: t, kind }
+        Expr {
+            ty: t,
+            kind,
+            src: (),
+        }
     }
 
     fn exprs(&mut self, ts: &[Scalar], depth: usize) -> Vec<Expr> {
@@ -398,7 +402,11 @@ impl Gen {
                 }
                 _ => continue,
             };
-            return Expr { ty: t, kind };
+            return Expr {
+                ty: t,
+                kind,
+                src: (),
+            };
         }
     }
 
@@ -467,7 +475,7 @@ impl Gen {
                         continue;
                     }
                     let l = self.rng.pick(&ls);
-                    Stmt::Let(l, self.expr(self.locals[l].ty, e))
+                    Stmt::new(StmtKind::Let(l, self.expr(self.locals[l].ty, e)))
                 }
                 1 => {
                     let ls = self.scalar_locals(|_| true);
@@ -483,7 +491,7 @@ impl Gen {
                             (Some(op), vt)
                         }
                     };
-                    Stmt::AssignLocal(l, op, self.expr(vt, e))
+                    Stmt::new(StmtKind::AssignLocal(l, op, self.expr(vt, e)))
                 }
                 2 => {
                     let bases = self.bases(None, true);
@@ -499,54 +507,58 @@ impl Gen {
                             (Some(op), vt)
                         }
                     };
-                    Stmt::Store {
+                    Stmt::new(StmtKind::Store {
                         base,
                         check: self.check(),
                         index_fits_i32: self.check(),
                         op,
                         index: self.expr(Scalar::Usize, e),
                         value: self.expr(vt, e),
-                    }
+                    })
                 }
                 3 | 4 => {
                     let t = self.ty();
-                    Stmt::Expr(self.expr(t, e))
+                    Stmt::new(StmtKind::Expr(self.expr(t, e)))
                 }
                 5 if nested => {
                     self.fuel = self.fuel.saturating_sub(1);
                     let c = self.expr(Scalar::Bool, e);
                     let a = self.block(depth - 1, in_loop);
-                    Stmt::If(c, a, self.block(depth - 1, in_loop))
+                    Stmt::new(StmtKind::If(c, a, self.block(depth - 1, in_loop)))
                 }
                 6 if nested => {
                     self.fuel = self.fuel.saturating_sub(1);
                     let c = self.expr(Scalar::Bool, e);
-                    Stmt::While(c, self.block(depth - 1, true))
+                    Stmt::new(StmtKind::While(c, self.block(depth - 1, true)))
                 }
                 7 if nested => {
                     // A `loop` that can end: a (conditional) `break` somewhere in it.
                     self.fuel = self.fuel.saturating_sub(1);
                     let mut body = self.block(depth - 1, true);
                     let brk = match self.rng.one_in(2) {
-                        true => Stmt::Break,
-                        false => Stmt::If(self.expr(Scalar::Bool, 2), vec![Stmt::Break], vec![]),
+                        true => StmtKind::Break,
+                        false => StmtKind::If(
+                            self.expr(Scalar::Bool, 2),
+                            vec![Stmt::new(StmtKind::Break)],
+                            vec![],
+                        ),
                     };
                     let at = self.rng.below(body.len() + 1);
-                    body.insert(at, brk);
-                    Stmt::Loop(body)
+                    body.insert(at, Stmt::new(brk));
+                    Stmt::new(StmtKind::Loop(body))
                 }
                 8 if nested => {
                     let Some(h) = self.for_header() else { continue };
                     self.fuel = self.fuel.saturating_sub(1);
-                    Stmt::For(Box::new(h), self.block(depth - 1, true))
+                    Stmt::new(StmtKind::For(Box::new(h), self.block(depth - 1, true)))
                 }
-                9 if in_loop => Stmt::Break,
-                10 if in_loop => Stmt::Continue,
+                9 if in_loop => Stmt::new(StmtKind::Break),
+                10 if in_loop => Stmt::new(StmtKind::Continue),
                 11 => match self.ret {
-                    None => Stmt::Return(None),
-                    Some(t) => Stmt::Return(Some(self.expr(t, e))),
+                    None => Stmt::new(StmtKind::Return(None)),
+                    Some(t) => Stmt::new(StmtKind::Return(Some(self.expr(t, e)))),
                 },
-                12 if self.group_ops => Stmt::Barrier,
+                12 if self.group_ops => Stmt::new(StmtKind::Barrier),
                 _ => continue,
             };
         }
@@ -631,10 +643,12 @@ fn function(seed: u64, role: Role, helpers: usize) -> Function {
                 // `1..=MAX_LOCAL_ARRAY` (and never `Some(0)`: the wire spells a scalar that
                 // way).
                 array: Some(rng.pick(&[1, 2, 256, 4096, MAX_LOCAL_ARRAY])),
+                info: (),
             },
             false => Local {
                 ty: rng.pick(&Scalar::ALL),
                 array: None,
+                info: (),
             },
         })
         .collect();
@@ -650,7 +664,7 @@ fn function(seed: u64, role: Role, helpers: usize) -> Function {
     };
     let mut body = g.block(STMT_DEPTH, false);
     if let Some(t) = g.ret {
-        body.push(Stmt::Return(Some(g.expr(t, EXPR_DEPTH))));
+        body.push(Stmt::new(StmtKind::Return(Some(g.expr(t, EXPR_DEPTH)))));
     }
     // Not in the steps: not even in their regions' statements.
     g.group_ops = false;
@@ -786,7 +800,7 @@ fn generator_covers_the_ir() {
     let steps: String = fs.iter().map(|f| format!("{:?}", f.steps)).collect();
     assert!(
         bodies.contains("Barrier"),
-        "the generator never makes Stmt::Barrier"
+        "the generator never makes StmtKind::Barrier"
     );
     assert!(
         steps.contains("Barrier"),
@@ -1034,6 +1048,7 @@ fn bool_lit() -> Expr {
     Expr {
         ty: Scalar::Bool,
         kind: ExprKind::Lit(1),
+        src: (),
     }
 }
 
@@ -1042,24 +1057,31 @@ fn nots(n: usize) -> Expr {
     (0..n).fold(bool_lit(), |e, _| Expr {
         ty: Scalar::Bool,
         kind: ExprKind::Unary(UnOp::Not, Box::new(e)),
+        src: (),
     })
 }
 
 fn nested_nots(n: usize) -> Function {
-    kernel(vec![], vec![Stmt::Expr(nots(n))])
+    kernel(vec![], vec![Stmt::new(StmtKind::Expr(nots(n)))])
 }
 
 /// `n` `loop`s inside each other, the innermost one breaking.
 fn nested_loops(n: usize) -> Function {
-    let inner = (0..n).fold(vec![Stmt::Break], |b, _| vec![Stmt::Loop(b)]);
+    let inner = (0..n).fold(vec![Stmt::new(StmtKind::Break)], |b, _| {
+        vec![Stmt::new(StmtKind::Loop(b))]
+    });
     kernel(vec![], inner)
 }
 
 /// `n` `if`s inside each other, each with a condition of `!`s and a barrier in its `else`
 /// (in the body of a work-group kernel, the one place a barrier statement may be).
 fn nested_ifs(n: usize) -> Function {
-    let inner = (0..n).fold(vec![Stmt::Return(None)], |b, _| {
-        vec![Stmt::If(nots(3), b, vec![Stmt::Barrier])]
+    let inner = (0..n).fold(vec![Stmt::new(StmtKind::Return(None))], |b, _| {
+        vec![Stmt::new(StmtKind::If(
+            nots(3),
+            b,
+            vec![Stmt::new(StmtKind::Barrier)],
+        ))]
     });
     Function {
         steps: Some(vec![Step::Barrier]),
@@ -1075,8 +1097,9 @@ fn nested_bound(n: usize) -> Function {
     let zero = Expr {
         ty: Scalar::Usize,
         kind: ExprKind::Lit(0),
+        src: (),
     };
-    let store = Stmt::Store {
+    let store = StmtKind::Store {
         base: Base::Local(0),
         check: Check::Guard(g),
         index_fits_i32: Check::Proved,
@@ -1085,14 +1108,16 @@ fn nested_bound(n: usize) -> Function {
         value: Expr {
             ty: Scalar::U32,
             kind: ExprKind::Lit(7),
+            src: (),
         },
     };
     kernel(
         vec![Local {
             ty: Scalar::U32,
             array: Some(64),
+            info: (),
         }],
-        vec![store],
+        vec![Stmt::new(store)],
     )
 }
 
@@ -1103,10 +1128,12 @@ fn nested_sync_fors(n: usize) -> Function {
         start: Expr {
             ty: Scalar::U32,
             kind: ExprKind::Lit(0),
+            src: (),
         },
         end: Expr {
             ty: Scalar::U32,
             kind: ExprKind::Param(0),
+            src: (),
         },
         inclusive: false,
         step: None,
@@ -1125,6 +1152,7 @@ fn nested_sync_fors(n: usize) -> Function {
             vec![Local {
                 ty: Scalar::U32,
                 array: None,
+                info: (),
             }],
             vec![],
         )
@@ -1324,7 +1352,7 @@ fn out_of_range_indices_and_codes() {
 // vacuous, one rule each.
 
 fn e(ty: Scalar, kind: ExprKind) -> Expr {
-    Expr { ty, kind }
+    Expr { ty, kind, src: () }
 }
 
 fn lit(ty: Scalar, v: u64) -> Expr {
@@ -1356,14 +1384,17 @@ fn base_kernel(body: Vec<Stmt>) -> Function {
             Local {
                 ty: Scalar::U32,
                 array: None,
+                info: (),
             },
             Local {
                 ty: Scalar::Bool,
                 array: None,
+                info: (),
             },
             Local {
                 ty: Scalar::F32,
                 array: Some(64),
+                info: (),
             },
         ],
         body,
@@ -1384,14 +1415,14 @@ fn load(base: Base, ty: Scalar, check: Check, index: Expr) -> Expr {
 }
 
 fn store(base: Base, index: Expr, value: Expr) -> Stmt {
-    Stmt::Store {
+    Stmt::new(StmtKind::Store {
         base,
         check: Check::Checked,
         index_fits_i32: Check::Checked,
         op: None,
         index,
         value,
-    }
+    })
 }
 
 fn u32_add(no_wrap: Check) -> Expr {
@@ -1424,18 +1455,18 @@ fn sub_group_broadcast() -> Expr {
 }
 
 fn compound(l: usize, op: BinOp, value: Expr) -> Stmt {
-    Stmt::AssignLocal(l, Some(op), value)
+    Stmt::new(StmtKind::AssignLocal(l, Some(op), value))
 }
 
 fn compound_store(base: Base, op: BinOp, value: Expr) -> Stmt {
-    Stmt::Store {
+    Stmt::new(StmtKind::Store {
         base,
         check: Check::Checked,
         index_fits_i32: Check::Checked,
         op: Some(op),
         index: usize0(),
         value,
-    }
+    })
 }
 
 #[test]
@@ -1465,40 +1496,62 @@ fn the_validator_rejects_each_rule() {
         counts_in_u64: Check::Checked,
         start_per_item: false,
     };
-    let x = Stmt::Expr;
+    let x = StmtKind::Expr;
     let kernels: Vec<(Vec<Stmt>, &str)> = vec![
-        (vec![Stmt::Let(0, lit(Bool, 1))], "a `let` of another type"),
+        (
+            vec![Stmt::new(StmtKind::Let(0, lit(Bool, 1)))],
+            "a `let` of another type",
+        ),
         (
             vec![store(Base::Param(2), usize0(), lit(F32, 0))],
             "a store to a read-only slice",
         ),
         (
-            vec![x(load(Base::Param(2), U32, Check::Checked, usize0()))],
+            vec![Stmt::new(x(load(
+                Base::Param(2),
+                U32,
+                Check::Checked,
+                usize0(),
+            )))],
             "an element read at another type",
         ),
         (
-            vec![x(load(Base::Param(2), F32, Check::Checked, lit(U32, 0)))],
+            vec![Stmt::new(x(load(
+                Base::Param(2),
+                F32,
+                Check::Checked,
+                lit(U32, 0),
+            )))],
             "an index that is not a `usize`",
         ),
         (
-            vec![x(load(Base::Param(0), U32, Check::Checked, usize0()))],
+            vec![Stmt::new(x(load(
+                Base::Param(0),
+                U32,
+                Check::Checked,
+                usize0(),
+            )))],
             "an element of a scalar parameter",
         ),
-        (vec![Stmt::Break], "`break` outside a loop"),
+        (vec![Stmt::new(StmtKind::Break)], "`break` outside a loop"),
         (
-            vec![Stmt::If(lit(Bool, 1), vec![Stmt::Continue], vec![])],
+            vec![Stmt::new(StmtKind::If(
+                lit(Bool, 1),
+                vec![Stmt::new(StmtKind::Continue)],
+                vec![],
+            ))],
             "`break` outside a loop",
         ),
         (
-            vec![Stmt::Return(Some(lit(U32, 0)))],
+            vec![Stmt::new(StmtKind::Return(Some(lit(U32, 0))))],
             "a return of another type",
         ),
         (
-            vec![x(u32_add(Check::Guard(Bound::Param(0))))],
+            vec![Stmt::new(x(u32_add(Check::Guard(Bound::Param(0)))))],
             "a no-signed-wrap fact on another operation, or by guard",
         ),
         (
-            vec![x(e(
+            vec![Stmt::new(x(e(
                 I32,
                 ExprKind::Binary(
                     BinOp::Add,
@@ -1506,94 +1559,109 @@ fn the_validator_rejects_each_rule() {
                     Box::new(lit(I32, 1)),
                     Check::Proved,
                 ),
-            ))],
+            )))],
             "a no-signed-wrap fact on another operation, or by guard",
         ),
         (
-            vec![x(u32_add(Check::When(Bound::Len(2))))],
+            vec![Stmt::new(x(u32_add(Check::When(Bound::Len(2)))))],
             "a build-time proof over run-time values",
         ),
         (
-            vec![x(load(
+            vec![Stmt::new(x(load(
                 Base::Param(2),
                 F32,
                 guard_le(Bound::Param(1)),
                 usize0(),
-            ))],
+            )))],
             "a bound over a parameter that is not an unsigned scalar",
         ),
         (
-            vec![x(load(
+            vec![Stmt::new(x(load(
                 Base::Param(2),
                 F32,
                 guard_le(Bound::Len(0)),
                 usize0(),
-            ))],
+            )))],
             "a bound over the length of a scalar",
         ),
         (
-            vec![x(atomic(
+            vec![Stmt::new(x(atomic(
                 AtomicOp::FetchMin,
                 Base::Local(2),
                 F32,
                 vec![lit(F32, 0)],
-            ))],
+            )))],
             "an atomic's operands",
         ),
         (
-            vec![x(atomic(
+            vec![Stmt::new(x(atomic(
                 AtomicOp::FetchAdd,
                 Base::Param(2),
                 F32,
                 vec![lit(F32, 0)],
-            ))],
+            )))],
             "an atomic's operands",
         ),
         (
-            vec![x(atomic(
+            vec![Stmt::new(x(atomic(
                 AtomicOp::CompareExchange,
                 Base::Param(3),
                 U32,
                 vec![lit(U32, 0)],
-            ))],
+            )))],
             "an atomic's operands",
         ),
         (
-            vec![x(e(U32, ExprKind::Unary(UnOp::Neg, Box::new(lit(U32, 1)))))],
+            vec![Stmt::new(x(e(
+                U32,
+                ExprKind::Unary(UnOp::Neg, Box::new(lit(U32, 1))),
+            )))],
             "a unary operator on the wrong type",
         ),
         (
-            vec![x(e(F32, ExprKind::Cast(Box::new(lit(Bool, 1)))))],
+            vec![Stmt::new(x(e(F32, ExprKind::Cast(Box::new(lit(Bool, 1))))))],
             "a cast Rust does not allow",
         ),
         (
-            vec![x(e(U32, ExprKind::Math(MathFn::Sqrt, vec![lit(U32, 4)])))],
+            vec![Stmt::new(x(e(
+                U32,
+                ExprKind::Math(MathFn::Sqrt, vec![lit(U32, 4)]),
+            )))],
             "math arguments",
         ),
         (
-            vec![x(e(F32, ExprKind::Math(MathFn::Powf, vec![lit(F32, 4)])))],
+            vec![Stmt::new(x(e(
+                F32,
+                ExprKind::Math(MathFn::Powf, vec![lit(F32, 4)]),
+            )))],
             "math arguments",
         ),
-        (vec![x(lit(U32, 1 << 32))], "a literal wider than its type"),
-        (vec![x(lit(Bool, 2))], "a literal wider than its type"),
         (
-            vec![x(e(F32, ExprKind::Local(2)))],
+            vec![Stmt::new(x(lit(U32, 1 << 32)))],
+            "a literal wider than its type",
+        ),
+        (
+            vec![Stmt::new(x(lit(Bool, 2)))],
+            "a literal wider than its type",
+        ),
+        (
+            vec![Stmt::new(x(e(F32, ExprKind::Local(2))))],
             "a local array used as a value",
         ),
         (
-            vec![x(e(U32, ExprKind::Param(1)))],
+            vec![Stmt::new(x(e(U32, ExprKind::Param(1))))],
             "a parameter read at another type",
         ),
         (
-            vec![x(e(U32, ExprKind::Query(Query::GlobalId, 0)))],
+            vec![Stmt::new(x(e(U32, ExprKind::Query(Query::GlobalId, 0))))],
             "a query that is not a `usize`",
         ),
         (
-            vec![Stmt::For(Box::new(for_over(1)), vec![])],
+            vec![Stmt::new(StmtKind::For(Box::new(for_over(1)), vec![]))],
             "a `for` over mismatched or non-integer bounds",
         ),
         (
-            vec![x(e(
+            vec![Stmt::new(x(e(
                 Bool,
                 ExprKind::Binary(
                     BinOp::And,
@@ -1601,11 +1669,15 @@ fn the_validator_rejects_each_rule() {
                     Box::new(lit(U32, 1)),
                     Check::Checked,
                 ),
-            ))],
+            )))],
             "operands of the wrong types",
         ),
         (
-            vec![Stmt::AssignLocal(0, Some(BinOp::Shl), lit(F32, 1))],
+            vec![Stmt::new(StmtKind::AssignLocal(
+                0,
+                Some(BinOp::Shl),
+                lit(F32, 1),
+            ))],
             "operands of the wrong types",
         ),
         // Compound assignments: arithmetic, bitwise and shifts only.
@@ -1631,32 +1703,41 @@ fn the_validator_rejects_each_rule() {
         ),
         // No `abs` of an unsigned integer.
         (
-            vec![x(e(U32, ExprKind::Math(MathFn::Abs, vec![lit(U32, 4)])))],
+            vec![Stmt::new(x(e(
+                U32,
+                ExprKind::Math(MathFn::Abs, vec![lit(U32, 4)]),
+            )))],
             "math arguments",
         ),
         (
-            vec![x(e(Usize, ExprKind::Math(MathFn::Abs, vec![usize0()])))],
+            vec![Stmt::new(x(e(
+                Usize,
+                ExprKind::Math(MathFn::Abs, vec![usize0()]),
+            )))],
             "math arguments",
         ),
         // Group operations need a kernel with steps.
         (
-            vec![Stmt::Barrier],
+            vec![Stmt::new(StmtKind::Barrier)],
             "a barrier outside a work-group kernel's body",
         ),
         (
-            vec![Stmt::Loop(vec![Stmt::Barrier, Stmt::Break])],
+            vec![Stmt::new(StmtKind::Loop(vec![
+                Stmt::new(StmtKind::Barrier),
+                Stmt::new(StmtKind::Break),
+            ]))],
             "a barrier outside a work-group kernel's body",
         ),
         (
-            vec![x(group_sum())],
+            vec![Stmt::new(x(group_sum()))],
             "a group reduction outside a work-group kernel's body",
         ),
         (
-            vec![x(sub_group_broadcast())],
+            vec![Stmt::new(x(sub_group_broadcast()))],
             "a sub-group collective outside a work-group kernel's body",
         ),
         (
-            vec![Stmt::If(lit(U32, 1), vec![], vec![])],
+            vec![Stmt::new(StmtKind::If(lit(U32, 1), vec![], vec![]))],
             "an `if` condition that is not a `bool`",
         ),
     ];
@@ -1668,25 +1749,33 @@ fn the_validator_rejects_each_rule() {
 
     // In a work-group kernel's body, group operations are legal, and checked.
     let ok = group_kernel(vec![
-        Stmt::Barrier,
-        Stmt::If(lit(Bool, 1), vec![Stmt::Barrier], vec![]),
-        Stmt::Let(0, group_sum()),
-        Stmt::AssignLocal(0, Some(BinOp::Add), sub_group_broadcast()),
+        Stmt::new(StmtKind::Barrier),
+        Stmt::new(StmtKind::If(
+            lit(Bool, 1),
+            vec![Stmt::new(StmtKind::Barrier)],
+            vec![],
+        )),
+        Stmt::new(StmtKind::Let(0, group_sum())),
+        Stmt::new(StmtKind::AssignLocal(
+            0,
+            Some(BinOp::Add),
+            sub_group_broadcast(),
+        )),
     ]);
     assert_eq!(validate(&ok, Role::Kernel), Ok(()));
     let group_kernels: Vec<(Vec<Stmt>, &str)> = vec![
         (
-            vec![x(e(
+            vec![Stmt::new(x(e(
                 U32,
                 ExprKind::SubGroup(SubGroupOp::Broadcast, vec![lit(U32, 1)]),
-            ))],
+            )))],
             "sub-group arguments",
         ),
         (
-            vec![x(e(
+            vec![Stmt::new(x(e(
                 Bool,
                 ExprKind::Reduce(Reduce::Max, Box::new(lit(Bool, 1))),
-            ))],
+            )))],
             "a group reduction's type",
         ),
     ];
@@ -1702,7 +1791,7 @@ fn the_validator_rejects_each_rule() {
         params: vec![Param::Scalar(U32)],
         ret: Some(U32),
         locals: vec![],
-        body: vec![Stmt::Return(Some(lit(U32, 0)))],
+        body: vec![Stmt::new(StmtKind::Return(Some(lit(U32, 0))))],
         steps: None,
     };
     assert_eq!(validate(&helper, Role::Helper), Ok(()));
@@ -1734,7 +1823,10 @@ fn the_validator_rejects_each_rule() {
         ),
         (
             Function {
-                body: vec![Stmt::Barrier, Stmt::Return(Some(lit(U32, 0)))],
+                body: vec![
+                    Stmt::new(StmtKind::Barrier),
+                    Stmt::new(StmtKind::Return(Some(lit(U32, 0)))),
+                ],
                 ..helper.clone()
             },
             Role::Helper,
@@ -1742,7 +1834,7 @@ fn the_validator_rejects_each_rule() {
         ),
         (
             Function {
-                body: vec![Stmt::Return(Some(group_sum()))],
+                body: vec![Stmt::new(StmtKind::Return(Some(group_sum())))],
                 ..helper.clone()
             },
             Role::Helper,
@@ -1750,7 +1842,7 @@ fn the_validator_rejects_each_rule() {
         ),
         (
             Function {
-                body: vec![Stmt::Return(Some(sub_group_broadcast()))],
+                body: vec![Stmt::new(StmtKind::Return(Some(sub_group_broadcast())))],
                 ..helper.clone()
             },
             Role::Helper,
@@ -1759,7 +1851,7 @@ fn the_validator_rejects_each_rule() {
         // Nor in the steps, not even in a region's statements.
         (
             Function {
-                steps: Some(vec![Step::Region(vec![Stmt::Barrier])]),
+                steps: Some(vec![Step::Region(vec![Stmt::new(StmtKind::Barrier)])]),
                 ..f.clone()
             },
             Role::Kernel,
@@ -1806,6 +1898,7 @@ fn the_validator_rejects_each_rule() {
                 locals: vec![Local {
                     ty: U32,
                     array: Some(4),
+                    info: (),
                 }],
                 ..helper.clone()
             },
@@ -1814,7 +1907,7 @@ fn the_validator_rejects_each_rule() {
         ),
         (
             Function {
-                body: vec![Stmt::Return(None)],
+                body: vec![Stmt::new(StmtKind::Return(None))],
                 ..helper.clone()
             },
             Role::Helper,
@@ -1825,6 +1918,7 @@ fn the_validator_rejects_each_rule() {
                 locals: vec![Local {
                     ty: Bool,
                     array: Some(4),
+                    info: (),
                 }],
                 ..f.clone()
             },
@@ -1841,7 +1935,7 @@ fn the_validator_rejects_each_rule() {
                         end: lit(U32, 4),
                         ..for_over(0)
                     }),
-                    vec![Step::Region(vec![Stmt::Break])],
+                    vec![Step::Region(vec![Stmt::new(StmtKind::Break)])],
                 )]),
                 ..f.clone()
             },
@@ -1871,6 +1965,7 @@ fn the_validator_rejects_each_rule() {
         locals: vec![Local {
             ty: F32,
             array: Some(n),
+            info: (),
         }],
         ..f.clone()
     };

@@ -8,6 +8,7 @@ use syn::{Error, Result};
 use sycl_kernel_ir::KernelInfo;
 
 use crate::ir::*;
+pub use sycl_kernel_ir::ir::{stmt_exprs_shallow, stmt_roots, visit_exprs, walk_expr};
 
 /// Where a local lives in a kernel that synchronises its work-group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,41 +22,6 @@ pub enum Class {
     /// group (a uniform `let`, a group reduction's result, a synchronising loop's variable):
     /// computed once per group on the CPU, by every work-item on GPUs.
     Group,
-}
-
-/// A kernel that synchronises its group, cut at its synchronisation points.
-#[derive(Clone, Debug)]
-// A few of these exist per kernel at compile time: boxing buys nothing.
-#[allow(clippy::large_enum_variant)]
-pub enum Step {
-    /// Statements that each work-item runs on its own (unless it returned).
-    Region(Vec<Stmt>),
-    /// `let x = <uniform>;` at a synchronisation level.
-    GroupLet(usize, Expr),
-    /// `barrier();`
-    Barrier,
-    /// `let x = group_sum(value);` (min, max).
-    Reduce {
-        local: usize,
-        op: Reduce,
-        value: Expr,
-    },
-    /// `let x = sub_group_shuffle(value, lane);` and the other sub-group collectives: the
-    /// value, then the lane (delta, mask) where the op takes one.
-    SubGroup {
-        local: usize,
-        op: SubGroupOp,
-        args: Vec<Expr>,
-    },
-    /// `for v in start..end { .. }` with uniform bounds and synchronisation inside.
-    SyncFor {
-        var: usize,
-        start: Expr,
-        end: Expr,
-        inclusive: bool,
-        step: Option<Expr>,
-        body: Vec<Step>,
-    },
 }
 
 /// Which work-item queries a kernel makes.
@@ -94,60 +60,6 @@ pub fn path_key(p: &syn::Path) -> String {
     quote::quote!(#p).to_string()
 }
 
-/// Visits every expression of `body`, nested ones included.
-pub fn visit_exprs<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Expr)) {
-    for s in body {
-        stmt_exprs(s, f);
-        match &s.kind {
-            StmtKind::If(_, a, b) => {
-                visit_exprs(a, f);
-                visit_exprs(b, f);
-            }
-            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
-                visit_exprs(b, f)
-            }
-            _ => {}
-        }
-    }
-}
-
-/// The expressions a statement evaluates itself (not those of nested statements), each with
-/// its sub-expressions.
-fn stmt_exprs<'a>(s: &'a Stmt, f: &mut dyn FnMut(&'a Expr)) {
-    stmt_exprs_shallow(s, &mut |e| walk(e, f));
-}
-
-/// `e` and its sub-expressions, outermost first.
-pub fn walk<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
-    f(e);
-    match &e.kind {
-        ExprKind::Load { index, .. } => walk(index, f),
-        ExprKind::Unary(_, a) | ExprKind::Cast(a, _) | ExprKind::Reduce(_, a) => walk(a, f),
-        ExprKind::Binary(_, a, b) => {
-            walk(a, f);
-            walk(b, f);
-        }
-        ExprKind::Math(_, args) | ExprKind::Call(_, args) | ExprKind::SubGroup(_, args) => {
-            args.iter().for_each(|a| walk(a, f))
-        }
-        ExprKind::Atomic { index, values, .. } => {
-            walk(index, f);
-            values.iter().for_each(|a| walk(a, f));
-        }
-        ExprKind::Select(c, a, b) => {
-            walk(c, f);
-            walk(a, f);
-            walk(b, f);
-        }
-        ExprKind::Lit(_)
-        | ExprKind::Local(_)
-        | ExprKind::Param(_)
-        | ExprKind::Len(_)
-        | ExprKind::Query(..)
-        | ExprKind::SubGroupQuery(_) => {}
-    }
-}
-
 /// How deep blocks and expressions may nest in a kernel or helper: the kernel IR allows
 /// `sycl_kernel_ir::wire::MAX_DEPTH` levels in all, bounds proofs included (which
 /// `bounds.rs` keeps to `MAX_PROOF_DEPTH`).
@@ -159,16 +71,16 @@ fn check_nesting(body: &[Stmt], depth: usize) -> Result<()> {
     fn expr(e: &Expr, depth: usize) -> Result<()> {
         if depth > MAX_NESTING {
             return Err(err(
-                e.span,
+                e.src.0,
                 format!("this expression nests deeper than kernels may ({MAX_NESTING} levels of blocks and expressions): split it with `let`"),
             ));
         }
         match &e.kind {
             ExprKind::Load { index: a, .. }
             | ExprKind::Unary(_, a)
-            | ExprKind::Cast(a, _)
+            | ExprKind::Cast(a)
             | ExprKind::Reduce(_, a) => expr(a, depth + 1),
-            ExprKind::Binary(_, a, b) => {
+            ExprKind::Binary(_, a, b, _) => {
                 expr(a, depth + 1)?;
                 expr(b, depth + 1)
             }
@@ -191,12 +103,12 @@ fn check_nesting(body: &[Stmt], depth: usize) -> Result<()> {
     for s in body {
         if depth > MAX_NESTING {
             return Err(err(
-                s.span,
+                s.src.0,
                 format!("this block nests deeper than kernels may ({MAX_NESTING} levels of blocks and expressions)"),
             ));
         }
         let mut own = Vec::new();
-        stmt_exprs_shallow(s, &mut |e| own.push(e));
+        stmt_roots(s, &mut |e| own.push(e));
         for e in own {
             expr(e, depth + 1)?;
         }
@@ -205,7 +117,7 @@ fn check_nesting(body: &[Stmt], depth: usize) -> Result<()> {
                 check_nesting(a, depth)?;
                 check_nesting(b, depth)?;
             }
-            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
+            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => {
                 check_nesting(b, depth)?
             }
             _ => {}
@@ -214,44 +126,19 @@ fn check_nesting(body: &[Stmt], depth: usize) -> Result<()> {
     Ok(())
 }
 
-/// The top-level expressions of a statement (not their sub-expressions, not nested
-/// statements').
-fn stmt_exprs_shallow<'a>(s: &'a Stmt, f: &mut dyn FnMut(&'a Expr)) {
-    match &s.kind {
-        StmtKind::Let(_, e) | StmtKind::Expr(e) | StmtKind::Return(Some(e)) => f(e),
-        StmtKind::Assign(place, _, e) => {
-            f(e);
-            if let Place::Elem { index, .. } = place {
-                f(index);
-            }
-        }
-        StmtKind::If(c, ..) | StmtKind::While(c, _) => f(c),
-        StmtKind::For {
-            start, end, step, ..
-        } => {
-            f(start);
-            f(end);
-            if let Some(s) = step {
-                f(s);
-            }
-        }
-        _ => {}
-    }
-}
-
 /// Checks shared by kernels and helpers: literals fit their types, one atomic per statement.
 pub fn check_common(f: &Function) -> Result<()> {
     let mut result = Ok(());
     let mut check_stmt = |s: &Stmt| {
         let mut atomics = 0;
-        stmt_exprs(s, &mut |e| {
+        stmt_exprs_shallow(s, &mut |e| {
             if matches!(e.kind, ExprKind::Atomic { .. }) {
                 atomics += 1;
             }
         });
         if atomics > 1 && result.is_ok() {
             result = Err(err(
-                s.span,
+                s.src.0,
                 "one atomic operation per statement (GPU backends do not order two in one expression): split it with `let`",
             ));
         }
@@ -264,9 +151,7 @@ pub fn check_common(f: &Function) -> Result<()> {
                     each_stmt(a, f);
                     each_stmt(b, f);
                 }
-                StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
-                    each_stmt(b, f)
-                }
+                StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => each_stmt(b, f),
                 _ => {}
             }
         }
@@ -299,7 +184,7 @@ pub fn check_common(f: &Function) -> Result<()> {
                 };
                 if *v > max {
                     result = Err(err(
-                        e.span,
+                        e.src.0,
                         format!("literal out of range for `{}`", ty.name()),
                     ));
                 }
@@ -308,7 +193,7 @@ pub fn check_common(f: &Function) -> Result<()> {
                 if f.ty(e.ty) == Ty::F32
                     && digits.parse::<f32>().map_or(true, |x| !x.is_finite()) =>
             {
-                result = Err(err(e.span, "literal out of range for `f32`"));
+                result = Err(err(e.src.0, "literal out of range for `f32`"));
             }
             _ => {}
         }
@@ -340,7 +225,7 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
         a.info.fp64 |= ty == Ty::F64;
         if let Some(len) = l.array {
             a.info.group = true;
-            a.info.local_bytes += len * (ty.bits() as usize / 8);
+            a.info.local_bytes += len as usize * (ty.bits() as usize / 8);
         }
     }
     let mut sync_seen = false;
@@ -388,9 +273,7 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
         body.iter().any(|s| match &s.kind {
             StmtKind::Barrier => true,
             StmtKind::If(_, x, y) => has_barrier(x) || has_barrier(y),
-            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
-                has_barrier(b)
-            }
+            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => has_barrier(b),
             _ => false,
         })
     }
@@ -415,9 +298,7 @@ fn synchronises(body: &[Stmt]) -> bool {
         StmtKind::Barrier => true,
         StmtKind::Let(_, e) => matches!(e.kind, ExprKind::Reduce(..) | ExprKind::SubGroup(..)),
         StmtKind::If(_, x, y) => synchronises(x) || synchronises(y),
-        StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
-            synchronises(b)
-        }
+        StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => synchronises(b),
         _ => false,
     })
 }
@@ -442,7 +323,7 @@ impl StepBuilder<'_> {
                     if let ExprKind::Reduce(op, value) = &e.kind {
                         self.no_sync_in_expr(value)?;
                         flush(&mut region, &mut steps);
-                        self.a.class[*id] = if self.f.locals[*id].mutable {
+                        self.a.class[*id] = if self.f.locals[*id].info.mutable {
                             Class::Item
                         } else {
                             Class::Group
@@ -458,7 +339,7 @@ impl StepBuilder<'_> {
                         }
                         if *op == SubGroupOp::Broadcast && !self.uniform(&args[1]) {
                             return Err(err(
-                                args[1].span,
+                                args[1].src.0,
                                 "the lane of `sub_group_broadcast` must be the same in every work-item of the group (parameters, literals, ranges, group ids, `len()`, and immutable locals made of those): use `sub_group_shuffle` for a lane that varies",
                             ));
                         }
@@ -472,7 +353,7 @@ impl StepBuilder<'_> {
                         });
                     } else {
                         self.no_sync_in_expr(e)?;
-                        if !self.f.locals[*id].mutable && self.uniform(e) {
+                        if !self.f.locals[*id].info.mutable && self.uniform(e) {
                             flush(&mut region, &mut steps);
                             self.a.class[*id] = Class::Group;
                             steps.push(Step::GroupLet(*id, e.clone()));
@@ -482,38 +363,24 @@ impl StepBuilder<'_> {
                         }
                     }
                 }
-                StmtKind::For {
-                    var,
-                    start,
-                    end,
-                    inclusive,
-                    step,
-                    body: inner,
-                } if synchronises(inner) => {
-                    for bound in [Some(start), Some(end), step.as_ref()]
+                StmtKind::For(h, inner) if synchronises(inner) => {
+                    for bound in [Some(&h.start), Some(&h.end), h.step.as_ref()]
                         .into_iter()
                         .flatten()
                     {
                         self.no_sync_in_expr(bound)?;
                         if !self.uniform(bound) {
                             return Err(err(
-                                bound.span,
+                                bound.src.0,
                                 format!("this loop synchronises the work-group, so its bounds must be the same in every work-item (parameters, literals, ranges, group ids, `len()`, and immutable locals made of those): {SYNC_RULE}"),
                             ));
                         }
                     }
                     no_escape(inner, 0)?;
                     flush(&mut region, &mut steps);
-                    self.a.class[*var] = Class::Group;
+                    self.a.class[h.var] = Class::Group;
                     let body = self.steps(inner)?;
-                    steps.push(Step::SyncFor {
-                        var: *var,
-                        start: start.clone(),
-                        end: end.clone(),
-                        inclusive: *inclusive,
-                        step: step.clone(),
-                        body,
-                    });
+                    steps.push(Step::SyncFor(h.clone(), body));
                 }
                 _ => {
                     self.no_sync_below(std::slice::from_ref(s))?;
@@ -527,9 +394,9 @@ impl StepBuilder<'_> {
 
     fn no_sync_in_expr(&self, e: &Expr) -> Result<()> {
         let mut found = None;
-        walk(e, &mut |x| {
+        walk_expr(e, &mut |x| {
             if matches!(x.kind, ExprKind::Reduce(..) | ExprKind::SubGroup(..)) && found.is_none() {
-                found = Some(x.span);
+                found = Some(x.src.0);
             }
         });
         match found {
@@ -545,22 +412,22 @@ impl StepBuilder<'_> {
     fn no_sync_below(&self, body: &[Stmt]) -> Result<()> {
         for s in body {
             match &s.kind {
-                StmtKind::Barrier => return Err(err(s.span, SYNC_RULE)),
+                StmtKind::Barrier => return Err(err(s.src.0, SYNC_RULE)),
                 StmtKind::If(_, x, y) => {
                     self.no_sync_below(x)?;
                     self.no_sync_below(y)?;
                 }
-                StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
+                StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => {
                     self.no_sync_below(b)?
                 }
                 _ => {}
             }
             let mut found = None;
-            stmt_exprs(s, &mut |x| {
+            stmt_exprs_shallow(s, &mut |x| {
                 if matches!(x.kind, ExprKind::Reduce(..) | ExprKind::SubGroup(..))
                     && found.is_none()
                 {
-                    found = Some(x.span);
+                    found = Some(x.src.0);
                 }
             });
             if let Some(span) = found {
@@ -573,7 +440,7 @@ impl StepBuilder<'_> {
     /// The same value in every work-item of a group.
     fn uniform(&self, e: &Expr) -> bool {
         let mut ok = true;
-        walk(e, &mut |x| {
+        walk_expr(e, &mut |x| {
             ok &= match &x.kind {
                 ExprKind::Lit(_)
                 | ExprKind::Param(_)
@@ -603,7 +470,7 @@ fn no_escape(body: &[Stmt], depth: usize) -> Result<()> {
         match &s.kind {
             StmtKind::Break | StmtKind::Continue if depth == 0 => {
                 return Err(err(
-                    s.span,
+                    s.src.0,
                     "`break` and `continue` cannot leave a loop that synchronises the work-group (every work-item runs all its iterations); `return` ends a work-item's part instead",
                 ))
             }
@@ -611,7 +478,7 @@ fn no_escape(body: &[Stmt], depth: usize) -> Result<()> {
                 no_escape(x, depth)?;
                 no_escape(y, depth)?;
             }
-            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
+            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => {
                 no_escape(b, depth + 1)?
             }
             _ => {}

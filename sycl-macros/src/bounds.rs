@@ -228,24 +228,17 @@ impl<'a> Bounds<'a> {
         fn collect<'a>(f: &'a Function, body: &'a [Stmt], defs: &mut HashMap<usize, Def<'a>>) {
             for s in body {
                 match &s.kind {
-                    StmtKind::Let(l, e) if !f.locals[*l].mutable => {
+                    StmtKind::Let(l, e) if !f.locals[*l].info.mutable => {
                         defs.insert(*l, Def::Let(e));
                     }
-                    StmtKind::For {
-                        var,
-                        start,
-                        end,
-                        inclusive,
-                        body,
-                        ..
-                    } => {
-                        if !f.locals[*var].mutable {
+                    StmtKind::For(h, body) => {
+                        if !f.locals[h.var].info.mutable {
                             defs.insert(
-                                *var,
+                                h.var,
                                 Def::For {
-                                    start,
-                                    end,
-                                    inclusive: *inclusive,
+                                    start: &h.start,
+                                    end: &h.end,
+                                    inclusive: h.inclusive,
                                 },
                             );
                         }
@@ -394,12 +387,12 @@ impl<'a> Bounds<'a> {
                     _ => None,
                 }
             }
-            ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul, a, b) => {
+            ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul, a, b, _) => {
                 let x = self.narrow_tree(a, narrowed, his)?;
                 let y = self.narrow_tree(b, narrowed, his)?;
                 Some(x || y)
             }
-            ExprKind::Cast(a, _) => {
+            ExprKind::Cast(a) => {
                 let from = self.f.ty(a.ty);
                 match from {
                     // Widening a `u32`: its tree.
@@ -463,7 +456,7 @@ impl<'a> Bounds<'a> {
     /// The operands of `e` when it is `u32` `+`, `-` or `*`.
     pub fn u32_arith<'e>(&self, e: &'e Expr) -> Option<(&'e Expr, &'e Expr)> {
         match &e.kind {
-            ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul, a, b)
+            ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul, a, b, _)
                 if self.f.ty(e.ty) == Ty::U32 =>
             {
                 Some((a, b))
@@ -482,8 +475,8 @@ impl<'a> Bounds<'a> {
                 Some(Def::For { start, .. }) => self.per_work_item(start),
                 None => false,
             },
-            ExprKind::Unary(_, a) | ExprKind::Cast(a, _) => self.per_work_item(a),
-            ExprKind::Binary(_, a, b) => self.per_work_item(a) || self.per_work_item(b),
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) => self.per_work_item(a),
+            ExprKind::Binary(_, a, b, _) => self.per_work_item(a) || self.per_work_item(b),
             ExprKind::Math(_, args) => args.iter().any(|a| self.per_work_item(a)),
             _ => false,
         }
@@ -603,7 +596,7 @@ impl<'a> Bounds<'a> {
                 let r = V::S(Bound::LocalRange(*d), false);
                 self.in_type(t, r.clone(), r, None)
             }
-            ExprKind::Cast(a, _) => {
+            ExprKind::Cast(a) => {
                 let from = self.f.ty(a.ty);
                 if !matches!(from, Ty::U32 | Ty::U64 | Ty::Usize) {
                     return full(t);
@@ -620,7 +613,7 @@ impl<'a> Bounds<'a> {
                     out
                 }
             }
-            ExprKind::Binary(op, a, b) => {
+            ExprKind::Binary(op, a, b, _) => {
                 let (x, y) = (self.bounds(a), self.bounds(b));
                 match op {
                     BinOp::Add => self.in_type(t, add(&x.lo, &y.lo), add(&x.hi, &y.hi), None),
@@ -711,32 +704,7 @@ fn without_guard(p: Proof) -> Proof {
 /// An expression without effects or failures: locals, parameters, literals, work-item
 /// queries, and arithmetic that cannot fail over those.
 pub fn pure(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Lit(_) | ExprKind::Local(_) | ExprKind::Param(_) | ExprKind::Query(..) => true,
-        ExprKind::Len(_) => true,
-        ExprKind::Unary(_, a) | ExprKind::Cast(a, _) => pure(a),
-        ExprKind::Binary(
-            BinOp::Add
-            | BinOp::Sub
-            | BinOp::Mul
-            | BinOp::BitAnd
-            | BinOp::BitOr
-            | BinOp::BitXor
-            // (Shifts mask their amount: they cannot fail.)
-            | BinOp::Shl
-            | BinOp::Shr
-            | BinOp::Eq
-            | BinOp::Ne
-            | BinOp::Lt
-            | BinOp::Le
-            | BinOp::Gt
-            | BinOp::Ge,
-            a,
-            b,
-        ) => pure(a) && pure(b),
-        ExprKind::Math(MathFn::Min | MathFn::Max, args) => args.iter().all(pure),
-        _ => false,
-    }
+    e.is_pure()
 }
 
 #[cfg(test)]
@@ -766,14 +734,12 @@ mod tests {
                     }
                 });
                 match &s.kind {
-                    StmtKind::Assign(Place::Elem { base, index, .. }, ..) => {
-                        out.push((*base, index))
-                    }
+                    StmtKind::Store { base, index, .. } => out.push((*base, index)),
                     StmtKind::If(_, a, b) => {
                         stmts(a, out);
                         stmts(b, out);
                     }
-                    StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For { body: b, .. } => {
+                    StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => {
                         stmts(b, out)
                     }
                     _ => {}
@@ -783,7 +749,7 @@ mod tests {
         let mut out = Vec::new();
         // `visit_exprs` descends into nested blocks itself: collect the stores separately.
         stmts(&f.body, &mut out);
-        out.sort_by_key(|(_, e)| format!("{:?}", e.span));
+        out.sort_by_key(|(_, e)| format!("{:?}", e.src.0));
         out.dedup_by_key(|(_, e)| *e as *const Expr);
         out
     }
@@ -1037,9 +1003,7 @@ mod tests {
             .body
             .iter()
             .filter_map(|s| match &s.kind {
-                StmtKind::For {
-                    start, end, step, ..
-                } => Some((end, step.as_ref(), start)),
+                StmtKind::For(h, _) => Some((&h.end, h.step.as_ref(), &h.start)),
                 _ => None,
             })
             .collect();
@@ -1051,11 +1015,11 @@ mod tests {
         assert_eq!(base, Base::Local(0));
         // (j * 2 + 1) as usize: a u32 tree below 2^31, computable in `int`.
         assert_eq!(b.narrow_index(index, &|_| false), Proof::Always);
-        let ExprKind::Cast(inner, _) = &index.kind else {
+        let ExprKind::Cast(inner) = &index.kind else {
             panic!("a cast")
         };
         assert_eq!(b.no_signed_wrap(inner), Proof::Always);
-        let ExprKind::Binary(_, product, _) = &inner.kind else {
+        let ExprKind::Binary(_, product, _, _) = &inner.kind else {
             panic!("j * 2 + 1")
         };
         assert_eq!(b.no_signed_wrap(product), Proof::Always);

@@ -17,7 +17,7 @@
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
-use crate::analyze::{Analysis, Class, Step};
+use crate::analyze::{Analysis, Class};
 use crate::bounds::{Bounds, Proof, Target};
 use crate::ir::*;
 
@@ -154,7 +154,7 @@ impl<'a> RustEmitter<'a> {
                 tokens
                     .into_iter()
                     .map(|mut tt| {
-                        tt.set_span(e.span);
+                        tt.set_span(e.src.0);
                         tt
                     })
                     .collect()
@@ -164,7 +164,8 @@ impl<'a> RustEmitter<'a> {
             ExprKind::Load {
                 base,
                 index,
-                checked,
+                check: checked,
+                ..
             } => {
                 let i = self.expr(index);
                 if self.guarded(*base, index, *checked) {
@@ -207,7 +208,7 @@ impl<'a> RustEmitter<'a> {
                         let p = self.param(*p);
                         // SAFETY: emitted only for `get_unchecked` inside the kernel author's
                         // `unsafe` block (parse refuses it elsewhere): their `i < len` holds.
-                        quote_spanned!(e.span=> unsafe { #p.load_unchecked(#i) })
+                        quote_spanned!(e.src.0=> unsafe { #p.load_unchecked(#i) })
                     }
                     (Base::Local(l), true) => {
                         let a = self.local(*l);
@@ -216,7 +217,7 @@ impl<'a> RustEmitter<'a> {
                     (Base::Local(l), false) => {
                         let a = self.local(*l);
                         // SAFETY: as above, the author's `unsafe` block vouches for the index.
-                        quote_spanned!(e.span=> unsafe { *#a.get_unchecked(#i) })
+                        quote_spanned!(e.src.0=> unsafe { *#a.get_unchecked(#i) })
                     }
                 }
             }
@@ -225,7 +226,8 @@ impl<'a> RustEmitter<'a> {
                 quote!(#p.len())
             }
             ExprKind::Len(Base::Local(l)) => {
-                let n = Literal::usize_suffixed(self.f.locals[*l].array.expect("an array"));
+                let n =
+                    Literal::usize_suffixed(self.f.locals[*l].array.expect("an array") as usize);
                 quote!(#n)
             }
             ExprKind::Unary(UnOp::Neg, a) => {
@@ -240,13 +242,13 @@ impl<'a> RustEmitter<'a> {
                 let v = self.expr(a);
                 quote!((!(#v)))
             }
-            ExprKind::Binary(op, a, b) => {
+            ExprKind::Binary(op, a, b, _) => {
                 let (x, y) = (self.expr(a), self.expr(b));
                 binary(*op, self.ty(a), x, y)
             }
-            ExprKind::Cast(a, to) => {
+            ExprKind::Cast(a) => {
                 let v = self.expr(a);
-                let to = ty_tokens(*to);
+                let to = ty_tokens(t);
                 quote!(((#v) as #to))
             }
             ExprKind::Math(m, args) => {
@@ -361,7 +363,7 @@ impl<'a> RustEmitter<'a> {
                     }
                     _ => {
                         let name = format_ident!("__sycl_v{}", l);
-                        if local.mutable {
+                        if local.info.mutable {
                             quote!(let mut #name: #t = #v;)
                         } else {
                             quote!(let #name: #t = #v;)
@@ -369,8 +371,7 @@ impl<'a> RustEmitter<'a> {
                     }
                 }
             }
-            StmtKind::LocalArray => quote!(),
-            StmtKind::Assign(Place::Local(l), op, e) => {
+            StmtKind::AssignLocal(l, op, e) => {
                 let place = self.local(*l);
                 let v = self.expr(e);
                 match op {
@@ -382,15 +383,14 @@ impl<'a> RustEmitter<'a> {
                     }
                 }
             }
-            StmtKind::Assign(
-                Place::Elem {
-                    base,
-                    index,
-                    checked,
-                },
+            StmtKind::Store {
+                base,
+                check: checked,
                 op,
-                e,
-            ) => {
+                index,
+                value: e,
+                ..
+            } => {
                 let v = self.expr(e);
                 let i = self.expr(index);
                 let elem = match base {
@@ -427,9 +427,9 @@ impl<'a> RustEmitter<'a> {
                             // block, whose guarantee is `__i < len`.
                             (
                                 // SAFETY: `__i < len`, the author's guarantee (above).
-                                quote_spanned!(s.span=> unsafe { #p.load_unchecked(__i) }),
+                                quote_spanned!(s.src.0=> unsafe { #p.load_unchecked(__i) }),
                                 // SAFETY: as for the load.
-                                quote_spanned!(s.span=> unsafe { #p.store_unchecked(__i, __new) }),
+                                quote_spanned!(s.src.0=> unsafe { #p.store_unchecked(__i, __new) }),
                             )
                         };
                         let new = match op {
@@ -451,7 +451,7 @@ impl<'a> RustEmitter<'a> {
                             quote!(#a[__i])
                         } else {
                             // SAFETY: as above, the author's `unsafe` block vouches for `__i`.
-                            quote_spanned!(s.span=> *unsafe { #a.get_unchecked_mut(__i) })
+                            quote_spanned!(s.src.0=> *unsafe { #a.get_unchecked_mut(__i) })
                         };
                         let new = match op {
                             None => quote!(__v),
@@ -479,14 +479,9 @@ impl<'a> RustEmitter<'a> {
                 let body = self.block(body);
                 quote!(loop { #body })
             }
-            StmtKind::For {
-                var,
-                start,
-                end,
-                inclusive,
-                step,
-                body,
-            } => {
+            StmtKind::For(h, body) => {
+                let (var, start, end, inclusive, step) =
+                    (&h.var, &h.start, &h.end, &h.inclusive, &h.step);
                 let name = format_ident!("__sycl_v{}", var);
                 let body = self.block(body);
                 match step {
@@ -651,7 +646,7 @@ pub fn kernel_cpu<'a>(
         local.array.map(|len| {
             let name = format_ident!("__sycl_v{}", l);
             let t = ty_tokens(f.ty(local.ty));
-            let len = Literal::usize_unsuffixed(len);
+            let len = Literal::usize_unsuffixed(len as usize);
             quote!(let mut #name: ::std::vec::Vec<#t> = ::std::vec![<#t as ::core::default::Default>::default(); #len];)
         })
     });
@@ -829,16 +824,9 @@ fn steps<'a>(
                     }
                 }
             }
-            Step::SyncFor {
-                var,
-                start,
-                end,
-                inclusive,
-                step,
-                body,
-            } => {
-                let name = format_ident!("__sycl_v{}", var);
-                let range = group.range(start, end, *inclusive, step.as_ref());
+            Step::SyncFor(h, body) => {
+                let name = format_ident!("__sycl_v{}", h.var);
+                let range = group.range(&h.start, &h.end, h.inclusive, h.step.as_ref());
                 let inner = steps(f, an, bounds, body);
                 quote! {
                     #all_done
@@ -873,7 +861,7 @@ fn sub_group_buffers(f: &Function, steps: &[Step]) -> Vec<(usize, Ty)> {
     for s in steps {
         match s {
             Step::SubGroup { local, args, .. } => out.push((*local, f.ty(args[0].ty))),
-            Step::SyncFor { body, .. } => out.extend(sub_group_buffers(f, body)),
+            Step::SyncFor(_, body) => out.extend(sub_group_buffers(f, body)),
             _ => {}
         }
     }

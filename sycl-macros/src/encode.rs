@@ -11,7 +11,7 @@
 use sycl_kernel_ir as kir;
 use sycl_kernel_ir::Check;
 
-use crate::analyze::{path_key, Analysis, Step};
+use crate::analyze::{path_key, Analysis};
 use crate::bounds::{pure, Bounds, Proof, Target};
 use crate::ir::*;
 
@@ -82,66 +82,34 @@ fn per_item_loop(bounds: &Bounds<'_>, ty: Ty, start: &Expr, inclusive: bool) -> 
 /// The variables of `f`'s narrowable loops that count in 32 bits (`kernel`: by a run-time
 /// guard too; helpers take no guards).
 fn narrowable(f: &Function, bounds: &Bounds<'_>, kernel: bool) -> Vec<usize> {
-    fn visit(f: &Function, bounds: &Bounds<'_>, kernel: bool, body: &[Stmt], out: &mut Vec<usize>) {
-        for s in body {
-            match &s.kind {
-                StmtKind::For {
-                    var,
-                    start,
-                    end,
-                    inclusive,
-                    step,
-                    body,
-                } => {
-                    if per_item_loop(bounds, f.ty(start.ty), start, *inclusive) {
-                        match bounds.loop_fits(end, step.as_ref(), 32) {
-                            Proof::Always => out.push(*var),
-                            Proof::Guard(_) if kernel => out.push(*var),
-                            _ => {}
-                        }
-                    }
-                    visit(f, bounds, kernel, body, out);
+    let mut out = Vec::new();
+    kir::ir::visit_stmts(&f.body, &mut |s| {
+        if let StmtKind::For(h, _) = &s.kind {
+            if per_item_loop(bounds, f.ty(h.start.ty), &h.start, h.inclusive) {
+                match bounds.loop_fits(&h.end, h.step.as_ref(), 32) {
+                    Proof::Always => out.push(h.var),
+                    Proof::Guard(_) if kernel => out.push(h.var),
+                    _ => {}
                 }
-                StmtKind::If(_, a, b) => {
-                    visit(f, bounds, kernel, a, out);
-                    visit(f, bounds, kernel, b, out);
-                }
-                StmtKind::While(_, b) | StmtKind::Loop(b) => visit(f, bounds, kernel, b, out),
-                _ => {}
             }
         }
-    }
-    let mut out = Vec::new();
-    visit(f, bounds, kernel, &f.body, &mut out);
+    });
     out
-}
-
-fn base(b: Base) -> kir::Base {
-    match b {
-        Base::Param(i) => kir::Base::Param(i),
-        Base::Local(l) => kir::Base::Local(l),
-    }
 }
 
 impl Lower<'_> {
     fn function(&self) -> kir::Function {
         let f = self.f;
         kir::Function {
-            params: f
-                .params
-                .iter()
-                .map(|p| match p.kind {
-                    ParamKind::Scalar(t) => kir::Param::Scalar(t),
-                    ParamKind::Slice { elem, mutable } => kir::Param::Slice { elem, mutable },
-                })
-                .collect(),
+            params: f.params.iter().map(|p| p.kind).collect(),
             ret: f.ret,
             locals: f
                 .locals
                 .iter()
                 .map(|l| kir::Local {
                     ty: f.ty(l.ty),
-                    array: l.array.map(|n| n as u32),
+                    array: l.array,
+                    info: (),
                 })
                 .collect(),
             body: self.block(&f.body),
@@ -166,15 +134,12 @@ impl Lower<'_> {
     }
 
     fn block(&self, body: &[Stmt]) -> Vec<kir::Stmt> {
-        body.iter().filter_map(|s| self.stmt(s)).collect()
+        body.iter().map(|s| self.stmt(s)).collect()
     }
 
-    fn for_header(
-        &self,
-        var: usize,
-        (start, end, inclusive): (&Expr, &Expr, bool),
-        step: Option<&Expr>,
-    ) -> kir::For {
+    /// A loop header with the analysis' facts.
+    fn for_header(&self, h: &For) -> Box<kir::For> {
+        let (start, end, inclusive, step) = (&h.start, &h.end, h.inclusive, h.step.as_ref());
         // Whether the loop can count with `v += step`, every value below 2^(bits - 1), so
         // that its latch may compare signed (a condition over the work-group size counts
         // as not proved: the back ends' loop forms take only constant facts).
@@ -202,8 +167,8 @@ impl Lower<'_> {
         } else {
             (Proof::No, Proof::No)
         };
-        kir::For {
-            var,
+        Box::new(kir::For {
+            var: h.var,
             start: self.expr(start),
             end: self.expr(end),
             inclusive,
@@ -213,52 +178,37 @@ impl Lower<'_> {
             counts_in_u32: check(in_u32),
             counts_in_u64: check(in_u64),
             start_per_item: per_item_loop(self.bounds, ty, start, inclusive),
-        }
+        })
     }
 
-    /// A statement; `None` for one that carries nothing (a local array coming into scope).
-    fn stmt(&self, s: &Stmt) -> Option<kir::Stmt> {
-        Some(match &s.kind {
-            StmtKind::Let(l, e) => kir::Stmt::Let(*l, self.expr(e)),
-            StmtKind::LocalArray => return None,
-            StmtKind::Assign(Place::Local(l), op, e) => {
-                kir::Stmt::AssignLocal(*l, *op, self.expr(e))
-            }
-            StmtKind::Assign(
-                Place::Elem {
-                    base: b,
-                    index,
-                    checked,
-                },
+    fn stmt(&self, s: &Stmt) -> kir::Stmt {
+        kir::Stmt::new(match &s.kind {
+            StmtKind::Let(l, e) => kir::StmtKind::Let(*l, self.expr(e)),
+            StmtKind::AssignLocal(l, op, e) => kir::StmtKind::AssignLocal(*l, *op, self.expr(e)),
+            StmtKind::Store {
+                base,
+                check: checked,
                 op,
-                e,
-            ) => kir::Stmt::Store {
-                base: base(*b),
-                check: self.access(*b, index, *checked),
+                index,
+                value,
+                ..
+            } => kir::StmtKind::Store {
+                base: *base,
+                check: self.access(*base, index, *checked),
                 index_fits_i32: self.fits_i32(index),
                 op: *op,
                 index: self.expr(index),
-                value: self.expr(e),
+                value: self.expr(value),
             },
-            StmtKind::Expr(e) => kir::Stmt::Expr(self.expr(e)),
-            StmtKind::If(c, a, b) => kir::Stmt::If(self.expr(c), self.block(a), self.block(b)),
-            StmtKind::While(c, b) => kir::Stmt::While(self.expr(c), self.block(b)),
-            StmtKind::Loop(b) => kir::Stmt::Loop(self.block(b)),
-            StmtKind::For {
-                var,
-                start,
-                end,
-                inclusive,
-                step,
-                body,
-            } => kir::Stmt::For(
-                Box::new(self.for_header(*var, (start, end, *inclusive), step.as_ref())),
-                self.block(body),
-            ),
-            StmtKind::Break => kir::Stmt::Break,
-            StmtKind::Continue => kir::Stmt::Continue,
-            StmtKind::Return(e) => kir::Stmt::Return(e.as_ref().map(|e| self.expr(e))),
-            StmtKind::Barrier => kir::Stmt::Barrier,
+            StmtKind::Expr(e) => kir::StmtKind::Expr(self.expr(e)),
+            StmtKind::If(c, a, b) => kir::StmtKind::If(self.expr(c), self.block(a), self.block(b)),
+            StmtKind::While(c, b) => kir::StmtKind::While(self.expr(c), self.block(b)),
+            StmtKind::Loop(b) => kir::StmtKind::Loop(self.block(b)),
+            StmtKind::For(h, body) => kir::StmtKind::For(self.for_header(h), self.block(body)),
+            StmtKind::Break => kir::StmtKind::Break,
+            StmtKind::Continue => kir::StmtKind::Continue,
+            StmtKind::Return(e) => kir::StmtKind::Return(e.as_ref().map(|e| self.expr(e))),
+            StmtKind::Barrier => kir::StmtKind::Barrier,
         })
     }
 
@@ -279,17 +229,7 @@ impl Lower<'_> {
                     op: *op,
                     value: self.expr(value),
                 },
-                Step::SyncFor {
-                    var,
-                    start,
-                    end,
-                    inclusive,
-                    step,
-                    body,
-                } => kir::Step::SyncFor(
-                    Box::new(self.for_header(*var, (start, end, *inclusive), step.as_ref())),
-                    self.steps(body),
-                ),
+                Step::SyncFor(h, body) => kir::Step::SyncFor(self.for_header(h), self.steps(body)),
             })
             .collect()
     }
@@ -306,18 +246,19 @@ impl Lower<'_> {
             ExprKind::Local(l) => kir::ExprKind::Local(*l),
             ExprKind::Param(i) => kir::ExprKind::Param(*i),
             ExprKind::Load {
-                base: bs,
+                base,
                 index,
-                checked,
+                check: checked,
+                ..
             } => kir::ExprKind::Load {
-                base: base(*bs),
-                check: self.access(*bs, index, *checked),
+                base: *base,
+                check: self.access(*base, index, *checked),
                 index_fits_i32: self.fits_i32(index),
                 index: b(index),
             },
-            ExprKind::Len(bs) => kir::ExprKind::Len(base(*bs)),
+            ExprKind::Len(base) => kir::ExprKind::Len(*base),
             ExprKind::Unary(op, a) => kir::ExprKind::Unary(*op, b(a)),
-            ExprKind::Binary(op, x, y) => {
+            ExprKind::Binary(op, x, y, _) => {
                 let no_wrap = if self.bounds.u32_arith(e).is_some() {
                     check(self.bounds.no_signed_wrap(e))
                 } else {
@@ -325,17 +266,17 @@ impl Lower<'_> {
                 };
                 kir::ExprKind::Binary(*op, b(x), b(y), no_wrap)
             }
-            ExprKind::Cast(a, _) => kir::ExprKind::Cast(b(a)),
+            ExprKind::Cast(a) => kir::ExprKind::Cast(b(a)),
             ExprKind::Math(m, args) => kir::ExprKind::Math(*m, self.exprs(args)),
             ExprKind::Query(q, d) => kir::ExprKind::Query(*q, *d),
             ExprKind::Atomic {
                 op,
-                base: bs,
+                base,
                 index,
                 values,
             } => kir::ExprKind::Atomic {
                 op: *op,
-                base: base(*bs),
+                base: *base,
                 index: b(index),
                 values: self.exprs(values),
             },
@@ -353,6 +294,10 @@ impl Lower<'_> {
             }
             ExprKind::Select(c, x, y) => kir::ExprKind::Select(b(c), b(x), b(y)),
         };
-        kir::Expr { ty: t, kind }
+        kir::Expr {
+            ty: t,
+            kind,
+            src: (),
+        }
     }
 }

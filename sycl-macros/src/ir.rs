@@ -1,13 +1,17 @@
-//! The kernel language as parsed: statements and expressions with their source spans, helper
-//! paths and type variables ([`Types`]: literals' types are inferred as Rust infers them).
-//! The scalar type and the operators are the shared IR crate's (`sycl-kernel-ir`);
-//! `encode.rs` lowers a checked function to that crate's `Function`, with resolved types and
-//! the bounds analysis' results, which is what every back end reads.
+//! The kernel language as parsed: the shared IR's types (`sycl-kernel-ir`) at the macro's own
+//! [`Parsed`] stage, whose nodes carry source spans, helper paths and type variables
+//! ([`Types`]: literals' types are inferred as Rust infers them). `encode.rs` maps a checked
+//! function to the [`Resolved`](sycl_kernel_ir::Resolved) stage, with resolved types and the
+//! bounds analysis' results, which is what every back end reads.
 
 use proc_macro2::Span;
+use sycl_kernel_ir as kir;
 
+pub use sycl_kernel_ir::Param as ParamKind;
 pub use sycl_kernel_ir::Scalar as Ty;
-pub use sycl_kernel_ir::{AtomicOp, BinOp, MathFn, Query, Reduce, SubGroupOp, SubGroupQuery, UnOp};
+pub use sycl_kernel_ir::{
+    AtomicOp, Base, BinOp, MathFn, Query, Reduce, SubGroupOp, SubGroupQuery, UnOp,
+};
 
 /// A type while parsing: an index into [`Types`].
 pub type TyId = usize;
@@ -136,6 +140,62 @@ impl Types {
     }
 }
 
+/// The macro's stage of the IR: what it knows while it parses and checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Parsed;
+
+impl kir::Stage for Parsed {
+    /// A type variable of [`Types`].
+    type Ty = TyId;
+    /// The literal as written.
+    type Lit = Lit;
+    /// The helper's path as written.
+    type Callee = syn::Path;
+    /// Whether the source checks the access (`false`: `get_unchecked` inside `unsafe`).
+    type Access = bool;
+    /// (The bounds analysis answers when the function is encoded.)
+    type Fact = ();
+    type Flag = ();
+    /// The source span.
+    type Src = At;
+    /// Its name and mutability.
+    type LocalInfo = LocalInfo;
+}
+
+pub type Expr = kir::Expr<Parsed>;
+pub type ExprKind = kir::ExprKind<Parsed>;
+pub type Stmt = kir::Stmt<Parsed>;
+pub type StmtKind = kir::StmtKind<Parsed>;
+pub type For = kir::For<Parsed>;
+pub type Step = kir::Step<Parsed>;
+pub type Local = kir::Local<Parsed>;
+
+/// A source span, which takes no part in comparing or hashing nodes.
+#[derive(Clone, Copy, Debug)]
+pub struct At(pub Span);
+
+impl PartialEq for At {
+    fn eq(&self, _: &At) -> bool {
+        true
+    }
+}
+
+impl Eq for At {}
+
+impl std::hash::Hash for At {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
+}
+
+/// A local's name and mutability.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LocalInfo {
+    pub name: String,
+    /// Assigned after its `let` (declared `mut`, or the target of a lowered `if` value).
+    pub mutable: bool,
+    /// Declared `let mut`: the user may assign it.
+    pub user_mut: bool,
+}
+
 /// A kernel or helper parameter.
 #[derive(Clone, Debug)]
 pub struct Param {
@@ -143,39 +203,7 @@ pub struct Param {
     pub kind: ParamKind,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ParamKind {
-    Scalar(Ty),
-    /// `&[T]` (read) or `&mut [T]` (written): USM memory and its length.
-    Slice {
-        elem: Ty,
-        mutable: bool,
-    },
-}
-
-/// A local variable (scalar) or work-group local array.
-#[derive(Clone, Debug)]
-pub struct Local {
-    pub name: String,
-    pub ty: TyId,
-    /// Assigned after its `let` (declared `mut`, or the target of a lowered `if` value).
-    pub mutable: bool,
-    /// Declared `let mut`: the user may assign it.
-    pub user_mut: bool,
-    /// `Some(len)` for a work-group local array of that many elements.
-    pub array: Option<usize>,
-}
-
-/// What an element access reaches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Base {
-    /// A slice parameter (index into the parameters).
-    Param(usize),
-    /// A work-group local array (index into the locals).
-    Local(usize),
-}
-
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Lit {
     /// The zero of its type (`false`, `0`, `0.0`): the placeholder value of a lowered `if`.
     Zero,
@@ -186,88 +214,26 @@ pub enum Lit {
     Bool(bool),
 }
 
-/// An expression with its type.
-#[derive(Clone, Debug)]
-pub struct Expr {
-    pub kind: ExprKind,
-    pub ty: TyId,
-    pub span: Span,
-}
-
-#[derive(Clone, Debug)]
-pub enum ExprKind {
-    Lit(Lit),
-    Local(usize),
-    Param(usize),
-    /// An element of a slice or local array (`checked: false` inside `unsafe` with
-    /// `get_unchecked`).
-    Load {
-        base: Base,
-        index: Box<Expr>,
-        checked: bool,
-    },
-    Len(Base),
-    Unary(UnOp, Box<Expr>),
-    Binary(BinOp, Box<Expr>, Box<Expr>),
-    Cast(Box<Expr>, Ty),
-    Math(MathFn, Vec<Expr>),
-    Query(Query, u8),
-    Atomic {
-        op: AtomicOp,
-        base: Base,
-        index: Box<Expr>,
-        values: Vec<Expr>,
-    },
-    Reduce(Reduce, Box<Expr>),
-    SubGroupQuery(SubGroupQuery),
-    /// A sub-group collective: the value, then the lane (delta, mask) where the op takes one.
-    SubGroup(SubGroupOp, Vec<Expr>),
-    /// A helper (`#[sycl::kernel_fn]`): its path as written, and arguments.
-    Call(syn::Path, Vec<Expr>),
-    /// `if c { a } else { b }` as a value.
-    Select(Box<Expr>, Box<Expr>, Box<Expr>),
-}
-
-/// Where an assignment stores.
-#[derive(Clone, Debug)]
-pub enum Place {
-    Local(usize),
-    Elem {
-        base: Base,
-        index: Expr,
-        checked: bool,
-    },
-}
-
-#[derive(Clone, Debug)]
-pub struct Stmt {
-    pub kind: StmtKind,
-    pub span: Span,
-}
-
-#[derive(Clone, Debug)]
-pub enum StmtKind {
-    Let(usize, Expr),
-    /// A work-group local array comes into scope.
-    LocalArray,
-    Assign(Place, Option<BinOp>, Expr),
-    Expr(Expr),
-    If(Expr, Vec<Stmt>, Vec<Stmt>),
-    While(Expr, Vec<Stmt>),
-    Loop(Vec<Stmt>),
-    For {
-        var: usize,
-        start: Expr,
-        end: Expr,
-        inclusive: bool,
-        /// `(a..b).step_by(s)`: `s`, a `usize`.
-        step: Option<Expr>,
-        body: Vec<Stmt>,
-    },
-    Break,
-    Continue,
-    Return(Option<Expr>),
-    Barrier,
+/// The header of `for var in start..end` (`..=`, `.step_by(step)`), before the analysis.
+pub fn for_header(
+    var: usize,
+    start: Expr,
+    end: Expr,
+    inclusive: bool,
+    step: Option<Expr>,
+) -> Box<For> {
+    Box::new(kir::For {
+        var,
+        start,
+        end,
+        inclusive,
+        step,
+        counts_below_half: (),
+        start_below_half: (),
+        counts_in_u32: (),
+        counts_in_u64: (),
+        start_per_item: (),
+    })
 }
 
 /// A parsed kernel or helper.

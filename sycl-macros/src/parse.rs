@@ -42,6 +42,36 @@ fn err(span: Span, msg: impl std::fmt::Display) -> Error {
     Error::new(span, msg)
 }
 
+/// Where an assignment stores, before it becomes a statement.
+enum Place {
+    Local(usize),
+    Elem {
+        base: Base,
+        index: Expr,
+        /// `false`: `get_unchecked_mut` inside `unsafe`.
+        checked: bool,
+    },
+}
+
+/// `place op= value;` as a statement.
+fn assign(place: Place, op: Option<BinOp>, value: Expr) -> StmtKind {
+    match place {
+        Place::Local(l) => StmtKind::AssignLocal(l, op, value),
+        Place::Elem {
+            base,
+            index,
+            checked,
+        } => StmtKind::Store {
+            base,
+            check: checked,
+            index_fits_i32: (),
+            op,
+            index,
+            value,
+        },
+    }
+}
+
 /// The kernel language in a sentence, for error messages.
 const SUBSET: &str = "see the kernel language in spec/kernels.md";
 
@@ -191,92 +221,27 @@ pub fn function(f: &syn::ItemFn, role: Role) -> Result<Function> {
 /// Every type must be decided once the whole function is read (a helper call whose result no
 /// use decides is the only way not to).
 fn check_resolved(f: &Function) -> Result<()> {
-    fn expr(f: &Function, e: &Expr) -> Result<()> {
-        if f.types.resolve(e.ty).is_none() {
-            return Err(err(
-                e.span,
-                "the type of this helper call's result is not known here: annotate it (`let x: f32 = ..`)",
-            ));
+    let mut unknown = None;
+    sycl_kernel_ir::ir::visit_exprs(&f.body, &mut |e| {
+        if unknown.is_none() && f.types.resolve(e.ty).is_none() {
+            unknown = Some(e.src.0);
         }
-        match &e.kind {
-            ExprKind::Load { index, .. } => expr(f, index),
-            ExprKind::Unary(_, a) | ExprKind::Cast(a, _) | ExprKind::Reduce(_, a) => expr(f, a),
-            ExprKind::Binary(_, a, b) => {
-                expr(f, a)?;
-                expr(f, b)
-            }
-            ExprKind::Math(_, args) | ExprKind::Call(_, args) | ExprKind::SubGroup(_, args) => {
-                args.iter().try_for_each(|a| expr(f, a))
-            }
-            ExprKind::Atomic { index, values, .. } => {
-                expr(f, index)?;
-                values.iter().try_for_each(|a| expr(f, a))
-            }
-            ExprKind::Select(c, a, b) => {
-                expr(f, c)?;
-                expr(f, a)?;
-                expr(f, b)
-            }
-            ExprKind::Lit(_)
-            | ExprKind::Local(_)
-            | ExprKind::Param(_)
-            | ExprKind::Len(_)
-            | ExprKind::Query(..)
-            | ExprKind::SubGroupQuery(_) => Ok(()),
-        }
-    }
-    fn stmts(f: &Function, body: &[Stmt]) -> Result<()> {
-        for s in body {
-            match &s.kind {
-                StmtKind::Let(_, e) | StmtKind::Expr(e) | StmtKind::Return(Some(e)) => expr(f, e)?,
-                StmtKind::Assign(place, _, e) => {
-                    if let Place::Elem { index, .. } = place {
-                        expr(f, index)?;
-                    }
-                    expr(f, e)?;
-                }
-                StmtKind::If(c, a, b) => {
-                    expr(f, c)?;
-                    stmts(f, a)?;
-                    stmts(f, b)?;
-                }
-                StmtKind::While(c, b) => {
-                    expr(f, c)?;
-                    stmts(f, b)?;
-                }
-                StmtKind::Loop(b) => stmts(f, b)?,
-                StmtKind::For {
-                    start,
-                    end,
-                    step,
-                    body,
-                    ..
-                } => {
-                    expr(f, start)?;
-                    expr(f, end)?;
-                    if let Some(s) = step {
-                        expr(f, s)?;
-                    }
-                    stmts(f, body)?;
-                }
-                StmtKind::LocalArray
-                | StmtKind::Break
-                | StmtKind::Continue
-                | StmtKind::Return(None)
-                | StmtKind::Barrier => {}
-            }
-        }
-        Ok(())
+    });
+    if let Some(span) = unknown {
+        return Err(err(
+            span,
+            "the type of this helper call's result is not known here: annotate it (`let x: f32 = ..`)",
+        ));
     }
     for l in &f.locals {
         if f.types.resolve(l.ty).is_none() {
             return Err(err(
                 Span::call_site(),
-                format!("the type of `{}` is not known: annotate it", l.name),
+                format!("the type of `{}` is not known: annotate it", l.info.name),
             ));
         }
     }
-    stmts(f, &f.body)
+    Ok(())
 }
 
 /// The last segment of a single-segment-or-`sycl::..`-path call, if any.
@@ -308,20 +273,22 @@ impl Parser {
 
     fn expect_ty(&mut self, e: &Expr, ty: Ty, what: &str) -> Result<()> {
         let t = self.types.known(ty);
-        self.unify(e.ty, t, e.span, what)
+        self.unify(e.ty, t, e.src.0, what)
     }
 
     fn lookup(&self, name: &str) -> Option<Binding> {
         self.scopes.iter().rev().find_map(|s| s.get(name).copied())
     }
 
-    fn new_local(&mut self, name: String, ty: TyId, mutable: bool, array: Option<usize>) -> usize {
+    fn new_local(&mut self, name: String, ty: TyId, mutable: bool, array: Option<u32>) -> usize {
         self.locals.push(Local {
-            name: name.clone(),
             ty,
-            mutable,
-            user_mut: mutable,
             array,
+            info: LocalInfo {
+                name: name.clone(),
+                mutable,
+                user_mut: mutable,
+            },
         });
         let id = self.locals.len() - 1;
         self.scopes
@@ -359,9 +326,9 @@ impl Parser {
                     {
                         let v = self.expr(e)?;
                         let ret = self.ret.expect("helpers return a value");
-                        self.unify(v.ty, ret, v.span, "the returned value")?;
+                        self.unify(v.ty, ret, v.src.0, "the returned value")?;
                         out.push(Stmt {
-                            span: e.span(),
+                            src: At(e.span()),
                             kind: StmtKind::Return(Some(v)),
                         });
                     } else {
@@ -421,11 +388,8 @@ impl Parser {
                 ));
             }
             let ty = self.types.known(elem);
-            self.new_local(name, ty, false, Some(len));
-            return Ok(vec![Stmt {
-                span: l.span(),
-                kind: StmtKind::LocalArray,
-            }]);
+            self.new_local(name, ty, false, Some(len as u32));
+            return Ok(Vec::new());
         }
         let annotated = annotated
             .map(|t| {
@@ -448,7 +412,7 @@ impl Parser {
         }
         let id = self.new_local(name, value.ty, pi.mutability.is_some(), None);
         Ok(vec![Stmt {
-            span: l.span(),
+            src: At(l.span()),
             kind: StmtKind::Let(id, value),
         }])
     }
@@ -469,11 +433,13 @@ impl Parser {
         };
         // The branches see the scope before the `let` (as in Rust): the name binds after.
         self.locals.push(Local {
-            name: name.clone(),
             ty,
-            mutable: true,
-            user_mut,
             array: None,
+            info: LocalInfo {
+                name: name.clone(),
+                mutable: true,
+                user_mut,
+            },
         });
         let id = self.locals.len() - 1;
         let assign = self.if_value(i, id, ty)?;
@@ -483,13 +449,13 @@ impl Parser {
             .insert(name, Binding::Local(id));
         Ok(vec![
             Stmt {
-                span,
+                src: At(span),
                 kind: StmtKind::Let(
                     id,
                     Expr {
                         kind: ExprKind::Lit(Lit::Zero),
                         ty,
-                        span,
+                        src: At(span),
                     },
                 ),
             },
@@ -514,7 +480,7 @@ impl Parser {
             },
         };
         Ok(Stmt {
-            span: i.span(),
+            src: At(i.span()),
             kind: StmtKind::If(cond, then, els),
         })
     }
@@ -537,10 +503,10 @@ impl Parser {
                 }
             }
             let v = self.expr(tail)?;
-            self.unify(v.ty, ty, v.span, "the branches of this `if`")?;
+            self.unify(v.ty, ty, v.src.0, "the branches of this `if`")?;
             out.push(Stmt {
-                span: v.span,
-                kind: StmtKind::Assign(Place::Local(target), None, v),
+                src: At(v.src.0),
+                kind: StmtKind::AssignLocal(target, None, v),
             });
             Ok(out)
         });
@@ -551,13 +517,18 @@ impl Parser {
     /// An expression in statement position: control flow, assignments, calls.
     fn stmt_expr(&mut self, e: &syn::Expr) -> Result<Vec<Stmt>> {
         let span = e.span();
-        let one = |kind| Ok(vec![Stmt { kind, span }]);
+        let one = |kind| {
+            Ok(vec![Stmt {
+                kind,
+                src: At(span),
+            }])
+        };
         match e {
             syn::Expr::Assign(a) => {
                 let value = self.expr(&a.right)?;
                 let (place, ty) = self.place(&a.left)?;
                 self.unify(value.ty, ty, a.span(), "this assignment")?;
-                one(StmtKind::Assign(place, None, value))
+                one(assign(place, None, value))
             }
             syn::Expr::Binary(b) if compound_op(&b.op).is_some() => {
                 let op = compound_op(&b.op).expect("checked");
@@ -567,7 +538,7 @@ impl Parser {
                 if !matches!(op, BinOp::Shl | BinOp::Shr) {
                     self.unify(value.ty, ty, b.span(), "this compound assignment")?;
                 }
-                one(StmtKind::Assign(place, Some(op), value))
+                one(assign(place, Some(op), value))
             }
             syn::Expr::If(i) => {
                 let (cond, then, els) = self.if_parts(i)?;
@@ -617,7 +588,7 @@ impl Parser {
                     (None, None) => None,
                     (Some(v), Some(ret)) => {
                         let v = self.expr(v)?;
-                        self.unify(v.ty, ret, v.span, "the returned value")?;
+                        self.unify(v.ty, ret, v.src.0, "the returned value")?;
                         Some(v)
                     }
                     (Some(v), None) => return Err(err(v.span(), "kernels return nothing")),
@@ -712,15 +683,8 @@ impl Parser {
         self.loop_depth -= 1;
         self.scopes.pop();
         Ok(vec![Stmt {
-            span: f.span(),
-            kind: StmtKind::For {
-                var,
-                start,
-                end,
-                inclusive,
-                step,
-                body: body?,
-            },
+            src: At(f.span()),
+            kind: StmtKind::For(for_header(var, start, end, inclusive, step), body?),
         }])
     }
 
@@ -737,7 +701,7 @@ impl Parser {
                 syn::Expr::If(inner) => {
                     let (c, t, e) = self.if_parts(inner)?;
                     vec![Stmt {
-                        span: inner.span(),
+                        src: At(inner.span()),
                         kind: StmtKind::If(c, t, e),
                     }]
                 }
@@ -759,7 +723,7 @@ impl Parser {
                     .to_string();
                 match self.lookup(&name) {
                     Some(Binding::Local(id)) if self.locals[id].array.is_none() => {
-                        if !self.locals[id].user_mut {
+                        if !self.locals[id].info.user_mut {
                             return Err(err(
                                 p.span(),
                                 format!("`{name}` is not `mut`: declare it with `let mut`"),
@@ -952,7 +916,11 @@ impl Parser {
                 ))
             }
         };
-        Ok(Expr { kind, ty, span })
+        Ok(Expr {
+            kind,
+            ty,
+            src: At(span),
+        })
     }
 
     fn check_binary(&mut self, op: BinOp, lt: TyId, rt: TyId, span: Span) -> Result<()> {
@@ -1000,7 +968,7 @@ impl Parser {
                         ParamKind::Scalar(_) => Ok(Expr {
                             kind: ExprKind::Param(i),
                             ty: self.param_ty[i],
-                            span,
+                            src: At(span),
                         }),
                         ParamKind::Slice { .. } => Err(err(
                             span,
@@ -1012,7 +980,7 @@ impl Parser {
                     Some(Binding::Local(l)) if self.locals[l].array.is_none() => Ok(Expr {
                         kind: ExprKind::Local(l),
                         ty: self.locals[l].ty,
-                        span,
+                        src: At(span),
                     }),
                     Some(Binding::Local(_)) => {
                         Err(err(span, format!("`{name}` is a local array: index it")))
@@ -1046,9 +1014,9 @@ impl Parser {
                     }
                 };
                 Ok(Expr {
-                    kind: ExprKind::Binary(op, Box::new(l), Box::new(r)),
+                    kind: ExprKind::Binary(op, Box::new(l), Box::new(r), ()),
                     ty,
-                    span,
+                    src: At(span),
                 })
             }
             syn::Expr::Unary(u) => match u.op {
@@ -1063,7 +1031,7 @@ impl Parser {
                     Ok(Expr {
                         kind: ExprKind::Unary(UnOp::Neg, Box::new(a)),
                         ty,
-                        span,
+                        src: At(span),
                     })
                 }
                 syn::UnOp::Not(_) => {
@@ -1075,7 +1043,7 @@ impl Parser {
                     Ok(Expr {
                         kind: ExprKind::Unary(UnOp::Not, Box::new(a)),
                         ty,
-                        span,
+                        src: At(span),
                     })
                 }
                 syn::UnOp::Deref(_) => {
@@ -1085,10 +1053,11 @@ impl Parser {
                         kind: ExprKind::Load {
                             base,
                             index: Box::new(index),
-                            checked: false,
+                            check: false,
+                            index_fits_i32: (),
                         },
                         ty,
-                        span,
+                        src: At(span),
                     })
                 }
                 _ => Err(err(span, "operator not in the kernel language")),
@@ -1109,9 +1078,9 @@ impl Parser {
                 }
                 let ty = self.types.known(target);
                 Ok(Expr {
-                    kind: ExprKind::Cast(Box::new(a), target),
+                    kind: ExprKind::Cast(Box::new(a)),
                     ty,
-                    span,
+                    src: At(span),
                 })
             }
             syn::Expr::Index(ix) => {
@@ -1121,10 +1090,11 @@ impl Parser {
                     kind: ExprKind::Load {
                         base,
                         index: Box::new(index),
-                        checked: true,
+                        check: true,
+                        index_fits_i32: (),
                     },
                     ty,
-                    span,
+                    src: At(span),
                 })
             }
             syn::Expr::MethodCall(m) => self.method(m),
@@ -1161,7 +1131,7 @@ impl Parser {
                 Ok(Expr {
                     kind: ExprKind::Select(Box::new(cond), Box::new(a), Box::new(b)),
                     ty,
-                    span,
+                    src: At(span),
                 })
             }
             syn::Expr::Block(b) if b.block.stmts.len() == 1 => match &b.block.stmts[0] {
@@ -1219,7 +1189,7 @@ impl Parser {
             return Ok(Expr {
                 kind: ExprKind::Len(base),
                 ty,
-                span,
+                src: At(span),
             });
         }
         if name == "get_unchecked" || name == "get_unchecked_mut" {
@@ -1279,7 +1249,7 @@ impl Parser {
         Ok(Expr {
             kind: ExprKind::Math(f, args),
             ty: t,
-            span,
+            src: At(span),
         })
     }
 
@@ -1356,7 +1326,7 @@ impl Parser {
                 return Ok(Expr {
                     kind: ExprKind::Reduce(r, Box::new(a)),
                     ty,
-                    span,
+                    src: At(span),
                 });
             }
             if let Some(q) = SubGroupQuery::from_name(&name) {
@@ -1388,14 +1358,18 @@ impl Parser {
         Ok(Expr {
             kind: ExprKind::Call(path.clone(), args),
             ty,
-            span,
+            src: At(span),
         })
     }
 
     /// A query's value: a `usize`.
     fn usize_expr(&mut self, kind: ExprKind, span: Span) -> Expr {
         let ty = self.types.known(Ty::Usize);
-        Expr { kind, ty, span }
+        Expr {
+            kind,
+            ty,
+            src: At(span),
+        }
     }
 
     /// `sub_group_shuffle(x, lane)` and the other collectives: the value's type is the
@@ -1428,7 +1402,7 @@ impl Parser {
         let value = self.expr(args[0])?;
         if self.types.get(value.ty) == Some(Ty::Bool) {
             return Err(err(
-                value.span,
+                value.src.0,
                 "sub-group operations are over numbers (i32, u32, i64, u64, usize, f32, f64)",
             ));
         }
@@ -1436,7 +1410,7 @@ impl Parser {
             && !self.types.is_int(value.ty)
             && !self.types.is_float(value.ty)
         {
-            return Err(err(value.span, "annotate this value's type"));
+            return Err(err(value.src.0, "annotate this value's type"));
         }
         let ty = value.ty;
         let mut operands = vec![value];
@@ -1452,7 +1426,7 @@ impl Parser {
         Ok(Expr {
             kind: ExprKind::SubGroup(op, operands),
             ty,
-            span,
+            src: At(span),
         })
     }
 
@@ -1479,7 +1453,7 @@ impl Parser {
         let mut values = Vec::new();
         for a in &args[2..] {
             let v = self.expr(a)?;
-            self.unify(v.ty, ty, v.span, "an atomic's value")?;
+            self.unify(v.ty, ty, v.src.0, "an atomic's value")?;
             values.push(v);
         }
         let elem = self.types.get(ty).expect("element types are known");
@@ -1504,7 +1478,7 @@ impl Parser {
                 values,
             },
             ty,
-            span,
+            src: At(span),
         })
     }
 }

@@ -33,7 +33,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
-use sycl_kernel_ir::ir::{Base, Expr, ExprKind, For, Function, Param, Step, Stmt};
+use sycl_kernel_ir::ir::{Base, Expr, ExprKind, For, Function, Param, Step, Stmt, StmtKind};
 use sycl_kernel_ir::{
     AtomicOp, BinOp, Bound, BoundCmp, BoundFn, Check, MathFn, Query, Scalar as Ty, SubGroupOp,
     SubGroupQuery, UnOp,
@@ -1009,8 +1009,8 @@ impl<'a> Printer<'a> {
     /// straight-line code.
     fn stmt(&mut self, s: &Stmt) {
         let d = self.d;
-        match s {
-            Stmt::Let(l, e) => {
+        match &s.kind {
+            StmtKind::Let(l, e) => {
                 let v = self.expr(e);
                 let line = if self.hoisted.contains(l) {
                     format!("v{l} = {v};")
@@ -1019,7 +1019,7 @@ impl<'a> Printer<'a> {
                 };
                 self.line(&line);
             }
-            Stmt::AssignLocal(l, op, e) => {
+            StmtKind::AssignLocal(l, op, e) => {
                 let t = self.f.locals[*l].ty;
                 let v = self.expr(e);
                 let value = match op {
@@ -1029,7 +1029,7 @@ impl<'a> Printer<'a> {
                 let line = format!("v{l} = {value};");
                 self.line(&line);
             }
-            Stmt::Store {
+            StmtKind::Store {
                 base,
                 check,
                 index_fits_i32,
@@ -1090,12 +1090,12 @@ impl<'a> Printer<'a> {
                 self.depth -= 1;
                 self.line("}");
             }
-            Stmt::Expr(e) => {
+            StmtKind::Expr(e) => {
                 let v = self.expr(e);
                 let line = format!("(void)({v});");
                 self.line(&line);
             }
-            Stmt::If(c, a, b) => {
+            StmtKind::If(c, a, b) => {
                 let cond = self.expr(c);
                 let line = format!("if {} {{", parenthesized(&cond));
                 self.line(&line);
@@ -1112,7 +1112,7 @@ impl<'a> Printer<'a> {
                     self.line("}");
                 }
             }
-            Stmt::While(c, body) => {
+            StmtKind::While(c, body) => {
                 let v = self.expr(c);
                 let line = format!("while (!{} && {}) {{", self.failed(), parenthesized(&v));
                 self.line(&line);
@@ -1121,7 +1121,7 @@ impl<'a> Printer<'a> {
                 self.depth -= 1;
                 self.line("}");
             }
-            Stmt::Loop(body) => {
+            StmtKind::Loop(body) => {
                 let line = format!("while (!{}) {{", self.failed());
                 self.line(&line);
                 self.depth += 1;
@@ -1129,22 +1129,22 @@ impl<'a> Printer<'a> {
                 self.depth -= 1;
                 self.line("}");
             }
-            Stmt::For(h, body) => {
+            StmtKind::For(h, body) => {
                 self.for_loop(h, false, |e| e.block_plain(body));
             }
-            Stmt::Break => self.line("break;"),
-            Stmt::Continue => self.line("continue;"),
-            Stmt::Return(None) => {
+            StmtKind::Break => self.line("break;"),
+            StmtKind::Continue => self.line("continue;"),
+            StmtKind::Return(None) => {
                 let line = self.return_stmt();
                 self.line(&line);
             }
-            Stmt::Return(Some(e)) => {
+            StmtKind::Return(Some(e)) => {
                 let v = self.expr(e);
                 let line = format!("return {v};");
                 self.line(&line);
             }
             // (Validated: group operations appear only as steps.)
-            Stmt::Barrier => self.line("#error \"a barrier outside a step\""),
+            StmtKind::Barrier => self.line("#error \"a barrier outside a step\""),
         }
     }
 
@@ -1527,7 +1527,7 @@ fn step_locals(steps: &[Step]) -> (HashSet<usize>, HashSet<usize>) {
             match s {
                 Step::Region(stmts) => {
                     for st in stmts {
-                        if let Stmt::Let(l, _) = st {
+                        if let StmtKind::Let(l, _) = &st.kind {
                             all.insert(*l);
                         }
                     }

@@ -374,7 +374,7 @@ fn new_fx<'a>(m: &'a mut Module, f: &'a Function, callees: Vec<Word>, p: &Progra
 fn wide_loop_vars(f: &Function) -> Vec<usize> {
     let mut vars = Vec::new();
     visit_stmts(&f.body, &mut |s| {
-        if let Stmt::For(h, _) = s {
+        if let StmtKind::For(h, _) = &s.kind {
             if f.locals.get(h.var).is_some_and(|l| l.ty.bits() == 64) {
                 vars.push(h.var);
             }
@@ -382,7 +382,7 @@ fn wide_loop_vars(f: &Function) -> Vec<usize> {
     });
     // (A `let` comes before its uses, so one pass in order sees every chain.)
     visit_stmts(&f.body, &mut |s| {
-        if let Stmt::Let(l, e) = s {
+        if let StmtKind::Let(l, e) = &s.kind {
             if reads_any(e, &vars) {
                 vars.push(*l);
             }
@@ -827,12 +827,12 @@ impl Fx<'_> {
     }
 
     fn stmt(&mut self, s: &Stmt) -> Result<()> {
-        match s {
-            Stmt::Let(l, e) => {
+        match &s.kind {
+            StmtKind::Let(l, e) => {
                 let v = self.expr(e)?;
                 self.store(self.locals[*l], v)
             }
-            Stmt::AssignLocal(l, op, e) => {
+            StmtKind::AssignLocal(l, op, e) => {
                 let v = self.expr(e)?;
                 let v = match op {
                     None => v,
@@ -844,7 +844,7 @@ impl Fx<'_> {
                 };
                 self.store(self.locals[*l], v)
             }
-            Stmt::Store {
+            StmtKind::Store {
                 base,
                 check,
                 index_fits_i32: narrow,
@@ -866,8 +866,8 @@ impl Fx<'_> {
                 };
                 self.store_elem(*base, proved, i, v)
             }
-            Stmt::Expr(e) => self.expr(e).map(drop),
-            Stmt::If(c, a, b) => {
+            StmtKind::Expr(e) => self.expr(e).map(drop),
+            StmtKind::If(c, a, b) => {
                 let c = self.expr(c)?;
                 let (tl, el, merge) = (self.label(), self.label(), self.label());
                 let else_target = if b.is_empty() { merge } else { el };
@@ -882,27 +882,27 @@ impl Fx<'_> {
                 }
                 self.begin(merge)
             }
-            Stmt::While(c, body) => self.while_loop(Some(c), body),
-            Stmt::Loop(body) => self.while_loop(None, body),
-            Stmt::For(h, body) => {
+            StmtKind::While(c, body) => self.while_loop(Some(c), body),
+            StmtKind::Loop(body) => self.while_loop(None, body),
+            StmtKind::For(h, body) => {
                 self.for_loop(h, false, |fx| fx.block(body))?;
                 self.after_loop()
             }
-            Stmt::Break => {
+            StmtKind::Break => {
                 let l = *self
                     .loops
                     .last()
                     .ok_or_else(|| bad("break outside a loop"))?;
                 self.jump(l.merge)
             }
-            Stmt::Continue => {
+            StmtKind::Continue => {
                 let l = *self
                     .loops
                     .last()
                     .ok_or_else(|| bad("continue outside a loop"))?;
                 self.jump(l.cont)
             }
-            Stmt::Return(None) => {
+            StmtKind::Return(None) => {
                 if self.in_region {
                     let yes = self.m.konst(ScalarTy::Bool, 1);
                     self.store(self.done, yes)?;
@@ -914,12 +914,12 @@ impl Fx<'_> {
                     self.dead_block()
                 }
             }
-            Stmt::Return(Some(e)) => {
+            StmtKind::Return(Some(e)) => {
                 let v = self.expr(e)?;
                 self.m.b.ret_value(v).map_err(build_err)?;
                 self.dead_block()
             }
-            Stmt::Barrier => self.barrier(),
+            StmtKind::Barrier => self.barrier(),
         }
     }
 
@@ -1238,10 +1238,10 @@ impl Fx<'_> {
     // ---- work-group kernels
 
     fn has_return(body: &[Stmt]) -> bool {
-        body.iter().any(|s| match s {
-            Stmt::Return(_) => true,
-            Stmt::If(_, a, b) => Self::has_return(a) || Self::has_return(b),
-            Stmt::While(_, b) | Stmt::Loop(b) | Stmt::For(_, b) => Self::has_return(b),
+        body.iter().any(|s| match &s.kind {
+            StmtKind::Return(_) => true,
+            StmtKind::If(_, a, b) => Self::has_return(a) || Self::has_return(b),
+            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => Self::has_return(b),
             _ => false,
         })
     }
