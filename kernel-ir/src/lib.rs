@@ -8,6 +8,8 @@
 //! - [`ir`]: a kernel or helper ([`Function`]), generic over the [`Stage`] that says what
 //!   its nodes carry: the macro parses into a stage of its own (type variables, spans, helper
 //!   paths), and [`Resolved`] is what it encodes and every back end reads.
+//! - [`map`]: a function carried from one stage to another ([`map::map_function`]: the
+//!   structure walked once, each node's payload from a [`map::StageMap`]).
 //! - [`info`]: what a kernel needs of a device ([`KernelInfo`]).
 //! - [`wire`]: the words the macro embeds in the program (encode and decode, one
 //!   [`wire::MAGIC`] and [`wire::VERSION`]), and [`validate`](fn@crate::validate) of a decoded module.
@@ -18,6 +20,7 @@
 pub mod bound;
 pub mod info;
 pub mod ir;
+pub mod map;
 pub mod ops;
 pub mod ty;
 pub mod validate;

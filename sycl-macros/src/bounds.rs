@@ -188,15 +188,6 @@ enum Def<'a> {
     },
 }
 
-/// Which form a proof is for: the GPU and OpenCL programs (C and SPIR-V) know the
-/// work-group size when they are built and can take run-time guards; the native CPU form
-/// (Rust) does neither.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    Device,
-    Rust,
-}
-
 /// Whether an access is in bounds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Proof {
@@ -310,35 +301,33 @@ impl<'a> Bounds<'a> {
         }
     }
 
-    /// Whether `base[index]` is in bounds, as far as `target` can know.
-    pub fn access(&self, base: Base, index: &Expr, target: Target) -> Proof {
-        self.gate(self.access_proof(base, index, target))
+    /// Whether `base[index]` is in bounds. (The native CPU form, which knows no work-group
+    /// size when it is compiled and takes only the access guards, drops a check where this is
+    /// `Always`, and where it is `Guard` in the copy of its loop for launches whose guards
+    /// hold.)
+    pub fn access(&self, base: Base, index: &Expr) -> Proof {
+        self.gate(self.access_proof(base, index))
     }
 
-    fn access_proof(&self, base: Base, index: &Expr, target: Target) -> Proof {
+    fn access_proof(&self, base: Base, index: &Expr) -> Proof {
         let b = self.bounds(index);
         match base {
-            Base::Param(p) => match (b.len, &b.hi, target) {
-                (Some((Rel::Len(q), true)), _, _) if q == p => Proof::Always,
-                (_, _, Target::Rust) => Proof::No,
-                (Some((Rel::Range(d), true)), _, _) => Proof::Guard(Bound::cmp(
+            Base::Param(p) => match (b.len, &b.hi) {
+                (Some((Rel::Len(q), true)), _) if q == p => Proof::Always,
+                (Some((Rel::Range(d), true)), _) => Proof::Guard(Bound::cmp(
                     BoundCmp::Le,
                     Bound::GlobalRange(d),
                     Bound::Len(p),
                 )),
-                (_, V::N(h), _) if *h >= u64::MAX as u128 => Proof::No,
-                (_, hi, _) => Proof::Guard(lt(hi.bound(), Bound::Len(p))),
+                (_, V::N(h)) if *h >= u64::MAX as u128 => Proof::No,
+                (_, hi) => Proof::Guard(lt(hi.bound(), Bound::Len(p))),
             },
             Base::Local(l) => {
                 let n = self.f.locals[l].array.expect("an array") as u128;
-                match (&b.hi, target) {
-                    (V::N(h), _) if *h < n => Proof::Always,
-                    (V::S(h, false), Target::Device) => {
-                        Proof::When(lt(h.clone(), Bound::Num(n as u64)))
-                    }
-                    (V::S(h, true), Target::Device) => {
-                        Proof::Guard(lt(h.clone(), Bound::Num(n as u64)))
-                    }
+                match &b.hi {
+                    V::N(h) if *h < n => Proof::Always,
+                    V::S(h, false) => Proof::When(lt(h.clone(), Bound::Num(n as u64))),
+                    V::S(h, true) => Proof::Guard(lt(h.clone(), Bound::Num(n as u64))),
                     _ => Proof::No,
                 }
             }
@@ -755,16 +744,20 @@ mod tests {
     }
 
     /// What the analysis proves for each access of `src`'s kernel: (native CPU, device).
+    /// The native CPU form, compiled without a work-group size, drops a check outright only
+    /// where the device proof is `Always` (`emit_rust`).
     fn proofs(src: &str) -> Vec<(Proof, Proof)> {
         let f = kernel(src);
         let b = Bounds::new(&f);
         accesses(&f)
             .into_iter()
             .map(|(base, index)| {
-                (
-                    b.access(base, index, Target::Rust),
-                    b.access(base, index, Target::Device),
-                )
+                let device = b.access(base, index);
+                let native = match device {
+                    Proof::Always => Proof::Always,
+                    _ => Proof::No,
+                };
+                (native, device)
             })
             .collect()
     }
@@ -1076,7 +1069,7 @@ mod tests {
         let f = kernel(src);
         let b = Bounds::new(&f);
         for (base, index) in accesses(&f) {
-            let p = b.access(base, index, Target::Device);
+            let p = b.access(base, index);
             assert_ne!(p, Proof::No, "{:?}", index.kind);
             // Every index is a `u32` tree below 2^31 (under the work-group size or a guard):
             // the 32-bit index form Intel's vectorizer needs.
@@ -1090,7 +1083,6 @@ mod tests {
         let f = kernel("fn k(x: &mut [u32]) { for i in 0..x.len() { x[i] = 1; } }");
         let b = Bounds::new(&f).without_proofs();
         let (base, index) = accesses(&f)[0];
-        assert_eq!(b.access(base, index, Target::Rust), Proof::No);
-        assert_eq!(b.access(base, index, Target::Device), Proof::No);
+        assert_eq!(b.access(base, index), Proof::No);
     }
 }

@@ -17,9 +17,22 @@
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
+use sycl_kernel_ir as kir;
+use sycl_kernel_ir::Check;
+
 use crate::analyze::{Analysis, Class};
-use crate::bounds::{Bounds, Proof, Target};
-use crate::ir::*;
+use crate::ir::{
+    AccessCheck, AtomicOp, Base, BinOp, Checked, MathFn, Param, ParamKind, Query, Reduce,
+    SubGroupOp, SubGroupQuery, Ty, UnOp,
+};
+
+// The emitter reads the function with the bounds analysis' answers (`encode::checked`).
+type Function = kir::Function<Checked>;
+type Expr = kir::Expr<Checked>;
+type ExprKind = kir::ExprKind<Checked>;
+type Stmt = kir::Stmt<Checked>;
+type StmtKind = kir::StmtKind<Checked>;
+type Step = kir::Step<Checked>;
 
 /// Where code is emitted: it decides how locals are named and what `return` does.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -35,11 +48,12 @@ enum Ctx {
 }
 
 pub struct RustEmitter<'a> {
+    /// The function, each access's check and the facts written in by the analysis.
     f: &'a Function,
+    /// Its parameters' names.
+    params: &'a [Param],
     class: Vec<Class>,
     ctx: Ctx,
-    /// Accesses proved in bounds (their checks are dropped): the function's one analysis.
-    bounds: &'a Bounds<'a>,
 }
 
 fn rt() -> TokenStream {
@@ -56,22 +70,24 @@ pub fn param_ident(p: &Param) -> proc_macro2::Ident {
 }
 
 impl<'a> RustEmitter<'a> {
-    fn new(f: &'a Function, an: Option<&Analysis>, ctx: Ctx, bounds: &'a Bounds<'a>) -> Self {
+    fn new(f: &'a Function, params: &'a [Param], an: Option<&Analysis>, ctx: Ctx) -> Self {
         RustEmitter {
             f,
+            params,
             class: an.map_or_else(|| vec![Class::Plain; f.locals.len()], |a| a.class.clone()),
             ctx,
-            bounds,
         }
     }
 
     fn ty(&self, e: &Expr) -> Ty {
-        self.f.ty(e.ty)
+        e.ty
     }
 
-    /// Whether a checked access is proved in bounds (then emitted unchecked).
-    fn proved(&self, base: Base, index: &Expr, checked: bool) -> bool {
-        checked && self.bounds.access(base, index, Target::Rust) == Proof::Always
+    /// Whether an access the source checks is proved in bounds for every launch (then
+    /// emitted unchecked; a proof for a work-group size or under a run-time guard is the
+    /// device forms' alone, except as `guarded`).
+    fn proved(&self, a: &AccessCheck) -> bool {
+        !a.unchecked_in_source && a.check == Check::Proved
     }
 
     /// Whether a checked access is in bounds when the kernel's run-time guard holds: the
@@ -79,13 +95,8 @@ impl<'a> RustEmitter<'a> {
     /// which the runtime evaluates on the host at each launch and passes as the kernel
     /// function's `__G` (every access this proves is under one of those conditions). Helpers
     /// cannot use it.
-    fn guarded(&self, base: Base, index: &Expr, checked: bool) -> bool {
-        checked
-            && self.ctx != Ctx::Helper
-            && matches!(
-                self.bounds.access(base, index, Target::Device),
-                Proof::Guard(_)
-            )
+    fn guarded(&self, a: &AccessCheck) -> bool {
+        !a.unchecked_in_source && self.ctx != Ctx::Helper && matches!(a.check, Check::Guard(_))
     }
 
     fn local(&self, l: usize) -> TokenStream {
@@ -100,47 +111,33 @@ impl<'a> RustEmitter<'a> {
     }
 
     fn param(&self, i: usize) -> TokenStream {
-        let id = param_ident(&self.f.params[i]);
+        let id = param_ident(&self.params[i]);
         quote!(#id)
     }
 
-    fn lit(&self, l: &Lit, t: Ty) -> TokenStream {
-        match l {
-            Lit::Zero => {
-                let t = ty_tokens(t);
-                quote!(<#t as ::core::default::Default>::default())
+    /// A literal from its bits at type `t`.
+    fn lit(&self, bits: u64, t: Ty) -> TokenStream {
+        let lit = match t {
+            Ty::Bool if bits != 0 => return quote!(true),
+            Ty::Bool => return quote!(false),
+            Ty::I32 if bits as u32 <= i32::MAX as u32 => Literal::i32_suffixed(bits as i32),
+            Ty::I32 => {
+                let u = Literal::u32_suffixed(bits as u32);
+                return quote!((#u as i32));
             }
-            Lit::Bool(b) => quote!(#b),
-            Lit::Int(v) => {
-                let v = *v;
-                let lit = match t {
-                    Ty::I32 if v <= i32::MAX as u128 => Literal::i32_suffixed(v as i32),
-                    Ty::I32 => {
-                        let u = Literal::u32_suffixed(v as u32);
-                        return quote!((#u as i32));
-                    }
-                    Ty::U32 => Literal::u32_suffixed(v as u32),
-                    Ty::I64 if v <= i64::MAX as u128 => Literal::i64_suffixed(v as i64),
-                    Ty::I64 => {
-                        let u = Literal::u64_suffixed(v as u64);
-                        return quote!((#u as i64));
-                    }
-                    Ty::U64 => Literal::u64_suffixed(v as u64),
-                    Ty::Usize => Literal::usize_suffixed(v as usize),
-                    Ty::F32 => Literal::f32_suffixed(v as f32),
-                    Ty::F64 => Literal::f64_suffixed(v as f64),
-                    Ty::Bool => unreachable!("checked"),
-                };
-                quote!(#lit)
+            Ty::U32 => Literal::u32_suffixed(bits as u32),
+            Ty::I64 if bits <= i64::MAX as u64 => Literal::i64_suffixed(bits as i64),
+            Ty::I64 => {
+                let u = Literal::u64_suffixed(bits);
+                return quote!((#u as i64));
             }
-            Lit::Float(digits) => {
-                let lit = match t {
-                    Ty::F32 => Literal::f32_suffixed(digits.parse().expect("checked")),
-                    _ => Literal::f64_suffixed(digits.parse().expect("checked")),
-                };
-                quote!(#lit)
-            }
-        }
+            Ty::U64 => Literal::u64_suffixed(bits),
+            Ty::Usize => Literal::usize_suffixed(bits as usize),
+            // (Source literals are finite: `check_common`.)
+            Ty::F32 => Literal::f32_suffixed(f32::from_bits(bits as u32)),
+            Ty::F64 => Literal::f64_suffixed(f64::from_bits(bits)),
+        };
+        quote!(#lit)
     }
 
     pub fn expr(&self, e: &Expr) -> TokenStream {
@@ -150,7 +147,7 @@ impl<'a> RustEmitter<'a> {
             ExprKind::Lit(l) => {
                 // The user's span: a type error (a literal passed to a helper that takes
                 // another type) points at the literal.
-                let tokens = self.lit(l, t);
+                let tokens = self.lit(*l, t);
                 tokens
                     .into_iter()
                     .map(|mut tt| {
@@ -162,13 +159,11 @@ impl<'a> RustEmitter<'a> {
             ExprKind::Local(l) => self.local(*l),
             ExprKind::Param(i) => self.param(*i),
             ExprKind::Load {
-                base,
-                index,
-                check: checked,
-                ..
+                base, index, check, ..
             } => {
                 let i = self.expr(index);
-                if self.guarded(*base, index, *checked) {
+                let checked = !check.unchecked_in_source;
+                if self.guarded(check) {
                     return match base {
                         Base::Param(p) => {
                             let p = self.param(*p);
@@ -183,7 +178,7 @@ impl<'a> RustEmitter<'a> {
                         }
                     };
                 }
-                if self.proved(*base, index, *checked) {
+                if self.proved(check) {
                     return match base {
                         Base::Param(p) => {
                             let p = self.param(*p);
@@ -355,7 +350,7 @@ impl<'a> RustEmitter<'a> {
             StmtKind::Let(l, e) => {
                 let v = self.expr(e);
                 let local = &self.f.locals[*l];
-                let t = ty_tokens(self.f.ty(local.ty));
+                let t = ty_tokens(local.ty);
                 match (self.class[*l], self.ctx) {
                     (Class::Item, Ctx::Region) => {
                         let place = self.local(*l);
@@ -377,7 +372,7 @@ impl<'a> RustEmitter<'a> {
                 match op {
                     None => quote!(#place = #v;),
                     Some(op) => {
-                        let t = self.f.ty(self.f.locals[*l].ty);
+                        let t = self.f.locals[*l].ty;
                         let value = binary(*op, t, place.clone(), v);
                         quote!(#place = #value;)
                     }
@@ -385,23 +380,24 @@ impl<'a> RustEmitter<'a> {
             }
             StmtKind::Store {
                 base,
-                check: checked,
+                check,
                 op,
                 index,
                 value: e,
                 ..
             } => {
+                let checked = &!check.unchecked_in_source;
                 let v = self.expr(e);
                 let i = self.expr(index);
                 let elem = match base {
-                    Base::Param(p) => match self.f.params[*p].kind {
+                    Base::Param(p) => match self.f.params[*p] {
                         ParamKind::Slice { elem, .. } => elem,
                         ParamKind::Scalar(t) => t,
                     },
-                    Base::Local(l) => self.f.ty(self.f.locals[*l].ty),
+                    Base::Local(l) => self.f.locals[*l].ty,
                 };
-                let proved = self.proved(*base, index, *checked);
-                let guarded = self.guarded(*base, index, *checked);
+                let proved = self.proved(check);
+                let guarded = self.guarded(check);
                 match base {
                     Base::Param(p) => {
                         let p = self.param(*p);
@@ -565,8 +561,8 @@ fn binary(op: BinOp, t: Ty, x: TokenStream, y: TokenStream) -> TokenStream {
 }
 
 /// The prologue that binds a kernel's parameters from the runtime's argument list.
-fn bind_params(f: &Function) -> TokenStream {
-    let binds = f.params.iter().enumerate().map(|(i, p)| {
+fn bind_params(params: &[Param]) -> TokenStream {
+    let binds = params.iter().enumerate().map(|(i, p)| {
         let name = param_ident(p);
         let i = Literal::usize_unsuffixed(i);
         match p.kind {
@@ -589,16 +585,16 @@ fn bind_params(f: &Function) -> TokenStream {
 
 /// The native CPU entry of a kernel: `fn(&CpuArgs, Range<usize>)` over work-items (flat) or
 /// work-groups (group kernels).
-pub fn kernel_cpu<'a>(
-    f: &'a Function,
-    an: &'a Analysis,
-    bounds: &'a Bounds<'a>,
+pub fn kernel_cpu(
+    f: &Function,
+    param_names: &[Param],
+    an: &Analysis,
     fn_name: &proc_macro2::Ident,
 ) -> TokenStream {
-    let params = bind_params(f);
+    let params = bind_params(param_names);
     let rt = rt();
     if !an.info.group {
-        let e = RustEmitter::new(f, Some(an), Ctx::Flat, bounds);
+        let e = RustEmitter::new(f, param_names, Some(an), Ctx::Flat);
         let body = e.block(&f.body);
         let lid = an.queries.local_id.then(|| {
             quote!(let __lid: [usize; 3] = [__gid[0] % __lr[0], __gid[1] % __lr[1], __gid[2] % __lr[2]];)
@@ -639,19 +635,20 @@ pub fn kernel_cpu<'a>(
         .filter(|(l, local)| local.array.is_none() && an.class[*l] == Class::Item)
         .map(|(l, local)| {
             let name = format_ident!("__sycl_v{}", l);
-            let t = ty_tokens(f.ty(local.ty));
+            let t = ty_tokens(local.ty);
             quote!(#name: #t,)
         });
     let arrays = f.locals.iter().enumerate().filter_map(|(l, local)| {
         local.array.map(|len| {
             let name = format_ident!("__sycl_v{}", l);
-            let t = ty_tokens(f.ty(local.ty));
+            let t = ty_tokens(local.ty);
             let len = Literal::usize_unsuffixed(len as usize);
             quote!(let mut #name: ::std::vec::Vec<#t> = ::std::vec![<#t as ::core::default::Default>::default(); #len];)
         })
     });
-    let steps = steps(f, an, bounds, &an.steps);
-    let buffers = sub_group_buffers(f, &an.steps).into_iter().map(|(l, t)| {
+    let all_steps = f.steps.as_deref().unwrap_or_default();
+    let steps = steps(f, param_names, an, all_steps);
+    let buffers = sub_group_buffers(all_steps).into_iter().map(|(l, t)| {
         let name = format_ident!("__sycl_sg{}", l);
         let t = ty_tokens(t);
         quote!(let mut #name: ::std::vec::Vec<#t> = ::std::vec![<#t as ::core::default::Default>::default(); __args.group_items()];)
@@ -690,15 +687,10 @@ pub fn kernel_cpu<'a>(
     }
 }
 
-fn steps<'a>(
-    f: &'a Function,
-    an: &'a Analysis,
-    bounds: &'a Bounds<'a>,
-    steps_: &[Step],
-) -> TokenStream {
+fn steps(f: &Function, params: &[Param], an: &Analysis, steps_: &[Step]) -> TokenStream {
     let rt = rt();
-    let region = RustEmitter::new(f, Some(an), Ctx::Region, bounds);
-    let group = RustEmitter::new(f, Some(an), Ctx::Group, bounds);
+    let region = RustEmitter::new(f, params, Some(an), Ctx::Region);
+    let group = RustEmitter::new(f, params, Some(an), Ctx::Group);
     let all_done = quote! {
         if __states.iter().all(|__s| __s.done) {
             continue '__sycl_groups;
@@ -728,7 +720,7 @@ fn steps<'a>(
             }
             Step::GroupLet(l, e) => {
                 let name = format_ident!("__sycl_v{}", l);
-                let t = ty_tokens(f.ty(f.locals[*l].ty));
+                let t = ty_tokens(f.locals[*l].ty);
                 let v = group.expr(e);
                 quote! {
                     #all_done
@@ -738,7 +730,7 @@ fn steps<'a>(
             Step::Barrier => quote!(),
             Step::Reduce { local, op, value } => {
                 let name = format_ident!("__sycl_v{}", local);
-                let t = f.ty(value.ty);
+                let t = value.ty;
                 let tt = ty_tokens(t);
                 let v = region.expr(value);
                 let (ident, combine) = reduction(*op, t);
@@ -770,7 +762,7 @@ fn steps<'a>(
             Step::SubGroup { local, op, args } => {
                 let name = format_ident!("__sycl_v{}", local);
                 let buf = format_ident!("__sycl_sg{}", local);
-                let t = f.ty(args[0].ty);
+                let t = args[0].ty;
                 let tt = ty_tokens(t);
                 let v = region.expr(&args[0]);
                 // What a work-item that returned offers: the identity to reductions, zero to
@@ -827,7 +819,7 @@ fn steps<'a>(
             Step::SyncFor(h, body) => {
                 let name = format_ident!("__sycl_v{}", h.var);
                 let range = group.range(&h.start, &h.end, h.inclusive, h.step.as_ref());
-                let inner = steps(f, an, bounds, body);
+                let inner = steps(f, params, an, body);
                 quote! {
                     #all_done
                     for #name in #range {
@@ -856,12 +848,12 @@ fn reduction(op: Reduce, t: Ty) -> (TokenStream, TokenStream) {
 
 /// The sub-group collectives of `steps` (nested ones included): their result local and
 /// element type, for the exchange buffers declared once per launch.
-fn sub_group_buffers(f: &Function, steps: &[Step]) -> Vec<(usize, Ty)> {
+fn sub_group_buffers(steps: &[Step]) -> Vec<(usize, Ty)> {
     let mut out = Vec::new();
     for s in steps {
         match s {
-            Step::SubGroup { local, args, .. } => out.push((*local, f.ty(args[0].ty))),
-            Step::SyncFor(_, body) => out.extend(sub_group_buffers(f, body)),
+            Step::SubGroup { local, args, .. } => out.push((*local, args[0].ty)),
+            Step::SyncFor(_, body) => out.extend(sub_group_buffers(body)),
             _ => {}
         }
     }
@@ -869,13 +861,13 @@ fn sub_group_buffers(f: &Function, steps: &[Step]) -> Vec<(usize, Ty)> {
 }
 
 /// A helper's Rust function (the same semantics as in kernels; failures panic).
-pub fn helper_fn<'a>(f: &'a Function, item: &syn::ItemFn, bounds: &'a Bounds<'a>) -> TokenStream {
-    let e = RustEmitter::new(f, None, Ctx::Helper, bounds);
+pub fn helper_fn(f: &Function, param_names: &[Param], item: &syn::ItemFn) -> TokenStream {
+    let e = RustEmitter::new(f, param_names, None, Ctx::Helper);
     let body = e.block(&f.body);
     let attrs = &item.attrs;
     let vis = &item.vis;
     let name = &item.sig.ident;
-    let params = f.params.iter().map(|p| {
+    let params = param_names.iter().map(|p| {
         let ParamKind::Scalar(t) = p.kind else {
             unreachable!("helpers take scalars")
         };
@@ -883,7 +875,7 @@ pub fn helper_fn<'a>(f: &'a Function, item: &syn::ItemFn, bounds: &'a Bounds<'a>
         let t = ty_tokens(t);
         quote!(#user: #t)
     });
-    let binds = f.params.iter().map(|p| {
+    let binds = param_names.iter().map(|p| {
         let user = format_ident!("{}", p.name);
         let inner = param_ident(p);
         quote!(let #inner = #user;)

@@ -1,44 +1,45 @@
-//! The checked function lowered to the shared IR (`sycl_kernel_ir::Function`) and encoded as
-//! words, for the runtime (which decodes, validates and builds SPIR-V from them).
-//!
-//! Lowering resolves every type, numbers helper calls by the caller's helper list, drops
-//! what only the macro needs (spans, paths, type variables), and writes the bounds
-//! analysis' results into the IR: for each element access whether it is in bounds
-//! (`Check`), and the target-neutral facts back ends shape code by (an index computable in
-//! 32-bit signed arithmetic, arithmetic without signed overflow, loops that cannot wrap).
-//! The wire format itself is the IR crate's (`sycl_kernel_ir::wire`).
+//! The checked function carried to the IR's later stages: [`checked`] writes the bounds
+//! analysis' answers into it (for each element access whether it is in bounds (`Check`), and
+//! the target-neutral facts back ends shape code by: an index computable in 32-bit signed
+//! arithmetic, arithmetic without signed overflow, loops that cannot wrap) and resolves every
+//! type and literal; [`resolved`] drops what only the macro needs (spans, paths, names) and
+//! numbers helper calls by the caller's helper list. The structure is walked by the IR
+//! crate's `map::map_function`; the wire format is its `wire`.
 
 use sycl_kernel_ir as kir;
+use sycl_kernel_ir::map::{map_function, ForFacts, StageMap};
 use sycl_kernel_ir::Check;
 
-use crate::analyze::{path_key, Analysis};
-use crate::bounds::{pure, Bounds, Proof, Target};
+use crate::analyze::path_key;
+use crate::bounds::{pure, Bounds, Proof};
 use crate::ir::*;
 
-/// The IR of a kernel (its steps too when it runs as work-groups).
-pub fn kernel(f: &Function, an: &Analysis, bounds: &Bounds<'_>) -> kir::Function {
-    let l = Lower {
-        f,
-        helpers: &an.helpers,
-        bounds,
-        narrowable: narrowable(f, bounds, true),
+/// `f` (a kernel with `steps` when it runs as work-groups, or a helper) with the analysis'
+/// answers.
+pub fn checked(
+    f: &Function,
+    steps: Option<&[Step]>,
+    bounds: &Bounds<'_>,
+    kernel: bool,
+) -> kir::Function<Checked> {
+    let parsed = kir::Function::<Parsed> {
+        params: f.params.iter().map(|p| p.kind).collect(),
+        ret: f.ret,
+        locals: f.locals.clone(),
+        body: f.body.clone(),
+        steps: steps.map(<[Step]>::to_vec),
     };
-    let mut ir = l.function();
-    if an.info.group {
-        ir.steps = Some(l.steps(&an.steps));
-    }
-    ir
+    let mut m = ToChecked {
+        f,
+        bounds,
+        narrowable: narrowable(f, bounds, kernel),
+    };
+    map_function(&parsed, &mut m)
 }
 
-/// The words of a helper (`helpers`: its callees in call-marker order).
-pub fn helper(f: &Function, helpers: &[syn::Path], bounds: &Bounds<'_>) -> Vec<u32> {
-    let l = Lower {
-        f,
-        helpers,
-        bounds,
-        narrowable: narrowable(f, bounds, false),
-    };
-    kir::wire::encode(&l.function())
+/// The IR the runtime reads (`helpers`: the function's callees in call-marker order).
+pub fn resolved(f: &kir::Function<Checked>, helpers: &[syn::Path]) -> kir::Function {
+    map_function(f, &mut ToResolved { helpers })
 }
 
 /// A proof as the IR's check.
@@ -65,9 +66,8 @@ fn lit_bits(l: &Lit, t: Ty) -> u64 {
     }
 }
 
-struct Lower<'a> {
+struct ToChecked<'a> {
     f: &'a Function,
-    helpers: &'a [syn::Path],
     bounds: &'a Bounds<'a>,
     /// Loop variables that count as `u32` leaves of narrow indices (`kir::For::narrowable`
     /// loops whose `counts_in_u32` holds: always, or in a kernel by a run-time guard).
@@ -97,48 +97,58 @@ fn narrowable(f: &Function, bounds: &Bounds<'_>, kernel: bool) -> Vec<usize> {
     out
 }
 
-impl Lower<'_> {
-    fn function(&self) -> kir::Function {
-        let f = self.f;
-        kir::Function {
-            params: f.params.iter().map(|p| p.kind).collect(),
-            ret: f.ret,
-            locals: f
-                .locals
-                .iter()
-                .map(|l| kir::Local {
-                    ty: f.ty(l.ty),
-                    array: l.array,
-                    info: (),
-                })
-                .collect(),
-            body: self.block(&f.body),
-            steps: None,
-        }
+impl StageMap<Parsed, Checked> for ToChecked<'_> {
+    fn ty(&mut self, t: &TyId) -> Ty {
+        self.f.ty(*t)
     }
 
-    /// Whether `base[index]` needs its check (the user's `get_unchecked` never does).
-    fn access(&self, b: Base, index: &Expr, checked: bool) -> Check {
-        if !checked {
-            return Check::Proved;
-        }
-        check(self.bounds.access(b, index, Target::Device))
+    fn lit(&mut self, l: &Lit, t: &TyId) -> u64 {
+        lit_bits(l, self.f.ty(*t))
     }
 
-    /// Whether `index` can be computed in signed 32-bit arithmetic.
-    fn fits_i32(&self, index: &Expr) -> Check {
-        check(
+    fn callee(&mut self, c: &syn::Path) -> syn::Path {
+        c.clone()
+    }
+
+    fn src(&mut self, s: &At) -> At {
+        *s
+    }
+
+    fn local_info(&mut self, l: &Local) -> LocalInfo {
+        l.info.clone()
+    }
+
+    /// Whether `base[index]` needs its check (the user's `get_unchecked` never does), and
+    /// whether `index` can be computed in signed 32-bit arithmetic.
+    fn access(&mut self, base: Base, index: &Expr, checked: &bool, _: &()) -> (AccessCheck, Check) {
+        let check = if *checked {
+            check(self.bounds.access(base, index))
+        } else {
+            Check::Proved
+        };
+        let fits = check_of(
             self.bounds
                 .narrow_index(index, &|l| self.narrowable.contains(&l)),
+        );
+        (
+            AccessCheck {
+                check,
+                unchecked_in_source: !*checked,
+            },
+            fits,
         )
     }
 
-    fn block(&self, body: &[Stmt]) -> Vec<kir::Stmt> {
-        body.iter().map(|s| self.stmt(s)).collect()
+    /// For `u32` `+ - *` only: whether the operation has no signed overflow either.
+    fn binary(&mut self, e: &Expr, _: &()) -> Check {
+        if self.bounds.u32_arith(e).is_some() {
+            check(self.bounds.no_signed_wrap(e))
+        } else {
+            Check::Checked
+        }
     }
 
-    /// A loop header with the analysis' facts.
-    fn for_header(&self, h: &For) -> Box<kir::For> {
+    fn for_facts(&mut self, h: &For) -> ForFacts<Checked> {
         let (start, end, inclusive, step) = (&h.start, &h.end, h.inclusive, h.step.as_ref());
         // Whether the loop can count with `v += step`, every value below 2^(bits - 1), so
         // that its latch may compare signed (a condition over the work-group size counts
@@ -167,137 +177,67 @@ impl Lower<'_> {
         } else {
             (Proof::No, Proof::No)
         };
-        Box::new(kir::For {
-            var: h.var,
-            start: self.expr(start),
-            end: self.expr(end),
-            inclusive,
-            step: step.map(|s| self.expr(s)),
+        ForFacts {
             counts_below_half: check(below_half),
             start_below_half: check(start_below),
             counts_in_u32: check(in_u32),
             counts_in_u64: check(in_u64),
             start_per_item: per_item_loop(self.bounds, ty, start, inclusive),
-        })
+        }
+    }
+}
+
+/// `check` under the name the trait's method does not shadow.
+fn check_of(p: Proof) -> Check {
+    check(p)
+}
+
+struct ToResolved<'a> {
+    helpers: &'a [syn::Path],
+}
+
+impl StageMap<Checked, kir::Resolved> for ToResolved<'_> {
+    fn ty(&mut self, t: &Ty) -> Ty {
+        *t
     }
 
-    fn stmt(&self, s: &Stmt) -> kir::Stmt {
-        kir::Stmt::new(match &s.kind {
-            StmtKind::Let(l, e) => kir::StmtKind::Let(*l, self.expr(e)),
-            StmtKind::AssignLocal(l, op, e) => kir::StmtKind::AssignLocal(*l, *op, self.expr(e)),
-            StmtKind::Store {
-                base,
-                check: checked,
-                op,
-                index,
-                value,
-                ..
-            } => kir::StmtKind::Store {
-                base: *base,
-                check: self.access(*base, index, *checked),
-                index_fits_i32: self.fits_i32(index),
-                op: *op,
-                index: self.expr(index),
-                value: self.expr(value),
-            },
-            StmtKind::Expr(e) => kir::StmtKind::Expr(self.expr(e)),
-            StmtKind::If(c, a, b) => kir::StmtKind::If(self.expr(c), self.block(a), self.block(b)),
-            StmtKind::While(c, b) => kir::StmtKind::While(self.expr(c), self.block(b)),
-            StmtKind::Loop(b) => kir::StmtKind::Loop(self.block(b)),
-            StmtKind::For(h, body) => kir::StmtKind::For(self.for_header(h), self.block(body)),
-            StmtKind::Break => kir::StmtKind::Break,
-            StmtKind::Continue => kir::StmtKind::Continue,
-            StmtKind::Return(e) => kir::StmtKind::Return(e.as_ref().map(|e| self.expr(e))),
-            StmtKind::Barrier => kir::StmtKind::Barrier,
-        })
+    fn lit(&mut self, l: &u64, _: &Ty) -> u64 {
+        *l
     }
 
-    fn steps(&self, steps: &[Step]) -> Vec<kir::Step> {
-        steps
+    fn callee(&mut self, c: &syn::Path) -> usize {
+        let key = path_key(c);
+        self.helpers
             .iter()
-            .map(|s| match s {
-                Step::Region(stmts) => kir::Step::Region(self.block(stmts)),
-                Step::GroupLet(l, e) => kir::Step::GroupLet(*l, self.expr(e)),
-                Step::Barrier => kir::Step::Barrier,
-                Step::SubGroup { local, op, args } => kir::Step::SubGroup {
-                    local: *local,
-                    op: *op,
-                    args: self.exprs(args),
-                },
-                Step::Reduce { local, op, value } => kir::Step::Reduce {
-                    local: *local,
-                    op: *op,
-                    value: self.expr(value),
-                },
-                Step::SyncFor(h, body) => kir::Step::SyncFor(self.for_header(h), self.steps(body)),
-            })
-            .collect()
+            .position(|h| path_key(h) == key)
+            .expect("helpers are collected")
     }
 
-    fn exprs(&self, es: &[Expr]) -> Vec<kir::Expr> {
-        es.iter().map(|e| self.expr(e)).collect()
+    fn src(&mut self, _: &At) {}
+
+    fn local_info(&mut self, _: &kir::Local<Checked>) {}
+
+    fn access(
+        &mut self,
+        _: Base,
+        _: &kir::Expr<Checked>,
+        a: &AccessCheck,
+        fits: &Check,
+    ) -> (Check, Check) {
+        (a.check.clone(), fits.clone())
     }
 
-    fn expr(&self, e: &Expr) -> kir::Expr {
-        let t = self.f.ty(e.ty);
-        let b = |e: &Expr| Box::new(self.expr(e));
-        let kind = match &e.kind {
-            ExprKind::Lit(l) => kir::ExprKind::Lit(lit_bits(l, t)),
-            ExprKind::Local(l) => kir::ExprKind::Local(*l),
-            ExprKind::Param(i) => kir::ExprKind::Param(*i),
-            ExprKind::Load {
-                base,
-                index,
-                check: checked,
-                ..
-            } => kir::ExprKind::Load {
-                base: *base,
-                check: self.access(*base, index, *checked),
-                index_fits_i32: self.fits_i32(index),
-                index: b(index),
-            },
-            ExprKind::Len(base) => kir::ExprKind::Len(*base),
-            ExprKind::Unary(op, a) => kir::ExprKind::Unary(*op, b(a)),
-            ExprKind::Binary(op, x, y, _) => {
-                let no_wrap = if self.bounds.u32_arith(e).is_some() {
-                    check(self.bounds.no_signed_wrap(e))
-                } else {
-                    Check::Checked
-                };
-                kir::ExprKind::Binary(*op, b(x), b(y), no_wrap)
-            }
-            ExprKind::Cast(a) => kir::ExprKind::Cast(b(a)),
-            ExprKind::Math(m, args) => kir::ExprKind::Math(*m, self.exprs(args)),
-            ExprKind::Query(q, d) => kir::ExprKind::Query(*q, *d),
-            ExprKind::Atomic {
-                op,
-                base,
-                index,
-                values,
-            } => kir::ExprKind::Atomic {
-                op: *op,
-                base: *base,
-                index: b(index),
-                values: self.exprs(values),
-            },
-            ExprKind::Reduce(op, a) => kir::ExprKind::Reduce(*op, b(a)),
-            ExprKind::SubGroupQuery(q) => kir::ExprKind::SubGroupQuery(*q),
-            ExprKind::SubGroup(op, args) => kir::ExprKind::SubGroup(*op, self.exprs(args)),
-            ExprKind::Call(path, args) => {
-                let key = path_key(path);
-                let k = self
-                    .helpers
-                    .iter()
-                    .position(|h| path_key(h) == key)
-                    .expect("helpers are collected");
-                kir::ExprKind::Call(k, self.exprs(args))
-            }
-            ExprKind::Select(c, x, y) => kir::ExprKind::Select(b(c), b(x), b(y)),
-        };
-        kir::Expr {
-            ty: t,
-            kind,
-            src: (),
+    fn binary(&mut self, _: &kir::Expr<Checked>, fact: &Check) -> Check {
+        fact.clone()
+    }
+
+    fn for_facts(&mut self, h: &kir::For<Checked>) -> ForFacts<kir::Resolved> {
+        ForFacts {
+            counts_below_half: h.counts_below_half.clone(),
+            start_below_half: h.start_below_half.clone(),
+            counts_in_u32: h.counts_in_u32.clone(),
+            counts_in_u64: h.counts_in_u64.clone(),
+            start_per_item: h.start_per_item,
         }
     }
 }

@@ -162,6 +162,34 @@ impl kir::Stage for Parsed {
     type LocalInfo = LocalInfo;
 }
 
+/// The macro's stage once the bounds analysis has answered: the resolved IR's types, literal
+/// bits, checks and facts, with what the native CPU form still needs of the source (spans,
+/// helper paths, local names, which accesses the source leaves unchecked). `encode.rs` makes
+/// it from [`Parsed`]; the CPU form reads it; the words the runtime reads are its
+/// [`Resolved`](kir::Resolved) image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Checked;
+
+impl kir::Stage for Checked {
+    type Ty = Ty;
+    type Lit = u64;
+    type Callee = syn::Path;
+    type Access = AccessCheck;
+    type Fact = kir::Check;
+    type Flag = bool;
+    type Src = At;
+    type LocalInfo = LocalInfo;
+}
+
+/// An access's check, and whether the source itself leaves it unchecked (`get_unchecked`
+/// inside the author's `unsafe`: then `check` is `Proved`, and the CPU form attributes the
+/// unchecked access to the author's block).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AccessCheck {
+    pub check: kir::Check,
+    pub unchecked_in_source: bool,
+}
+
 pub type Expr = kir::Expr<Parsed>;
 pub type ExprKind = kir::ExprKind<Parsed>;
 pub type Stmt = kir::Stmt<Parsed>;

@@ -113,7 +113,8 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
     } else {
         bounds::Bounds::new(&f).without_proofs()
     };
-    let ir = encode::kernel(&f, &an, &bounds);
+    let checked = encode::checked(&f, an.info.group.then_some(&an.steps[..]), &bounds, true);
+    let ir = encode::resolved(&checked, &an.helpers);
     // The native CPU form drops exactly the checks of accesses proved under a guard.
     let guard = words(&sycl_kernel_ir::wire::encode_guards(&ir.access_guards()));
     let ir = words(&sycl_kernel_ir::wire::encode(&ir));
@@ -121,7 +122,7 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
     let vis = &item.vis;
     let attrs = &item.attrs;
     let cpu_name = format_ident!("__sycl_cpu_{}", name);
-    let cpu = emit_rust::kernel_cpu(&f, &an, &bounds, &cpu_name);
+    let cpu = emit_rust::kernel_cpu(&checked, &f.params, &an, &cpu_name);
     let cpu_entry = if an.info.group {
         quote!(::sycl::kernel::__rt::CpuEntry::Groups(#cpu_name))
     } else {
@@ -253,8 +254,11 @@ fn helper_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
         }
     });
     let bounds = bounds::Bounds::new(&f);
-    let ir = words(&encode::helper(&f, &paths, &bounds));
-    let rust = emit_rust::helper_fn(&f, &item, &bounds);
+    let checked = encode::checked(&f, None, &bounds, false);
+    let ir = words(&sycl_kernel_ir::wire::encode(&encode::resolved(
+        &checked, &paths,
+    )));
+    let rust = emit_rust::helper_fn(&checked, &f.params, &item);
     let name = &item.sig.ident;
     let vis = &item.vis;
     let name_str = name.to_string();
