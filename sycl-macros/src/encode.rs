@@ -121,21 +121,20 @@ impl StageMap<Parsed, Checked> for ToChecked<'_> {
     /// Whether `base[index]` needs its check (the user's `get_unchecked` never does), and
     /// whether `index` can be computed in signed 32-bit arithmetic.
     fn access(&mut self, base: Base, index: &Expr, checked: &bool, _: &()) -> (AccessCheck, Check) {
-        let check = if *checked {
+        let in_bounds = if *checked {
             check(self.bounds.access(base, index))
         } else {
             Check::Proved
         };
-        let fits = check_of(
-            self.bounds
-                .narrow_index(index, &|l| self.narrowable.contains(&l)),
-        );
+        let fits = self
+            .bounds
+            .narrow_index(index, &|l| self.narrowable.contains(&l));
         (
             AccessCheck {
-                check,
+                check: in_bounds,
                 unchecked_in_source: !*checked,
             },
-            fits,
+            check(fits),
         )
     }
 
@@ -185,11 +184,6 @@ impl StageMap<Parsed, Checked> for ToChecked<'_> {
             start_per_item: per_item_loop(self.bounds, ty, start, inclusive),
         }
     }
-}
-
-/// `check` under the name the trait's method does not shadow.
-fn check_of(p: Proof) -> Check {
-    check(p)
 }
 
 struct ToResolved<'a> {
