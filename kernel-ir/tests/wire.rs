@@ -836,12 +836,52 @@ proptest! {
         prop_assert_eq!(decode_guards(&encode_guards(&gs), f.params.len()), Ok(gs));
     }
 
+    /// `map::map_function` rebuilds every node in place: through a map that changes
+    /// nothing, every generated function comes back equal.
+    #[test]
+    fn the_stage_map_keeps_the_tree(seed in any::<u64>()) {
+        let (f, _, _) = case(seed);
+        prop_assert_eq!(map::map_function(&f, &mut Same), f);
+    }
+
     #[test]
     fn guard_lists_round_trip(seed in any::<u64>(), params in 1usize..6) {
         let gs = guards(seed, params);
         let words = encode_guards(&gs);
         prop_assert_eq!(words.is_empty(), gs.is_empty());
         prop_assert_eq!(decode_guards(&words, params), Ok(gs));
+    }
+}
+
+/// A [`map::StageMap`] from the resolved stage to itself that keeps every payload.
+struct Same;
+
+impl map::StageMap<Resolved, Resolved> for Same {
+    fn ty(&mut self, t: &Scalar) -> Scalar {
+        *t
+    }
+    fn lit(&mut self, l: &u64, _: &Scalar) -> u64 {
+        *l
+    }
+    fn callee(&mut self, c: &usize) -> usize {
+        *c
+    }
+    fn src(&mut self, _: &()) {}
+    fn local_info(&mut self, _: &Local) {}
+    fn access(&mut self, _: Base, _: &Expr, c: &Check, fits: &Check) -> (Check, Check) {
+        (c.clone(), fits.clone())
+    }
+    fn binary(&mut self, _: &Expr, fact: &Check) -> Check {
+        fact.clone()
+    }
+    fn for_facts(&mut self, h: &For) -> map::ForFacts<Resolved> {
+        map::ForFacts {
+            counts_below_half: h.counts_below_half.clone(),
+            start_below_half: h.start_below_half.clone(),
+            counts_in_u32: h.counts_in_u32.clone(),
+            counts_in_u64: h.counts_in_u64.clone(),
+            start_per_item: h.start_per_item,
+        }
     }
 }
 
