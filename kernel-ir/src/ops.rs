@@ -126,14 +126,24 @@ pub enum MathFn {
     Abs,
     Floor,
     Ceil,
+    Tanh,
+    Exp2,
+    Log2,
+    Log10,
+    Trunc,
+    Round,
+    Copysign,
+    Atan2,
+    Hypot,
 }
 
 impl MathFn {
     /// Every function, in wire-code order.
-    pub const ALL: [MathFn; 12] = {
+    pub const ALL: [MathFn; 21] = {
         use MathFn::*;
         [
-            Sqrt, Exp, Ln, Sin, Cos, Powf, MulAdd, Min, Max, Abs, Floor, Ceil,
+            Sqrt, Exp, Ln, Sin, Cos, Powf, MulAdd, Min, Max, Abs, Floor, Ceil, Tanh, Exp2, Log2,
+            Log10, Trunc, Round, Copysign, Atan2, Hypot,
         ]
     };
 
@@ -145,7 +155,12 @@ impl MathFn {
     /// Arguments besides the receiver.
     pub fn extra_args(self) -> usize {
         match self {
-            MathFn::Powf | MathFn::Min | MathFn::Max => 1,
+            MathFn::Powf
+            | MathFn::Min
+            | MathFn::Max
+            | MathFn::Copysign
+            | MathFn::Atan2
+            | MathFn::Hypot => 1,
             MathFn::MulAdd => 2,
             _ => 0,
         }
@@ -166,6 +181,15 @@ impl MathFn {
             MathFn::Abs => "abs",
             MathFn::Floor => "floor",
             MathFn::Ceil => "ceil",
+            MathFn::Tanh => "tanh",
+            MathFn::Exp2 => "exp2",
+            MathFn::Log2 => "log2",
+            MathFn::Log10 => "log10",
+            MathFn::Trunc => "trunc",
+            MathFn::Round => "round",
+            MathFn::Copysign => "copysign",
+            MathFn::Atan2 => "atan2",
+            MathFn::Hypot => "hypot",
         }
     }
 

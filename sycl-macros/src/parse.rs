@@ -1199,9 +1199,13 @@ impl Parser {
             ));
         }
         let f = MathFn::from_name(&name).ok_or_else(|| {
+            let math: Vec<&str> = MathFn::ALL.iter().map(|m| m.name()).collect();
             err(
                 m.method.span(),
-                format!("method `{name}` is not in the kernel language (math: sqrt, exp, ln, sin, cos, powf, mul_add, min, max, abs, floor, ceil; slices: len)"),
+                format!(
+                    "method `{name}` is not in the kernel language (math: {}; slices: len)",
+                    math.join(", ")
+                ),
             )
         })?;
         if m.args.len() != f.extra_args() {

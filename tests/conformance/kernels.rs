@@ -786,6 +786,113 @@ pub fn math_library(d: &Device) -> R {
     Ok(())
 }
 
+/// The functions `math_more` computes, in order (the receiver `x`, the argument `y`).
+const MATH_MORE: [&str; 9] = [
+    "tanh", "exp2", "log2", "log10", "trunc", "round", "copysign", "atan2", "hypot",
+];
+
+macro_rules! math_more {
+    ($kernel:ident, $check:ident, $t:ident, $tol:expr) => {
+        #[sycl::kernel]
+        fn $kernel(a: &[$t], b: &[$t], out: &mut [$t]) {
+            let i = global_id(0);
+            let x = a[i];
+            let y = b[i];
+            let o = i * 9;
+            out[o] = x.tanh();
+            out[o + 1] = x.exp2();
+            out[o + 2] = x.log2();
+            out[o + 3] = x.log10();
+            out[o + 4] = x.trunc();
+            out[o + 5] = x.round();
+            out[o + 6] = x.copysign(y);
+            out[o + 7] = x.atan2(y);
+            out[o + 8] = x.hypot(y);
+        }
+
+        fn $check(q: &Queue) -> R {
+            let mut a: Vec<$t> = (-80..=80).map(|k| k as $t * 0.375).collect();
+            a.extend([
+                0.0,
+                -0.0,
+                0.5,
+                -0.5,
+                2.5,
+                -2.5,
+                1.0,
+                1e-3,
+                -100.0,
+                $t::INFINITY,
+                $t::NEG_INFINITY,
+                $t::NAN,
+            ]);
+            let mut b: Vec<$t> = (0..a.len()).map(|k| (k % 11) as $t * 0.75 - 3.0).collect();
+            // Signed zeros and infinities as the second operand too (atan2's quadrants).
+            let n = b.len();
+            b[n - 1] = -0.0;
+            b[n - 2] = 0.0;
+            b[n - 3] = $t::NEG_INFINITY;
+            let n = a.len();
+            let (da, db) = (upload(q, &a)?, upload(q, &b)?);
+            let out = filled(q, n * 9, 0 as $t)?;
+            run(q, Range::d1(n), $kernel(&da, &db, &out))?;
+            let want: Vec<$t> = (0..n)
+                .flat_map(|i| {
+                    let (x, y) = (a[i], b[i]);
+                    [
+                        x.tanh(),
+                        x.exp2(),
+                        x.log2(),
+                        x.log10(),
+                        x.trunc(),
+                        x.round(),
+                        x.copysign(y),
+                        x.atan2(y),
+                        x.hypot(y),
+                    ]
+                })
+                .collect();
+            let got = q.to_vec(&out).map_err(fail)?;
+            compare_by(
+                &got,
+                &want,
+                |g, w, j| match MATH_MORE[j % 9] {
+                    // Exact in every library: the same bits, the sign of zero included.
+                    "trunc" | "round" | "copysign" => {
+                        g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan())
+                    }
+                    _ => close(g, w, $tol),
+                },
+                |j| {
+                    let i = j / 9;
+                    format!(
+                        "{} {} of ({:e}, {:e})",
+                        stringify!($t),
+                        MATH_MORE[j % 9],
+                        a[i],
+                        b[i]
+                    )
+                },
+            )
+        }
+    };
+}
+
+math_more!(math_more_f32, math_more_check_f32, f32, 1e-5);
+math_more!(math_more_f64, math_more_check_f64, f64, 1e-12);
+
+/// `tanh exp2 log2 log10 atan2 hypot` from each device's library within the tolerances of
+/// `math_library`; `trunc round copysign` exactly (Rust's `round` and C's both round half away
+/// from zero).
+pub fn math_more(d: &Device) -> R {
+    let q = in_order(d)?;
+    math_more_check_f32(&q)?;
+    if d.has(Aspect::Fp64) {
+        math_more_check_f64(&q)?;
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------- 2. casts
 
 #[sycl::kernel]

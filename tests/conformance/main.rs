@@ -1340,6 +1340,11 @@ fn main() -> ExitCode {
             run: kernels::math_library,
         },
         DeviceTest {
+            name: "kernels::math_more",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::math_more,
+        },
+        DeviceTest {
             name: "kernels::casts",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::casts,

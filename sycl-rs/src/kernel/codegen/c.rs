@@ -1464,6 +1464,17 @@ impl<'a> Printer<'a> {
             MathFn::Abs => "fabs",
             MathFn::Floor => "floor",
             MathFn::Ceil => "ceil",
+            // Rust's `round` and C's both round half away from zero.
+            MathFn::Tanh => "tanh",
+            MathFn::Exp2 => "exp2",
+            MathFn::Log2 => "log2",
+            MathFn::Log10 => "log10",
+            MathFn::Trunc => "trunc",
+            MathFn::Round => "round",
+            MathFn::Copysign => "copysign",
+            // `y.atan2(x)`: the receiver is C's first argument.
+            MathFn::Atan2 => "atan2",
+            MathFn::Hypot => "hypot",
         };
         let suffix = if self.d == Dialect::Cuda && t == Ty::F32 {
             "f"

@@ -2301,6 +2301,15 @@ impl Fx<'_> {
             MathFn::Abs => OpenclStd100Op::fabs,
             MathFn::Floor => OpenclStd100Op::floor,
             MathFn::Ceil => OpenclStd100Op::ceil,
+            MathFn::Tanh => OpenclStd100Op::tanh,
+            MathFn::Exp2 => OpenclStd100Op::exp2,
+            MathFn::Log2 => OpenclStd100Op::log2,
+            MathFn::Log10 => OpenclStd100Op::log10,
+            MathFn::Trunc => OpenclStd100Op::trunc,
+            MathFn::Round => OpenclStd100Op::round,
+            MathFn::Copysign => OpenclStd100Op::copysign,
+            MathFn::Atan2 => OpenclStd100Op::atan2,
+            MathFn::Hypot => OpenclStd100Op::hypot,
         };
         call(self, op, a)
     }
