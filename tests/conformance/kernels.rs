@@ -713,6 +713,51 @@ pub fn float_arithmetic_f64(d: &Device) -> R {
     float_check_f64(&q)
 }
 
+/// Runs a math kernel (`kernel(a, b, out)`, which writes one result per name in `names` for
+/// each input pair) over `inputs` and compares with `want` on the host: the functions named
+/// in `exact` bit for bit (the sign of zero included; any NaN for a NaN), the others within
+/// `tol` (`close`).
+fn check_math<T, K>(
+    q: &Queue,
+    (a, b): (&[T], &[T]),
+    (names, exact): (&[&str], &[&str]),
+    tol: f64,
+    kernel: impl FnOnce(&Usm<T>, &Usm<T>, &Usm<T>) -> K,
+    want: impl Fn(T, T) -> Vec<T>,
+) -> R
+where
+    T: Pod + Debug + Into<f64> + std::fmt::LowerExp,
+    K: KernelFunctor,
+{
+    let (n, per) = (a.len(), names.len());
+    let (da, db) = (upload(q, a)?, upload(q, b)?);
+    let out = filled(q, n * per, T::zeroed())?;
+    run(q, Range::d1(n), kernel(&da, &db, &out))?;
+    let want: Vec<T> = (0..n).flat_map(|i| want(a[i], b[i])).collect();
+    compare_by(
+        &q.to_vec(&out).map_err(fail)?,
+        &want,
+        |g, w, j| {
+            if exact.contains(&names[j % per]) {
+                let (g, w): (f64, f64) = (g.into(), w.into());
+                g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan())
+            } else {
+                close(g, w, tol)
+            }
+        },
+        |j| {
+            let i = j / per;
+            format!(
+                "{} {} of ({:e}, {:e})",
+                std::any::type_name::<T>(),
+                names[j % per],
+                a[i],
+                b[i]
+            )
+        },
+    )
+}
+
 macro_rules! math_lib {
     ($kernel:ident, $check:ident, $t:ident, $tol:expr) => {
         #[sycl::kernel]
@@ -743,30 +788,13 @@ macro_rules! math_lib {
                 $t::NAN,
             ]);
             let b: Vec<$t> = (0..a.len()).map(|k| (k % 13) as $t * 0.5 - 3.0).collect();
-            let n = a.len();
-            let (da, db) = (upload(q, &a)?, upload(q, &b)?);
-            let out = filled(q, n * 5, 0 as $t)?;
-            run(q, Range::d1(n), $kernel(&da, &db, &out))?;
-            let want: Vec<$t> = (0..n)
-                .flat_map(|i| {
-                    let (x, y) = (a[i], b[i]);
-                    [x.exp(), x.ln(), x.sin(), x.cos(), x.abs().powf(y)]
-                })
-                .collect();
-            compare_by(
-                &q.to_vec(&out).map_err(fail)?,
-                &want,
-                |g, w, _| close(g, w, $tol),
-                |j| {
-                    let i = j / 5;
-                    format!(
-                        "{} {} of ({:e}, {:e})",
-                        stringify!($t),
-                        ["exp", "ln", "sin", "cos", "powf"][j % 5],
-                        a[i],
-                        b[i]
-                    )
-                },
+            check_math(
+                q,
+                (&a, &b),
+                (&["exp", "ln", "sin", "cos", "powf"], &[]),
+                $tol,
+                |a, b, out| $kernel(a, b, out),
+                |x, y| vec![x.exp(), x.ln(), x.sin(), x.cos(), x.abs().powf(y)],
             )
         }
     };
@@ -832,14 +860,14 @@ macro_rules! math_more {
             b[n - 1] = -0.0;
             b[n - 2] = 0.0;
             b[n - 3] = $t::NEG_INFINITY;
-            let n = a.len();
-            let (da, db) = (upload(q, &a)?, upload(q, &b)?);
-            let out = filled(q, n * 9, 0 as $t)?;
-            run(q, Range::d1(n), $kernel(&da, &db, &out))?;
-            let want: Vec<$t> = (0..n)
-                .flat_map(|i| {
-                    let (x, y) = (a[i], b[i]);
-                    [
+            check_math(
+                q,
+                (&a, &b),
+                (&MATH_MORE, &["trunc", "round", "copysign"]),
+                $tol,
+                |a, b, out| $kernel(a, b, out),
+                |x, y| {
+                    vec![
                         x.tanh(),
                         x.exp2(),
                         x.log2(),
@@ -850,28 +878,6 @@ macro_rules! math_more {
                         x.atan2(y),
                         x.hypot(y),
                     ]
-                })
-                .collect();
-            let got = q.to_vec(&out).map_err(fail)?;
-            compare_by(
-                &got,
-                &want,
-                |g, w, j| match MATH_MORE[j % 9] {
-                    // Exact in every library: the same bits, the sign of zero included.
-                    "trunc" | "round" | "copysign" => {
-                        g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan())
-                    }
-                    _ => close(g, w, $tol),
-                },
-                |j| {
-                    let i = j / 9;
-                    format!(
-                        "{} {} of ({:e}, {:e})",
-                        stringify!($t),
-                        MATH_MORE[j % 9],
-                        a[i],
-                        b[i]
-                    )
                 },
             )
         }
