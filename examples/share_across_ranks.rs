@@ -7,14 +7,17 @@
 //! function written in Rust, the same for every device.
 //!
 //! It needs a device that shares memory and events between processes and runs
-//! `#[sycl::kernel]` functions: native CPU and CUDA (not OpenCL, which has no IPC, nor Level
-//! Zero yet). On another device it says what is missing and which devices would do, and exits
-//! with status 3 (other failures exit with 1).
+//! `#[sycl::kernel]` functions: native CPU, CUDA, and OpenCL devices with fine-grained system
+//! SVM (Intel's CPU runtime; not PoCL or NVIDIA's OpenCL, nor Level Zero yet). On another
+//! device it says what is missing and which devices would do, and exits with status 3 (other
+//! failures exit with 1). With `--worker-device`, the workers run on another device than rank 0,
+//! of the same backend or, for memory shared as memfds, of the other (native CPU and OpenCL).
 //!
 //! ```text
 //! cargo run --release --example share_across_ranks                  # default device
 //! cargo run --release --example share_across_ranks -- --ranks 8 --device cuda:0
 //! cargo run --release --example share_across_ranks -- --spread --device cuda:*   # a rank per GPU
+//! cargo run --release --example share_across_ranks -- --device native_cpu:* --worker-device opencl:1
 //! ```
 
 use std::process::{Command, ExitCode};
@@ -39,6 +42,7 @@ struct Options {
     elements_per_rank: usize,
     device: Option<String>,
     spread: bool,
+    worker_device: Option<String>,
     worker: Option<(String, usize, String)>,
 }
 
@@ -48,6 +52,7 @@ fn parse_args() -> Result<Options, String> {
         elements_per_rank: 4 << 20,
         device: None,
         spread: false,
+        worker_device: None,
         worker: None,
     };
     let mut args = std::env::args().skip(1);
@@ -58,6 +63,7 @@ fn parse_args() -> Result<Options, String> {
             "--elements" => o.elements_per_rank = next("--elements")?.parse().map_err(|e| format!("--elements: {e}"))?,
             "--device" => o.device = Some(next("--device")?),
             "--spread" => o.spread = true,
+            "--worker-device" => o.worker_device = Some(next("--worker-device")?),
             "--worker" => {
                 let channel = next("--worker")?;
                 let rank = next("--worker")?.parse().map_err(|e| format!("rank: {e}"))?;
@@ -65,7 +71,7 @@ fn parse_args() -> Result<Options, String> {
                 o.worker = Some((channel, rank, selector));
             }
             "-h" | "--help" => {
-                return Err("usage: share_across_ranks [--ranks N] [--elements PER_RANK] [--device SELECTOR] [--spread]".into())
+                return Err("usage: share_across_ranks [--ranks N] [--elements PER_RANK] [--device SELECTOR] [--spread | --worker-device SELECTOR]".into())
             }
             other => return Err(format!("unknown argument `{other}`")),
         }
@@ -174,8 +180,18 @@ fn rank0(o: &Options) -> Result<(), String> {
         eprintln!("share_across_ranks: {why}");
         std::process::exit(3);
     }
-    // Devices for the workers: the same one, or with --spread one per device of the backend.
-    let pool: Vec<Device> = if o.spread {
+    // Devices for the workers: the same one, with --spread one per device of the backend, or
+    // the one --worker-device names.
+    let pool: Vec<Device> = if let Some(sel) = &o.worker_device {
+        let d = DeviceSelector::filter(sel)
+            .and_then(|s| s.select())
+            .map_err(|e| e.to_string())?;
+        if let Some(why) = explain_missing(&d) {
+            eprintln!("share_across_ranks: worker device: {why}");
+            std::process::exit(3);
+        }
+        vec![d]
+    } else if o.spread {
         Device::all()
             .into_iter()
             .filter(|d| d.backend() == device.backend() && explain_missing(d).is_none())

@@ -9,8 +9,9 @@
 # Examples run through `cargo run --release`; with SYCL_RS_EXAMPLES_BIN=DIR they run from
 # prebuilt binaries in DIR instead (e.g. .gpu-bundle/bin, where sycl-ls must be too).
 #
-# share_across_ranks needs a device with IPC: on OpenCL devices (none has it) it exits with
-# status 3 after saying why, which counts as a skip there and only there.
+# share_across_ranks needs a device with IPC: on OpenCL devices without fine-grained system SVM
+# (PoCL, NVIDIA's OpenCL) it exits with status 3 after saying why, which counts as a skip there
+# and only there; Intel's CPU OpenCL runs it (4 ranks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

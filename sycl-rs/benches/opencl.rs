@@ -7,6 +7,12 @@
 //! side has its own `cl_context` and in-order `cl_command_queue` on the same `cl_device_id`,
 //! and its own program built from the same source. Latency rows print ours/raw of the times
 //! (lower is better); bandwidth rows print ours/raw of the GB/s (higher is better).
+//!
+//! IPC (issue 33), for every OpenCL device with `ext_oneapi_ipc_memory` beside the native CPU
+//! backend in the same run: a child process opens a 64 MiB export (cold: the first open in the
+//! process; cached: again while it is open), copies out of it, and ping-pongs two IPC events
+//! with the parent (signal counts). And a kernel over device USM (sealed memfd mappings on such
+//! devices) beside the same kernel over the driver's own shared USM (target <= 1.05x).
 #![allow(unsafe_code)]
 
 mod common;
@@ -14,7 +20,14 @@ use common::{median, row, skip, time_it};
 use std::ffi::{c_void, CString};
 use std::time::Instant;
 
-use sycl::{Aspect, BackendKind, Device, KernelBundle, Queue, Range};
+use sycl::ipc::{
+    self,
+    transport::{Channel, Listener},
+};
+use sycl::{
+    Aspect, BackendKind, Device, DeviceSelector, Event, EventProperties, KernelArg, KernelBundle,
+    Queue, Range,
+};
 use sycl_backend_opencl::result::info_string;
 use sycl_backend_opencl::sys::{self, cl_int, cl_uint, Api};
 
@@ -602,7 +615,205 @@ fn same_path(raw: &Raw<'_>, reps: usize, src: &[u32], dst: &mut [u32]) {
     );
 }
 
+// ---------------------------------------------------------------- IPC
+
+/// Tells a re-executed bench binary to play the IPC child.
+const ROLE: &str = "SYCL_RS_OPENCL_BENCH_ROLE";
+const IPC_BYTES: usize = 64 << 20;
+const IPC_EVENT: EventProperties = EventProperties {
+    enable_ipc: true,
+    enable_profiling: false,
+};
+
+/// The child: args are the device selector, the channel, repetitions and ping-pong rounds.
+fn ipc_child(args: &[String]) {
+    let dev = DeviceSelector::filter(&args[0]).unwrap().select().unwrap();
+    let ch = Channel::connect(&args[1]).unwrap();
+    let (reps, rounds): (usize, u64) = (args[2].parse().unwrap(), args[3].parse().unwrap());
+    let q = Queue::in_order(&dev).unwrap();
+    let handle = ch.recv_handle().unwrap();
+    let ping = ipc::event::open(&ch.recv_handle().unwrap(), q.context()).unwrap();
+    let pong = ipc::event::open(&ch.recv_handle().unwrap(), q.context()).unwrap();
+    let t = Instant::now();
+    let held = ipc::memory::open::<u8>(&handle, q.context(), &dev).unwrap();
+    let cold = t.elapsed().as_secs_f64() * 1e6;
+    let cached = median(time_it(reps, || {
+        let again = ipc::memory::open::<u8>(&handle, q.context(), &dev).unwrap();
+        ipc::memory::close(again).unwrap();
+    })) * 1e6;
+    let local = sycl::malloc_device::<u8>(IPC_BYTES, &q).unwrap();
+    q.copy(&held, &local, &[]).unwrap().wait().unwrap();
+    let copy = median(time_it(reps.min(20), || {
+        q.copy(&held, &local, &[]).unwrap().wait().unwrap();
+    }));
+    ch.send(format!("{cold} {cached} {copy}").as_bytes())
+        .unwrap();
+    for i in 1..=rounds {
+        assert!(ping.ext_wait_signal_count(i, None).unwrap());
+        q.enqueue_signal_event(&pong).unwrap();
+    }
+    q.wait().unwrap();
+}
+
+/// Open (cold, cached), copy-out time and event round trip of `dev`, through a child.
+fn ipc_figures(dev: &Device, reps: usize, rounds: u64) -> [f64; 4] {
+    let q = Queue::in_order(dev).unwrap();
+    let buf = sycl::malloc_device::<u8>(IPC_BYTES, &q).unwrap();
+    q.memset(&buf, 7, &[]).unwrap().wait().unwrap();
+    let ping = Event::new_for_queue(&q, IPC_EVENT).unwrap();
+    let pong = Event::new_for_queue(&q, IPC_EVENT).unwrap();
+    let listener = Listener::bind_unique().unwrap();
+    let index = Device::all()
+        .into_iter()
+        .filter(|d| d.backend() == dev.backend())
+        .position(|d| &d == dev)
+        .unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .env(ROLE, "ipc")
+        .args([
+            format!("{}:{index}", dev.backend()),
+            listener.name().to_string(),
+            reps.to_string(),
+            rounds.to_string(),
+        ])
+        .spawn()
+        .unwrap();
+    let ch = listener
+        .accept(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    ch.send_handle(&ipc::memory::get(&buf).unwrap()).unwrap();
+    ch.send_handle(&ipc::event::get(&ping).unwrap()).unwrap();
+    ch.send_handle(&ipc::event::get(&pong).unwrap()).unwrap();
+    let reply = String::from_utf8(ch.recv().unwrap()).unwrap();
+    let f: Vec<f64> = reply.split(' ').map(|x| x.parse().unwrap()).collect();
+    let t = Instant::now();
+    for i in 1..=rounds {
+        q.enqueue_signal_event(&ping).unwrap();
+        assert!(pong.ext_wait_signal_count(i, None).unwrap());
+    }
+    let round_trip = t.elapsed().as_secs_f64() * 1e6 / rounds as f64;
+    assert!(child.wait().unwrap().success());
+    [f[0], f[1], f[2], round_trip]
+}
+
+const TRIAD: &str = "__kernel void triad(__global float* a, __global const float* b, float k) \
+    { size_t i = get_global_id(0); a[i] = a[i] * k + b[i]; }";
+
+/// The triad kernel over two arrays of `kind`, median seconds per launch.
+fn triad_time(q: &Queue, k: &sycl::Kernel, kind: sycl::UsmKind, reps: usize) -> f64 {
+    let n = IPC_BYTES / 4;
+    let alloc = || match kind {
+        sycl::UsmKind::Shared => sycl::malloc_shared::<f32>(n, q).unwrap(),
+        _ => sycl::malloc_device::<f32>(n, q).unwrap(),
+    };
+    let (a, b) = (alloc(), alloc());
+    q.fill(&a, 1.0f32, &[]).unwrap().wait().unwrap();
+    q.fill(&b, 2.0f32, &[]).unwrap().wait().unwrap();
+    let kf = 0.5f32;
+    let launch = || {
+        // SAFETY: the kernel reads b and writes a, both n floats, alive until the wait.
+        unsafe {
+            q.launch(
+                k,
+                Range::d1(n),
+                &[
+                    KernelArg::usm(&a),
+                    KernelArg::usm(&b),
+                    KernelArg::scalar(&kf),
+                ],
+                &[],
+            )
+        }
+        .unwrap()
+        .wait()
+        .unwrap()
+    };
+    launch();
+    median(time_it(reps, launch))
+}
+
+fn ipc_section(quick: bool) {
+    let ipc_devices: Vec<Device> = Device::all()
+        .into_iter()
+        .filter(|d| d.backend() == BackendKind::OpenCl && d.has(Aspect::ExtOneapiIpcMemory))
+        .collect();
+    println!();
+    if ipc_devices.is_empty() {
+        println!("== IPC: no OpenCL device shares memory (fine-grained system SVM): skipped");
+        return;
+    }
+    let (reps, rounds) = if quick { (50, 200) } else { (300, 2000) };
+    let native = Device::native_cpu();
+    println!("== IPC: each row is the OpenCL device's figure beside the native CPU backend's");
+    for dev in &ipc_devices {
+        println!("-- {} / {}", dev.platform().name(), dev.name());
+        // Interleaved: native, device, native, device; the medians of each side.
+        let mut figs: [Vec<f64>; 8] = Default::default();
+        for _ in 0..if quick { 1 } else { 3 } {
+            for (side, d) in [(0, &native), (4, dev)] {
+                for (i, v) in ipc_figures(d, reps, rounds).into_iter().enumerate() {
+                    figs[side + i].push(v);
+                }
+            }
+        }
+        let m: Vec<f64> = figs.into_iter().map(median).collect();
+        row(
+            "ipc::memory::open cold, 64 MiB (vs native CPU)",
+            "us",
+            m[4],
+            m[0],
+        );
+        row("ipc::memory::open cached (vs native CPU)", "us", m[5], m[1]);
+        let gb = |t: f64| IPC_BYTES as f64 / t / 1e9;
+        println!(
+            "  copy out of opened memory, 64 MiB: {:.2} GB/s (native CPU {:.2} GB/s), ratio {:.3}",
+            gb(m[6]),
+            gb(m[2]),
+            gb(m[6]) / gb(m[2])
+        );
+        row(
+            "ipc::event round trip between processes (vs native CPU)",
+            "us",
+            m[7],
+            m[3],
+        );
+        // Kernels over memfd device USM beside the driver's own (shared) USM.
+        if !dev.has(Aspect::UsmSharedAllocations) {
+            continue;
+        }
+        let q = Queue::in_order(dev).unwrap();
+        let bundle = KernelBundle::build(
+            q.context(),
+            std::slice::from_ref(q.device()),
+            sycl::Source::OpenClC(TRIAD),
+            "",
+        )
+        .unwrap();
+        let k = bundle.kernel("triad").unwrap();
+        let kreps = if quick { 10 } else { 40 };
+        let (mut memfd, mut driver) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            memfd.push(triad_time(&q, &k, sycl::UsmKind::Device, kreps));
+            driver.push(triad_time(&q, &k, sycl::UsmKind::Shared, kreps));
+        }
+        let (memfd, driver) = (median(memfd), median(driver));
+        let ratio = memfd / driver;
+        println!(
+            "  triad over 64 MiB: memfd device USM {:.3} ms, driver shared USM {:.3} ms: {ratio:.3} \
+             (target <= 1.05): {}",
+            memfd * 1e3,
+            driver * 1e3,
+            if ratio <= 1.05 { "PASS" } else { "MISS" }
+        );
+    }
+}
+
 fn main() {
+    if std::env::var(ROLE).is_ok_and(|r| r == "ipc") {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        ipc_child(&args);
+        return;
+    }
     let quick = std::env::args().any(|a| a == "--quick");
     let (lat_reps, trials, bw_reps) = if quick { (400, 5, 3) } else { (2000, 11, 5) };
     let devices: Vec<Device> = Device::all()
@@ -642,4 +853,5 @@ fn main() {
         kernel_latency(&q, &raw, lat_reps, trials);
         bandwidth(&q, &raw, bw_reps);
     }
+    ipc_section(quick);
 }

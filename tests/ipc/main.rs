@@ -16,8 +16,8 @@ use sycl::ipc::{
 };
 use sycl::{Aspect, BackendKind, Device, Errc, Event, EventProperties, Queue};
 use sycl_tests::{
-    check, check_eq, child_command, device_from_selector, fail, run_child, run_suite, selector_for,
-    start_child, DeviceTest, GlobalTest,
+    check, check_eq, child_command, device_from_selector, fail, run_child, run_suite_where,
+    selector_for, start_child, DeviceTest, GlobalTest,
 };
 
 pub(crate) type R = Result<(), Failed>;
@@ -36,6 +36,21 @@ pub(crate) fn s<E: std::fmt::Display>(e: E) -> String {
 /// The handle a parent passed on a child's command line (hex).
 pub(crate) fn handle_arg(arg: &str) -> Result<Handle, String> {
     Handle::from_bytes(hex::decode(arg).map_err(s)?).map_err(s)
+}
+
+/// Whether `d` shares memory as sealed memfds, with the guarantees that gives (exports outlive
+/// the exporter, `put` revokes, exporter identity checked, descriptors on the channel): the
+/// native CPU backend, and OpenCL devices with fine-grained system SVM.
+pub(crate) fn memfd_memory(d: &Device) -> bool {
+    d.has(Aspect::ExtOneapiIpcMemory)
+        && matches!(d.backend(), BackendKind::NativeCpu | BackendKind::OpenCl)
+}
+
+/// Whether `d`'s IPC events are shared pages (native CPU, every OpenCL device): signal counts,
+/// dead peers noticed.
+pub(crate) fn page_events(d: &Device) -> bool {
+    d.has(Aspect::ExtOneapiIpcEvent)
+        && matches!(d.backend(), BackendKind::NativeCpu | BackendKind::OpenCl)
 }
 
 pub(crate) fn allow_children() -> R {
@@ -110,7 +125,7 @@ fn child_channel_open(args: &[String]) -> ChildResult {
     ch.set_recv_timeout(Some(Duration::from_secs(30)))
         .map_err(s)?;
     let handle = ch.recv_handle().map_err(s)?;
-    if !handle.carries_descriptors() && handle.backend() == BackendKind::NativeCpu {
+    if !handle.carries_descriptors() && memfd_memory(&d) {
         return Err("handle arrived without descriptors".into());
     }
     let q = Queue::in_order(&d).map_err(s)?;
@@ -223,13 +238,13 @@ fn child_open_after_put(args: &[String]) -> ChildResult {
             Ok(())
         }
         Err(e) => Err(format!("wrong error for a put handle: {e}")),
-        Ok(m) if d.backend() != BackendKind::NativeCpu => {
+        Ok(m) if !memfd_memory(&d) => {
             // CUDA keeps no per-handle resources, so its put releases nothing; the memory
             // must then still be the exporter's data.
             let q = Queue::in_order(&d).map_err(s)?;
             verify(&q, &m, 40).map(|_| println!("opened"))
         }
-        Ok(_) => Err("native CPU opened a handle after put".into()),
+        Ok(_) => Err(format!("{} opened a handle after put", d.backend())),
     }
 }
 
@@ -328,7 +343,11 @@ fn memory_survives_exporter_exit(d: &Device) -> R {
 
 // ---- events
 
-fn child_event_consumer(args: &[String]) -> ChildResult {
+/// A child's side of a parent that sends a memory handle then an event handle: its channel
+/// (args: device selector, channel name), a queue on its device, and both opened there.
+fn open_memory_and_event(
+    args: &[String],
+) -> Result<(Channel, Queue, sycl::Usm<u32>, Event), String> {
     let d = device_from_selector(&args[0])?;
     let ch = Channel::connect(&args[1]).map_err(s)?;
     ch.set_recv_timeout(Some(Duration::from_secs(60)))
@@ -338,6 +357,11 @@ fn child_event_consumer(args: &[String]) -> ChildResult {
     let q = Queue::in_order(&d).map_err(s)?;
     let mem = ipc::memory::open::<u32>(&mem_handle, q.context(), &d).map_err(s)?;
     let ready = ipc::event::open(&ev_handle, q.context()).map_err(s)?;
+    Ok((ch, q, mem, ready))
+}
+
+fn child_event_consumer(args: &[String]) -> ChildResult {
+    let (ch, q, mem, ready) = open_memory_and_event(args)?;
     // The exporter signalled the event behind a slow fill before sending it: waiting must
     // cover the fill.
     ready.wait().map_err(s)?;
@@ -351,6 +375,11 @@ fn child_event_consumer(args: &[String]) -> ChildResult {
 }
 
 fn event_round_trip(d: &Device) -> R {
+    event_round_trip_with(d, d)
+}
+
+/// The event round trip with the consumer on `peer` (another backend for `cross_backend`).
+fn event_round_trip_with(d: &Device, peer: &Device) -> R {
     let q = Queue::in_order(d).map_err(fail)?;
     let buf = sycl::malloc_device::<u32>(N, &q).map_err(fail)?;
     let ev = Event::new_for_queue(
@@ -365,7 +394,7 @@ fn event_round_trip(d: &Device) -> R {
     let listener = Listener::bind_unique().map_err(fail)?;
     let mut child = child_command(
         "event_consumer",
-        &[selector_for(d), listener.name().to_string()],
+        &[selector_for(peer), listener.name().to_string()],
     )
     .spawn()
     .map_err(fail)?;
@@ -422,9 +451,13 @@ fn child_event_then_die(args: &[String]) -> ChildResult {
     std::process::exit(0); // dies with the signal pending
 }
 
-fn event_exporter_death(d: &Device) -> R {
+/// A child (`event_then_die`) that exported an event whose signal it owes and will never give,
+/// its channel (send "die" to end it), and the event opened here on a queue of `d`.
+fn event_of_a_dying_child(
+    d: &Device,
+) -> Result<(std::process::Child, Channel, Queue, Event), Failed> {
     let listener = Listener::bind_unique().map_err(fail)?;
-    let mut child = child_command(
+    let child = child_command(
         "event_then_die",
         &[selector_for(d), listener.name().to_string()],
     )
@@ -438,6 +471,11 @@ fn event_exporter_death(d: &Device) -> R {
     let handle = ch.recv_handle().map_err(fail)?;
     let q = Queue::in_order(d).map_err(fail)?;
     let ev = ipc::event::open(&handle, q.context()).map_err(fail)?;
+    Ok((child, ch, q, ev))
+}
+
+fn event_exporter_death(d: &Device) -> R {
+    let (mut child, ch, _q, ev) = event_of_a_dying_child(d)?;
     check!(
         !ev.wait_timeout(Duration::from_millis(50)).map_err(fail)?,
         "a pending event reported complete"
@@ -458,6 +496,149 @@ fn event_exporter_death(d: &Device) -> R {
     check_eq!(err.code(), Errc::Event);
     println!("dead exporter noticed after {:?}: {err}", started.elapsed());
     Ok(())
+}
+
+// ---- a queue that waits for an IPC event (issue 33 item 2)
+
+fn child_queue_waiter(args: &[String]) -> ChildResult {
+    let (_ch, q, mem, ready) = open_memory_and_event(args)?;
+    let local = sycl::malloc_device::<u32>(N, &q).map_err(s)?;
+    // The copy is enqueued at once; only the queue waits for the exporter's signal, which
+    // follows the exporter's write of salt 71 (its memory holds salt 70 until then).
+    let t = Instant::now();
+    q.enqueue_wait_events(&[&ready]).map_err(s)?;
+    q.copy(&mem, &local, &[]).map_err(s)?;
+    println!("enqueued_after_ms={}", t.elapsed().as_millis());
+    q.wait().map_err(s)?;
+    println!("done_after_ms={}", t.elapsed().as_millis());
+    verify(&q, &local, 71)
+}
+
+/// `enqueue_wait_events` on an IPC event holds the queue's later commands back until the
+/// peer's signal, which comes 300 ms after they were enqueued (a copy that ran at once would
+/// read the old data).
+fn event_queue_wait(d: &Device) -> R {
+    let (q, buf) = exporter_buffer(d, 70)?;
+    let ev = Event::new_for_queue(
+        &q,
+        EventProperties {
+            enable_ipc: true,
+            enable_profiling: false,
+        },
+    )
+    .map_err(fail)?;
+    // Pending from here on: the signal sits behind a host task that waits for the go-ahead.
+    let (go, gate) = std::sync::mpsc::channel::<()>();
+    q.host_task(&[], move || {
+        let _ = gate.recv_timeout(Duration::from_secs(60));
+    })
+    .map_err(fail)?;
+    let host: Vec<u32> = (0..N).map(|i| value(i, 71)).collect();
+    let staging = sycl::malloc_host::<u32>(N, &q).map_err(fail)?;
+    staging
+        .view()
+        .map_err(fail)?
+        .copy_from_slice(&host)
+        .map_err(fail)?;
+    q.copy(&staging, &buf, &[]).map_err(fail)?;
+    q.enqueue_signal_event(&ev).map_err(fail)?;
+    let listener = Listener::bind_unique().map_err(fail)?;
+    let child = child_command(
+        "queue_waiter",
+        &[selector_for(d), listener.name().to_string()],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .map_err(fail)?;
+    let ch = listener
+        .accept(Some(Duration::from_secs(30)))
+        .map_err(fail)?;
+    ch.send_handle(&ipc::memory::get(&buf).map_err(fail)?)
+        .map_err(fail)?;
+    ch.send_handle(&ipc::event::get(&ev).map_err(fail)?)
+        .map_err(fail)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = go.send(());
+    let out = child.wait_with_output().map_err(fail)?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    print!("{text}");
+    check!(out.status.success(), "the waiting child failed: {text}");
+    ev.wait().map_err(fail)?;
+    Ok(())
+}
+
+/// A queue that waits for an IPC event whose signaller dies with the signal owed does not hang:
+/// the commands behind the wait fail (`Errc::Event`), or, where the wait happens at submission
+/// (PoCL), the submission does.
+fn event_queue_wait_dead_signaller(d: &Device) -> R {
+    let (mut child, ch, q, ev) = event_of_a_dying_child(d)?;
+    let buf = sycl::malloc_device::<u32>(1024, &q).map_err(fail)?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let outcome = q
+            .enqueue_wait_events(&[&ev])
+            .and_then(|()| q.fill(&buf, 5u32, &[]))
+            .and_then(|filled| filled.wait());
+        let _ = tx.send(outcome);
+        // Dropping the queue must not hang either.
+        drop(q);
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    ch.send(b"die").map_err(fail)?;
+    check!(child.wait().map_err(fail)?.success());
+    let started = Instant::now();
+    let outcome = rx
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|_| fail("a queue waiting on the event of a dead signaller hung for 10 s"))?;
+    let err = outcome
+        .err()
+        .ok_or_else(|| fail("the commands ran although the signaller died"))?;
+    check_eq!(err.code(), Errc::Event, "{err}");
+    println!(
+        "dead signaller noticed after {:?}: {err}",
+        started.elapsed()
+    );
+    waiter
+        .join()
+        .map_err(|_| fail("the waiting thread panicked"))?;
+    Ok(())
+}
+
+// ---- across backends (issue 33 item 3)
+
+/// The device of the other backend that shares memory as memfds (native CPU for an OpenCL
+/// device, an OpenCL device with fine-grained system SVM for the native CPU one).
+pub(crate) fn memfd_partner(d: &Device) -> Option<Device> {
+    Device::all()
+        .into_iter()
+        .find(|o| o.backend() != d.backend() && memfd_memory(o))
+}
+
+/// Memory and an event exported on one backend open and work on the other: the child verifies
+/// and rewrites the memory on its device and signals the event from its queue; this process
+/// waits for that signal and reads what the child wrote.
+fn cross_backend(d: &Device) -> R {
+    let peer = memfd_partner(d).ok_or_else(|| fail("no device of another memfd backend"))?;
+    allow_children()?;
+    let (q, buf) = exporter_buffer(d, 80)?;
+    let handle = ipc::memory::get(&buf).map_err(fail)?;
+    run_child(
+        "open_verify_write",
+        &[
+            selector_for(&peer),
+            hex::encode(handle.as_bytes()),
+            "80".into(),
+            "81".into(),
+        ],
+    )?;
+    verify(&q, &buf, 81).map_err(fail)?;
+    // In this process too: the other backend's context opens the handle.
+    let peer_q = Queue::in_order(&peer).map_err(fail)?;
+    let opened = ipc::memory::open::<u32>(&handle, peer_q.context(), &peer).map_err(fail)?;
+    verify(&peer_q, &opened, 81).map_err(fail)?;
+    drop(opened);
+    ipc::memory::put(handle).map_err(fail)?;
+    event_round_trip_with(d, &peer)
 }
 
 // ---- ping-pong through signal counts, no side channel
@@ -733,11 +914,12 @@ fn garbage_handles() -> R {
             .code(),
         Errc::Invalid
     );
-    // A handle of another backend: BackendMismatch.
-    if let Some(other) = Device::all()
-        .into_iter()
-        .find(|o| o.backend() != BackendKind::NativeCpu && o.has(Aspect::ExtOneapiIpcMemory))
-    {
+    // A handle of another backend that shares no format with it: BackendMismatch (OpenCL
+    // opens native CPU memory: `cross_backend`).
+    if let Some(other) = Device::all().into_iter().find(|o| {
+        !matches!(o.backend(), BackendKind::NativeCpu | BackendKind::OpenCl)
+            && o.has(Aspect::ExtOneapiIpcMemory)
+    }) {
         let ctx = sycl::Context::default_for(&other).map_err(fail)?;
         check_eq!(
             ipc::memory::open::<u8>(&h, &ctx, &other)
@@ -762,6 +944,7 @@ fn main() -> ExitCode {
         ("physical", child_physical),
         ("cycles", child_cycles),
         ("ping_pong", child_ping_pong),
+        ("queue_waiter", child_queue_waiter),
     ];
     sycl_tests::run_child_role_if_any(&[roles, soundness::ROLES].concat());
     const MEM: &[Aspect] = &[Aspect::ExtOneapiIpcMemory, Aspect::UsmDeviceAllocations];
@@ -775,15 +958,25 @@ fn main() -> ExitCode {
         Aspect::ExtOneapiIpcPhysicalMemory,
         Aspect::ExtOneapiVirtualMem,
     ];
-    // Tests of guarantees only the native CPU backend makes carry its private aspect set.
-    const NATIVE_MEM: &[Aspect] = &[Aspect::ExtOneapiIpcMemory, Aspect::ExtSyclRsClosureKernels];
-    const NATIVE_EVT: &[Aspect] = &[Aspect::ExtOneapiIpcEvent, Aspect::ExtSyclRsClosureKernels];
-    // Memory, physical memory and events shared as memfds (the native CPU backend).
-    const NATIVE_FDS: &[Aspect] = &[
-        Aspect::ExtOneapiIpcMemory,
-        Aspect::ExtOneapiIpcPhysicalMemory,
-        Aspect::ExtOneapiIpcEvent,
-        Aspect::ExtSyclRsClosureKernels,
+    // Tests of guarantees that memfd memory and event pages give (native CPU, OpenCL) are
+    // named in `MEMFD_TESTS` / `PAGE_EVENT_TESTS`; `skip` below holds them to those devices.
+    const NATIVE_MEM: &[Aspect] = &[Aspect::ExtOneapiIpcMemory];
+    const NATIVE_EVT: &[Aspect] = &[Aspect::ExtOneapiIpcEvent];
+    const NATIVE_FDS: &[Aspect] = &[Aspect::ExtOneapiIpcMemory, Aspect::ExtOneapiIpcEvent];
+    const MEMFD_TESTS: &[&str] = &[
+        "ipc::memory::survives_exporter_exit",
+        "soundness::shared_memory_has_no_host_slices",
+        "soundness::peers_cannot_resize_shared_memory",
+        "soundness::put_revokes_exactly",
+        "soundness::exporter_identity_is_checked",
+        "soundness::hostile_memfds_are_refused",
+        "ipc::cross_backend",
+    ];
+    const PAGE_EVENT_TESTS: &[&str] = &[
+        "ipc::event::exporter_death_is_an_error",
+        "ipc::event::ping_pong_by_signal_count",
+        "ipc::event::queue_waits_for_a_late_signal",
+        "ipc::event::queue_wait_fails_when_the_signaller_dies",
     ];
     let device_tests = [
         DeviceTest {
@@ -838,8 +1031,23 @@ fn main() -> ExitCode {
         },
         DeviceTest {
             name: "ipc::event::ping_pong_by_signal_count",
-            needs: &[Aspect::ExtOneapiIpcEvent, Aspect::ExtSyclRsEventSignalCount],
+            needs: NATIVE_EVT,
             run: event_ping_pong,
+        },
+        DeviceTest {
+            name: "ipc::event::queue_waits_for_a_late_signal",
+            needs: EVT,
+            run: event_queue_wait,
+        },
+        DeviceTest {
+            name: "ipc::event::queue_wait_fails_when_the_signaller_dies",
+            needs: NATIVE_EVT,
+            run: event_queue_wait_dead_signaller,
+        },
+        DeviceTest {
+            name: "ipc::cross_backend",
+            needs: MEM,
+            run: cross_backend,
         },
         DeviceTest {
             name: "ipc::physical_memory::round_trip",
@@ -882,6 +1090,11 @@ fn main() -> ExitCode {
             run: soundness::exporter_identity_is_checked,
         },
         DeviceTest {
+            name: "soundness::hostile_memfds_are_refused",
+            needs: NATIVE_MEM,
+            run: soundness::hostile_memfds_are_refused,
+        },
+        DeviceTest {
             name: "soundness::exporting_in_a_loop_holds_one_export",
             needs: MEM,
             run: soundness::exporting_in_a_loop_holds_one_export,
@@ -897,5 +1110,15 @@ fn main() -> ExitCode {
             run: soundness::channel_refuses_other_users,
         },
     ];
-    run_suite(&device_tests, &global)
+    run_suite_where(&device_tests, &global, |t, d| {
+        if MEMFD_TESTS.contains(&t.name) && !memfd_memory(d) {
+            Some("does not share memory as sealed memfds".into())
+        } else if t.name == "ipc::cross_backend" && memfd_partner(d).is_none() {
+            Some("has no device of another backend that shares memfds".into())
+        } else if PAGE_EVENT_TESTS.contains(&t.name) && !page_events(d) {
+            Some("does not share events as pages of memory".into())
+        } else {
+            None
+        }
+    })
 }

@@ -179,7 +179,7 @@ pub fn forged_sizes_are_refused(d: &Device) -> R {
     // A driver may round an allocation up (CUDA reports the size it allocated): the forged
     // claims clear that by far, except on native CPU, where the exact size is known.
     let mut claims = vec![size + (4 << 20), 2 * size + (4 << 20), 1 << 40, u64::MAX];
-    if d.backend() == sycl::BackendKind::NativeCpu {
+    if crate::memfd_memory(d) {
         claims.push(size + 1);
     }
     for forged_size in claims {
@@ -228,16 +228,9 @@ pub fn forged_sizes_are_refused(d: &Device) -> R {
     );
     // Physical memory: the size is the object's, never the handle's.
     if d.has(sycl::Aspect::ExtOneapiIpcPhysicalMemory) {
+        let (_pm, ph) = exported_physical(d, &q)?;
         let g = sycl::virtual_mem::get_mem_granularity(d, q.context(), Default::default())
             .map_err(fail)?;
-        let pm = PhysicalMem::new(
-            d,
-            q.context(),
-            g,
-            PhysicalMemProperties { enable_ipc: true },
-        )
-        .map_err(fail)?;
-        let ph = ipc::physical_memory::get(&pm).map_err(fail)?.to_vec();
         let forged = wire::forge(&ph, wire::OBJECT_SIZE, &(2 * g as u64).to_le_bytes());
         let h = Handle::from_bytes(forged).map_err(fail)?;
         refused(
@@ -248,6 +241,21 @@ pub fn forged_sizes_are_refused(d: &Device) -> R {
     }
     drop(handle);
     Ok(())
+}
+
+/// One granule of physical memory made with `enable_ipc`, and its handle's bytes.
+fn exported_physical(d: &Device, q: &Queue) -> Result<(PhysicalMem, Vec<u8>), Failed> {
+    let g =
+        sycl::virtual_mem::get_mem_granularity(d, q.context(), Default::default()).map_err(fail)?;
+    let pm = PhysicalMem::new(
+        d,
+        q.context(),
+        g,
+        PhysicalMemProperties { enable_ipc: true },
+    )
+    .map_err(fail)?;
+    let bytes = ipc::physical_memory::get(&pm).map_err(fail)?.to_vec();
+    Ok((pm, bytes))
 }
 
 // ---- item 11: nobody can resize shared memory under its mappings
@@ -281,16 +289,12 @@ pub fn peers_cannot_resize_shared_memory(d: &Device) -> R {
     allow_children()?;
     let (q, buf) = exporter_buffer(d, 63)?;
     let mem = ipc::memory::get(&buf).map_err(fail)?.to_vec();
-    let g =
-        sycl::virtual_mem::get_mem_granularity(d, q.context(), Default::default()).map_err(fail)?;
-    let pm = PhysicalMem::new(
-        d,
-        q.context(),
-        g,
-        PhysicalMemProperties { enable_ipc: true },
-    )
-    .map_err(fail)?;
-    let ph = ipc::physical_memory::get(&pm).map_err(fail)?.to_vec();
+    // Physical memory where the device has it (not on OpenCL).
+    let physical = if d.has(sycl::Aspect::ExtOneapiIpcPhysicalMemory) {
+        Some(exported_physical(d, &q)?)
+    } else {
+        None
+    };
     let ev = Event::new(
         q.context(),
         EventProperties {
@@ -301,7 +305,10 @@ pub fn peers_cannot_resize_shared_memory(d: &Device) -> R {
     .map_err(fail)?;
     let eh = ipc::event::get(&ev).map_err(fail)?.to_vec();
     let mut args = vec![std::process::id().to_string()];
-    for h in [&mem, &ph, &eh] {
+    for h in [Some(&mem), physical.as_ref().map(|(_, ph)| ph), Some(&eh)]
+        .into_iter()
+        .flatten()
+    {
         // Every descriptor the handle names: the object's and the export ticket.
         args.extend(wire::fds(h).iter().map(i32::to_string));
     }
@@ -712,3 +719,83 @@ pub const ROLES: &[(&str, sycl_tests::ChildRole)] = &[
     ("squatter", child_squatter),
     ("allowed_user", child_allowed_user),
 ];
+
+// ---- hostile descriptors behind a valid export ticket
+
+/// An export of this process whose memory descriptor is swapped for `fd`, with the payload's
+/// inode, device and size rewritten to match it (the export ticket stays valid): what a peer
+/// that controls the descriptors it sends can make.
+fn with_hostile_memfd(bytes: &[u8], fd: &OwnedFd, claimed: u64) -> Vec<u8> {
+    use std::os::fd::AsRawFd;
+    let st = rustix::fs::fstat(fd).expect("fstat of our own descriptor");
+    let fd_no = (fd.as_raw_fd() as u32).to_le_bytes();
+    let mut b = wire::forge(bytes, wire::FDS, &fd_no);
+    // Payload (native CPU memory format): tag, inode, device, size, offset, descriptor.
+    let p = wire::HEADER_LEN;
+    b = wire::forge(&b, p + 4, &(st.st_ino as u64).to_le_bytes());
+    b = wire::forge(&b, p + 12, &(st.st_dev as u64).to_le_bytes());
+    b = wire::forge(&b, p + 20, &claimed.to_le_bytes());
+    b = wire::forge(&b, p + 36, &fd_no);
+    wire::forge(&b, wire::OBJECT_SIZE, &claimed.to_le_bytes())
+}
+
+/// Issue 33 item 5, for every backend that shares memory as memfds: behind a genuine export
+/// ticket, a descriptor that is no sealed memfd (unsealed, sealed only in part, sealed against
+/// writes, a regular file) or that holds less than the payload claims is refused with
+/// `Errc::Invalid`; mapping it would let the peer fault this process (SIGBUS) by shrinking it.
+pub fn hostile_memfds_are_refused(d: &Device) -> R {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let q = Queue::in_order(d).map_err(fail)?;
+    let buf = sycl::malloc_device::<u8>(4096, &q).map_err(fail)?;
+    let handle = ipc::memory::get(&buf).map_err(fail)?;
+    let bytes = handle.to_vec();
+    let page = 4096u64;
+    let ours = SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL;
+    let cases: [(&str, Option<SealFlags>, u64); 6] = [
+        ("unsealed", None, page),
+        (
+            "sealed against shrinking only",
+            Some(SealFlags::SHRINK),
+            page,
+        ),
+        (
+            "not sealed against sealing",
+            Some(SealFlags::SHRINK | SealFlags::GROW),
+            page,
+        ),
+        ("sealed against writes", Some(ours | SealFlags::WRITE), page),
+        ("shorter than claimed", Some(ours), 1 << 20),
+        (
+            "sealed against future writes",
+            Some(ours | SealFlags::FUTURE_WRITE),
+            page,
+        ),
+    ];
+    for (what, seals, claimed) in cases {
+        let fd =
+            rustix::fs::memfd_create("hostile", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
+                .map_err(fail)?;
+        rustix::fs::ftruncate(&fd, page).map_err(fail)?;
+        if let Some(seals) = seals {
+            rustix::fs::fcntl_add_seals(&fd, seals).map_err(fail)?;
+        }
+        let forged = Handle::from_bytes(with_hostile_memfd(&bytes, &fd, claimed)).map_err(fail)?;
+        let e = refused(ipc::memory::open::<u8>(&forged, q.context(), d), what).map_err(fail)?;
+        println!("{what}: {e}");
+    }
+    let file = OwnedFd::from(std::fs::File::open("/proc/self/exe").map_err(fail)?);
+    let forged = Handle::from_bytes(with_hostile_memfd(&bytes, &file, page)).map_err(fail)?;
+    refused(
+        ipc::memory::open::<u8>(&forged, q.context(), d),
+        "a regular file",
+    )
+    .map_err(fail)?;
+    // The genuine handle still opens.
+    check_eq!(
+        ipc::memory::open::<u8>(&handle, q.context(), d)
+            .map_err(fail)?
+            .len(),
+        4096
+    );
+    Ok(())
+}

@@ -186,6 +186,17 @@ fn with_watchdog(
 /// removed first (tests of the selector set it themselves, in children), so that no test
 /// depends on it.
 pub fn run_suite(device_tests: &[DeviceTest], global_tests: &[GlobalTest]) -> ExitCode {
+    run_suite_where(device_tests, global_tests, |_, _| None)
+}
+
+/// [`run_suite`], where `skip(test, device)` may also skip a test on a device that has its
+/// aspects, for a reason it returns (printed like a missing aspect): for guarantees that no
+/// aspect names, such as "memory is shared as sealed memfds".
+pub fn run_suite_where(
+    device_tests: &[DeviceTest],
+    global_tests: &[GlobalTest],
+    skip: impl Fn(&DeviceTest, &Device) -> Option<String>,
+) -> ExitCode {
     // Before any thread starts (the harness is single-threaded until it runs the trials).
     std::env::remove_var("ONEAPI_DEVICE_SELECTOR");
     let args = Arguments::from_args();
@@ -198,11 +209,16 @@ pub fn run_suite(device_tests: &[DeviceTest], global_tests: &[GlobalTest]) -> Ex
     for (index, device) in devices() {
         let label = device_label(&device, index);
         for t in device_tests {
-            let missing: Vec<Aspect> = t
+            let lacks: Vec<String> = t
                 .needs
                 .iter()
-                .copied()
-                .filter(|a| !device.has(*a))
+                .filter(|a| !device.has(**a))
+                .map(|a| a.to_string())
+                .collect();
+            let missing: Vec<String> = (!lacks.is_empty())
+                .then(|| format!("lacks {}", lacks.join(", ")))
+                .into_iter()
+                .chain(skip(t, &device))
                 .collect();
             if missing.is_empty() {
                 let d = device.clone();
@@ -212,18 +228,11 @@ pub fn run_suite(device_tests: &[DeviceTest], global_tests: &[GlobalTest]) -> Ex
                     with_watchdog(name, move || run(&d))
                 }));
             } else {
-                let names: Vec<String> = missing.iter().map(|a| a.to_string()).collect();
-                eprintln!(
-                    "skip [{label}] {}: device lacks {}",
-                    t.name,
-                    names.join(", ")
-                );
+                let why = missing.join(", ");
+                eprintln!("skip [{label}] {}: device {why}", t.name);
                 trials.push(
-                    Trial::test(
-                        format!("[{label}] {} (skipped: lacks {})", t.name, names.join(", ")),
-                        || Ok(()),
-                    )
-                    .with_ignored_flag(true),
+                    Trial::test(format!("[{label}] {} (skipped: {why})", t.name), || Ok(()))
+                        .with_ignored_flag(true),
                 );
             }
         }

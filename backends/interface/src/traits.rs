@@ -16,7 +16,7 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ipc::{IpcExport, IpcImport, OpenedMemory};
+use crate::ipc::{IpcExport, IpcImport, IpcObjectKind, OpenedMemory};
 use crate::{
     AccessMode, Aspect, BackendKind, ClosureKernel, DeviceInfo, Error, EventProperties,
     EventStatus, GranularityMode, HostTask, KernelArg, KernelIr, KernelSource, LaunchRange,
@@ -273,6 +273,14 @@ pub trait Context: Send + Sync + Any {
     }
 
     // ---- IPC ----
+
+    /// Whether this context opens `kind` handles exported by `exporter`'s backend. Its own,
+    /// by default; backends that share one payload format (native CPU and OpenCL: memfds)
+    /// read each other's, and check them as strictly as their own.
+    fn ipc_reads(&self, exporter: BackendKind, kind: IpcObjectKind) -> bool {
+        let _ = kind;
+        exporter == self.backend()
+    }
 
     /// Exports the USM device allocation that contains `ptr` (interior pointers allowed: the
     /// payload records the offset).

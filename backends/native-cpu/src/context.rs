@@ -4,7 +4,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use sycl_backend::ipc::{IpcExport, IpcImport, OpenedMemory};
+use sycl_backend::ipc::{IpcExport, IpcImport, IpcObjectKind, OpenedMemory};
 use sycl_backend::{
     downcast, AccessMode, Aspect, BackendKind, Error, EventProperties, GranularityMode, KernelIr,
     PhysicalMemProperties, PointerInfo, QueueProperties, Result, UsmKind,
@@ -14,13 +14,13 @@ use crate::device::Device;
 use crate::event::Event;
 use crate::queue::Queue;
 use crate::sys;
-use crate::usm::{self, MemEntry, Registry};
+use crate::usm::HostMemory;
 use crate::virtual_mem::{PhysicalMem, VirtualSpace};
 
 /// A context of the native CPU backend.
 pub struct Context {
     devices: Vec<Arc<dyn sycl_backend::Device>>,
-    pub(crate) mem: Mutex<Registry>,
+    pub(crate) mem: HostMemory,
     pub(crate) vm: Mutex<VirtualSpace>,
 }
 
@@ -28,7 +28,7 @@ impl Context {
     pub(crate) fn new(devices: Vec<Arc<dyn sycl_backend::Device>>) -> Context {
         Context {
             devices,
-            mem: Mutex::new(Registry::default()),
+            mem: HostMemory::new(),
             vm: Mutex::new(VirtualSpace::default()),
         }
     }
@@ -84,20 +84,16 @@ impl sycl_backend::Context for Context {
             (_, Some(device)) => Some(self.device_position(device)?),
             (_, None) => return Err(Error::invalid(format!("{kind} USM needs a device"))),
         };
-        let (base, alloc) = usm::allocate(size, align, kind, device_index)?;
-        self.mem.lock().insert(base, MemEntry::Usm(alloc));
-        Ok(base)
+        self.mem.alloc(size, align, kind, device_index)
     }
 
     unsafe fn usm_free(&self, ptr: u64) -> Result<()> {
-        let alloc = self.mem.lock().remove_usm(ptr)?;
-        // Unmapped and closed (which ends its exports) outside the lock.
-        drop(alloc);
-        Ok(())
+        // SAFETY: forwarded contract: `ptr` came from `usm_alloc` and nothing uses it.
+        unsafe { self.mem.free(ptr) }
     }
 
     fn usm_pointer_info(&self, ptr: u64) -> PointerInfo {
-        self.mem.lock().info(ptr)
+        self.mem.pointer_info(ptr)
     }
 
     fn create_event(&self, props: EventProperties) -> Result<Arc<dyn sycl_backend::Event>> {
@@ -165,12 +161,19 @@ impl sycl_backend::Context for Context {
         self.vm.lock().get_access(ptr, size)
     }
 
+    fn ipc_reads(&self, exporter: BackendKind, kind: IpcObjectKind) -> bool {
+        // OpenCL exports memory and events as this backend's memfds, in its payloads.
+        exporter == BackendKind::NativeCpu
+            || (exporter == BackendKind::OpenCl
+                && matches!(kind, IpcObjectKind::Memory | IpcObjectKind::Event))
+    }
+
     fn ipc_get_mem(&self, ptr: u64) -> Result<IpcExport> {
-        self.ipc_get_mem_impl(ptr)
+        self.mem.export(ptr)
     }
 
     fn ipc_put_mem(&self, payload: &[u8]) -> Result<()> {
-        self.ipc_put_mem_impl(payload)
+        self.mem.put(payload)
     }
 
     fn ipc_open_mem(
@@ -178,12 +181,12 @@ impl sycl_backend::Context for Context {
         device: &Arc<dyn sycl_backend::Device>,
         import: IpcImport<'_>,
     ) -> Result<OpenedMemory> {
-        self.ipc_open_mem_impl(device, import)
+        self.mem.open(self.device_position(device)?, import)
     }
 
     unsafe fn ipc_close_mem(&self, ptr: u64) -> Result<()> {
         // SAFETY: forwarded contract: no pending command uses the memory.
-        unsafe { self.ipc_close_mem_impl(ptr) }
+        unsafe { self.mem.close(ptr) }
     }
 
     fn ipc_get_physical_mem(&self, mem: &Arc<dyn sycl_backend::PhysicalMem>) -> Result<IpcExport> {
@@ -207,10 +210,10 @@ impl sycl_backend::Context for Context {
     }
 
     fn ipc_put_event(&self, payload: &[u8]) -> Result<()> {
-        self.ipc_put_event_impl(payload)
+        crate::ipc::put_event(payload)
     }
 
     fn ipc_open_event(&self, import: IpcImport<'_>) -> Result<Arc<dyn sycl_backend::Event>> {
-        self.ipc_open_event_impl(import)
+        Ok(crate::ipc::open_event(import)?)
     }
 }

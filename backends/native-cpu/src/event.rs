@@ -98,8 +98,9 @@ impl Event {
         Arc::new(Event::with_storage(Storage::Local(state), None, false))
     }
 
-    /// A standalone event in the complete state (`make_event`).
-    pub(crate) fn standalone(props: EventProperties) -> Result<Arc<Event>> {
+    /// A standalone event in the complete state (`make_event`); with `enable_ipc`, its state
+    /// lives in a page of its own sealed memfd, which [`crate::host_ipc::export_event`] exports.
+    pub fn standalone(props: EventProperties) -> Result<Arc<Event>> {
         if props.enable_ipc && props.enable_profiling {
             return Err(Error::invalid(
                 "an event cannot have both enable_ipc and enable_profiling",
@@ -164,7 +165,7 @@ impl Event {
     }
 
     /// Whether no signal is pending.
-    pub(crate) fn is_complete(&self) -> bool {
+    pub fn is_complete(&self) -> bool {
         self.state().pending.load(Ordering::Acquire) == 0
     }
 
@@ -220,8 +221,9 @@ impl Event {
         self.signal_one();
     }
 
-    /// `enqueue_signal_event`, at submission: one more pending signal, owned by this process.
-    pub(crate) fn arm(&self, queue_profiling: bool) {
+    /// `enqueue_signal_event`, at submission: one more pending signal, owed by this process
+    /// (waiters elsewhere fail if it exits before [`Event::fire`]).
+    pub fn arm(&self, queue_profiling: bool) {
         *self.error.lock() = None;
         let s = self.state();
         let me = ExporterId::current();
@@ -235,8 +237,9 @@ impl Event {
         s.pending.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// `enqueue_signal_event`, when the queue reaches that point.
-    pub(crate) fn fire(&self) {
+    /// `enqueue_signal_event`, when the queue reaches that point: completes one armed signal
+    /// and counts it (`signal_count`), waking waiters in every process.
+    pub fn fire(&self) {
         let s = self.state();
         if s.timestamps.load(Ordering::Relaxed) != 0 {
             let now = sys::now_ns();
@@ -305,7 +308,7 @@ impl Event {
 
     /// Waits until complete (`Ok(true)`) or `deadline` (`Ok(false)`). Fails only when a peer
     /// process that owed a signal died; a failed command still completes.
-    pub(crate) fn wait_complete(&self, deadline: Option<Instant>) -> Result<bool> {
+    pub fn wait_complete(&self, deadline: Option<Instant>) -> Result<bool> {
         let s = self.state();
         if s.pending.load(Ordering::Acquire) == 0 {
             return Ok(true);

@@ -19,7 +19,7 @@ use sycl_backend::{downcast, BackendKind, Error, Result, UsmKind};
 use crate::context::Context;
 use crate::event::Event;
 use crate::sys::{self, FileId};
-use crate::usm::{self, MemEntry};
+use crate::usm::{self, HostMemory, MemEntry};
 use crate::virtual_mem::PhysicalMem;
 
 const TAG_MEM: u32 = u32::from_le_bytes(*b"NCM1");
@@ -124,9 +124,10 @@ fn parse_event(payload: &[u8]) -> Result<(FileId, i32)> {
     Ok((id, fd))
 }
 
-impl Context {
-    pub(crate) fn ipc_get_mem_impl(&self, ptr: u64) -> Result<IpcExport> {
-        let mem = self.mem.lock();
+impl HostMemory {
+    /// Exports the device allocation that contains `ptr` (interior pointers allowed).
+    pub fn export(&self, ptr: u64) -> Result<IpcExport> {
+        let mem = self.registry.lock();
         let (base, alloc) =
             match mem.find(ptr) {
                 Some((base, MemEntry::Usm(a))) => (base, a),
@@ -153,17 +154,16 @@ impl Context {
         })
     }
 
-    /// Nothing to release: the export is the allocation's own descriptor.
-    pub(crate) fn ipc_put_mem_impl(&self, payload: &[u8]) -> Result<()> {
+    /// Ends an export. Nothing to release: the export is the allocation's own descriptor;
+    /// the payload is only checked.
+    pub fn put(&self, payload: &[u8]) -> Result<()> {
         parse_mem(payload).map(|_| ())
     }
 
-    pub(crate) fn ipc_open_mem_impl(
-        &self,
-        device: &Arc<dyn sycl_backend::Device>,
-        import: IpcImport<'_>,
-    ) -> Result<OpenedMemory> {
-        let device_index = self.device_position(device)?;
+    /// Opens exported memory for the device at `device_index` of the caller's context: the
+    /// address of the exported element here and the bytes mapped from it (from the file, not
+    /// the payload). Opens of the same file share one mapping.
+    pub fn open(&self, device_index: usize, import: IpcImport<'_>) -> Result<OpenedMemory> {
         let (id, size, offset, _) = parse_mem(import.payload)?;
         let fd = single_fd(import, "ipc::memory::open")?;
         let size = usize::try_from(size)
@@ -179,7 +179,11 @@ impl Context {
             .ok_or_else(|| Error::invalid(format!("ipc::memory::open: {STALE}")))?;
         // The descriptor is the very file of a mapping made here before (the kernel's inode
         // and device say so, checked above, as were its seals and size): share that mapping.
-        if let Some(ptr) = self.mem.lock().reuse_opened(id, size, device_index, offset) {
+        if let Some(ptr) = self
+            .registry
+            .lock()
+            .reuse_opened(id, size, device_index, offset)
+        {
             return Ok(OpenedMemory {
                 ptr,
                 size: size - offset as usize,
@@ -187,7 +191,7 @@ impl Context {
         }
         let (base, opened) = usm::map_import(&fd, id, len, size, device_index, offset)?;
         let ptr = base + offset;
-        self.mem.lock().insert_opened(base, opened);
+        self.registry.lock().insert_opened(base, opened);
         // `fd` closes here; the mapping keeps the file alive. `offset < size` (parse_mem).
         Ok(OpenedMemory {
             ptr,
@@ -195,15 +199,48 @@ impl Context {
         })
     }
 
+    /// Closes an address that [`HostMemory::open`] returned; the last close of a mapping
+    /// unmaps it.
+    ///
     /// # Safety
-    /// No pending command uses the memory.
-    pub(crate) unsafe fn ipc_close_mem_impl(&self, ptr: u64) -> Result<()> {
+    /// No pending command and no live reference uses the memory.
+    pub unsafe fn close(&self, ptr: u64) -> Result<()> {
         // The last open of a mapping unmaps it (outside the lock).
-        let last = self.mem.lock().remove_opened(ptr)?;
+        let last = self.registry.lock().remove_opened(ptr)?;
         drop(last);
         Ok(())
     }
+}
 
+/// Exports an event made with `enable_ipc` in this process ([`Event::standalone`]): the
+/// payload names its page's memfd.
+pub fn export_event(event: &Event) -> Result<IpcExport> {
+    let (id, fd) = event.export_info()?;
+    Ok(IpcExport {
+        payload: event_payload(id, fd),
+        fds: vec![fd],
+    })
+}
+
+/// Ends an event export. Nothing to release: the export is the event page's own descriptor.
+pub fn put_event(payload: &[u8]) -> Result<()> {
+    parse_event(payload).map(|_| ())
+}
+
+/// Opens an exported event: an [`Event`] over the exporter's page, after checking that the
+/// descriptor is the sealed memfd the payload names and holds an event page.
+pub fn open_event(import: IpcImport<'_>) -> Result<Arc<Event>> {
+    let (id, _) = parse_event(import.payload)?;
+    let exporter = import.exporter;
+    let fd = single_fd(import, "ipc::event::open")?;
+    let (actual, _) = sys::file_id(&fd)?;
+    if actual != id {
+        return Err(Error::invalid(format!("ipc::event::open: {STALE}")));
+    }
+    Event::open_shared(fd, id, exporter)
+}
+
+impl Context {
     pub(crate) fn ipc_get_physical_mem_impl(
         &self,
         mem: &Arc<dyn sycl_backend::PhysicalMem>,
@@ -258,31 +295,11 @@ impl Context {
         &self,
         event: &Arc<dyn sycl_backend::Event>,
     ) -> Result<IpcExport> {
-        let ours = downcast::<Event>(event.as_any(), "event", BackendKind::NativeCpu)?;
-        let (id, fd) = ours.export_info()?;
-        Ok(IpcExport {
-            payload: event_payload(id, fd),
-            fds: vec![fd],
-        })
-    }
-
-    /// Nothing to release: the export is the event page's own descriptor.
-    pub(crate) fn ipc_put_event_impl(&self, payload: &[u8]) -> Result<()> {
-        parse_event(payload).map(|_| ())
-    }
-
-    pub(crate) fn ipc_open_event_impl(
-        &self,
-        import: IpcImport<'_>,
-    ) -> Result<Arc<dyn sycl_backend::Event>> {
-        let (id, _) = parse_event(import.payload)?;
-        let exporter = import.exporter;
-        let fd = single_fd(import, "ipc::event::open")?;
-        let (actual, _) = sys::file_id(&fd)?;
-        if actual != id {
-            return Err(Error::invalid(format!("ipc::event::open: {STALE}")));
-        }
-        Ok(Event::open_shared(fd, id, exporter)?)
+        export_event(downcast::<Event>(
+            event.as_any(),
+            "event",
+            BackendKind::NativeCpu,
+        )?)
     }
 }
 

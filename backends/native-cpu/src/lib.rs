@@ -35,6 +35,16 @@ mod sys;
 mod usm;
 mod virtual_mem;
 
+/// Memory and events in sealed memfds of the host, for the other backends whose devices use
+/// host pointers as they are (OpenCL devices with fine-grained system SVM): the same
+/// allocations, handle payloads and checks as this backend's, so memory and events exported
+/// by either open in the other.
+pub mod host_ipc {
+    pub use crate::event::Event as SharedEvent;
+    pub use crate::ipc::{export_event, open_event, put_event};
+    pub use crate::usm::HostMemory;
+}
+
 use std::sync::Arc;
 
 pub use context::Context;

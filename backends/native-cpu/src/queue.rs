@@ -24,6 +24,9 @@ const WORKER_SPIN: Duration = Duration::from_micros(50);
 
 enum Command {
     Nop,
+    /// `enqueue_wait_events`: a `Nop` whose failed wait (a peer died owing the signal) fails
+    /// every later command of the queue, which must not run on data that never came.
+    WaitEvents,
     Memcpy {
         dst: usize,
         src: usize,
@@ -138,14 +141,31 @@ fn next_job(rx: &Receiver<Job>) -> Option<Job> {
 }
 
 fn worker_main(rx: Receiver<Job>) {
+    // Set by a failed `enqueue_wait_events`: the queue's order is broken for good.
+    let mut broken: Option<Error> = None;
     while let Some(job) = next_job(&rx) {
         let Job { deps, cmd, event } = job;
+        if let Some(e) = &broken {
+            drop((deps, cmd));
+            event.complete(Err(e.clone()));
+            continue;
+        }
+        let waits = matches!(cmd, Command::WaitEvents);
         // Nothing may unwind out of here: the event must complete, the worker must live on.
         let result = kernel::guarded("waiting for dependencies", || {
             deps.iter().try_for_each(wait_dependency)
         })
         .and_then(|r| r);
         drop(deps);
+        if let (true, Err(e)) = (waits, &result) {
+            broken = Some(Error::new(
+                Errc::Event,
+                format!(
+                    "an earlier enqueue_wait_events of this queue failed, so its later commands do not run: {}",
+                    e.message()
+                ),
+            ));
+        }
         let result = match result {
             Ok(()) => {
                 event.begin();
@@ -165,7 +185,7 @@ fn worker_main(rx: Receiver<Job>) {
 
 fn run(cmd: Command) -> Result<()> {
     match cmd {
-        Command::Nop => Ok(()),
+        Command::Nop | Command::WaitEvents => Ok(()),
         Command::Memcpy { dst, src, size } => {
             // SAFETY: `Queue::memcpy`'s caller guarantees both ranges stay valid and untouched
             // until the command's event completes, which happens after this returns.
@@ -335,7 +355,7 @@ impl sycl_backend::Queue for Queue {
     }
 
     fn enqueue_wait_events(&self, events: &[Arc<dyn sycl_backend::Event>]) -> Result<()> {
-        self.push(events, Command::Nop).map(|_| ())
+        self.push(events, Command::WaitEvents).map(|_| ())
     }
 
     fn wait(&self) -> Result<()> {

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::OwnedFd;
 
+use parking_lot::Mutex;
 use rustix::mm::ProtFlags;
 use sycl_backend::{Error, PointerInfo, Result, UsmKind};
 
@@ -169,6 +170,64 @@ impl Registry {
             }
             None => Err(refuse()),
         }
+    }
+}
+
+/// USM and opened IPC memory made of sealed memfds mapped `MAP_SHARED`: the native CPU
+/// backend's memory, and the device memory of any backend whose devices use host pointers as
+/// they are (OpenCL devices with fine-grained system SVM). Every allocation can be exported
+/// (`export`), and memory exported by any backend that uses this type opens here (`open`)
+/// with the same checks: the descriptor must be the sealed memfd the payload names, and no
+/// more is mapped than the file holds.
+#[derive(Default)]
+pub struct HostMemory {
+    pub(crate) registry: Mutex<Registry>,
+}
+
+impl HostMemory {
+    /// No allocations yet. Raises the soft descriptor limit once per process (every
+    /// allocation holds a descriptor).
+    pub fn new() -> HostMemory {
+        sys::raise_fd_limit();
+        HostMemory::default()
+    }
+
+    /// A new allocation of `size > 0` bytes aligned to `align` (a power of two; 0 for 64),
+    /// of `kind` on the device at `device_index` of the caller's context (`None` for host
+    /// USM): its address.
+    pub fn alloc(
+        &self,
+        size: usize,
+        align: usize,
+        kind: UsmKind,
+        device_index: Option<usize>,
+    ) -> Result<u64> {
+        let (base, alloc) = allocate(size, align, kind, device_index)?;
+        self.registry.lock().insert(base, MemEntry::Usm(alloc));
+        Ok(base)
+    }
+
+    /// Frees the allocation that starts at `ptr`. `Errc::Invalid` for anything else (opened
+    /// memory included: it is closed, not freed).
+    ///
+    /// # Safety
+    /// No pending command and no live reference uses the allocation.
+    pub unsafe fn free(&self, ptr: u64) -> Result<()> {
+        let alloc = self.registry.lock().remove_usm(ptr)?;
+        // Unmapped and closed (which ends its exports) outside the lock.
+        drop(alloc);
+        Ok(())
+    }
+
+    /// What this memory knows of `ptr`: `UsmKind::Unknown` when it is none of its
+    /// allocations or opened mappings.
+    pub fn pointer_info(&self, ptr: u64) -> PointerInfo {
+        self.registry.lock().info(ptr)
+    }
+
+    /// Whether `ptr` lies in one of its allocations or opened mappings.
+    pub fn contains(&self, ptr: u64) -> bool {
+        self.registry.lock().find(ptr).is_some()
     }
 }
 

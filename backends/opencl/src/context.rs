@@ -4,19 +4,24 @@
 //! provided for all of them (`usm.rs`): Intel USM when every device has
 //! `cl_intel_unified_shared_memory`, else SVM when every device has buffer SVM, else none.
 //!
-//! Virtual memory and IPC keep the interface defaults (`Errc::FeatureNotSupported` naming
-//! `ext_oneapi_virtual_mem` / `ext_oneapi_ipc_*`): OpenCL has no address-space reservation, and
-//! neither Intel USM nor SVM can be exported to another process (`cl_khr_external_memory` is
-//! import-only). So this backend has no `virtual_mem.rs` or `ipc.rs`.
+//! IPC (spec/backends.md): neither Intel USM nor SVM can be exported to another process
+//! (`cl_khr_external_memory` is import-only), but a device with fine-grained system SVM uses
+//! any pointer of the process. On such devices device USM is the native CPU backend's
+//! [`HostMemory`] (sealed memfd mappings), exported and opened with its handles and checks.
+//! IPC events are its shared event pages on every device (`event.rs`). Virtual memory and
+//! physical memory keep the interface defaults (`Errc::FeatureNotSupported`): OpenCL has no
+//! address-space reservation.
 
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use sycl_backend::ipc::{IpcExport, IpcImport, IpcObjectKind, OpenedMemory};
 use sycl_backend::{
     Aspect, BackendKind, Error, EventProperties, KernelIr, KernelSource, PointerInfo,
     QueueProperties, Result, UsmKind,
 };
+use sycl_backend_native_cpu::host_ipc::{self, HostMemory, SharedEvent};
 
 use crate::device::{Device, UsmSupport};
 use crate::event::Event;
@@ -59,6 +64,13 @@ pub(crate) struct ContextShared {
     /// alignment (PoCL 5.0's `clHostMemAllocINTEL` does for 4096): driver base -> (the
     /// pointer handed out, the size asked for).
     pub realigned: Mutex<BTreeMap<u64, (u64, usize)>>,
+    /// Device USM when every device has fine-grained system SVM (`DeviceCaps::host_memory_ipc`):
+    /// sealed memfd mappings that `ipc::memory` exports and opens.
+    pub host_mem: Option<HostMemory>,
+    /// Waits on IPC events happen on the host at submission instead of through a user event:
+    /// PoCL aborts the process when a user event with dependents fails (`queue.rs`, `gate`),
+    /// which is how a waiter reports a peer that died.
+    pub gate_on_host: bool,
 }
 
 impl ContextShared {
@@ -115,10 +127,14 @@ impl Context {
         let api = platform.api;
         let mut raw_devices = Vec::with_capacity(devices.len());
         let mut kinds = Vec::with_capacity(devices.len());
+        let mut host_memory_ipc = !devices.is_empty();
+        let mut pocl = false;
         for d in devices {
             let dev = sycl_backend::downcast::<Device>(d.as_any(), "device", BackendKind::OpenCl)?;
             raw_devices.push(dev.id.0);
             kinds.push(dev.caps.usm);
+            host_memory_ipc &= dev.caps.host_memory_ipc;
+            pocl |= sycl_backend::Device::info(dev).version.contains("PoCL");
         }
         let props = [
             CL_CONTEXT_PLATFORM,
@@ -162,6 +178,8 @@ impl Context {
                 devices: devices.to_vec(),
                 usm,
                 realigned: Mutex::new(BTreeMap::new()),
+                host_mem: host_memory_ipc.then(HostMemory::new),
+                gate_on_host: pocl,
             }),
         })
     }
@@ -169,6 +187,18 @@ impl Context {
     /// The `cl_context`.
     pub fn raw(&self) -> cl_context {
         self.shared.raw.0
+    }
+
+    /// The memfd memory of a context whose devices all have fine-grained system SVM.
+    fn host_memory(&self, what: &str) -> Result<&HostMemory> {
+        self.shared.host_mem.as_ref().ok_or_else(|| {
+            Error::unsupported(
+                Aspect::ExtOneapiIpcMemory,
+                format!(
+                    "{what} (OpenCL shares memory only on devices with fine-grained system SVM)"
+                ),
+            )
+        })
     }
 }
 
@@ -240,12 +270,61 @@ impl sycl_backend::Context for Context {
             ));
         }
         if props.enable_ipc {
-            return Err(Error::unsupported(
-                Aspect::ExtOneapiIpcEvent,
-                "make_event with enable_ipc",
-            ));
+            let page = SharedEvent::standalone(props)?;
+            return Ok(Arc::new(Event::shared(self.shared.clone(), page)));
         }
         Ok(Arc::new(Event::standalone(self.shared.clone())))
+    }
+
+    fn ipc_reads(&self, exporter: BackendKind, kind: IpcObjectKind) -> bool {
+        // Memory and events of both backends are the same memfds, in the same payloads.
+        exporter == BackendKind::OpenCl
+            || (exporter == BackendKind::NativeCpu
+                && matches!(kind, IpcObjectKind::Memory | IpcObjectKind::Event))
+    }
+
+    fn ipc_get_mem(&self, ptr: u64) -> Result<IpcExport> {
+        self.host_memory("ipc::memory::get")?.export(ptr)
+    }
+
+    fn ipc_put_mem(&self, payload: &[u8]) -> Result<()> {
+        self.host_memory("ipc::memory::put")?.put(payload)
+    }
+
+    fn ipc_open_mem(
+        &self,
+        device: &Arc<dyn sycl_backend::Device>,
+        import: IpcImport<'_>,
+    ) -> Result<OpenedMemory> {
+        let index = self
+            .shared
+            .device_index(device)
+            .ok_or_else(|| Error::invalid("the device is not one of the context's devices"))?;
+        self.host_memory("ipc::memory::open")?.open(index, import)
+    }
+
+    unsafe fn ipc_close_mem(&self, ptr: u64) -> Result<()> {
+        // SAFETY: forwarded contract: no pending command uses the memory.
+        unsafe { self.host_memory("ipc::memory::close")?.close(ptr) }
+    }
+
+    fn ipc_get_event(&self, event: &Arc<dyn sycl_backend::Event>) -> Result<IpcExport> {
+        let ours = sycl_backend::downcast::<Event>(event.as_any(), "event", BackendKind::OpenCl)?;
+        match ours.shared_page() {
+            Some(page) => host_ipc::export_event(page),
+            None => Err(Error::invalid(
+                "ipc::event::get: the event was not made with the enable_ipc property",
+            )),
+        }
+    }
+
+    fn ipc_put_event(&self, payload: &[u8]) -> Result<()> {
+        host_ipc::put_event(payload)
+    }
+
+    fn ipc_open_event(&self, import: IpcImport<'_>) -> Result<Arc<dyn sycl_backend::Event>> {
+        let page = host_ipc::open_event(import)?;
+        Ok(Arc::new(Event::shared(self.shared.clone(), page)))
     }
 
     fn build_kernel_bundle(

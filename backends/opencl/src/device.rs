@@ -35,6 +35,10 @@ pub(crate) struct DeviceCaps {
     /// `CL_DEVICE_ADDRESS_BITS`: the width of the device's `size_t`, which bounds every
     /// extent of a launch.
     pub address_bits: u32,
+    /// Fine-grained system SVM that its USM calls accept: kernels, copies and fills take any
+    /// pointer of the process, so device USM is made of sealed memfd mappings that other
+    /// processes can open (`ext_oneapi_ipc_memory`).
+    pub host_memory_ipc: bool,
 }
 
 /// An OpenCL device.
@@ -241,6 +245,21 @@ impl Device {
         add(usm_shared, Aspect::UsmSharedAllocations);
         add(usm_system, Aspect::UsmSystemAllocations);
         add(true, Aspect::ExtOneapiReusableEvents);
+        // Fine-grained system SVM (Intel's CPU runtime; not PoCL 3.1 or NVIDIA): memory from
+        // any mapping of the process works in kernels, copies and fills, so device USM can be
+        // memfd mappings shared with other processes. Through Intel USM the runtime must also
+        // accept system pointers in its USM calls (shared system capabilities).
+        let host_memory_ipc = svm_caps & CL_DEVICE_SVM_FINE_GRAIN_SYSTEM != 0
+            && usm_device
+            && match usm {
+                UsmSupport::Intel => usm_system,
+                UsmSupport::Svm { fine_system, .. } => fine_system,
+                UsmSupport::None => false,
+            };
+        add(host_memory_ipc, Aspect::ExtOneapiIpcMemory);
+        // IPC events need no driver support: a futex word in shared memory, waited on through
+        // a user event and signalled from a completion callback (OpenCL 1.1, always loaded).
+        add(true, Aspect::ExtOneapiIpcEvent);
 
         Ok(Device {
             id: Handle(id),
@@ -270,6 +289,7 @@ impl Device {
                 usm,
                 out_of_order: queue_props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE != 0,
                 address_bits,
+                host_memory_ipc,
             },
         })
     }

@@ -7,6 +7,12 @@
 //!
 //! Standalone events (`make_event`, reusable events) start with no `cl_event` (= complete);
 //! `enqueue_signal_event` swaps in the `cl_event` of a marker, releasing the old one.
+//!
+//! IPC events (`make_event` with `enable_ipc`, or opened from a handle) need no driver support:
+//! their state is the native CPU backend's shared event page (a futex word in a sealed memfd,
+//! [`SharedEvent`]), so the same handle opens on either backend. A queue signals one from the
+//! completion callback of a marker, and waits on one through a user event that a waiter
+//! thread completes when the word says so (`queue.rs`, `gate`).
 
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,6 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use sycl_backend::{BackendKind, Errc, Error, EventStatus, ProfilingInfo, Result};
+use sycl_backend_native_cpu::host_ipc::SharedEvent;
 
 use crate::context::ContextShared;
 use crate::result::{check, error, native};
@@ -72,6 +79,8 @@ enum State {
     Fixed(Signal),
     /// A standalone event: re-signalled by `enqueue_signal_event`.
     Standalone { signal: Mutex<Signal> },
+    /// An IPC event: state in a shared page, seen by every process that opened it.
+    Shared(Arc<SharedEvent>),
 }
 
 /// An OpenCL event.
@@ -104,6 +113,17 @@ impl Drop for RawRef {
 }
 
 impl RawRef {
+    /// Takes over the caller's reference to `raw` (released on drop).
+    pub(crate) fn owned(api: &'static Api, raw: cl_event) -> RawRef {
+        RawRef {
+            api,
+            raw,
+            queue: None,
+            profiling: false,
+            retained: true,
+        }
+    }
+
     fn flush(&self) -> Result<()> {
         match &self.queue {
             Some(q) => q.flush_if_needed(),
@@ -147,9 +167,26 @@ impl Event {
         }
     }
 
-    /// Whether this event was made by `make_event`.
+    /// An IPC event over `page` (made here with `enable_ipc`, or opened from a handle).
+    pub(crate) fn shared(ctx: Arc<ContextShared>, page: Arc<SharedEvent>) -> Self {
+        Event {
+            ctx,
+            state: State::Shared(page),
+            host_failure: OnceLock::new(),
+        }
+    }
+
+    /// Whether this event was made by `make_event` (without `enable_ipc`).
     pub(crate) fn is_standalone(&self) -> bool {
         matches!(self.state, State::Standalone { .. })
+    }
+
+    /// The shared page of an IPC event.
+    pub(crate) fn shared_page(&self) -> Option<&Arc<SharedEvent>> {
+        match &self.state {
+            State::Shared(page) => Some(page),
+            _ => None,
+        }
     }
 
     /// The `cl_event` this event stands for now, if any: borrowed from `self` for a fixed
@@ -177,6 +214,7 @@ impl Event {
                     retained: true,
                 })
             }
+            State::Shared(_) => None,
         }
     }
 
@@ -186,7 +224,7 @@ impl Event {
     pub(crate) fn fixed(&self) -> Option<&Signal> {
         match &self.state {
             State::Fixed(s) => Some(s),
-            State::Standalone { .. } => None,
+            State::Standalone { .. } | State::Shared(_) => None,
         }
     }
 
@@ -205,7 +243,7 @@ impl Event {
         profiling: bool,
     ) -> Result<()> {
         match &self.state {
-            State::Fixed(_) => {
+            State::Fixed(_) | State::Shared(_) => {
                 // SAFETY: we own `raw` and drop it unused.
                 unsafe { (self.ctx.api.clReleaseEvent)(raw) };
                 Err(Error::invalid(
@@ -238,7 +276,7 @@ impl Event {
 }
 
 /// Reads `CL_EVENT_COMMAND_EXECUTION_STATUS`.
-fn raw_status(api: &Api, raw: cl_event) -> Result<cl_int> {
+pub(crate) fn raw_status(api: &Api, raw: cl_event) -> Result<cl_int> {
     let mut st: cl_int = 0;
     // SAFETY: `raw` is live for the call; the value is a cl_int.
     let rc = unsafe {
@@ -280,6 +318,9 @@ impl sycl_backend::Event for Event {
         self
     }
     fn status(&self) -> Result<EventStatus> {
+        if let State::Shared(page) = &self.state {
+            return sycl_backend::Event::status(&**page);
+        }
         let Some(r) = self.current() else {
             return Ok(EventStatus::Complete);
         };
@@ -294,6 +335,9 @@ impl sycl_backend::Event for Event {
         })
     }
     fn wait(&self) -> Result<()> {
+        if let State::Shared(page) = &self.state {
+            return sycl_backend::Event::wait(&**page);
+        }
         let Some(r) = self.current() else {
             return Ok(());
         };
@@ -302,6 +346,9 @@ impl sycl_backend::Event for Event {
         self.check_host_failure()
     }
     fn wait_timeout(&self, timeout: Duration) -> Result<bool> {
+        if let State::Shared(page) = &self.state {
+            return sycl_backend::Event::wait_timeout(&**page, timeout);
+        }
         let Some(r) = self.current() else {
             return Ok(true);
         };
@@ -315,6 +362,12 @@ impl sycl_backend::Event for Event {
         Ok(done)
     }
     fn profiling(&self) -> Result<ProfilingInfo> {
+        if self.shared_page().is_some() {
+            return Err(Error::new(
+                Errc::Profiling,
+                "IPC events carry no timestamps (enable_ipc excludes enable_profiling)",
+            ));
+        }
         let Some(r) = self.current() else {
             return Err(Error::new(
                 Errc::Profiling,
@@ -350,6 +403,28 @@ impl sycl_backend::Event for Event {
             end_ns: get(CL_PROFILING_COMMAND_END)?,
         })
     }
+    fn ipc_enabled(&self) -> bool {
+        self.shared_page()
+            .is_some_and(|page| sycl_backend::Event::ipc_enabled(&**page))
+    }
+    fn signal_count(&self) -> Result<u64> {
+        match &self.state {
+            State::Shared(page) => sycl_backend::Event::signal_count(&**page),
+            _ => Err(Error::unsupported(
+                sycl_backend::Aspect::ExtSyclRsEventSignalCount,
+                "Event::signal_count of an OpenCL event without enable_ipc",
+            )),
+        }
+    }
+    fn wait_signal_count(&self, target: u64, timeout: Option<Duration>) -> Result<bool> {
+        match &self.state {
+            State::Shared(page) => sycl_backend::Event::wait_signal_count(&**page, target, timeout),
+            _ => Err(Error::unsupported(
+                sycl_backend::Aspect::ExtSyclRsEventSignalCount,
+                "Event::wait_signal_count of an OpenCL event without enable_ipc",
+            )),
+        }
+    }
 }
 
 impl Drop for Event {
@@ -361,6 +436,7 @@ impl Drop for Event {
                 .unwrap_or_else(|e| e.into_inner())
                 .raw
                 .take(),
+            State::Shared(_) => None,
         };
         if let Some(raw) = raw {
             // SAFETY: the event owned one reference to `raw`.

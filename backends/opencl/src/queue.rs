@@ -4,6 +4,11 @@
 //! contexts or backends are waited for on the host before the command is enqueued. Events of
 //! other queues are flushed first (OpenCL requires it for cross-queue waits).
 //!
+//! IPC events (shared pages, `event.rs`) of any context: a queue signals one from the completion
+//! callback of a marker (flushed at once: the waiter may be another process, which cannot
+//! flush this queue), and waits on one through a user event of its context that a waiter
+//! thread completes when the page's futex word says so (`Queue::gate`).
+//!
 //! Host tasks run on a fresh host thread that waits for the dependencies (and, on an in-order
 //! queue, for a marker that stands for every earlier command), runs the task and completes a
 //! user event. A barrier (in-order) or marker (out-of-order) that waits for the user event is
@@ -15,12 +20,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use sycl_backend::{
-    Aspect, BackendKind, Error, HostTask, KernelArg, LaunchRange, QueueProperties, Result,
+    Aspect, BackendKind, Errc, Error, HostTask, KernelArg, LaunchRange, QueueProperties, Result,
 };
+use sycl_backend_native_cpu::host_ipc::SharedEvent;
 
 use crate::context::{ContextShared, ContextUsm};
 use crate::device::Device;
-use crate::event::{Event, QueueShared, RawRef};
+use crate::event::{raw_status, Event, QueueShared, RawRef};
 use crate::result::{check, error};
 use crate::sys::*;
 use crate::Handle;
@@ -38,6 +44,31 @@ pub struct Queue {
     /// wait list, which Intel's CPU runtime does not hold back behind earlier barriers, so
     /// host tasks add this event to their wait list.
     last_barrier: std::sync::Mutex<Option<Arc<dyn sycl_backend::Event>>>,
+    /// The gates of `enqueue_wait_events` on IPC events that are not known to have completed:
+    /// every later command waits for them explicitly, because OpenCL does not fail the later
+    /// commands of an in-order queue when a barrier fails (Intel's CPU runtime ran them). A
+    /// failed gate (its signaller died) stays, and fails every later command.
+    gates: Gates,
+}
+
+/// Retained user events of [`Queue::gate`]s, released with the queue.
+struct Gates {
+    api: &'static Api,
+    live: std::sync::Mutex<Vec<Handle>>,
+}
+
+impl Drop for Gates {
+    fn drop(&mut self) {
+        for gate in self
+            .live
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            // SAFETY: each gate holds one reference, retained in `enqueue_wait_events`.
+            unsafe { (self.api.clReleaseEvent)(gate.0) };
+        }
+    }
 }
 
 /// The own-context part of a command's dependencies.
@@ -45,6 +76,8 @@ pub(crate) struct WaitList {
     list: Vec<cl_event>,
     /// Retained handles of standalone events, released after the enqueue.
     held: Vec<RawRef>,
+    /// The user events among `list` that gate on IPC events (`Queue::gate`).
+    gates: Vec<cl_event>,
 }
 
 impl WaitList {
@@ -121,6 +154,10 @@ impl Queue {
             address_bits: dev.caps.address_bits,
             props,
             last_barrier: std::sync::Mutex::new(None),
+            gates: Gates {
+                api,
+                live: std::sync::Mutex::new(Vec::new()),
+            },
         })
     }
 
@@ -134,12 +171,20 @@ impl Queue {
         let mut wl = WaitList {
             list: Vec::new(),
             held: Vec::new(),
+            gates: Vec::new(),
         };
+        self.add_open_gates(&mut wl)?;
         for dep in deps {
-            let own = dep
-                .as_any()
-                .downcast_ref::<Event>()
-                .filter(|e| Arc::ptr_eq(&e.ctx, &self.ctx));
+            let ours = dep.as_any().downcast_ref::<Event>();
+            if let Some(page) = ours.and_then(Event::shared_page) {
+                if let Some(gate) = self.gate(page)? {
+                    wl.list.push(gate.raw);
+                    wl.gates.push(gate.raw);
+                    wl.held.push(gate);
+                }
+                continue;
+            }
+            let own = ours.filter(|e| Arc::ptr_eq(&e.ctx, &self.ctx));
             let Some(ev) = own else {
                 dep.wait()?;
                 continue;
@@ -206,8 +251,178 @@ impl Queue {
         })
     }
 
+    /// Adds the gates of earlier `enqueue_wait_events` that are still open to `wl`, forgetting
+    /// those that completed; fails if one failed.
+    fn add_open_gates(&self, wl: &mut WaitList) -> Result<()> {
+        let mut live = self.gates.live.lock().unwrap_or_else(|e| e.into_inner());
+        if live.is_empty() {
+            return Ok(());
+        }
+        let api = self.ctx.api;
+        let mut failed = None;
+        live.retain(|gate| match raw_status(api, gate.0) {
+            Ok(CL_COMPLETE) => {
+                // SAFETY: the reference retained in `enqueue_wait_events`, dropped once.
+                unsafe { (api.clReleaseEvent)(gate.0) };
+                false
+            }
+            Ok(_) => true,
+            Err(e) => {
+                failed = Some(e);
+                true
+            }
+        });
+        if let Some(e) = failed {
+            return Err(Error::new(
+                Errc::Event,
+                format!(
+                    "an earlier enqueue_wait_events of this queue waited for an IPC event whose signaller died, so its later commands do not run ({e})"
+                ),
+            ));
+        }
+        wl.list.extend(live.iter().map(|gate| gate.0));
+        Ok(())
+    }
+
+    /// A user event of this context that completes when the IPC event `page` does; `None`
+    /// when it already has. A waiter thread sleeps on the page's futex word (checking the
+    /// peers that owe the signal every 50 ms); if a peer dies owing it, the user event fails,
+    /// and so do the commands waiting for it. PoCL aborts the process on a failed user event
+    /// with dependents, so there the wait happens here, on the host, and a dead peer is this
+    /// call's error.
+    fn gate(&self, page: &Arc<SharedEvent>) -> Result<Option<RawRef>> {
+        if page.is_complete() {
+            return Ok(None);
+        }
+        if self.ctx.gate_on_host {
+            page.wait_complete(None)
+                .map_err(|e| e.context("waiting for an IPC event"))?;
+            return Ok(None);
+        }
+        let api = self.ctx.api;
+        let mut rc = CL_SUCCESS;
+        // SAFETY: live context; `rc` is an out-param.
+        let user = unsafe { (api.clCreateUserEvent)(self.ctx.raw.0, &mut rc) };
+        check(rc, "clCreateUserEvent")?;
+        // The caller's reference, released once the command holding it is enqueued.
+        let held = RawRef::owned(api, user);
+        // SAFETY: live user event; this second reference belongs to the waiter thread.
+        unsafe { (api.clRetainEvent)(user) };
+        let waiter = Handle(user);
+        let page = page.clone();
+        let spawned = std::thread::Builder::new()
+            .name("sycl-opencl-ipc-wait".into())
+            .spawn(move || {
+                let waiter: Handle = waiter; // the whole `Send` wrapper, not its raw field
+                let status = match page.wait_complete(None) {
+                    Ok(_) => CL_COMPLETE,
+                    Err(e) => {
+                        log::error!("opencl: the commands waiting for an IPC event fail: {e}");
+                        CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST
+                    }
+                };
+                // SAFETY: this thread's reference keeps the user event alive; its status is
+                // set once, then the reference is released.
+                unsafe {
+                    (api.clSetUserEventStatus)(waiter.0, status);
+                    (api.clReleaseEvent)(waiter.0);
+                }
+            });
+        if let Err(e) = spawned {
+            // SAFETY: the thread never ran: its reference and the status are ours to settle.
+            unsafe {
+                (api.clSetUserEventStatus)(user, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+                (api.clReleaseEvent)(user);
+            }
+            return Err(Error::new(
+                Errc::Runtime,
+                format!("spawning a thread to wait for an IPC event: {e}"),
+            ));
+        }
+        Ok(Some(held))
+    }
+
+    /// `enqueue_signal_event` of an IPC event: armed now (owed by this process), fired by the
+    /// completion callback of a marker that follows every earlier command.
+    fn signal_shared(&self, page: &Arc<SharedEvent>) -> Result<()> {
+        exiting::watch();
+        let api = self.ctx.api;
+        let mut raw: cl_event = std::ptr::null_mut();
+        // SAFETY: live queue; an empty wait list makes the marker wait for every earlier command.
+        let rc = unsafe {
+            (api.clEnqueueMarkerWithWaitList)(self.q.raw.0, 0, std::ptr::null(), &mut raw)
+        };
+        check(rc, "clEnqueueMarkerWithWaitList")?;
+        let marker = RawRef::owned(api, raw);
+        page.arm(false);
+        let user = Arc::into_raw(page.clone()) as *mut c_void;
+        // SAFETY: live marker; the callback takes over the reference in `user` exactly once.
+        let rc = unsafe { (api.clSetEventCallback)(raw, CL_COMPLETE, Some(fire_shared), user) };
+        self.q.needs_flush.store(true, Ordering::Release);
+        if rc != CL_SUCCESS {
+            // SAFETY: no callback was registered, so the reference is ours again.
+            let page = unsafe { Arc::from_raw(user as *const SharedEvent) };
+            // Armed: the signal is owed, so deliver it once the marker completed.
+            let waited = self
+                .q
+                .flush_if_needed()
+                .and_then(|()| crate::event::wait_raw(api, marker.raw));
+            page.fire();
+            waited?;
+            return Err(error(rc, "clSetEventCallback"));
+        }
+        self.q.flush_if_needed()
+    }
+
     fn no_usm(&self) -> Error {
         Error::unsupported(Aspect::UsmDeviceAllocations, "USM memory operations")
+    }
+}
+
+/// Fires an IPC event once the marker of `signal_shared` completed, unless the process is
+/// exiting: Intel's CPU runtime completes every pending command when the process exits
+/// (seen: a marker behind a host task that never returned reported `CL_COMPLETE` during
+/// `exit`), which would hand the peers a signal for work that never ran. Left owed, the
+/// signal is what a process that dies owes: its waiters fail with `Errc::Event`.
+unsafe extern "C" fn fire_shared(_ev: cl_event, _status: cl_int, user: *mut c_void) {
+    // SAFETY: `user` is the reference `signal_shared` made for this one call.
+    let page = unsafe { Arc::from_raw(user as *const SharedEvent) };
+    if !exiting::now() {
+        page.fire();
+    }
+}
+
+/// Whether the process has begun to exit (`exit` or a return from `main`).
+mod exiting {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static EXITING: AtomicBool = AtomicBool::new(false);
+
+    extern "C" {
+        /// The C library's `atexit` (std links it on every Linux target).
+        fn atexit(handler: extern "C" fn()) -> std::ffi::c_int;
+    }
+
+    extern "C" fn mark() {
+        EXITING.store(true, Ordering::SeqCst);
+    }
+
+    /// Registers the exit handler, once. Handlers run in reverse order of registration, so
+    /// this one, registered after the OpenCL runtime was loaded and used, runs before the
+    /// runtime's own teardown.
+    pub(super) fn watch() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: `mark` is a plain function that only stores to a static atomic: safe to
+            // run at any point of the exit sequence.
+            if unsafe { atexit(mark) } != 0 {
+                log::warn!("opencl: atexit failed; an exiting process may signal IPC events");
+            }
+        });
+    }
+
+    pub(super) fn now() -> bool {
+        EXITING.load(Ordering::SeqCst)
     }
 }
 
@@ -520,6 +735,10 @@ impl sycl_backend::Queue for Queue {
 
     fn enqueue_signal_event(&self, event: &Arc<dyn sycl_backend::Event>) -> Result<()> {
         let ev = sycl_backend::downcast::<Event>(event.as_any(), "event", BackendKind::OpenCl)?;
+        if let Some(page) = ev.shared_page() {
+            // Host memory: any queue may signal it, whatever the event's context.
+            return self.signal_shared(page);
+        }
         if !Arc::ptr_eq(&ev.ctx, &self.ctx) {
             return Err(Error::invalid(
                 "enqueue_signal_event: the event and the queue have different contexts",
@@ -541,12 +760,32 @@ impl sycl_backend::Queue for Queue {
     }
 
     fn enqueue_wait_events(&self, events: &[Arc<dyn sycl_backend::Event>]) -> Result<()> {
+        // One wait list (an IPC event's gate is made once), then a barrier on it.
         let wl = self.wait_list(events)?;
         if wl.len() == 0 {
             return Ok(());
         }
+        // The gates of IPC events among them: later commands wait for them explicitly.
+        if !wl.gates.is_empty() {
+            let mut live = self.gates.live.lock().unwrap_or_else(|e| e.into_inner());
+            for &gate in &wl.gates {
+                // SAFETY: a live user event (`wl` holds it); this reference is the queue's.
+                unsafe { (self.ctx.api.clRetainEvent)(gate) };
+                live.push(Handle(gate));
+            }
+        }
+        let mut raw: cl_event = std::ptr::null_mut();
+        // SAFETY: live queue and wait list of live events of its context.
+        let rc = unsafe {
+            (self.ctx.api.clEnqueueBarrierWithWaitList)(self.q.raw.0, wl.len(), wl.ptr(), &mut raw)
+        };
         drop(wl);
-        sycl_backend::Queue::barrier(self, events).map(drop)
+        check(rc, "clEnqueueBarrierWithWaitList")?;
+        let ev = self.wrap(raw);
+        if !self.props.in_order {
+            *self.last_barrier.lock().unwrap_or_else(|e| e.into_inner()) = Some(ev);
+        }
+        Ok(())
     }
 
     fn wait(&self) -> Result<()> {

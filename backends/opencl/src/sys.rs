@@ -136,6 +136,8 @@ pub const CL_QUEUE_PROFILING_ENABLE: cl_command_queue_properties = 1 << 1;
 // Events.
 pub const CL_EVENT_COMMAND_EXECUTION_STATUS: cl_event_info = 0x11D3;
 pub const CL_COMPLETE: cl_int = 0x0;
+/// A negative execution status: a command this one waited for failed.
+pub const CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST: cl_int = -14;
 pub const CL_RUNNING: cl_int = 0x1;
 pub const CL_PROFILING_COMMAND_SUBMIT: cl_profiling_info = 0x1281;
 pub const CL_PROFILING_COMMAND_START: cl_profiling_info = 0x1282;

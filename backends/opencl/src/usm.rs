@@ -80,6 +80,10 @@ pub(crate) fn alloc(
     if concerned.iter().any(|d| !d.info().has(aspect)) {
         return Err(Error::unsupported(aspect, format!("malloc_{kind}")));
     }
+    if let (UsmKind::Device, Some(host)) = (kind, &ctx.host_mem) {
+        // Fine-grained system SVM: device memory that other processes can open.
+        return host.alloc(size, align as usize, kind, device_index);
+    }
     let raw_dev = device_index
         .and_then(|i| ctx.devices[i].as_any().downcast_ref::<Device>())
         .map_or(std::ptr::null_mut(), |d| d.id.0);
@@ -208,6 +212,10 @@ fn svm_calls() -> std::sync::MutexGuard<'static, ()> {
 /// # Safety
 /// As the trait method.
 pub(crate) unsafe fn free(ctx: &Arc<ContextShared>, ptr: u64) -> Result<()> {
+    if let Some(host) = ctx.host_mem.as_ref().filter(|h| h.contains(ptr)) {
+        // SAFETY: forwarded contract: `ptr` came from `alloc` and nothing uses it.
+        return unsafe { host.free(ptr) };
+    }
     match &ctx.usm {
         ContextUsm::Intel(_) if host_task_frees::defer(ctx, ptr) => Ok(()),
         ContextUsm::Intel(f) => {
@@ -252,6 +260,14 @@ pub(crate) unsafe fn free(ctx: &Arc<ContextShared>, ptr: u64) -> Result<()> {
 
 /// `Context::usm_pointer_info`.
 pub(crate) fn pointer_info(ctx: &ContextShared, ptr: u64) -> PointerInfo {
+    if let Some(info) = ctx
+        .host_mem
+        .as_ref()
+        .map(|h| h.pointer_info(ptr))
+        .filter(|i| i.kind != UsmKind::Unknown)
+    {
+        return info;
+    }
     match &ctx.usm {
         ContextUsm::Intel(f) => {
             let q = |param, out: *mut c_void, size| {

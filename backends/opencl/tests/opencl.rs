@@ -170,26 +170,28 @@ fn enumeration_and_aspects() {
         );
         assert!(d.device.has(Aspect::ExtOneapiReusableEvents), "{l}");
         for a in [
-            Aspect::ExtOneapiIpcMemory,
             Aspect::ExtOneapiIpcPhysicalMemory,
-            Aspect::ExtOneapiIpcEvent,
             Aspect::ExtOneapiVirtualMem,
             Aspect::ExtSyclRsClosureKernels,
         ] {
             assert!(!d.device.has(a), "{l}: unexpected aspect {a}");
         }
+        // IPC events are shared pages of host memory: every device has them.
+        assert!(d.device.has(Aspect::ExtOneapiIpcEvent), "{l}");
         // The two drivers this repository's CI sets up: check what they are known to offer.
         if d.platform
             .info()
             .name
             .contains("Portable Computing Language")
         {
-            // PoCL: USM on fine-grain SVM, no SPIR-V.
+            // PoCL: USM on fine-grain SVM, no SPIR-V, no fine-grained system SVM (so no IPC
+            // memory: spec/backends.md).
             assert!(
                 d.device.has(Aspect::UsmDeviceAllocations)
                     && d.device.has(Aspect::UsmSharedAllocations),
                 "{l}"
             );
+            assert!(!d.device.has(Aspect::ExtOneapiIpcMemory), "{l}");
             assert!(!d.device.has(Aspect::ExtOneapiKernelCompilerSpirv), "{l}");
             assert!(d.device.has(Aspect::OnlineCompiler), "{l}");
         }
@@ -201,18 +203,26 @@ fn enumeration_and_aspects() {
                 Aspect::ExtOneapiKernelCompilerSpirv,
                 Aspect::Fp64,
                 Aspect::Atomic64,
+                // Fine-grained system SVM: device USM is shared memfd memory.
+                Aspect::ExtOneapiIpcMemory,
             ] {
                 assert!(d.device.has(a), "{l}: missing {a}");
             }
             assert!(info.uuid.is_some(), "{l}: cl_khr_device_uuid is advertised");
         }
-        // IPC and virtual memory keep the interface's answer.
+        // IPC memory: only with fine-grained system SVM; virtual memory: never.
         let ctx = d.context();
-        assert_eq!(
-            ctx.ipc_get_mem(0).unwrap_err().code(),
-            Errc::FeatureNotSupported,
-            "{l}"
-        );
+        let want = if d.device.has(Aspect::ExtOneapiIpcMemory) {
+            Errc::Invalid // 0 is no allocation
+        } else {
+            Errc::FeatureNotSupported
+        };
+        assert_eq!(ctx.ipc_get_mem(0).unwrap_err().code(), want, "{l}");
+        let phys = ctx
+            .create_physical_mem(&d.device, 1 << 21, Default::default())
+            .err()
+            .expect("no physical memory on OpenCL");
+        assert_eq!(phys.code(), Errc::FeatureNotSupported, "{l}");
         let e = ctx.reserve_virtual_mem(0, 1 << 21).unwrap_err();
         assert_eq!(e.code(), Errc::FeatureNotSupported, "{l}");
         assert!(e.message().contains("ext_oneapi_virtual_mem"), "{l}: {e}");
@@ -845,15 +855,19 @@ fn standalone_events() {
         e.wait().unwrap();
         assert!(e.wait_timeout(Duration::ZERO).unwrap());
         assert_eq!(e.profiling().unwrap_err().code(), Errc::Profiling);
+        // An IPC event: a shared page, complete until signalled, without timestamps.
         let ipc = ctx
             .create_event(EventProperties {
                 enable_ipc: true,
                 enable_profiling: false,
             })
-            .err()
             .unwrap();
-        assert_eq!(ipc.code(), Errc::FeatureNotSupported);
-        assert!(ipc.message().contains("ext_oneapi_ipc_event"), "{ipc}");
+        assert!(ipc.ipc_enabled());
+        assert_eq!(ipc.status().unwrap(), EventStatus::Complete);
+        assert_eq!(ipc.signal_count().unwrap(), 0);
+        assert_eq!(ipc.profiling().unwrap_err().code(), Errc::Profiling);
+        assert!(ctx.ipc_get_event(&ipc).is_ok());
+        assert_eq!(ctx.ipc_get_event(&e).unwrap_err().code(), Errc::Invalid);
         let both = ctx
             .create_event(EventProperties {
                 enable_ipc: true,

@@ -60,7 +60,7 @@ pub(crate) fn prepare_import<'h>(
             ),
         ));
     }
-    if header.backend != context.backend() {
+    if !context.raw().ipc_reads(header.backend, kind) {
         return Err(Error::new(
             Errc::BackendMismatch,
             format!(
