@@ -241,7 +241,10 @@ fn rank0(o: &Options) -> Result<(), String> {
     for rank in 1..o.ranks {
         let d = device_of_rank(rank);
         let sel = format!("{}:{}", d.backend(), index_of(d));
+        // The selector names the device among all devices; ONEAPI_DEVICE_SELECTOR, if rank 0
+        // was started under one, would renumber them in the worker.
         let child = Command::new(&exe)
+            .env_remove("ONEAPI_DEVICE_SELECTOR")
             .args(["--worker", listener.name(), &rank.to_string(), &sel])
             .spawn()
             .map_err(|e| format!("starting rank {rank}: {e}"))?;
