@@ -1111,13 +1111,7 @@ fn main() -> ExitCode {
         },
     ];
     run_suite_where(&device_tests, &global, |t, d| {
-        if d.backend() == BackendKind::OpenCl && d.has(Aspect::Gpu) && d.name().contains("NVIDIA") {
-            // On the H100 machine a child process finds no NVIDIA OpenCL device while this
-            // process uses it (a child started before it does lists it; seen for the proofs
-            // suite's children too; not understood). Every test here has a child on the test's
-            // device. The same-process IPC event checks run there (backends/opencl tests).
-            Some("is not visible to child processes while this process uses it".into())
-        } else if MEMFD_TESTS.contains(&t.name) && !memfd_memory(d) {
+        if MEMFD_TESTS.contains(&t.name) && !memfd_memory(d) {
             Some("does not share memory as sealed memfds".into())
         } else if t.name == "ipc::cross_backend" && memfd_partner(d).is_none() {
             Some("has no device of another backend that shares memfds".into())

@@ -32,6 +32,56 @@ pub(crate) struct QueueShared {
     pub api: &'static Api,
     pub raw: Handle,
     pub needs_flush: AtomicBool,
+    /// IPC signals whose marker completed or will, but whose completion callback has not run.
+    pub fires: Arc<PendingFires>,
+}
+
+/// Counts the completion callbacks of `enqueue_signal_event` on IPC events still to run.
+/// OpenCL calls callbacks asynchronously: NVIDIA's ran after `clFinish` returned, so a process
+/// that waited for its queue and exited still owed its last signal (its peer then saw a dead
+/// signaller). Waits for the queue wait for these as well.
+#[derive(Default)]
+pub(crate) struct PendingFires {
+    count: std::sync::Mutex<usize>,
+    done: std::sync::Condvar,
+}
+
+impl PendingFires {
+    /// How long a wait gives callbacks of completed markers before it reports a driver fault.
+    const PATIENCE: Duration = Duration::from_secs(30);
+
+    pub fn add(&self) {
+        *self.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    }
+
+    pub fn finish(&self) {
+        let mut n = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            self.done.notify_all();
+        }
+    }
+
+    /// Waits until every counted callback ran (call after the markers completed).
+    pub fn wait(&self) -> Result<()> {
+        let n = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        let (n, timeout) = self
+            .done
+            .wait_timeout_while(n, Self::PATIENCE, |n| *n > 0)
+            .unwrap_or_else(|e| e.into_inner());
+        if timeout.timed_out() {
+            return Err(Error::new(
+                Errc::Runtime,
+                format!(
+                    "{} completion callbacks of IPC event signals did not run within {:?} of \
+                     their markers completing",
+                    *n,
+                    Self::PATIENCE
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl QueueShared {
@@ -57,6 +107,10 @@ impl Drop for QueueShared {
         let rc = unsafe { (self.api.clFinish)(self.raw.0) };
         if rc != CL_SUCCESS {
             log::error!("opencl: {}", error(rc, "clFinish"));
+        }
+        // Signals owed to other processes go out before the queue does.
+        if let Err(e) = self.fires.wait() {
+            log::error!("opencl: {e}");
         }
         crate::usm::free_guard::release_queue(self.api, Handle(self.raw.0));
     }

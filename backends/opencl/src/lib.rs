@@ -69,6 +69,40 @@ impl sycl_backend::Backend for Backend {
 
 static BACKEND: OnceLock<Result<Arc<Backend>>> = OnceLock::new();
 
+/// The variables that choose which drivers the ICD loader opens, as they were before the
+/// drivers initialised. PoCL 5.0 sets `OCL_ICD_FILENAMES=libpocl.so.2` in the process while it
+/// initialises (seen on the H100 machines); every process started afterwards then inherited it
+/// and opened PoCL alone, so a child rank (or test child) found no NVIDIA OpenCL device.
+struct LoaderEnv(Vec<(&'static str, Option<std::ffi::OsString>)>);
+
+impl LoaderEnv {
+    const VARS: [&'static str; 2] = ["OCL_ICD_FILENAMES", "OCL_ICD_VENDORS"];
+
+    fn save() -> LoaderEnv {
+        LoaderEnv(
+            Self::VARS
+                .iter()
+                .map(|&name| (name, std::env::var_os(name)))
+                .collect(),
+        )
+    }
+
+    /// Puts back what a driver changed. A driver just called `setenv` from this thread at this
+    /// point; undoing it right away races with other threads' `getenv` no more than its call did.
+    fn restore(self) {
+        for (name, before) in self.0 {
+            if std::env::var_os(name) == before {
+                continue;
+            }
+            log::debug!("opencl: a driver changed {name}; restoring it for child processes");
+            match before {
+                Some(value) => std::env::set_var(name, value),
+                None => std::env::remove_var(name),
+            }
+        }
+    }
+}
+
 /// Opens the OpenCL ICD loader and enumerates its platforms.
 ///
 /// Fails with `Errc::Platform` when the loader cannot be opened or lacks a core entry point.
@@ -91,7 +125,10 @@ pub fn load() -> Result<Arc<dyn sycl_backend::Backend>> {
                 ))
             }
         };
-        let platforms = platform::Platform::enumerate(api)?
+        let loader_env = LoaderEnv::save();
+        let platforms = platform::Platform::enumerate(api);
+        loader_env.restore();
+        let platforms = platforms?
             .into_iter()
             .map(|p| p as Arc<dyn sycl_backend::Platform>)
             .collect();

@@ -149,6 +149,7 @@ impl Queue {
                 api,
                 raw: Handle(raw),
                 needs_flush: AtomicBool::new(false),
+                fires: Default::default(),
             }),
             device: device.clone(),
             address_bits: dev.caps.address_bits,
@@ -355,19 +356,35 @@ impl Queue {
         check(rc, "clEnqueueMarkerWithWaitList")?;
         let marker = RawRef::owned(api, raw);
         page.arm(false);
-        let user = Arc::into_raw(page.clone()) as *mut c_void;
-        // SAFETY: live marker; the callback takes over the reference in `user` exactly once.
+        // A marker behind nothing may be complete at once: fire now, without a callback.
+        // NVIDIA's OpenCL delivered completion callbacks ~8 ms late (a 500-round IPC ping-pong
+        // took 15.7 ms per round trip).
+        self.q.needs_flush.store(true, Ordering::Release);
+        self.q.flush_if_needed()?;
+        if matches!(raw_status(api, raw), Ok(CL_COMPLETE)) {
+            if !exiting::now() {
+                page.fire();
+            }
+            return Ok(());
+        }
+        self.q.fires.add();
+        let fire = Box::new(Fire {
+            page: page.clone(),
+            fires: self.q.fires.clone(),
+        });
+        let user = Box::into_raw(fire) as *mut c_void;
+        // SAFETY: live marker; the callback takes over `user` exactly once.
         let rc = unsafe { (api.clSetEventCallback)(raw, CL_COMPLETE, Some(fire_shared), user) };
         self.q.needs_flush.store(true, Ordering::Release);
         if rc != CL_SUCCESS {
-            // SAFETY: no callback was registered, so the reference is ours again.
-            let page = unsafe { Arc::from_raw(user as *const SharedEvent) };
+            // SAFETY: no callback was registered, so `user` is ours again.
+            let fire = unsafe { Box::from_raw(user as *mut Fire) };
             // Armed: the signal is owed, so deliver it once the marker completed.
             let waited = self
                 .q
                 .flush_if_needed()
                 .and_then(|()| crate::event::wait_raw(api, marker.raw));
-            page.fire();
+            fire.run();
             waited?;
             return Err(error(rc, "clSetEventCallback"));
         }
@@ -385,10 +402,23 @@ impl Queue {
 /// `exit`), which would hand the peers a signal for work that never ran. Left owed, the
 /// signal is what a process that dies owes: its waiters fail with `Errc::Event`.
 unsafe extern "C" fn fire_shared(_ev: cl_event, _status: cl_int, user: *mut c_void) {
-    // SAFETY: `user` is the reference `signal_shared` made for this one call.
-    let page = unsafe { Arc::from_raw(user as *const SharedEvent) };
-    if !exiting::now() {
-        page.fire();
+    // SAFETY: `user` is the box `signal_shared` made for this one call.
+    unsafe { Box::from_raw(user as *mut Fire) }.run();
+}
+
+/// What the completion callback of one IPC signal needs.
+struct Fire {
+    page: Arc<SharedEvent>,
+    /// The queue's count of callbacks to come (not the queue: its drop must not run here).
+    fires: Arc<crate::event::PendingFires>,
+}
+
+impl Fire {
+    fn run(self) {
+        if !exiting::now() {
+            self.page.fire();
+        }
+        self.fires.finish();
     }
 }
 
@@ -791,6 +821,8 @@ impl sycl_backend::Queue for Queue {
     fn wait(&self) -> Result<()> {
         self.q.needs_flush.store(false, Ordering::Release);
         // SAFETY: live queue.
-        check(unsafe { (self.ctx.api.clFinish)(self.q.raw.0) }, "clFinish")
+        check(unsafe { (self.ctx.api.clFinish)(self.q.raw.0) }, "clFinish")?;
+        // The IPC signals before this point went out too (their callbacks may run later).
+        self.q.fires.wait()
     }
 }
