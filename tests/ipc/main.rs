@@ -38,6 +38,27 @@ pub(crate) fn handle_arg(arg: &str) -> Result<Handle, String> {
     Handle::from_bytes(hex::decode(arg).map_err(s)?).map_err(s)
 }
 
+/// Starts this binary as child `role` with arguments `d`'s selector, a fresh channel's name and
+/// `extra`, and accepts its connection on that channel.
+pub(crate) fn child_on_channel(
+    role: &str,
+    d: &Device,
+    extra: &[String],
+    stdout: Stdio,
+) -> Result<(std::process::Child, Channel), Failed> {
+    let listener = Listener::bind_unique().map_err(fail)?;
+    let mut args = vec![selector_for(d), listener.name().to_string()];
+    args.extend_from_slice(extra);
+    let child = child_command(role, &args)
+        .stdout(stdout)
+        .spawn()
+        .map_err(fail)?;
+    let ch = listener
+        .accept(Some(Duration::from_secs(30)))
+        .map_err(fail)?;
+    Ok((child, ch))
+}
+
 /// Whether `d` shares memory as sealed memfds, with the guarantees that gives (exports outlive
 /// the exporter, `put` revokes, exporter identity checked, descriptors on the channel): the
 /// native CPU backend, and OpenCL devices with fine-grained system SVM.
@@ -139,16 +160,7 @@ fn child_channel_open(args: &[String]) -> ChildResult {
 
 fn memory_round_trip_channel(d: &Device) -> R {
     let (q, buf) = exporter_buffer(d, 10)?;
-    let listener = Listener::bind_unique().map_err(fail)?;
-    let mut child = child_command(
-        "channel_open",
-        &[selector_for(d), listener.name().to_string()],
-    )
-    .spawn()
-    .map_err(fail)?;
-    let ch = listener
-        .accept(Some(Duration::from_secs(30)))
-        .map_err(fail)?;
+    let (mut child, ch) = child_on_channel("channel_open", d, &[], Stdio::inherit())?;
     ch.set_recv_timeout(Some(Duration::from_secs(60)))
         .map_err(fail)?;
     ch.send_handle(&ipc::memory::get(&buf).map_err(fail)?)
@@ -311,16 +323,7 @@ fn child_export_then_exit(args: &[String]) -> ChildResult {
 }
 
 fn memory_survives_exporter_exit(d: &Device) -> R {
-    let listener = Listener::bind_unique().map_err(fail)?;
-    let mut child = child_command(
-        "export_then_exit",
-        &[selector_for(d), listener.name().to_string()],
-    )
-    .spawn()
-    .map_err(fail)?;
-    let ch = listener
-        .accept(Some(Duration::from_secs(30)))
-        .map_err(fail)?;
+    let (mut child, ch) = child_on_channel("export_then_exit", d, &[], Stdio::inherit())?;
     ch.set_recv_timeout(Some(Duration::from_secs(30)))
         .map_err(fail)?;
     let handle = ch.recv_handle().map_err(fail)?;
@@ -391,16 +394,7 @@ fn event_round_trip_with(d: &Device, peer: &Device) -> R {
     )
     .map_err(fail)?;
     check!(ev.ipc_enabled());
-    let listener = Listener::bind_unique().map_err(fail)?;
-    let mut child = child_command(
-        "event_consumer",
-        &[selector_for(peer), listener.name().to_string()],
-    )
-    .spawn()
-    .map_err(fail)?;
-    let ch = listener
-        .accept(Some(Duration::from_secs(30)))
-        .map_err(fail)?;
+    let (mut child, ch) = child_on_channel("event_consumer", peer, &[], Stdio::inherit())?;
     ch.set_recv_timeout(Some(Duration::from_secs(60)))
         .map_err(fail)?;
     // Slow producer: host task, then the fill, then the signal.
@@ -456,16 +450,7 @@ fn child_event_then_die(args: &[String]) -> ChildResult {
 fn event_of_a_dying_child(
     d: &Device,
 ) -> Result<(std::process::Child, Channel, Queue, Event), Failed> {
-    let listener = Listener::bind_unique().map_err(fail)?;
-    let child = child_command(
-        "event_then_die",
-        &[selector_for(d), listener.name().to_string()],
-    )
-    .spawn()
-    .map_err(fail)?;
-    let ch = listener
-        .accept(Some(Duration::from_secs(30)))
-        .map_err(fail)?;
+    let (child, ch) = child_on_channel("event_then_die", d, &[], Stdio::inherit())?;
     ch.set_recv_timeout(Some(Duration::from_secs(30)))
         .map_err(fail)?;
     let handle = ch.recv_handle().map_err(fail)?;
@@ -542,17 +527,7 @@ fn event_queue_wait(d: &Device) -> R {
         .map_err(fail)?;
     q.copy(&staging, &buf, &[]).map_err(fail)?;
     q.enqueue_signal_event(&ev).map_err(fail)?;
-    let listener = Listener::bind_unique().map_err(fail)?;
-    let child = child_command(
-        "queue_waiter",
-        &[selector_for(d), listener.name().to_string()],
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .map_err(fail)?;
-    let ch = listener
-        .accept(Some(Duration::from_secs(30)))
-        .map_err(fail)?;
+    let (child, ch) = child_on_channel("queue_waiter", d, &[], Stdio::piped())?;
     ch.send_handle(&ipc::memory::get(&buf).map_err(fail)?)
         .map_err(fail)?;
     ch.send_handle(&ipc::event::get(&ev).map_err(fail)?)
@@ -672,21 +647,9 @@ fn event_ping_pong(d: &Device) -> R {
     };
     let ping = Event::new_for_queue(&q, props).map_err(fail)?;
     let pong = Event::new_for_queue(&q, props).map_err(fail)?;
-    let listener = Listener::bind_unique().map_err(fail)?;
     let rounds = 500u64;
-    let mut child = child_command(
-        "ping_pong",
-        &[
-            selector_for(d),
-            listener.name().to_string(),
-            rounds.to_string(),
-        ],
-    )
-    .spawn()
-    .map_err(fail)?;
-    let ch = listener
-        .accept(Some(Duration::from_secs(30)))
-        .map_err(fail)?;
+    let (mut child, ch) =
+        child_on_channel("ping_pong", d, &[rounds.to_string()], Stdio::inherit())?;
     ch.send_handle(&ipc::event::get(&ping).map_err(fail)?)
         .map_err(fail)?;
     ch.send_handle(&ipc::event::get(&pong).map_err(fail)?)
