@@ -128,13 +128,13 @@ impl Context {
         let mut raw_devices = Vec::with_capacity(devices.len());
         let mut kinds = Vec::with_capacity(devices.len());
         let mut host_memory_ipc = !devices.is_empty();
-        let mut pocl = false;
+        let mut gate_on_host = false;
         for d in devices {
             let dev = sycl_backend::downcast::<Device>(d.as_any(), "device", BackendKind::OpenCl)?;
             raw_devices.push(dev.id.0);
             kinds.push(dev.caps.usm);
             host_memory_ipc &= dev.caps.host_memory_ipc;
-            pocl |= sycl_backend::Device::info(dev).version.contains("PoCL");
+            gate_on_host |= dev.caps.failed_user_event_aborts;
         }
         let props = [
             CL_CONTEXT_PLATFORM,
@@ -179,7 +179,7 @@ impl Context {
                 usm,
                 realigned: Mutex::new(BTreeMap::new()),
                 host_mem: host_memory_ipc.then(HostMemory::new),
-                gate_on_host: pocl,
+                gate_on_host,
             }),
         })
     }

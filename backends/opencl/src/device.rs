@@ -39,6 +39,9 @@ pub(crate) struct DeviceCaps {
     /// pointer of the process, so device USM is made of sealed memfd mappings that other
     /// processes can open (`ext_oneapi_ipc_memory`).
     pub host_memory_ipc: bool,
+    /// The driver aborts the process when a user event with dependents fails (PoCL 3.1; see
+    /// `Event::host_failure` and `Queue::gate`).
+    pub failed_user_event_aborts: bool,
 }
 
 /// An OpenCL device.
@@ -290,6 +293,7 @@ impl Device {
                 out_of_order: queue_props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE != 0,
                 address_bits,
                 host_memory_ipc,
+                failed_user_event_aborts: pocl,
             },
         })
     }
