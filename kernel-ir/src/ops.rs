@@ -135,15 +135,48 @@ pub enum MathFn {
     Copysign,
     Atan2,
     Hypot,
+    Recip,
+    Fract,
+    SaturatingAdd,
+    SaturatingSub,
+    CountOnes,
+    LeadingZeros,
+    TrailingZeros,
 }
 
 impl MathFn {
     /// Every function, in wire-code order.
-    pub const ALL: [MathFn; 21] = {
+    pub const ALL: [MathFn; 28] = {
         use MathFn::*;
         [
-            Sqrt, Exp, Ln, Sin, Cos, Powf, MulAdd, Min, Max, Abs, Floor, Ceil, Tanh, Exp2, Log2,
-            Log10, Trunc, Round, Copysign, Atan2, Hypot,
+            Sqrt,
+            Exp,
+            Ln,
+            Sin,
+            Cos,
+            Powf,
+            MulAdd,
+            Min,
+            Max,
+            Abs,
+            Floor,
+            Ceil,
+            Tanh,
+            Exp2,
+            Log2,
+            Log10,
+            Trunc,
+            Round,
+            Copysign,
+            Atan2,
+            Hypot,
+            Recip,
+            Fract,
+            SaturatingAdd,
+            SaturatingSub,
+            CountOnes,
+            LeadingZeros,
+            TrailingZeros,
         ]
     };
 
@@ -160,7 +193,9 @@ impl MathFn {
             | MathFn::Max
             | MathFn::Copysign
             | MathFn::Atan2
-            | MathFn::Hypot => 1,
+            | MathFn::Hypot
+            | MathFn::SaturatingAdd
+            | MathFn::SaturatingSub => 1,
             MathFn::MulAdd => 2,
             _ => 0,
         }
@@ -190,12 +225,44 @@ impl MathFn {
             MathFn::Copysign => "copysign",
             MathFn::Atan2 => "atan2",
             MathFn::Hypot => "hypot",
+            MathFn::Recip => "recip",
+            MathFn::Fract => "fract",
+            MathFn::SaturatingAdd => "saturating_add",
+            MathFn::SaturatingSub => "saturating_sub",
+            MathFn::CountOnes => "count_ones",
+            MathFn::LeadingZeros => "leading_zeros",
+            MathFn::TrailingZeros => "trailing_zeros",
         }
     }
 
-    /// Whether integers may use it too.
+    /// Whether integers may use it.
     pub fn for_ints(self) -> bool {
-        matches!(self, MathFn::Min | MathFn::Max | MathFn::Abs)
+        matches!(self, MathFn::Min | MathFn::Max | MathFn::Abs) || self.ints_only()
+    }
+
+    /// Whether floats may use it.
+    pub fn for_floats(self) -> bool {
+        !self.ints_only()
+    }
+
+    /// Integer-only functions.
+    fn ints_only(self) -> bool {
+        matches!(
+            self,
+            MathFn::SaturatingAdd
+                | MathFn::SaturatingSub
+                | MathFn::CountOnes
+                | MathFn::LeadingZeros
+                | MathFn::TrailingZeros
+        )
+    }
+
+    /// Whether it counts bits, and so is a `u32` whatever its argument (as in Rust).
+    pub fn counts_bits(self) -> bool {
+        matches!(
+            self,
+            MathFn::CountOnes | MathFn::LeadingZeros | MathFn::TrailingZeros
+        )
     }
 }
 

@@ -357,10 +357,13 @@ impl Validator<'_> {
                 self.expr(a)
             }
             ExprKind::Math(m, args) => {
+                let a = args.first().map_or(t, |a| a.ty);
+                let result = if m.counts_bits() { Scalar::U32 } else { a };
                 let ok = args.len() == 1 + m.extra_args()
-                    && args.iter().all(|a| a.ty == t)
-                    && (t.is_float() || (t.is_int() && m.for_ints()))
-                    && !(*m == MathFn::Abs && t.is_unsigned());
+                    && args.iter().all(|x| x.ty == a)
+                    && t == result
+                    && ((a.is_float() && m.for_floats()) || (a.is_int() && m.for_ints()))
+                    && !(*m == MathFn::Abs && a.is_unsigned());
                 self.want(ok, "math arguments")?;
                 args.iter().try_for_each(|a| self.expr(a))
             }

@@ -333,17 +333,36 @@ impl Gen {
                     ExprKind::Cast(b(self.expr(from, d)))
                 }
                 5 => {
-                    let m = if t.is_float() {
-                        self.rng.pick(&MathFn::ALL)
-                    } else if t.is_signed() {
-                        self.rng.pick(&[MathFn::Min, MathFn::Max, MathFn::Abs])
-                    } else if t.is_int() {
-                        // No `abs` of an unsigned integer.
-                        self.rng.pick(&[MathFn::Min, MathFn::Max])
-                    } else {
+                    let choices: Vec<MathFn> = MathFn::ALL
+                        .into_iter()
+                        .filter(|&m| {
+                            if m.counts_bits() {
+                                t == Scalar::U32
+                            } else if t.is_float() {
+                                m.for_floats()
+                            } else {
+                                // No `abs` of an unsigned integer.
+                                t.is_int() && m.for_ints() && !(m == MathFn::Abs && t.is_unsigned())
+                            }
+                        })
+                        .collect();
+                    if choices.is_empty() {
                         continue;
+                    }
+                    let m = self.rng.pick(&choices);
+                    // Bit counts are `u32`s of any integer.
+                    let operand = if m.counts_bits() {
+                        self.rng.pick(&[
+                            Scalar::I32,
+                            Scalar::U32,
+                            Scalar::I64,
+                            Scalar::U64,
+                            Scalar::Usize,
+                        ])
+                    } else {
+                        t
                     };
-                    ExprKind::Math(m, self.exprs(&vec![t; 1 + m.extra_args()], d))
+                    ExprKind::Math(m, self.exprs(&vec![operand; 1 + m.extra_args()], d))
                 }
                 6 if t == Scalar::Usize => {
                     let q = self.rng.pick(&Query::ALL);
@@ -1673,6 +1692,35 @@ fn the_validator_rejects_each_rule() {
             vec![Stmt::new(x(e(
                 F32,
                 ExprKind::Math(MathFn::Powf, vec![lit(F32, 4)]),
+            )))],
+            "math arguments",
+        ),
+        // Integer functions on floats, and a bit count that is not a `u32`.
+        (
+            vec![Stmt::new(x(e(
+                F32,
+                ExprKind::Math(MathFn::SaturatingAdd, vec![lit(F32, 4), lit(F32, 4)]),
+            )))],
+            "math arguments",
+        ),
+        (
+            vec![Stmt::new(x(e(
+                U64,
+                ExprKind::Math(MathFn::CountOnes, vec![lit(U64, 4)]),
+            )))],
+            "math arguments",
+        ),
+        (
+            vec![Stmt::new(x(e(
+                U32,
+                ExprKind::Math(MathFn::CountOnes, vec![lit(F32, 4)]),
+            )))],
+            "math arguments",
+        ),
+        (
+            vec![Stmt::new(x(e(
+                U32,
+                ExprKind::Math(MathFn::Fract, vec![lit(U32, 4)]),
             )))],
             "math arguments",
         ),

@@ -1198,12 +1198,36 @@ impl Parser {
                 format!("write `*x.{name}(i)`: the element, not a reference to it"),
             ));
         }
+        if let Some(op) = match name.as_str() {
+            // The language's `+ - *` wrap on integers already (spec/kernels.md).
+            "wrapping_add" => Some(BinOp::Add),
+            "wrapping_sub" => Some(BinOp::Sub),
+            "wrapping_mul" => Some(BinOp::Mul),
+            _ => None,
+        } {
+            if m.args.len() != 1 {
+                return Err(err(span, format!("`{name}` takes 1 argument(s)")));
+            }
+            let l = self.expr(&m.receiver)?;
+            let r = self.expr(&m.args[0])?;
+            self.unify(l.ty, r.ty, span, &format!("the arguments of `{name}`"))?;
+            if !self.types.is_int(l.ty) {
+                return Err(err(span, format!("`{name}` is for integers")));
+            }
+            let ty = l.ty;
+            return Ok(Expr {
+                kind: ExprKind::Binary(op, Box::new(l), Box::new(r), ()),
+                ty,
+                src: At(span),
+            });
+        }
         let f = MathFn::from_name(&name).ok_or_else(|| {
             let math: Vec<&str> = MathFn::ALL.iter().map(|m| m.name()).collect();
             err(
                 m.method.span(),
                 format!(
-                    "method `{name}` is not in the kernel language (math: {}; slices: len)",
+                    "method `{name}` is not in the kernel language (math: {}; wrapping_add, \
+                     wrapping_sub, wrapping_mul; slices: len)",
                     math.join(", ")
                 ),
             )
@@ -1229,19 +1253,28 @@ impl Parser {
         let t = args[0].ty;
         let is_float = self.types.is_float(t);
         let is_int = self.types.is_int(t);
-        if !(is_float || f.for_ints() && is_int) {
-            if self.types.get(t).is_some() || is_int {
+        if !(f.for_floats() && is_float || f.for_ints() && is_int) {
+            if self.types.get(t).is_some() || is_int || is_float {
                 return Err(err(
                     span,
                     format!(
-                        "`{name}` is for floats{}",
-                        if f.for_ints() { " and integers" } else { "" }
+                        "`{name}` is for {}",
+                        match (f.for_floats(), f.for_ints()) {
+                            (true, true) => "floats and integers",
+                            (true, false) => "floats",
+                            _ => "integers",
+                        }
                     ),
                 ));
             }
-            // An unknown receiver (a helper result): math makes it a float.
-            let fv = self.types.float_var();
-            self.unify(t, fv, span, &format!("`{name}`"))?;
+            // An unknown receiver (a helper result): math makes it a float, integer
+            // functions an integer.
+            let v = if f.for_floats() {
+                self.types.float_var()
+            } else {
+                self.types.int_var()
+            };
+            self.unify(t, v, span, &format!("`{name}`"))?;
         }
         if f == MathFn::Abs {
             if let Some(ty) = self.types.get(t) {
@@ -1250,9 +1283,14 @@ impl Parser {
                 }
             }
         }
+        let ty = if f.counts_bits() {
+            self.types.known(Ty::U32)
+        } else {
+            t
+        };
         Ok(Expr {
             kind: ExprKind::Math(f, args),
-            ty: t,
+            ty,
             src: At(span),
         })
     }

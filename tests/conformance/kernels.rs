@@ -815,8 +815,9 @@ pub fn math_library(d: &Device) -> R {
 }
 
 /// The functions `math_more` computes, in order (the receiver `x`, the argument `y`).
-const MATH_MORE: [&str; 9] = [
-    "tanh", "exp2", "log2", "log10", "trunc", "round", "copysign", "atan2", "hypot",
+const MATH_MORE: [&str; 11] = [
+    "tanh", "exp2", "log2", "log10", "trunc", "round", "copysign", "atan2", "hypot", "recip",
+    "fract",
 ];
 
 macro_rules! math_more {
@@ -826,7 +827,7 @@ macro_rules! math_more {
             let i = global_id(0);
             let x = a[i];
             let y = b[i];
-            let o = i * 9;
+            let o = i * 11;
             out[o] = x.tanh();
             out[o + 1] = x.exp2();
             out[o + 2] = x.log2();
@@ -836,6 +837,8 @@ macro_rules! math_more {
             out[o + 6] = x.copysign(y);
             out[o + 7] = x.atan2(y);
             out[o + 8] = x.hypot(y);
+            out[o + 9] = x.recip();
+            out[o + 10] = x.fract();
         }
 
         fn $check(q: &Queue) -> R {
@@ -863,7 +866,7 @@ macro_rules! math_more {
             check_math(
                 q,
                 (&a, &b),
-                (&MATH_MORE, &["trunc", "round", "copysign"]),
+                (&MATH_MORE, &["trunc", "round", "copysign", "fract"]),
                 $tol,
                 |a, b, out| $kernel(a, b, out),
                 |x, y| {
@@ -877,6 +880,8 @@ macro_rules! math_more {
                         x.copysign(y),
                         x.atan2(y),
                         x.hypot(y),
+                        x.recip(),
+                        x.fract(),
                     ]
                 },
             )
@@ -887,9 +892,9 @@ macro_rules! math_more {
 math_more!(math_more_f32, math_more_check_f32, f32, 1e-5);
 math_more!(math_more_f64, math_more_check_f64, f64, 1e-12);
 
-/// `tanh exp2 log2 log10 atan2 hypot` from each device's library within the tolerances of
-/// `math_library`; `trunc round copysign` exactly (Rust's `round` and C's both round half away
-/// from zero).
+/// `tanh exp2 log2 log10 atan2 hypot recip` from each device's library within the tolerances
+/// of `math_library`; `trunc round copysign fract` exactly (Rust's `round` and C's both round
+/// half away from zero).
 pub fn math_more(d: &Device) -> R {
     let q = in_order(d)?;
     math_more_check_f32(&q)?;
@@ -897,6 +902,128 @@ pub fn math_more(d: &Device) -> R {
         math_more_check_f64(&q)?;
     }
     Ok(())
+}
+
+/// Bit patterns that reach every edge of the integer functions: zero, one, powers of two,
+/// the signed and unsigned extremes of 32 and 64 bits and their neighbours, mixed patterns.
+const INT_EDGES: [u64; 16] = [
+    0,
+    1,
+    2,
+    3,
+    0x80,
+    12345,
+    0x7fff_ffff,
+    0x8000_0000,
+    0xffff_ffff,
+    0x1_0000_0000,
+    0x1234_5678_9abc_def0,
+    0x7fff_ffff_ffff_ffff,
+    0x8000_0000_0000_0000,
+    0xffff_ffff_ffff_fffe,
+    u64::MAX,
+    0x00f0_0000_0000_0000,
+];
+
+macro_rules! math_int {
+    ($kernel:ident, $check:ident, $t:ident) => {
+        #[sycl::kernel]
+        fn $kernel(a: &[$t], b: &[$t], out: &mut [$t], counts: &mut [u32]) {
+            let i = global_id(0);
+            let x = a[i];
+            let y = b[i];
+            let o = i * 5;
+            out[o] = x.saturating_add(y);
+            out[o + 1] = x.saturating_sub(y);
+            out[o + 2] = x.wrapping_add(y);
+            out[o + 3] = x.wrapping_sub(y);
+            out[o + 4] = x.wrapping_mul(y);
+            let c = i * 3;
+            counts[c] = x.count_ones();
+            counts[c + 1] = x.leading_zeros();
+            counts[c + 2] = x.trailing_zeros();
+        }
+
+        fn $check(q: &Queue) -> R {
+            let edges: Vec<$t> = INT_EDGES.iter().map(|&v| v as $t).collect();
+            let (a, b): (Vec<$t>, Vec<$t>) = edges
+                .iter()
+                .flat_map(|&x| edges.iter().map(move |&y| (x, y)))
+                .unzip();
+            let n = a.len();
+            let (da, db) = (upload(q, &a)?, upload(q, &b)?);
+            let out = filled(q, n * 5, 0 as $t)?;
+            let counts = filled(q, n * 3, 0u32)?;
+            run(q, Range::d1(n), $kernel(&da, &db, &out, &counts))?;
+            let names = [
+                "saturating_add",
+                "saturating_sub",
+                "wrapping_add",
+                "wrapping_sub",
+                "wrapping_mul",
+            ];
+            let want: Vec<$t> = (0..n)
+                .flat_map(|i| {
+                    let (x, y) = (a[i], b[i]);
+                    [
+                        x.saturating_add(y),
+                        x.saturating_sub(y),
+                        x.wrapping_add(y),
+                        x.wrapping_sub(y),
+                        x.wrapping_mul(y),
+                    ]
+                })
+                .collect();
+            compare_by(
+                &q.to_vec(&out).map_err(fail)?,
+                &want,
+                |g, w, _| g == w,
+                |j| {
+                    format!(
+                        "{}::{}({:#x}, {:#x})",
+                        stringify!($t),
+                        names[j % 5],
+                        a[j / 5],
+                        b[j / 5]
+                    )
+                },
+            )?;
+            let count_names = ["count_ones", "leading_zeros", "trailing_zeros"];
+            let want: Vec<u32> = a
+                .iter()
+                .flat_map(|&x| [x.count_ones(), x.leading_zeros(), x.trailing_zeros()])
+                .collect();
+            compare_by(
+                &q.to_vec(&counts).map_err(fail)?,
+                &want,
+                |g, w, _| g == w,
+                |j| {
+                    format!(
+                        "{}::{}({:#x})",
+                        stringify!($t),
+                        count_names[j % 3],
+                        a[j / 3]
+                    )
+                },
+            )
+        }
+    };
+}
+
+math_int!(math_int_i32, math_int_check_i32, i32);
+math_int!(math_int_u32, math_int_check_u32, u32);
+math_int!(math_int_i64, math_int_check_i64, i64);
+math_int!(math_int_u64, math_int_check_u64, u64);
+
+/// `saturating_add/sub`, `wrapping_add/sub/mul`, `count_ones`, `leading_zeros` and
+/// `trailing_zeros` of `i32 u32 i64 u64`, exactly as Rust computes them, on every pair of edge
+/// patterns.
+pub fn math_int(d: &Device) -> R {
+    let q = in_order(d)?;
+    math_int_check_i32(&q)?;
+    math_int_check_u32(&q)?;
+    math_int_check_i64(&q)?;
+    math_int_check_u64(&q)
 }
 
 // ---------------------------------------------------------------- 2. casts

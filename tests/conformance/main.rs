@@ -1345,6 +1345,11 @@ fn main() -> ExitCode {
             run: kernels::math_more,
         },
         DeviceTest {
+            name: "kernels::math_int",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::math_int,
+        },
+        DeviceTest {
             name: "kernels::casts",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::casts,

@@ -91,6 +91,33 @@ SYCL_SDIV(long long, unsigned long long, i64, (-9223372036854775807ll - 1))
 SYCL_UDIV(unsigned int, u32)
 SYCL_UDIV(sycl_u64, u64)
 
+// Rust's saturating_add/sub, count_ones, leading_zeros, trailing_zeros.
+#define SYCL_SSAT(T, U, tag, MINV) \
+__device__ __forceinline__ T sycl_sat_add_##tag(T a, T b) { \
+    T r = (T)((U)a + (U)b); return ((a ^ r) & (b ^ r)) < 0 ? (a < 0 ? (MINV) : (T)((U)(MINV) - 1)) : r; } \
+__device__ __forceinline__ T sycl_sat_sub_##tag(T a, T b) { \
+    T r = (T)((U)a - (U)b); return ((a ^ b) & (a ^ r)) < 0 ? (a < 0 ? (MINV) : (T)((U)(MINV) - 1)) : r; }
+#define SYCL_USAT(T, tag) \
+__device__ __forceinline__ T sycl_sat_add_##tag(T a, T b) { T r = a + b; return r < a ? (T)~(T)0 : r; } \
+__device__ __forceinline__ T sycl_sat_sub_##tag(T a, T b) { return a < b ? (T)0 : (T)(a - b); }
+#define SYCL_BITS(T, tag, W, POPC, CLZ, FFS, S) \
+__device__ __forceinline__ unsigned int sycl_count_ones_##tag(T a) { return (unsigned int)POPC(a); } \
+__device__ __forceinline__ unsigned int sycl_leading_zeros_##tag(T a) { return (unsigned int)CLZ((S)a); } \
+__device__ __forceinline__ unsigned int sycl_trailing_zeros_##tag(T a) { \
+    return a == 0 ? (W) : (unsigned int)(FFS((S)a) - 1); }
+SYCL_SSAT(int, unsigned int, i32, (-2147483647 - 1))
+SYCL_SSAT(long long, unsigned long long, i64, (-9223372036854775807ll - 1))
+SYCL_USAT(unsigned int, u32)
+SYCL_USAT(sycl_u64, u64)
+SYCL_BITS(int, i32, 32u, __popc, __clz, __ffs, int)
+SYCL_BITS(unsigned int, u32, 32u, __popc, __clz, __ffs, int)
+SYCL_BITS(long long, i64, 64u, __popcll, __clzll, __ffsll, long long)
+SYCL_BITS(sycl_u64, u64, 64u, __popcll, __clzll, __ffsll, long long)
+
+// Rust's fract: x - x.trunc().
+__device__ __forceinline__ float sycl_fract_f32(float x) { return x - truncf(x); }
+__device__ __forceinline__ double sycl_fract_f64(double x) { return x - trunc(x); }
+
 // Atomics (relaxed, device scope), bounds-checked.
 #define SYCL_ATOMIC_INT(T, tag, sp) \
 __device__ __forceinline__ T sycl_atomic_add_##sp##_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f) { \

@@ -108,6 +108,25 @@ SYCL_SDIV(long, ulong, i64, LONG_MIN)
 SYCL_UDIV(uint, u32)
 SYCL_UDIV(ulong, u64)
 
+// Rust's saturating_add/sub, count_ones, leading_zeros, trailing_zeros (OpenCL C 1.2 has no ctz).
+#define SYCL_INTFN(T, U, tag) \
+static inline T sycl_sat_add_##tag(T a, T b) { return add_sat(a, b); } \
+static inline T sycl_sat_sub_##tag(T a, T b) { return sub_sat(a, b); } \
+static inline uint sycl_count_ones_##tag(T a) { return (uint)popcount(a); } \
+static inline uint sycl_leading_zeros_##tag(T a) { return (uint)clz(a); } \
+static inline uint sycl_trailing_zeros_##tag(T a) { \
+    return a == 0 ? (uint)(8 * sizeof(T)) : (uint)popcount((U)(((U)a & ((U)0 - (U)a)) - 1)); }
+SYCL_INTFN(int, uint, i32)
+SYCL_INTFN(long, ulong, i64)
+SYCL_INTFN(uint, uint, u32)
+SYCL_INTFN(ulong, ulong, u64)
+
+// Rust's fract: x - x.trunc().
+static inline float sycl_fract_f32(float x) { return x - trunc(x); }
+#ifdef SYCL_FP64
+static inline double sycl_fract_f64(double x) { return x - trunc(x); }
+#endif
+
 // Atomics (relaxed), bounds-checked.
 #define SYCL_ATOMIC32(T, tag, sp, SP) \
 static inline T sycl_atomic_add_##sp##_##tag(SP T* p, sycl_u64 n, sycl_u64 i, T v, uint* f) { \

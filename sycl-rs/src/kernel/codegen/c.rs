@@ -1280,7 +1280,8 @@ impl<'a> Printer<'a> {
             }
             ExprKind::Math(m, args) => {
                 let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
-                self.math(*m, t, &vs)
+                // The operands' type (the result is `u32` for bit counts).
+                self.math(*m, args.first().map_or(t, |a| a.ty), &vs)
             }
             ExprKind::Query(q, dim) => match q {
                 Query::GlobalId => format!("sycl_global_id(SYCL_AXIS({dim}))"),
@@ -1447,6 +1448,17 @@ impl<'a> Printer<'a> {
                 MathFn::Min => format!("min({}, {})", arg(0), arg(1)),
                 MathFn::Max => format!("max({}, {})", arg(0), arg(1)),
                 MathFn::Abs => format!("sycl_abs_{}({})", tag(t), arg(0)),
+                MathFn::SaturatingAdd | MathFn::SaturatingSub => {
+                    let name = if m == MathFn::SaturatingAdd {
+                        "add"
+                    } else {
+                        "sub"
+                    };
+                    format!("sycl_sat_{name}_{}({}, {})", tag(t), arg(0), arg(1))
+                }
+                MathFn::CountOnes | MathFn::LeadingZeros | MathFn::TrailingZeros => {
+                    format!("sycl_{}_{}({})", m.name(), tag(t), arg(0))
+                }
                 // (Validated: integers take only these.)
                 _ => "sycl_integer_math_outside_the_language()".into(),
             };
@@ -1475,6 +1487,14 @@ impl<'a> Printer<'a> {
             // `y.atan2(x)`: the receiver is C's first argument.
             MathFn::Atan2 => "atan2",
             MathFn::Hypot => "hypot",
+            // Rust's `recip` is `1.0 / x`, rounded like `/`.
+            MathFn::Recip => {
+                let one = if t == Ty::F32 { "1.0f" } else { "1.0" };
+                return format!("({one} / ({}))", arg(0));
+            }
+            MathFn::Fract => return format!("sycl_fract_{}({})", tag(t), arg(0)),
+            // (Validated: floats take none of these.)
+            _ => return "sycl_float_math_outside_the_language()".into(),
         };
         let suffix = if self.d == Dialect::Cuda && t == Ty::F32 {
             "f"

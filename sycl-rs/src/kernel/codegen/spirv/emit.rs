@@ -2032,7 +2032,9 @@ impl Fx<'_> {
                     .iter()
                     .map(|a| self.expr(a))
                     .collect::<Result<Vec<_>>>()?;
-                self.math(*m, t, &vs)
+                // The operands' type (the result is `u32` for bit counts).
+                let operand = args.first().map_or(t, |a| a.ty);
+                self.math(*m, operand, &vs)
             }
             ExprKind::Query(q, d) => self.query(*q, *d),
             ExprKind::Atomic {
@@ -2285,8 +2287,43 @@ impl Fx<'_> {
                     self.op(Op::Select, t, &[neg, minus, a[0]])
                 }
                 MathFn::Abs => Ok(a[0]),
+                MathFn::SaturatingAdd if is_signed(t) => call(self, OpenclStd100Op::s_add_sat, a),
+                MathFn::SaturatingAdd => call(self, OpenclStd100Op::u_add_sat, a),
+                MathFn::SaturatingSub if is_signed(t) => call(self, OpenclStd100Op::s_sub_sat, a),
+                MathFn::SaturatingSub => call(self, OpenclStd100Op::u_sub_sat, a),
+                MathFn::CountOnes | MathFn::LeadingZeros | MathFn::TrailingZeros => {
+                    let op = match m {
+                        MathFn::CountOnes => OpenclStd100Op::popcount,
+                        MathFn::LeadingZeros => OpenclStd100Op::clz,
+                        _ => OpenclStd100Op::ctz,
+                    };
+                    // In the operand's type; Rust's result is a `u32`.
+                    let n = call(self, op, a)?;
+                    if bits(t) == 64 {
+                        self.op(Op::UConvert, ScalarTy::U32, &[n])
+                    } else {
+                        Ok(n)
+                    }
+                }
                 _ => Err(bad("a float function on an integer")),
             };
+        }
+        match m {
+            // Rust's `recip` is `1.0 / x`, correctly rounded like `/`.
+            MathFn::Recip => {
+                let one = if bits(t) == 64 {
+                    self.m.konst(t, 1f64.to_bits())
+                } else {
+                    self.m.konst(t, u64::from(1f32.to_bits()))
+                };
+                return self.op(Op::FDiv, t, &[one, a[0]]);
+            }
+            // Rust's `fract` is `x - x.trunc()`.
+            MathFn::Fract => {
+                let whole = call(self, OpenclStd100Op::trunc, a)?;
+                return self.op(Op::FSub, t, &[a[0], whole]);
+            }
+            _ => {}
         }
         let op = match m {
             MathFn::Sqrt => OpenclStd100Op::sqrt,
@@ -2310,6 +2347,7 @@ impl Fx<'_> {
             MathFn::Copysign => OpenclStd100Op::copysign,
             MathFn::Atan2 => OpenclStd100Op::atan2,
             MathFn::Hypot => OpenclStd100Op::hypot,
+            _ => return Err(bad("an integer function on a float")),
         };
         call(self, op, a)
     }
