@@ -2,6 +2,8 @@
 
 /// A binary operator (Rust's, with Rust's semantics: wrapping integer arithmetic, shifts
 /// that mask their amount, failing division by zero).
+use crate::ty::Scalar;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum BinOp {
@@ -142,11 +144,16 @@ pub enum MathFn {
     CountOnes,
     LeadingZeros,
     TrailingZeros,
+    IsNan,
+    IsFinite,
+    Powi,
+    RotateLeft,
+    RotateRight,
 }
 
 impl MathFn {
     /// Every function, in wire-code order.
-    pub const ALL: [MathFn; 28] = {
+    pub const ALL: [MathFn; 33] = {
         use MathFn::*;
         [
             Sqrt,
@@ -177,6 +184,11 @@ impl MathFn {
             CountOnes,
             LeadingZeros,
             TrailingZeros,
+            IsNan,
+            IsFinite,
+            Powi,
+            RotateLeft,
+            RotateRight,
         ]
     };
 
@@ -195,7 +207,10 @@ impl MathFn {
             | MathFn::Atan2
             | MathFn::Hypot
             | MathFn::SaturatingAdd
-            | MathFn::SaturatingSub => 1,
+            | MathFn::SaturatingSub
+            | MathFn::Powi
+            | MathFn::RotateLeft
+            | MathFn::RotateRight => 1,
             MathFn::MulAdd => 2,
             _ => 0,
         }
@@ -232,6 +247,11 @@ impl MathFn {
             MathFn::CountOnes => "count_ones",
             MathFn::LeadingZeros => "leading_zeros",
             MathFn::TrailingZeros => "trailing_zeros",
+            MathFn::IsNan => "is_nan",
+            MathFn::IsFinite => "is_finite",
+            MathFn::Powi => "powi",
+            MathFn::RotateLeft => "rotate_left",
+            MathFn::RotateRight => "rotate_right",
         }
     }
 
@@ -254,15 +274,29 @@ impl MathFn {
                 | MathFn::CountOnes
                 | MathFn::LeadingZeros
                 | MathFn::TrailingZeros
+                | MathFn::RotateLeft
+                | MathFn::RotateRight
         )
     }
 
-    /// Whether it counts bits, and so is a `u32` whatever its argument (as in Rust).
-    pub fn counts_bits(self) -> bool {
-        matches!(
-            self,
-            MathFn::CountOnes | MathFn::LeadingZeros | MathFn::TrailingZeros
-        )
+    /// The type of its result when it is not its receiver's (as in Rust): bit counts are
+    /// `u32`s, `is_nan`/`is_finite` `bool`s.
+    pub fn fixed_result(self) -> Option<Scalar> {
+        match self {
+            MathFn::CountOnes | MathFn::LeadingZeros | MathFn::TrailingZeros => Some(Scalar::U32),
+            MathFn::IsNan | MathFn::IsFinite => Some(Scalar::Bool),
+            _ => None,
+        }
+    }
+
+    /// The type of its arguments after the receiver when it is not the receiver's (as in
+    /// Rust): `powi` takes an `i32`, rotations a `u32`.
+    pub fn fixed_arg(self) -> Option<Scalar> {
+        match self {
+            MathFn::Powi => Some(Scalar::I32),
+            MathFn::RotateLeft | MathFn::RotateRight => Some(Scalar::U32),
+            _ => None,
+        }
     }
 }
 

@@ -358,10 +358,10 @@ impl Validator<'_> {
             }
             ExprKind::Math(m, args) => {
                 let a = args.first().map_or(t, |a| a.ty);
-                let result = if m.counts_bits() { Scalar::U32 } else { a };
+                let extra = m.fixed_arg().unwrap_or(a);
                 let ok = args.len() == 1 + m.extra_args()
-                    && args.iter().all(|x| x.ty == a)
-                    && t == result
+                    && args.iter().skip(1).all(|x| x.ty == extra)
+                    && t == m.fixed_result().unwrap_or(a)
                     && ((a.is_float() && m.for_floats()) || (a.is_int() && m.for_ints()))
                     && !(*m == MathFn::Abs && a.is_unsigned());
                 self.want(ok, "math arguments")?;

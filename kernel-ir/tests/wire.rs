@@ -336,8 +336,8 @@ impl Gen {
                     let choices: Vec<MathFn> = MathFn::ALL
                         .into_iter()
                         .filter(|&m| {
-                            if m.counts_bits() {
-                                t == Scalar::U32
+                            if let Some(r) = m.fixed_result() {
+                                t == r
                             } else if t.is_float() {
                                 m.for_floats()
                             } else {
@@ -350,19 +350,21 @@ impl Gen {
                         continue;
                     }
                     let m = self.rng.pick(&choices);
-                    // Bit counts are `u32`s of any integer.
-                    let operand = if m.counts_bits() {
-                        self.rng.pick(&[
+                    // Bit counts are `u32`s of any integer, `is_nan` a `bool` of any float.
+                    let operand = match m.fixed_result() {
+                        Some(Scalar::U32) => self.rng.pick(&[
                             Scalar::I32,
                             Scalar::U32,
                             Scalar::I64,
                             Scalar::U64,
                             Scalar::Usize,
-                        ])
-                    } else {
-                        t
+                        ]),
+                        Some(_) => self.rng.pick(&[Scalar::F32, Scalar::F64]),
+                        None => t,
                     };
-                    ExprKind::Math(m, self.exprs(&vec![operand; 1 + m.extra_args()], d))
+                    let mut types = vec![operand];
+                    types.extend(vec![m.fixed_arg().unwrap_or(operand); m.extra_args()]);
+                    ExprKind::Math(m, self.exprs(&types, d))
                 }
                 6 if t == Scalar::Usize => {
                     let q = self.rng.pick(&Query::ALL);
@@ -1721,6 +1723,21 @@ fn the_validator_rejects_each_rule() {
             vec![Stmt::new(x(e(
                 U32,
                 ExprKind::Math(MathFn::Fract, vec![lit(U32, 4)]),
+            )))],
+            "math arguments",
+        ),
+        // `powi` takes an `i32` exponent, `is_nan` gives a `bool`.
+        (
+            vec![Stmt::new(x(e(
+                F32,
+                ExprKind::Math(MathFn::Powi, vec![lit(F32, 4), lit(F32, 4)]),
+            )))],
+            "math arguments",
+        ),
+        (
+            vec![Stmt::new(x(e(
+                F32,
+                ExprKind::Math(MathFn::IsNan, vec![lit(F32, 4)]),
             )))],
             "math arguments",
         ),

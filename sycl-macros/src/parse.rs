@@ -1242,12 +1242,11 @@ impl Parser {
         let mut args = vec![recv];
         for a in &m.args {
             let a = self.expr(a)?;
-            self.unify(
-                args[0].ty,
-                a.ty,
-                span,
-                &format!("the arguments of `{name}`"),
-            )?;
+            let want = match f.fixed_arg() {
+                Some(s) => self.types.known(s),
+                None => args[0].ty,
+            };
+            self.unify(want, a.ty, span, &format!("the arguments of `{name}`"))?;
             args.push(a);
         }
         let t = args[0].ty;
@@ -1283,10 +1282,9 @@ impl Parser {
                 }
             }
         }
-        let ty = if f.counts_bits() {
-            self.types.known(Ty::U32)
-        } else {
-            t
+        let ty = match f.fixed_result() {
+            Some(s) => self.types.known(s),
+            None => t,
         };
         Ok(Expr {
             kind: ExprKind::Math(f, args),

@@ -815,9 +815,21 @@ pub fn math_library(d: &Device) -> R {
 }
 
 /// The functions `math_more` computes, in order (the receiver `x`, the argument `y`).
-const MATH_MORE: [&str; 11] = [
-    "tanh", "exp2", "log2", "log10", "trunc", "round", "copysign", "atan2", "hypot", "recip",
+const MATH_MORE: [&str; 14] = [
+    "tanh",
+    "exp2",
+    "log2",
+    "log10",
+    "trunc",
+    "round",
+    "copysign",
+    "atan2",
+    "hypot",
+    "recip",
     "fract",
+    "powi",
+    "is_nan",
+    "is_finite",
 ];
 
 macro_rules! math_more {
@@ -827,7 +839,7 @@ macro_rules! math_more {
             let i = global_id(0);
             let x = a[i];
             let y = b[i];
-            let o = i * 11;
+            let o = i * 14;
             out[o] = x.tanh();
             out[o + 1] = x.exp2();
             out[o + 2] = x.log2();
@@ -839,6 +851,9 @@ macro_rules! math_more {
             out[o + 8] = x.hypot(y);
             out[o + 9] = x.recip();
             out[o + 10] = x.fract();
+            out[o + 11] = x.powi((y as i32) % 5);
+            out[o + 12] = if x.is_nan() { 1.0 } else { 0.0 };
+            out[o + 13] = if x.is_finite() { 1.0 } else { 0.0 };
         }
 
         fn $check(q: &Queue) -> R {
@@ -866,7 +881,10 @@ macro_rules! math_more {
             check_math(
                 q,
                 (&a, &b),
-                (&MATH_MORE, &["trunc", "round", "copysign", "fract"]),
+                (
+                    &MATH_MORE,
+                    &["trunc", "round", "copysign", "fract", "is_nan", "is_finite"],
+                ),
                 $tol,
                 |a, b, out| $kernel(a, b, out),
                 |x, y| {
@@ -882,6 +900,9 @@ macro_rules! math_more {
                         x.hypot(y),
                         x.recip(),
                         x.fract(),
+                        x.powi((y as i32) % 5),
+                        if x.is_nan() { 1.0 } else { 0.0 },
+                        if x.is_finite() { 1.0 } else { 0.0 },
                     ]
                 },
             )
@@ -892,8 +913,8 @@ macro_rules! math_more {
 math_more!(math_more_f32, math_more_check_f32, f32, 1e-5);
 math_more!(math_more_f64, math_more_check_f64, f64, 1e-12);
 
-/// `tanh exp2 log2 log10 atan2 hypot recip` from each device's library within the tolerances
-/// of `math_library`; `trunc round copysign fract` exactly (Rust's `round` and C's both round
+/// `tanh exp2 log2 log10 atan2 hypot recip powi` from each device's library within the
+/// tolerances of `math_library`; `trunc round copysign fract is_nan is_finite` exactly (Rust's `round` and C's both round
 /// half away from zero).
 pub fn math_more(d: &Device) -> R {
     let q = in_order(d)?;
@@ -932,12 +953,14 @@ macro_rules! math_int {
             let i = global_id(0);
             let x = a[i];
             let y = b[i];
-            let o = i * 5;
+            let o = i * 7;
             out[o] = x.saturating_add(y);
             out[o + 1] = x.saturating_sub(y);
             out[o + 2] = x.wrapping_add(y);
             out[o + 3] = x.wrapping_sub(y);
             out[o + 4] = x.wrapping_mul(y);
+            out[o + 5] = x.rotate_left(y as u32);
+            out[o + 6] = x.rotate_right(y as u32);
             let c = i * 3;
             counts[c] = x.count_ones();
             counts[c + 1] = x.leading_zeros();
@@ -952,7 +975,7 @@ macro_rules! math_int {
                 .unzip();
             let n = a.len();
             let (da, db) = (upload(q, &a)?, upload(q, &b)?);
-            let out = filled(q, n * 5, 0 as $t)?;
+            let out = filled(q, n * 7, 0 as $t)?;
             let counts = filled(q, n * 3, 0u32)?;
             run(q, Range::d1(n), $kernel(&da, &db, &out, &counts))?;
             let names = [
@@ -961,6 +984,8 @@ macro_rules! math_int {
                 "wrapping_add",
                 "wrapping_sub",
                 "wrapping_mul",
+                "rotate_left",
+                "rotate_right",
             ];
             let want: Vec<$t> = (0..n)
                 .flat_map(|i| {
@@ -971,6 +996,8 @@ macro_rules! math_int {
                         x.wrapping_add(y),
                         x.wrapping_sub(y),
                         x.wrapping_mul(y),
+                        x.rotate_left(y as u32),
+                        x.rotate_right(y as u32),
                     ]
                 })
                 .collect();
@@ -982,9 +1009,9 @@ macro_rules! math_int {
                     format!(
                         "{}::{}({:#x}, {:#x})",
                         stringify!($t),
-                        names[j % 5],
-                        a[j / 5],
-                        b[j / 5]
+                        names[j % 7],
+                        a[j / 7],
+                        b[j / 7]
                     )
                 },
             )?;
@@ -1015,8 +1042,8 @@ math_int!(math_int_u32, math_int_check_u32, u32);
 math_int!(math_int_i64, math_int_check_i64, i64);
 math_int!(math_int_u64, math_int_check_u64, u64);
 
-/// `saturating_add/sub`, `wrapping_add/sub/mul`, `count_ones`, `leading_zeros` and
-/// `trailing_zeros` of `i32 u32 i64 u64`, exactly as Rust computes them, on every pair of edge
+/// `saturating_add/sub`, `wrapping_add/sub/mul`, `rotate_left/right`, `count_ones`,
+/// `leading_zeros` and `trailing_zeros` of `i32 u32 i64 u64`, exactly as Rust computes them, on every pair of edge
 /// patterns.
 pub fn math_int(d: &Device) -> R {
     let q = in_order(d)?;

@@ -39,9 +39,10 @@
 //!   ranges, `break`, `continue`, `return`; calls of [`macro@crate::kernel_fn`] helpers; the
 //!   methods `sqrt`, `exp`, `ln`, `sin`, `cos`, `powf`, `mul_add`, `min`, `max`, `abs`,
 //!   `floor`, `ceil`, `tanh`, `exp2`, `log2`, `log10`, `trunc`, `round`, `copysign`, `atan2`,
-//!   `hypot`, `recip`, `fract`, and on integers `saturating_add`, `saturating_sub`,
-//!   `wrapping_add`, `wrapping_sub`, `wrapping_mul`, `count_ones`, `leading_zeros`,
-//!   `trailing_zeros`; `len` of slices;
+//!   `hypot`, `recip`, `fract`, `powi`, `is_nan`, `is_finite`, and on integers
+//!   `saturating_add`, `saturating_sub`, `wrapping_add`, `wrapping_sub`, `wrapping_mul`,
+//!   `rotate_left`, `rotate_right`, `count_ones`, `leading_zeros`, `trailing_zeros`; `len` of
+//!   slices;
 //! - work-item queries [`global_id`], [`local_id`], [`group_id`], [`global_range`],
 //!   [`local_range`], [`group_range`] (dimension 0 to 2, a literal); work-group local arrays
 //!   (`let tile = local_array::<f32, 256>();` at the top of the kernel), [`barrier`], group

@@ -105,6 +105,15 @@ __device__ __forceinline__ unsigned int sycl_count_ones_##tag(T a) { return (uns
 __device__ __forceinline__ unsigned int sycl_leading_zeros_##tag(T a) { return (unsigned int)CLZ((S)a); } \
 __device__ __forceinline__ unsigned int sycl_trailing_zeros_##tag(T a) { \
     return a == 0 ? (W) : (unsigned int)(FFS((S)a) - 1); }
+#define SYCL_ROT(T, U, tag, W) \
+__device__ __forceinline__ T sycl_rotl_##tag(T a, unsigned int n) { \
+    unsigned int s = n & (W - 1); return (T)(((U)a << s) | ((U)a >> ((W - s) & (W - 1)))); } \
+__device__ __forceinline__ T sycl_rotr_##tag(T a, unsigned int n) { \
+    unsigned int s = n & (W - 1); return (T)(((U)a >> s) | ((U)a << ((W - s) & (W - 1)))); }
+SYCL_ROT(int, unsigned int, i32, 32u)
+SYCL_ROT(unsigned int, unsigned int, u32, 32u)
+SYCL_ROT(long long, unsigned long long, i64, 64u)
+SYCL_ROT(sycl_u64, sycl_u64, u64, 64u)
 SYCL_SSAT(int, unsigned int, i32, (-2147483647 - 1))
 SYCL_SSAT(long long, unsigned long long, i64, (-9223372036854775807ll - 1))
 SYCL_USAT(unsigned int, u32)

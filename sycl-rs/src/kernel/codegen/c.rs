@@ -1459,6 +1459,10 @@ impl<'a> Printer<'a> {
                 MathFn::CountOnes | MathFn::LeadingZeros | MathFn::TrailingZeros => {
                     format!("sycl_{}_{}({})", m.name(), tag(t), arg(0))
                 }
+                MathFn::RotateLeft | MathFn::RotateRight => {
+                    let dir = if m == MathFn::RotateLeft { "l" } else { "r" };
+                    format!("sycl_rot{dir}_{}({}, {})", tag(t), arg(0), arg(1))
+                }
                 // (Validated: integers take only these.)
                 _ => "sycl_integer_math_outside_the_language()".into(),
             };
@@ -1493,6 +1497,17 @@ impl<'a> Printer<'a> {
                 return format!("({one} / ({}))", arg(0));
             }
             MathFn::Fract => return format!("sycl_fract_{}({})", tag(t), arg(0)),
+            MathFn::IsNan => return format!("(isnan({}) != 0)", arg(0)),
+            MathFn::IsFinite => return format!("(isfinite({}) != 0)", arg(0)),
+            // Rust leaves `powi`'s precision unspecified; OpenCL C has `pown`, CUDA `pow` of
+            // the exponent as a float (exact for the integers an `i32` holds).
+            MathFn::Powi => {
+                return match (self.d, t) {
+                    (Dialect::Cuda, Ty::F32) => format!("powf({}, (float)({}))", arg(0), arg(1)),
+                    (Dialect::Cuda, _) => format!("pow({}, (double)({}))", arg(0), arg(1)),
+                    _ => format!("pown({}, {})", arg(0), arg(1)),
+                }
+            }
             // (Validated: floats take none of these.)
             _ => return "sycl_float_math_outside_the_language()".into(),
         };

@@ -2305,6 +2305,19 @@ impl Fx<'_> {
                         Ok(n)
                     }
                 }
+                MathFn::RotateLeft | MathFn::RotateRight => {
+                    // OpenCL.std's rotate is left, by the amount modulo the width, in the
+                    // operand's type; right is left by the negated amount.
+                    let mut n = a[1];
+                    if bits(t) == 64 {
+                        n = self.op(Op::UConvert, ScalarTy::U64, &[n])?;
+                    }
+                    if m == MathFn::RotateRight {
+                        let zero = self.m.konst(t, 0);
+                        n = self.op(Op::ISub, t, &[zero, n])?;
+                    }
+                    call(self, OpenclStd100Op::rotate, &[a[0], n])
+                }
                 _ => Err(bad("a float function on an integer")),
             };
         }
@@ -2318,6 +2331,10 @@ impl Fx<'_> {
                 };
                 return self.op(Op::FDiv, t, &[one, a[0]]);
             }
+            MathFn::IsNan => return self.op(Op::IsNan, ScalarTy::Bool, &[a[0]]),
+            MathFn::IsFinite => return self.op(Op::IsFinite, ScalarTy::Bool, &[a[0]]),
+            // OpenCL.std's pown takes the `i32` exponent as it is.
+            MathFn::Powi => return call(self, OpenclStd100Op::pown, a),
             // Rust's `fract` is `x - x.trunc()`.
             MathFn::Fract => {
                 let whole = call(self, OpenclStd100Op::trunc, a)?;
