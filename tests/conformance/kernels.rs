@@ -806,10 +806,15 @@ math_lib!(math_lib_f64, math_check_f64, f64, 1e-12);
 /// Item 4: `exp ln sin cos powf` from each device's library, within a relative tolerance
 /// (1e-5 for f32, 1e-12 for f64 where the device has fp64); special values must match.
 pub fn math_library(d: &Device) -> R {
+    f32_then_f64(d, math_check_f32, math_check_f64)
+}
+
+/// Runs the `f32` check, then the `f64` one where the device has fp64.
+fn f32_then_f64(d: &Device, f32_check: fn(&Queue) -> R, f64_check: fn(&Queue) -> R) -> R {
     let q = in_order(d)?;
-    math_check_f32(&q)?;
+    f32_check(&q)?;
     if d.has(Aspect::Fp64) {
-        math_check_f64(&q)?;
+        f64_check(&q)?;
     }
     Ok(())
 }
@@ -914,15 +919,10 @@ math_more!(math_more_f32, math_more_check_f32, f32, 1e-5);
 math_more!(math_more_f64, math_more_check_f64, f64, 1e-12);
 
 /// `tanh exp2 log2 log10 atan2 hypot recip powi` from each device's library within the
-/// tolerances of `math_library`; `trunc round copysign fract is_nan is_finite` exactly (Rust's `round` and C's both round
-/// half away from zero).
+/// tolerances of `math_library`; `trunc round copysign fract is_nan is_finite` exactly (Rust's
+/// `round` and C's both round half away from zero).
 pub fn math_more(d: &Device) -> R {
-    let q = in_order(d)?;
-    math_more_check_f32(&q)?;
-    if d.has(Aspect::Fp64) {
-        math_more_check_f64(&q)?;
-    }
-    Ok(())
+    f32_then_f64(d, math_more_check_f32, math_more_check_f64)
 }
 
 /// Bit patterns that reach every edge of the integer functions: zero, one, powers of two,
