@@ -14,10 +14,29 @@ pub struct KernelInfo {
     pub fp64: bool,
     /// Uses 64-bit atomics.
     pub atomic64: bool,
+    /// The memory orders its atomics and fences use ([`MemoryOrder::bit`]s; relaxed atomics
+    /// count): each must be one the device has.
+    ///
+    /// [`MemoryOrder::bit`]: crate::ops::MemoryOrder::bit
+    pub memory_orders: u8,
+    /// The memory scopes its atomics on slices and its fences use ([`MemoryScope::bit`]s).
+    ///
+    /// [`MemoryScope::bit`]: crate::ops::MemoryScope::bit
+    pub memory_scopes: u8,
     /// Uses sub-group queries or collectives.
     pub sub_groups: bool,
     /// The widest type a group reduction reduces, in bytes (0: none).
     pub reduce_bytes: usize,
     /// Bytes of work-group local arrays.
     pub local_bytes: usize,
+}
+
+impl KernelInfo {
+    /// Whether the kernel orders memory beyond relaxed device-scope atomics (see
+    /// [`crate::ir::orders_memory`]).
+    pub fn orders_memory(&self) -> bool {
+        use crate::ops::{MemoryOrder, MemoryScope};
+        self.memory_orders & !MemoryOrder::Relaxed.bit() != 0
+            || self.memory_scopes & MemoryScope::System.bit() != 0
+    }
 }

@@ -144,6 +144,10 @@ pub enum ExprKind<S: Stage = Resolved> {
         index: Box<Expr<S>>,
         /// The operand (`compare_exchange`: the expected value, then the new one).
         values: Vec<Expr<S>>,
+        /// Its memory order (`compare_exchange` fails with the order less its release).
+        order: MemoryOrder,
+        /// Its scope (on local arrays always `WorkGroup`).
+        scope: MemoryScope,
     },
     /// A group reduction: only in the body of a work-group kernel, whose steps hold it as a
     /// [`Step::Reduce`] (back ends emit such kernels from their steps).
@@ -256,6 +260,8 @@ pub enum StmtKind<S: Stage = Resolved> {
     Return(Option<Expr<S>>),
     /// `barrier();`
     Barrier,
+    /// `atomic_fence(order, scope);` (never `Relaxed`).
+    Fence(MemoryOrder, MemoryScope),
 }
 
 /// A work-group kernel cut at its synchronisation points.
@@ -493,8 +499,26 @@ pub fn stmt_roots<'a, S: Stage>(s: &'a Stmt<S>, f: &mut dyn FnMut(&'a Expr<S>)) 
         | StmtKind::Loop(_)
         | StmtKind::Break
         | StmtKind::Continue
-        | StmtKind::Barrier => {}
+        | StmtKind::Barrier
+        | StmtKind::Fence(..) => {}
     }
+}
+
+/// Whether a function orders memory beyond relaxed device-scope atomics: it has a fence, or an
+/// atomic whose order is not relaxed or whose scope is the system. Back ends then keep its
+/// plain accesses coherent with other work-items, devices and processes (no `restrict`, no
+/// read-only caches) and use their ordered atomics.
+pub fn orders_memory<S: Stage>(body: &[Stmt<S>]) -> bool {
+    let mut ordered = false;
+    visit_stmts(body, &mut |s| {
+        ordered |= matches!(s.kind, StmtKind::Fence(..))
+    });
+    visit_exprs(body, &mut |e| {
+        if let ExprKind::Atomic { order, scope, .. } = &e.kind {
+            ordered |= is_ordered(*order, *scope);
+        }
+    });
+    ordered
 }
 
 /// Calls `f` with every expression of `steps`.

@@ -130,6 +130,7 @@ impl<M> Mapper<'_, M> {
             StmtKind::Continue => StmtKind::Continue,
             StmtKind::Return(e) => StmtKind::Return(e.as_ref().map(|e| self.expr(e))),
             StmtKind::Barrier => StmtKind::Barrier,
+            StmtKind::Fence(o, sc) => StmtKind::Fence(*o, *sc),
         };
         Stmt {
             kind,
@@ -205,11 +206,15 @@ impl<M> Mapper<'_, M> {
                 base,
                 index,
                 values,
+                order,
+                scope,
             } => ExprKind::Atomic {
                 op: *op,
                 base: *base,
                 index: Box::new(self.expr(index)),
                 values: self.exprs(values),
+                order: *order,
+                scope: *scope,
             },
             ExprKind::Reduce(op, a) => ExprKind::Reduce(*op, Box::new(self.expr(a))),
             ExprKind::SubGroupQuery(q) => ExprKind::SubGroupQuery(*q),

@@ -300,44 +300,219 @@ impl MathFn {
     }
 }
 
-/// An atomic read-modify-write on a slice or local array element.
+/// An atomic operation on a slice or local array element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[allow(missing_docs)]
 pub enum AtomicOp {
+    /// `atomic_fetch_add`: wrapping on integers; `f32` as well.
     FetchAdd,
+    /// `atomic_fetch_min`.
     FetchMin,
+    /// `atomic_fetch_max`.
     FetchMax,
+    /// `atomic_compare_exchange(s, i, current, new)`: the value found.
     CompareExchange,
+    /// `atomic_load(s, i)`.
+    Load,
+    /// `atomic_store(s, i, v)`: a statement (the expression's value is `v`).
+    Store,
+    /// `atomic_exchange(s, i, v)`: the old value.
+    Exchange,
+    /// `atomic_fetch_sub` (wrapping).
+    FetchSub,
+    /// `atomic_fetch_and`.
+    FetchAnd,
+    /// `atomic_fetch_or`.
+    FetchOr,
+    /// `atomic_fetch_xor`.
+    FetchXor,
 }
 
 impl AtomicOp {
     /// Every atomic, in wire-code order.
-    pub const ALL: [AtomicOp; 4] = [
+    pub const ALL: [AtomicOp; 11] = [
         AtomicOp::FetchAdd,
         AtomicOp::FetchMin,
         AtomicOp::FetchMax,
         AtomicOp::CompareExchange,
+        AtomicOp::Load,
+        AtomicOp::Store,
+        AtomicOp::Exchange,
+        AtomicOp::FetchSub,
+        AtomicOp::FetchAnd,
+        AtomicOp::FetchOr,
+        AtomicOp::FetchXor,
     ];
 
     /// The atomic a kernel-language function names.
     pub fn from_name(name: &str) -> Option<AtomicOp> {
-        Some(match name {
-            "atomic_fetch_add" => AtomicOp::FetchAdd,
-            "atomic_fetch_min" => AtomicOp::FetchMin,
-            "atomic_fetch_max" => AtomicOp::FetchMax,
-            "atomic_compare_exchange" => AtomicOp::CompareExchange,
-            _ => return None,
-        })
+        let rest = name.strip_prefix("atomic_")?;
+        AtomicOp::ALL.into_iter().find(|op| op.name() == rest)
+    }
+
+    /// Its name after `atomic_` (`fetch_add`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AtomicOp::FetchAdd => "fetch_add",
+            AtomicOp::FetchMin => "fetch_min",
+            AtomicOp::FetchMax => "fetch_max",
+            AtomicOp::CompareExchange => "compare_exchange",
+            AtomicOp::Load => "load",
+            AtomicOp::Store => "store",
+            AtomicOp::Exchange => "exchange",
+            AtomicOp::FetchSub => "fetch_sub",
+            AtomicOp::FetchAnd => "fetch_and",
+            AtomicOp::FetchOr => "fetch_or",
+            AtomicOp::FetchXor => "fetch_xor",
+        }
     }
 
     /// Values after the element (`compare_exchange`: the expected, then the new one).
     pub fn values(self) -> usize {
-        if self == AtomicOp::CompareExchange {
-            2
-        } else {
-            1
+        match self {
+            AtomicOp::Load => 0,
+            AtomicOp::CompareExchange => 2,
+            _ => 1,
         }
     }
+
+    /// Whether it applies to elements of type `t`: `i32 u32 u64` for all; `f32` for loads,
+    /// stores, exchanges and `fetch_add`.
+    pub fn takes(self, t: Scalar) -> bool {
+        match t {
+            Scalar::I32 | Scalar::U32 | Scalar::U64 => true,
+            Scalar::F32 => matches!(
+                self,
+                AtomicOp::FetchAdd | AtomicOp::Load | AtomicOp::Store | AtomicOp::Exchange
+            ),
+            _ => false,
+        }
+    }
+
+    /// Whether it takes `order` (as Rust's atomics: a load neither releases nor a store
+    /// acquires).
+    pub fn allows(self, order: MemoryOrder) -> bool {
+        match self {
+            AtomicOp::Load => !matches!(order, MemoryOrder::Release | MemoryOrder::AcqRel),
+            AtomicOp::Store => !matches!(order, MemoryOrder::Acquire | MemoryOrder::AcqRel),
+            _ => true,
+        }
+    }
+}
+
+/// The memory order of an atomic or a fence: Rust's `Ordering` and SYCL's `memory_order`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs)]
+pub enum MemoryOrder {
+    Relaxed,
+    Acquire,
+    Release,
+    AcqRel,
+    SeqCst,
+}
+
+impl MemoryOrder {
+    /// Every order, in wire-code (and bit) order.
+    pub const ALL: [MemoryOrder; 5] = [
+        MemoryOrder::Relaxed,
+        MemoryOrder::Acquire,
+        MemoryOrder::Release,
+        MemoryOrder::AcqRel,
+        MemoryOrder::SeqCst,
+    ];
+
+    /// The order `Ordering::<name>` names.
+    pub fn from_name(name: &str) -> Option<MemoryOrder> {
+        MemoryOrder::ALL.into_iter().find(|o| o.rust_name() == name)
+    }
+
+    /// Rust's name (`AcqRel`).
+    pub fn rust_name(self) -> &'static str {
+        match self {
+            MemoryOrder::Relaxed => "Relaxed",
+            MemoryOrder::Acquire => "Acquire",
+            MemoryOrder::Release => "Release",
+            MemoryOrder::AcqRel => "AcqRel",
+            MemoryOrder::SeqCst => "SeqCst",
+        }
+    }
+
+    /// SYCL's name (`acq_rel`).
+    pub fn sycl_name(self) -> &'static str {
+        match self {
+            MemoryOrder::Relaxed => "relaxed",
+            MemoryOrder::Acquire => "acquire",
+            MemoryOrder::Release => "release",
+            MemoryOrder::AcqRel => "acq_rel",
+            MemoryOrder::SeqCst => "seq_cst",
+        }
+    }
+
+    /// Its bit in a set of orders (`1 << code`).
+    pub fn bit(self) -> u8 {
+        1 << MemoryOrder::ALL
+            .iter()
+            .position(|o| *o == self)
+            .unwrap_or(0)
+    }
+}
+
+/// Which work-items an atomic or a fence orders memory for: SYCL's `memory_scope` (work-group,
+/// device, system). On a local array every scope means the work-group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MemoryScope {
+    /// The work-items of one work-group.
+    WorkGroup,
+    /// Every work-item of the device.
+    Device,
+    /// Every device and host thread that reaches the memory: other GPUs, other processes
+    /// (memory opened through `ipc::memory`).
+    System,
+}
+
+impl MemoryScope {
+    /// Every scope, in wire-code (and bit) order.
+    pub const ALL: [MemoryScope; 3] = [
+        MemoryScope::WorkGroup,
+        MemoryScope::Device,
+        MemoryScope::System,
+    ];
+
+    /// The scope `MemoryScope::<name>` names.
+    pub fn from_name(name: &str) -> Option<MemoryScope> {
+        MemoryScope::ALL.into_iter().find(|s| s.rust_name() == name)
+    }
+
+    /// The kernel language's name (`WorkGroup`).
+    pub fn rust_name(self) -> &'static str {
+        match self {
+            MemoryScope::WorkGroup => "WorkGroup",
+            MemoryScope::Device => "Device",
+            MemoryScope::System => "System",
+        }
+    }
+
+    /// SYCL's name (`work_group`).
+    pub fn sycl_name(self) -> &'static str {
+        match self {
+            MemoryScope::WorkGroup => "work_group",
+            MemoryScope::Device => "device",
+            MemoryScope::System => "system",
+        }
+    }
+
+    /// Its bit in a set of scopes (`1 << code`).
+    pub fn bit(self) -> u8 {
+        1 << MemoryScope::ALL
+            .iter()
+            .position(|s| *s == self)
+            .unwrap_or(0)
+    }
+}
+
+/// Whether an atomic of this order and scope needs the ordered forms of the back ends (the
+/// plain ones are relaxed, at device scope).
+pub fn is_ordered(order: MemoryOrder, scope: MemoryScope) -> bool {
+    order != MemoryOrder::Relaxed || scope == MemoryScope::System
 }
 
 /// A group or sub-group reduction.

@@ -189,7 +189,8 @@ impl Validator<'_> {
                 self.expr(index)?;
                 self.expr(value)
             }
-            StmtKind::Expr(e) => self.expr(e),
+            // An atomic store is a statement: its expression has no value to use.
+            StmtKind::Expr(e) => self.expr_in(e, true),
             StmtKind::If(c, a, b) => {
                 self.want(
                     c.ty == Scalar::Bool,
@@ -223,6 +224,10 @@ impl Validator<'_> {
             StmtKind::Barrier => self.want(
                 self.group_ops,
                 "a barrier outside a work-group kernel's body",
+            ),
+            StmtKind::Fence(order, _) => self.want(
+                self.role == Role::Kernel && *order != MemoryOrder::Relaxed,
+                "a fence in a helper, or a relaxed one",
             ),
         }
     }
@@ -287,6 +292,11 @@ impl Validator<'_> {
     }
 
     fn expr(&self, e: &Expr) -> R {
+        self.expr_in(e, false)
+    }
+
+    /// Checks `e`; `statement`: it is an expression statement (where an atomic store may be).
+    fn expr_in(&self, e: &Expr, statement: bool) -> R {
         let t = e.ty;
         match &e.kind {
             ExprKind::Lit(bits) => {
@@ -375,17 +385,16 @@ impl Validator<'_> {
                 base,
                 index,
                 values,
+                order,
+                scope,
             } => {
                 let (elem, writable) = self.base(*base)?;
-                let types = match op {
-                    AtomicOp::FetchAdd => {
-                        matches!(elem, Scalar::I32 | Scalar::U32 | Scalar::U64 | Scalar::F32)
-                    }
-                    _ => matches!(elem, Scalar::I32 | Scalar::U32 | Scalar::U64),
-                };
                 self.want(
-                    writable
-                        && types
+                    (writable || *op == AtomicOp::Load)
+                        && op.takes(elem)
+                        && op.allows(*order)
+                        && (statement || *op != AtomicOp::Store)
+                        && (matches!(base, Base::Param(_)) || *scope == MemoryScope::WorkGroup)
                         && elem == t
                         && index.ty == Scalar::Usize
                         && values.len() == op.values()

@@ -25,7 +25,7 @@ use crate::ty::Scalar;
 /// "SYIR".
 pub const MAGIC: u32 = 0x5359_4952;
 /// The format's version.
-pub const VERSION: u32 = 9;
+pub const VERSION: u32 = 10;
 /// No value (a kernel's result type, an assignment without operator).
 pub const NONE: u32 = 0xFFFF_FFFF;
 /// How deep statements, expressions and bounds may nest: beyond any kernel a person writes
@@ -267,6 +267,11 @@ impl Writer {
                 self.expr(e);
             }
             StmtKind::Barrier => self.out.push(12),
+            StmtKind::Fence(order, scope) => {
+                self.out.push(13);
+                self.out.push(code(&MemoryOrder::ALL, order));
+                self.out.push(code(&MemoryScope::ALL, scope));
+            }
         }
     }
 
@@ -373,9 +378,13 @@ impl Writer {
                 base,
                 index,
                 values,
+                order,
+                scope,
             } => {
                 head(self, 10);
                 self.out.push(code(&AtomicOp::ALL, op));
+                self.out.push(code(&MemoryOrder::ALL, order));
+                self.out.push(code(&MemoryScope::ALL, scope));
                 self.base(*base);
                 self.expr(index);
                 self.exprs(values);
@@ -739,6 +748,10 @@ impl Reader<'_> {
             10 => StmtKind::Return(None),
             11 => StmtKind::Return(Some(self.expr()?)),
             12 => StmtKind::Barrier,
+            13 => {
+                let order = self.of(&MemoryOrder::ALL, "memory order")?;
+                StmtKind::Fence(order, self.of(&MemoryScope::ALL, "memory scope")?)
+            }
             _ => return Err(self.bad("statement")),
         }))
     }
@@ -832,6 +845,8 @@ impl Reader<'_> {
             }
             10 => {
                 let op = self.of(&AtomicOp::ALL, "atomic")?;
+                let order = self.of(&MemoryOrder::ALL, "memory order")?;
+                let scope = self.of(&MemoryScope::ALL, "memory scope")?;
                 let base = self.base()?;
                 let index = b(self.expr()?);
                 ExprKind::Atomic {
@@ -839,6 +854,8 @@ impl Reader<'_> {
                     base,
                     index,
                     values: self.exprs()?,
+                    order,
+                    scope,
                 }
             }
             11 => {

@@ -156,6 +156,19 @@ impl Gen {
         params.chain(locals).collect()
     }
 
+    /// A memory order `op` allows and a scope `base` allows (local arrays: the work-group).
+    fn ordering(&mut self, op: AtomicOp, base: Base) -> (MemoryOrder, MemoryScope) {
+        let orders: Vec<MemoryOrder> = MemoryOrder::ALL
+            .into_iter()
+            .filter(|o| op.allows(*o))
+            .collect();
+        let scope = match base {
+            Base::Local(_) => MemoryScope::WorkGroup,
+            Base::Param(_) => self.rng.pick(&MemoryScope::ALL),
+        };
+        (self.rng.pick(&orders), scope)
+    }
+
     fn elem(&self, b: Base) -> Scalar {
         match b {
             Base::Param(i) => match self.params[i] {
@@ -371,21 +384,28 @@ impl Gen {
                     ExprKind::Query(q, self.rng.below(3) as u8)
                 }
                 7 => {
-                    let ops: &[AtomicOp] = match t {
-                        Scalar::F32 => &[AtomicOp::FetchAdd],
-                        Scalar::I32 | Scalar::U32 | Scalar::U64 => &AtomicOp::ALL,
-                        _ => continue,
-                    };
-                    let bases = self.bases(Some(t), true);
+                    // (Stores are statements: `stmt` makes them.)
+                    let ops: Vec<AtomicOp> = AtomicOp::ALL
+                        .into_iter()
+                        .filter(|op| op.takes(t) && *op != AtomicOp::Store)
+                        .collect();
+                    if ops.is_empty() {
+                        continue;
+                    }
+                    let op = self.rng.pick(&ops);
+                    let bases = self.bases(Some(t), op != AtomicOp::Load);
                     if bases.is_empty() {
                         continue;
                     }
-                    let op = self.rng.pick(ops);
+                    let base = self.rng.pick(&bases);
+                    let (order, scope) = self.ordering(op, base);
                     ExprKind::Atomic {
                         op,
-                        base: self.rng.pick(&bases),
+                        base,
                         index: b(self.expr(Scalar::Usize, d)),
                         values: self.exprs(&vec![t; op.values()], d),
+                        order,
+                        scope,
                     }
                 }
                 8 if self.group_ops && t.is_numeric() => {
@@ -489,7 +509,7 @@ impl Gen {
         let e = EXPR_DEPTH;
         let nested = depth > 0 && self.fuel > 0;
         loop {
-            return match self.rng.below(14) {
+            return match self.rng.below(16) {
                 0 => {
                     let ls = self.scalar_locals(|_| true);
                     if ls.is_empty() {
@@ -580,6 +600,33 @@ impl Gen {
                     Some(t) => Stmt::new(StmtKind::Return(Some(self.expr(t, e)))),
                 },
                 12 if self.group_ops => Stmt::new(StmtKind::Barrier),
+                13 if self.ret.is_none() => {
+                    let order = self.rng.pick(&MemoryOrder::ALL[1..]);
+                    Stmt::new(StmtKind::Fence(order, self.rng.pick(&MemoryScope::ALL)))
+                }
+                14 => {
+                    let t = self
+                        .rng
+                        .pick(&[Scalar::I32, Scalar::U32, Scalar::U64, Scalar::F32]);
+                    let bases = self.bases(Some(t), true);
+                    if bases.is_empty() {
+                        continue;
+                    }
+                    let base = self.rng.pick(&bases);
+                    let (order, scope) = self.ordering(AtomicOp::Store, base);
+                    Stmt::new(StmtKind::Expr(Expr {
+                        ty: t,
+                        kind: ExprKind::Atomic {
+                            op: AtomicOp::Store,
+                            base,
+                            index: Box::new(self.expr(Scalar::Usize, e)),
+                            values: vec![self.expr(t, e)],
+                            order,
+                            scope,
+                        },
+                        src: (),
+                    }))
+                }
                 _ => continue,
             };
         }
@@ -767,6 +814,12 @@ fn generator_covers_the_ir() {
         "kind: Query(",
         "kind: Atomic { op: FetchAdd",
         "kind: Atomic { op: CompareExchange",
+        "kind: Atomic { op: Load",
+        "kind: Atomic { op: Store",
+        "kind: Atomic { op: FetchXor",
+        "order: Acquire",
+        "order: SeqCst",
+        "scope: System",
         "kind: Reduce(",
         "kind: SubGroupQuery(",
         "kind: SubGroup(Broadcast",
@@ -789,6 +842,7 @@ fn generator_covers_the_ir() {
         "Return(None)",
         "Return(Some(",
         "Barrier",
+        "Fence(Release, Device)",
         // steps
         "Region(",
         "GroupLet(",
@@ -1374,7 +1428,7 @@ fn huge_counts() {
 
 #[test]
 fn out_of_range_indices_and_codes() {
-    let cases: [(&[u32], &str); 8] = [
+    let cases: [(&[u32], &str); 10] = [
         // a parameter of kind 2
         (&[MAGIC, VERSION, 1, 2, 0, 0], "parameter"),
         // a scalar parameter marked mutable
@@ -1398,8 +1452,18 @@ fn out_of_range_indices_and_codes() {
             &[MAGIC, VERSION, 0, NONE, 0, 1, 3, 9, 5, 0, 3, 0],
             "dimension",
         ),
-        // statement tag 13
-        (&[MAGIC, VERSION, 0, NONE, 0, 1, 13, 0], "statement"),
+        // statement tag 14
+        (&[MAGIC, VERSION, 0, NONE, 0, 1, 14, 0], "statement"),
+        // a fence of memory order 5
+        (
+            &[MAGIC, VERSION, 0, NONE, 0, 1, 13, 5, 0, 0],
+            "memory order",
+        ),
+        // a fence of memory scope 3
+        (
+            &[MAGIC, VERSION, 0, NONE, 0, 1, 13, 1, 3, 0],
+            "memory scope",
+        ),
     ];
     for (words, what) in cases {
         let e = decode(words, 0).unwrap_err();
@@ -1542,6 +1606,8 @@ fn the_validator_rejects_each_rule() {
                 base,
                 index: Box::new(usize0()),
                 values,
+                order: MemoryOrder::Relaxed,
+                scope: MemoryScope::Device,
             },
         )
     };
@@ -1846,6 +1912,80 @@ fn the_validator_rejects_each_rule() {
             "an `if` condition that is not a `bool`",
         ),
     ];
+    // Memory orders and scopes: as Rust's atomics, stores are statements, fences order.
+    let ordered = |op, base, ty, values, order, scope| {
+        e(
+            ty,
+            ExprKind::Atomic {
+                op,
+                base,
+                index: Box::new(usize0()),
+                values,
+                order,
+                scope,
+            },
+        )
+    };
+    let bad_atomic = |op, base, ty, values, order, scope| {
+        (
+            vec![Stmt::new(x(ordered(op, base, ty, values, order, scope)))],
+            "an atomic's operands",
+        )
+    };
+    let store_in_let = ordered(
+        AtomicOp::Store,
+        Base::Param(3),
+        U32,
+        vec![lit(U32, 1)],
+        MemoryOrder::Relaxed,
+        MemoryScope::Device,
+    );
+    let mut kernels = kernels;
+    kernels.extend([
+        bad_atomic(
+            AtomicOp::Load,
+            Base::Param(3),
+            U32,
+            vec![],
+            MemoryOrder::Release,
+            MemoryScope::Device,
+        ),
+        (
+            vec![Stmt::new(StmtKind::Let(0, store_in_let))],
+            "an atomic's operands",
+        ),
+        bad_atomic(
+            AtomicOp::Store,
+            Base::Param(3),
+            U32,
+            vec![lit(U32, 1)],
+            MemoryOrder::Acquire,
+            MemoryScope::Device,
+        ),
+        bad_atomic(
+            AtomicOp::Exchange,
+            Base::Local(2),
+            F32,
+            vec![lit(F32, 1)],
+            MemoryOrder::Relaxed,
+            MemoryScope::System,
+        ),
+        bad_atomic(
+            AtomicOp::FetchXor,
+            Base::Local(2),
+            F32,
+            vec![lit(F32, 1)],
+            MemoryOrder::Relaxed,
+            MemoryScope::WorkGroup,
+        ),
+        (
+            vec![Stmt::new(StmtKind::Fence(
+                MemoryOrder::Relaxed,
+                MemoryScope::Device,
+            ))],
+            "a fence in a helper, or a relaxed one",
+        ),
+    ]);
     for (body, what) in kernels {
         let f = base_kernel(body);
         let err = validate(&f, Role::Kernel).expect_err(what);

@@ -245,7 +245,15 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
                     a.info.nd_queries = true;
                 }
             }
-            ExprKind::Atomic { .. } if f.ty(e.ty).bits() == 64 => a.info.atomic64 = true,
+            ExprKind::Atomic {
+                base, order, scope, ..
+            } => {
+                a.info.atomic64 |= f.ty(e.ty).bits() == 64;
+                a.info.memory_orders |= order.bit();
+                if matches!(base, Base::Param(_)) {
+                    a.info.memory_scopes |= scope.bit();
+                }
+            }
             ExprKind::SubGroupQuery(_) => {
                 a.info.sub_groups = true;
                 a.info.nd_queries = true;
@@ -277,6 +285,23 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
             _ => false,
         })
     }
+    fn fences(body: &[Stmt], info: &mut KernelInfo) {
+        for s in body {
+            match &s.kind {
+                StmtKind::Fence(order, scope) => {
+                    info.memory_orders |= order.bit();
+                    info.memory_scopes |= scope.bit();
+                }
+                StmtKind::If(_, x, y) => {
+                    fences(x, info);
+                    fences(y, info);
+                }
+                StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => fences(b, info),
+                _ => {}
+            }
+        }
+    }
+    fences(&f.body, &mut a.info);
     a.sync = sync_seen || has_barrier(&f.body);
     a.info.group |= a.sync;
     if a.info.group {

@@ -274,30 +274,61 @@ impl<'a> RustEmitter<'a> {
                 base,
                 index,
                 values,
+                order,
+                ..
             } => {
                 let i = self.expr(index);
                 let vs: Vec<TokenStream> = values.iter().map(|v| self.expr(v)).collect();
+                // `op` of `atomic_rmw` / `local_rmw`.
+                let rmw = |op: AtomicOp| -> u8 {
+                    match op {
+                        AtomicOp::FetchSub => 0,
+                        AtomicOp::FetchAnd => 1,
+                        AtomicOp::FetchOr => 2,
+                        AtomicOp::FetchXor => 3,
+                        AtomicOp::FetchMin => 4,
+                        _ => 5,
+                    }
+                };
                 match base {
                     Base::Param(p) => {
                         let p = self.param(*p);
-                        let m = match op {
-                            AtomicOp::FetchAdd => quote!(atomic_fetch_add),
-                            AtomicOp::FetchMin => quote!(atomic_fetch_min),
-                            AtomicOp::FetchMax => quote!(atomic_fetch_max),
-                            AtomicOp::CompareExchange => quote!(atomic_compare_exchange),
-                        };
-                        quote!(#p.#m(#i, #(#vs),*))
+                        let o = format_ident!("{}", order.rust_name());
+                        let o = quote!(::core::sync::atomic::Ordering::#o);
+                        match op {
+                            AtomicOp::Load => quote!(#p.atomic_load(#i, #o)),
+                            AtomicOp::Store => quote!(#p.atomic_store(#i, #(#vs),*, #o)),
+                            AtomicOp::Exchange => quote!(#p.atomic_exchange(#i, #(#vs),*, #o)),
+                            AtomicOp::FetchAdd => quote!(#p.atomic_fetch_add(#i, #(#vs),*, #o)),
+                            AtomicOp::CompareExchange => {
+                                quote!(#p.atomic_compare_exchange(#i, #(#vs),*, #o))
+                            }
+                            _ => {
+                                let k = rmw(*op);
+                                quote!(#p.atomic_rmw(#i, #k, #(#vs),*, #o))
+                            }
+                        }
                     }
                     Base::Local(l) => {
                         // A work-group runs on one thread on the CPU: plain read-modify-write.
                         let a = self.local(*l);
-                        let m = match op {
-                            AtomicOp::FetchAdd => quote!(local_fetch_add),
-                            AtomicOp::FetchMin => quote!(local_fetch_min),
-                            AtomicOp::FetchMax => quote!(local_fetch_max),
-                            AtomicOp::CompareExchange => quote!(local_compare_exchange),
-                        };
-                        quote!(#rt::#m(&mut #a[#i], #(#vs),*))
+                        match op {
+                            AtomicOp::Load => quote!(#a[#i]),
+                            AtomicOp::Store => quote!(#rt::local_store(&mut #a[#i], #(#vs),*)),
+                            AtomicOp::Exchange => {
+                                quote!(#rt::local_exchange(&mut #a[#i], #(#vs),*))
+                            }
+                            AtomicOp::FetchAdd => {
+                                quote!(#rt::local_fetch_add(&mut #a[#i], #(#vs),*))
+                            }
+                            AtomicOp::CompareExchange => {
+                                quote!(#rt::local_compare_exchange(&mut #a[#i], #(#vs),*))
+                            }
+                            _ => {
+                                let k = rmw(*op);
+                                quote!(#rt::local_rmw(&mut #a[#i], #k, #(#vs),*))
+                            }
+                        }
                     }
                 }
             }
@@ -525,6 +556,11 @@ impl<'a> RustEmitter<'a> {
             StmtKind::Barrier => {
                 let _ = rt;
                 unreachable!("barriers are steps")
+            }
+            // Scopes need nothing more on a CPU (see `rt::KernelAtomic`).
+            StmtKind::Fence(order, _) => {
+                let o = format_ident!("{}", order.rust_name());
+                quote!(::core::sync::atomic::fence(::core::sync::atomic::Ordering::#o);)
             }
         }
     }

@@ -167,6 +167,10 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
         an.info.atomic64,
     );
     let sub_groups = an.info.sub_groups;
+    let (memory_orders, memory_scopes) = (
+        Literal::u8_unsuffixed(an.info.memory_orders),
+        Literal::u8_unsuffixed(an.info.memory_scopes),
+    );
     let reduce_bytes = Literal::usize_unsuffixed(an.info.reduce_bytes);
     let local_bytes = Literal::usize_unsuffixed(an.info.local_bytes);
     let doc_launch = format!(
@@ -210,6 +214,8 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
                                 nd_queries: #nd,
                                 fp64: #fp64,
                                 atomic64: #atomic64,
+                                memory_orders: #memory_orders,
+                                memory_scopes: #memory_scopes,
                                 sub_groups: #sub_groups,
                                 reduce_bytes: #reduce_bytes,
                                 local_bytes: #local_bytes,

@@ -623,6 +623,10 @@ impl Parser {
                 }
                 one(StmtKind::Barrier)
             }
+            syn::Expr::Call(c) if is_builtin_path_call(c, "atomic_fence") => one(self.fence(c)?),
+            syn::Expr::Call(c) if is_builtin_path_call(c, "atomic_store") => {
+                one(StmtKind::Expr(self.atomic(AtomicOp::Store, c)?))
+            }
             _ => {
                 let value = self.expr(e)?;
                 match value.kind {
@@ -1342,6 +1346,15 @@ impl Parser {
                     "`local_array` declares a local: `let tile = local_array::<f32, 256>();`",
                 ));
             }
+            if name == "atomic_store" {
+                return Err(err(
+                    span,
+                    "`atomic_store(slice, index, value);` is a statement",
+                ));
+            }
+            if name == "atomic_fence" {
+                return Err(err(span, "`atomic_fence(order, scope);` is a statement"));
+            }
             if let Some(op) = AtomicOp::from_name(&name) {
                 return self.atomic(op, c);
             }
@@ -1473,54 +1486,146 @@ impl Parser {
     fn atomic(&mut self, op: AtomicOp, c: &syn::ExprCall) -> Result<Expr> {
         let span = c.span();
         let args: Vec<&syn::Expr> = c.args.iter().collect();
-        let want = if op == AtomicOp::CompareExchange {
-            4
-        } else {
-            3
+        let name = op.name();
+        let usage = match op {
+            AtomicOp::Load => "`atomic_load(slice, index)` returns the element".to_owned(),
+            AtomicOp::Store => "`atomic_store(slice, index, value);` is a statement".to_owned(),
+            AtomicOp::CompareExchange => {
+                "`atomic_compare_exchange(slice, index, current, new)` returns the value it found"
+                    .to_owned()
+            }
+            _ => format!("`atomic_{name}(slice, index, value)` returns the old value"),
         };
-        if args.len() != want {
+        let fixed = 2 + op.values();
+        if args.len() < fixed || args.len() > fixed + 2 {
             return Err(err(
                 span,
-                if op == AtomicOp::CompareExchange {
-                    "`atomic_compare_exchange(slice, index, current, new)` returns the value it found"
-                } else {
-                    "atomics take (slice or local array, index, value) and return the old value"
-                },
+                format!(
+                    "{usage}; an order and a scope may follow (`Ordering::AcqRel, MemoryScope::Device`)"
+                ),
             ));
         }
-        let (base, ty) = self.indexable(args[0], true)?;
+        if self.role == Role::Helper {
+            return Err(err(span, "atomics belong to kernels, not helpers"));
+        }
+        let write = op != AtomicOp::Load;
+        let (base, ty) = self.indexable(args[0], write)?;
         let index = self.index_expr(args[1])?;
         let mut values = Vec::new();
-        for a in &args[2..] {
+        for a in &args[2..fixed] {
             let v = self.expr(a)?;
             self.unify(v.ty, ty, v.src.0, "an atomic's value")?;
             values.push(v);
         }
-        let elem = self.types.get(ty).expect("element types are known");
-        let ok = match op {
-            AtomicOp::FetchAdd => matches!(elem, Ty::I32 | Ty::U32 | Ty::U64 | Ty::F32),
-            _ => matches!(elem, Ty::I32 | Ty::U32 | Ty::U64),
+        let order = match args.get(fixed) {
+            Some(a) => memory_order(a)?,
+            None => MemoryOrder::Relaxed,
         };
-        if !ok {
+        let scope = match args.get(fixed + 1) {
+            Some(a) => memory_scope(a)?,
+            None => MemoryScope::Device,
+        };
+        if !op.allows(order) {
+            return Err(err(
+                args[fixed].span(),
+                format!(
+                    "`atomic_{name}` cannot be `{}` (as in Rust: loads take Relaxed, Acquire or SeqCst; stores Relaxed, Release or SeqCst)",
+                    order.rust_name()
+                ),
+            ));
+        }
+        let elem = self.types.get(ty).expect("element types are known");
+        if !op.takes(elem) {
             return Err(err(
                 span,
                 format!(
-                    "atomics on `{}` are not in the kernel language (i32, u32, u64; and fetch_add on f32)",
+                    "`atomic_{name}` on `{}` is not in the kernel language (i32, u32, u64; also f32 for load, store, exchange and fetch_add)",
                     elem.name()
                 ),
             ));
         }
+        // Local memory is the work-group's: every scope means the work-group there.
+        let scope = match base {
+            Base::Local(_) => MemoryScope::WorkGroup,
+            Base::Param(_) => scope,
+        };
         Ok(Expr {
             kind: ExprKind::Atomic {
                 op,
                 base,
                 index: Box::new(index),
                 values,
+                order,
+                scope,
             },
             ty,
             src: At(span),
         })
     }
+
+    /// `atomic_fence(order, scope);`
+    fn fence(&self, c: &syn::ExprCall) -> Result<StmtKind> {
+        let usage = "`atomic_fence(order, scope)`, e.g. `atomic_fence(Ordering::AcqRel, MemoryScope::System)`";
+        let [o, sc] = c.args.iter().collect::<Vec<_>>()[..] else {
+            return Err(err(c.span(), usage));
+        };
+        if self.role == Role::Helper {
+            return Err(err(c.span(), "fences belong to kernels, not helpers"));
+        }
+        let order = memory_order(o)?;
+        if order == MemoryOrder::Relaxed {
+            return Err(err(
+                o.span(),
+                "a relaxed fence orders nothing (Rust's `fence(Relaxed)` panics): use Acquire, Release, AcqRel or SeqCst",
+            ));
+        }
+        Ok(StmtKind::Fence(order, memory_scope(sc)?))
+    }
+}
+
+/// The last two segments of a path expression (`Ordering::Acquire` → ("Ordering", "Acquire")).
+fn enum_path(e: &syn::Expr) -> Option<(String, String)> {
+    let syn::Expr::Path(p) = strip_paren(e) else {
+        return None;
+    };
+    let segs: Vec<String> = p
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    match &segs[..] {
+        [.., ty, v] => Some((ty.clone(), v.clone())),
+        _ => None,
+    }
+}
+
+/// `Ordering::Acquire` (also as `std::sync::atomic::Ordering::Acquire`).
+fn memory_order(e: &syn::Expr) -> Result<MemoryOrder> {
+    match enum_path(e) {
+        Some((t, v)) if t == "Ordering" => MemoryOrder::from_name(&v),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        err(
+            e.span(),
+            "a memory order is written `Ordering::Relaxed`, `Acquire`, `Release`, `AcqRel` or `SeqCst` (a constant: orders are decided when the kernel is built)",
+        )
+    })
+}
+
+/// `MemoryScope::System` (`WorkGroup`, `Device`).
+fn memory_scope(e: &syn::Expr) -> Result<MemoryScope> {
+    match enum_path(e) {
+        Some((t, v)) if t == "MemoryScope" => MemoryScope::from_name(&v),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        err(
+            e.span(),
+            "a memory scope is written `MemoryScope::WorkGroup`, `MemoryScope::Device` or `MemoryScope::System`",
+        )
+    })
 }
 
 fn strip_paren(e: &syn::Expr) -> &syn::Expr {

@@ -153,6 +153,49 @@ impl Device {
         self.info().uuid
     }
 
+    /// `info::device::atomic_memory_order_capabilities`: the memory orders of atomics and
+    /// fences in `#[sycl::kernel]` kernels on this device (a kernel that uses another fails to
+    /// launch with `Errc::FeatureNotSupported`). OpenCL 3.0 devices say (their atomic and fence
+    /// capabilities together); CUDA has all from compute capability 7.0.
+    ///
+    /// ```
+    /// use std::sync::atomic::Ordering;
+    /// let cpu = sycl::Device::native_cpu();
+    /// assert!(cpu.atomic_memory_order_capabilities().contains(&Ordering::SeqCst));
+    /// ```
+    pub fn atomic_memory_order_capabilities(&self) -> Vec<std::sync::atomic::Ordering> {
+        use std::sync::atomic::Ordering;
+        let bits = self.info().atomic_caps.orders;
+        [
+            Ordering::Relaxed,
+            Ordering::Acquire,
+            Ordering::Release,
+            Ordering::AcqRel,
+            Ordering::SeqCst,
+        ]
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| bits & (1 << i) != 0)
+        .map(|(_, o)| o)
+        .collect()
+    }
+
+    /// `info::device::atomic_memory_scope_capabilities`: the memory scopes of atomics and
+    /// fences in `#[sycl::kernel]` kernels on this device.
+    ///
+    /// ```
+    /// use sycl::kernel::MemoryScope;
+    /// let cpu = sycl::Device::native_cpu();
+    /// assert!(cpu.atomic_memory_scope_capabilities().contains(&MemoryScope::System));
+    /// ```
+    pub fn atomic_memory_scope_capabilities(&self) -> Vec<crate::kernel::MemoryScope> {
+        let bits = self.info().atomic_caps.scopes;
+        crate::kernel::MemoryScope::ALL
+            .into_iter()
+            .filter(|s| bits & s.bit() != 0)
+            .collect()
+    }
+
     /// Whether the device has `aspect`.
     pub fn has(&self, aspect: Aspect) -> bool {
         self.inner.has(aspect)

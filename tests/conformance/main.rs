@@ -1524,6 +1524,16 @@ fn main() -> ExitCode {
             run: kernels::atomics_u64,
         },
         DeviceTest {
+            name: "kernels::atomics_ordered",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::atomics_ordered,
+        },
+        DeviceTest {
+            name: "kernels::atomics_message_passing",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::atomics_message_passing,
+        },
+        DeviceTest {
             name: "kernels::atomics_local_histogram",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::atomics_local_histogram,

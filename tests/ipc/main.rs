@@ -172,6 +172,123 @@ fn memory_round_trip_channel(d: &Device) -> R {
     verify(&q, &buf, 11).map_err(fail)
 }
 
+// ---- message passing across processes through system-scope atomics (issue 31, item 4)
+
+/// Work-items of the cross-process litmus test: `buf` holds their flags, then their data.
+const MP_ITEMS: usize = 256;
+
+/// Each work-item writes its data, then release-stores its flag at system scope.
+#[sycl::kernel]
+fn mp_writer(buf: &mut [u32], round: u32) {
+    let i = global_id(0);
+    let n = global_range(0);
+    buf[n + i] = round.wrapping_mul(7919) ^ (i as u32);
+    atomic_store(buf, i, round, Ordering::Release, MemoryScope::System);
+}
+
+/// Each work-item spins (boundedly) on its flag with system-scope acquire loads, then reads the
+/// data: `seen` gets 1 (the data came with the flag), 2 (a violation) or 0 (never came).
+#[sycl::kernel]
+fn mp_reader(buf: &[u32], seen: &mut [u32], round: u32) {
+    let i = global_id(0);
+    let n = global_range(0);
+    let mut spins = 0u32;
+    let mut f = atomic_load(buf, i, Ordering::Acquire, MemoryScope::System);
+    while f != round && spins < 50000000 {
+        spins += 1;
+        f = atomic_load(buf, i, Ordering::Acquire, MemoryScope::System);
+    }
+    let data = buf[n + i];
+    seen[i] = if f != round {
+        0u32
+    } else if data == round.wrapping_mul(7919) ^ (i as u32) {
+        1u32
+    } else {
+        2u32
+    };
+}
+
+fn child_mp_writer(args: &[String]) -> ChildResult {
+    let d = device_from_selector(&args[0])?;
+    let ch = Channel::connect(&args[1]).map_err(s)?;
+    ch.set_recv_timeout(Some(Duration::from_secs(60)))
+        .map_err(s)?;
+    let handle = ch.recv_handle().map_err(s)?;
+    let q = Queue::in_order(&d).map_err(s)?;
+    let buf = ipc::memory::open::<u32>(&handle, q.context(), &d).map_err(s)?;
+    loop {
+        let msg = ch.recv().map_err(s)?;
+        let Ok(round) = <[u8; 4]>::try_from(&msg[..]) else {
+            return Ok(());
+        };
+        let round = u32::from_le_bytes(round);
+        q.parallel_for(sycl::Range::d1(MP_ITEMS), &[], mp_writer(&buf, round))
+            .map_err(s)?
+            .wait()
+            .map_err(s)?;
+        ch.send(b"wrote").map_err(s)?;
+    }
+}
+
+/// A kernel in a child writes data and release-stores flags at system scope into memory the
+/// parent exported; a kernel in the parent, running at the same time, acquire-loads the flags
+/// and must see the data with each.
+fn memory_message_passing(d: &Device) -> R {
+    use sycl::kernel::{MemoryScope, Ordering};
+    let orders = d.atomic_memory_order_capabilities();
+    if !orders.contains(&Ordering::AcqRel)
+        || !d
+            .atomic_memory_scope_capabilities()
+            .contains(&MemoryScope::System)
+    {
+        println!(
+            "    {}: no acquire/release at system scope ({orders:?}): nothing to pass",
+            d.name()
+        );
+        return Ok(());
+    }
+    let q = Queue::in_order(d).map_err(fail)?;
+    let buf = sycl::malloc_device::<u32>(2 * MP_ITEMS, &q).map_err(fail)?;
+    q.fill(&buf, 0u32, &[])
+        .map_err(fail)?
+        .wait()
+        .map_err(fail)?;
+    let seen = sycl::malloc_device::<u32>(MP_ITEMS, &q).map_err(fail)?;
+    let (mut child, ch) = child_on_channel("mp_writer", d, &[], Stdio::inherit())?;
+    ch.set_recv_timeout(Some(Duration::from_secs(120)))
+        .map_err(fail)?;
+    ch.send_handle(&ipc::memory::get(&buf).map_err(fail)?)
+        .map_err(fail)?;
+    let mut observed = 0;
+    for round in 1..=5u32 {
+        let reader = q
+            .parallel_for(
+                sycl::Range::d1(MP_ITEMS),
+                &[],
+                mp_reader(&buf, &seen, round),
+            )
+            .map_err(fail)?;
+        ch.send(&round.to_le_bytes()).map_err(fail)?;
+        check_eq!(ch.recv().map_err(fail)?, b"wrote".to_vec());
+        reader.wait().map_err(fail)?;
+        let got = q.to_vec(&seen).map_err(fail)?;
+        check!(
+            got.iter().all(|&v| v == 1),
+            "round {round}: a reader saw its flag without the data, or never saw it: {:?}",
+            &got[..16]
+        );
+        observed += got.len();
+    }
+    ch.send(b"end").map_err(fail)?;
+    let status = child.wait().map_err(fail)?;
+    check!(status.success(), "child failed: {status}");
+    println!(
+        "    {}: {observed} flags passed with their data across processes",
+        d.name()
+    );
+    Ok(())
+}
+
 // ---- N opens, N closes; open in the exporter itself
 
 fn child_open_many(args: &[String]) -> ChildResult {
@@ -908,6 +1025,7 @@ fn main() -> ExitCode {
         ("cycles", child_cycles),
         ("ping_pong", child_ping_pong),
         ("queue_waiter", child_queue_waiter),
+        ("mp_writer", child_mp_writer),
     ];
     sycl_tests::run_child_role_if_any(&[roles, soundness::ROLES].concat());
     const MEM: &[Aspect] = &[Aspect::ExtOneapiIpcMemory, Aspect::UsmDeviceAllocations];
@@ -951,6 +1069,15 @@ fn main() -> ExitCode {
             name: "ipc::memory::round_trip_channel",
             needs: MEM,
             run: memory_round_trip_channel,
+        },
+        DeviceTest {
+            name: "ipc::memory::message_passing_across_processes",
+            needs: &[
+                Aspect::ExtOneapiIpcMemory,
+                Aspect::UsmDeviceAllocations,
+                Aspect::ExtSyclRsKernels,
+            ],
+            run: memory_message_passing,
         },
         DeviceTest {
             name: "ipc::memory::n_opens_n_closes",

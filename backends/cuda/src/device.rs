@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use cudarc::driver::sys;
 use cudarc::driver::sys::CUdevice_attribute as A;
-use sycl_backend::{Aspect, BackendKind, DeviceInfo, DeviceType, Result};
+use sycl_backend::{Aspect, AtomicCaps, BackendKind, DeviceInfo, DeviceType, Result};
 
 use crate::context::PrimaryContext;
 use crate::lock;
@@ -170,6 +170,13 @@ impl Device {
             // Warps.
             sub_group_sizes: vec![32],
             spirv_sub_group_shuffle: false,
+            // The PTX memory model's scoped, ordered atomics and fences (`ld.acquire.sys`,
+            // `fence.acq_rel.gpu`) start at sm_70.
+            atomic_caps: if cc.0 >= 7 {
+                AtomicCaps::ALL
+            } else {
+                AtomicCaps::RELAXED
+            },
         };
         Ok(Device {
             ordinal,

@@ -151,6 +151,33 @@ pub struct DeviceInfo {
     /// form of `#[sycl::kernel]` sub-group permutations uses): OpenCL's
     /// `cl_intel_spirv_subgroups`, Level Zero drivers with sub-groups.
     pub spirv_sub_group_shuffle: bool,
+    /// The memory orders and scopes its atomics and fences have.
+    pub atomic_caps: AtomicCaps,
+}
+
+/// The memory orders and scopes a device's atomics and fences have (SYCL's
+/// `info::device::atomic_memory_order_capabilities` and `atomic_memory_scope_capabilities`,
+/// taken for fences as well), as bit sets in the kernel IR's order (`MemoryOrder::bit`,
+/// `MemoryScope::bit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AtomicCaps {
+    /// Bits: relaxed 1, acquire 2, release 4, acq_rel 8, seq_cst 16.
+    pub orders: u8,
+    /// Bits: work_group 1, device 2, system 4.
+    pub scopes: u8,
+}
+
+impl AtomicCaps {
+    /// Relaxed atomics of work-group and device scope (OpenCL 1.2's).
+    pub const RELAXED: AtomicCaps = AtomicCaps {
+        orders: 1,
+        scopes: 1 | 2,
+    };
+    /// Every order and scope.
+    pub const ALL: AtomicCaps = AtomicCaps {
+        orders: 0b1_1111,
+        scopes: 0b111,
+    };
 }
 
 impl DeviceInfo {

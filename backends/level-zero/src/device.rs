@@ -170,6 +170,8 @@ impl Device {
                 .map(|&s| s as usize)
                 .collect(),
             spirv_sub_group_shuffle: c.numSubGroupSizes > 0,
+            // Level Zero consumes SPIR-V, whose scoped atomics every Intel GPU has.
+            atomic_caps: sycl_backend::AtomicCaps::ALL,
             aspects: aspects_for(&inputs),
         };
         Ok(Device {

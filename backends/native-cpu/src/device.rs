@@ -64,6 +64,7 @@ impl Device {
             // `#[sycl::kernel]` cuts work-groups into sub-groups of 32 (sycl::kernel::__rt).
             sub_group_sizes: vec![32],
             spirv_sub_group_shuffle: false,
+            atomic_caps: sycl_backend::AtomicCaps::ALL,
             aspects: vec![
                 Aspect::Cpu,
                 Aspect::Fp64,

@@ -4,7 +4,7 @@ use std::any::Any;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use sycl_backend::{Aspect, BackendKind, DeviceInfo, DeviceType, Result};
+use sycl_backend::{Aspect, AtomicCaps, BackendKind, DeviceInfo, DeviceType, Result};
 
 use crate::result::{info_bytes, info_string, info_value, InfoFn};
 use crate::sys::*;
@@ -158,6 +158,7 @@ impl Device {
         let il_version = string(CL_DEVICE_IL_VERSION, "").unwrap_or_default();
         let queue_props = ulong(CL_DEVICE_QUEUE_ON_HOST_PROPERTIES, "").unwrap_or(0);
         let svm_caps = ulong(CL_DEVICE_SVM_CAPABILITIES, "").unwrap_or(0);
+        let atomic_caps = atomic_caps(&version, |p| ulong(p, "").ok());
 
         let svm_usable = api.clSVMAlloc.is_some()
             && api.clSVMFree.is_some()
@@ -287,6 +288,7 @@ impl Device {
                     != 0,
                 sub_group_sizes,
                 spirv_sub_group_shuffle: has_ext("cl_intel_spirv_subgroups"),
+                atomic_caps,
             },
             caps: DeviceCaps {
                 usm,
@@ -323,5 +325,52 @@ impl sycl_backend::Device for Device {
     }
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+/// The memory orders and scopes of a device's atomics and fences: OpenCL 3.0 says (the
+/// intersection of its atomic and fence capabilities: `#[sycl::kernel]` uses both); OpenCL 2.x
+/// requires all; OpenCL 1.x has relaxed atomics of work-group and device scope.
+fn atomic_caps(version: &str, query: impl Fn(cl_uint) -> Option<cl_ulong>) -> AtomicCaps {
+    let major = version
+        .strip_prefix("OpenCL ")
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse::<u32>().ok())
+        .unwrap_or(1);
+    match major {
+        0 | 1 => AtomicCaps::RELAXED,
+        2 => AtomicCaps::ALL,
+        _ => {
+            let (Some(memory), Some(fence)) = (
+                query(CL_DEVICE_ATOMIC_MEMORY_CAPABILITIES),
+                query(CL_DEVICE_ATOMIC_FENCE_CAPABILITIES),
+            ) else {
+                return AtomicCaps::RELAXED;
+            };
+            let both = memory & fence;
+            let has = |bit: cl_ulong| both & bit != 0;
+            let mut orders = 1;
+            if has(CL_DEVICE_ATOMIC_ORDER_ACQ_REL) {
+                orders |= 2 | 4 | 8;
+            }
+            if has(CL_DEVICE_ATOMIC_ORDER_SEQ_CST) {
+                orders |= 16;
+            }
+            let mut scopes = 0;
+            if has(CL_DEVICE_ATOMIC_SCOPE_WORK_GROUP) {
+                scopes |= 1;
+            }
+            if has(CL_DEVICE_ATOMIC_SCOPE_DEVICE) {
+                scopes |= 2;
+            }
+            if has(CL_DEVICE_ATOMIC_SCOPE_ALL_DEVICES) {
+                scopes |= 4;
+            }
+            // Relaxed device-scope atomics are OpenCL 1.2's, which every device keeps.
+            AtomicCaps {
+                orders,
+                scopes: scopes | AtomicCaps::RELAXED.scopes,
+            }
+        }
     }
 }

@@ -553,6 +553,7 @@ mod tests {
             fp32_correctly_rounded_divide_sqrt: false,
             sub_group_sizes: Vec::new(),
             spirv_sub_group_shuffle: false,
+            atomic_caps: sycl_backend::AtomicCaps::RELAXED,
         };
         (info, address_bits)
     }

@@ -100,6 +100,14 @@ pub const CL_DEVICE_DOUBLE_FP_CONFIG: cl_device_info = 0x1032;
 pub const CL_DEVICE_SINGLE_FP_CONFIG: cl_device_info = 0x101B;
 pub const CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT: u64 = 1 << 7;
 pub const CL_DEVICE_SVM_CAPABILITIES: cl_device_info = 0x1053;
+pub const CL_DEVICE_ATOMIC_MEMORY_CAPABILITIES: cl_uint = 0x1063;
+pub const CL_DEVICE_ATOMIC_FENCE_CAPABILITIES: cl_uint = 0x1064;
+pub const CL_DEVICE_ATOMIC_ORDER_RELAXED: cl_ulong = 1 << 0;
+pub const CL_DEVICE_ATOMIC_ORDER_ACQ_REL: cl_ulong = 1 << 1;
+pub const CL_DEVICE_ATOMIC_ORDER_SEQ_CST: cl_ulong = 1 << 2;
+pub const CL_DEVICE_ATOMIC_SCOPE_WORK_GROUP: cl_ulong = 1 << 4;
+pub const CL_DEVICE_ATOMIC_SCOPE_DEVICE: cl_ulong = 1 << 5;
+pub const CL_DEVICE_ATOMIC_SCOPE_ALL_DEVICES: cl_ulong = 1 << 6;
 pub const CL_DEVICE_IL_VERSION: cl_device_info = 0x105B;
 pub const CL_DEVICE_UUID_KHR: cl_device_info = 0x106A;
 

@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use sycl_backend::{Aspect, EventStatus, LaunchRange, UsmKind};
+use sycl_kernel_ir::{MemoryOrder, MemoryScope};
 
 use super::__rt::{
     ArgInner, Args, CpuArg, CpuArgs, CpuEntry, Definition, DefinitionParts, GeneratedKernel,
@@ -141,6 +142,42 @@ fn resolve(def: &'static Definition) -> Result<&'static Resolved> {
         c: Default::default(),
     }));
     Ok(*map.lock().entry(key).or_insert(resolved))
+}
+
+/// `Errc::FeatureNotSupported` naming the memory orders and scopes the kernel's atomics and
+/// fences use that the device lacks: never a silently weaker order.
+fn check_memory_model(p: &DefinitionParts, device: &Device) -> Result<()> {
+    let caps = device.info().atomic_caps;
+    let orders: Vec<&str> = MemoryOrder::ALL
+        .into_iter()
+        .filter(|o| p.info.memory_orders & o.bit() & !caps.orders != 0)
+        .map(MemoryOrder::sycl_name)
+        .collect();
+    let scopes: Vec<&str> = MemoryScope::ALL
+        .into_iter()
+        .filter(|s| p.info.memory_scopes & s.bit() & !caps.scopes != 0)
+        .map(MemoryScope::sycl_name)
+        .collect();
+    if orders.is_empty() && scopes.is_empty() {
+        return Ok(());
+    }
+    let mut missing = Vec::new();
+    if !orders.is_empty() {
+        missing.push(format!("memory order {}", orders.join(", ")));
+    }
+    if !scopes.is_empty() {
+        missing.push(format!("memory scope {}", scopes.join(", ")));
+    }
+    Err(Error::new(
+        Errc::FeatureNotSupported,
+        format!(
+            "kernel `{}` uses atomics or fences of {}, which {} ({}) does not have",
+            p.name,
+            missing.join(" and "),
+            device.name(),
+            device.backend()
+        ),
+    ))
 }
 
 fn check_args(p: &DefinitionParts, args: &Args) -> Result<()> {
@@ -309,6 +346,7 @@ fn submit_definition(
             &format!("kernel `{}` (sub-group operations)", p.name),
         )?;
     }
+    check_memory_model(p, device)?;
     check_range(p, &range, device)?;
     check_aliasing(p, &args)?;
     let uses: Vec<(&Arc<MemoryRecord>, Use)> = args
@@ -845,6 +883,9 @@ fn program_source(
     if p.info.sub_groups {
         src.push_str("#define SYCL_SUB_GROUPS 1\n");
     }
+    if p.info.orders_memory() {
+        src.push_str("#define SYCL_ORDERED_ATOMICS 1\n");
+    }
     src.push_str(if form == KernelIr::CudaC {
         PRELUDE_CUDA
     } else {
@@ -873,7 +914,19 @@ impl KernelCache {
             return Ok(k.clone());
         }
         let form = self.form_of(def, context);
-        let options = context.raw().kernel_build_options(form);
+        let mut options = context.raw().kernel_build_options(form).to_owned();
+        if form == KernelIr::OpenClC && def.parts.info.orders_memory() {
+            // Ordered atomics are OpenCL C 2.0's (the launch checked the devices have them).
+            let v3 = context
+                .devices()
+                .iter()
+                .all(|d| d.version().starts_with("OpenCL 3"));
+            options.push_str(if v3 {
+                " -cl-std=CL3.0"
+            } else {
+                " -cl-std=CL2.0"
+            });
+        }
         let src;
         let mut il = None;
         let source = match form {
@@ -905,7 +958,7 @@ impl KernelCache {
                 ))
             }
         };
-        let bundle = KernelBundle::build(context, &[], source, options).map_err(|e| {
+        let bundle = KernelBundle::build(context, &[], source, &options).map_err(|e| {
             Error::new(
                 e.code(),
                 format!(

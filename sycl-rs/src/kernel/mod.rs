@@ -46,9 +46,11 @@
 //! - work-item queries [`global_id`], [`local_id`], [`group_id`], [`global_range`],
 //!   [`local_range`], [`group_range`] (dimension 0 to 2, a literal); work-group local arrays
 //!   (`let tile = local_array::<f32, 256>();` at the top of the kernel), [`barrier`], group
-//!   reductions [`group_sum`], [`group_min`], [`group_max`]; atomics [`atomic_fetch_add`],
-//!   [`atomic_fetch_min`], [`atomic_fetch_max`], [`atomic_compare_exchange`] on `&mut` slices
-//!   and local arrays;
+//!   reductions [`group_sum`], [`group_min`], [`group_max`]; atomics [`atomic_load`],
+//!   [`atomic_store`], [`atomic_exchange`], [`atomic_compare_exchange`], [`atomic_fetch_add`],
+//!   [`atomic_fetch_sub`], [`atomic_fetch_min`], [`atomic_fetch_max`], [`atomic_fetch_and`],
+//!   [`atomic_fetch_or`], [`atomic_fetch_xor`] on slices and local arrays, with an optional
+//!   [`Ordering`] and [`MemoryScope`], and [`atomic_fence`];
 //! - sub-groups (devices with aspect `ext_sycl_rs_sub_groups`): queries [`sub_group_local_id`],
 //!   [`sub_group_local_range`], [`sub_group_max_local_range`], [`sub_group_id`],
 //!   [`sub_group_range`]; collectives [`sub_group_broadcast`], [`sub_group_shuffle`],
@@ -81,6 +83,9 @@ mod launch;
 
 pub(crate) use launch::{KernelCache, KernelStatus};
 pub use launch::{KernelIr, KERNEL_IR_ENV};
+/// Memory orders of atomics and fences in kernels: Rust's (`Ordering::Acquire`).
+pub use std::sync::atomic::Ordering;
+pub use sycl_kernel_ir::MemoryScope;
 
 /// What [`Queue::parallel_for`] runs: a closure over [`Item`]s (native CPU devices), or a
 /// launch made by a [`macro@crate::kernel`] function (every device).
@@ -254,10 +259,12 @@ macro_rules! atomic_only {
     ($(#[$doc:meta])* fn $name:ident($($arg:ident: $t:ty),*)) => {
         $(#[$doc])*
         ///
-        /// Relaxed, on an element of a `&mut` slice parameter or a local array (`i32`, `u32`,
-        /// `u64`; `atomic_fetch_add` also `f32`); bounds-checked. Returns the element's
-        /// previous value. Only inside a [`macro@crate::kernel`] function; it panics anywhere
-        /// else.
+        /// On an element of a `&mut` slice parameter or a local array (`i32`, `u32`, `u64`;
+        /// `atomic_fetch_add` also `f32`); bounds-checked. Returns the element's previous
+        /// value. Relaxed and device scope unless an [`Ordering`] and a [`MemoryScope`]
+        /// follow the arguments (`atomic_fetch_add(s, i, v, Ordering::AcqRel,
+        /// MemoryScope::System)`). Only inside a [`macro@crate::kernel`] function; it panics
+        /// anywhere else.
         pub fn $name<T>(slice: &mut [T], index: usize, $($arg: $t),*) -> T {
             let _ = (slice, index, $($arg),*);
             panic!(concat!("sycl::kernel::", stringify!($name), " is only available inside #[sycl::kernel] functions"))
@@ -278,9 +285,69 @@ atomic_only!(
     fn atomic_fetch_max(value: T)
 );
 atomic_only!(
-    /// Stores `new` if `slice[index]` is `current`.
+    /// Stores `new` if `slice[index]` is `current` (on failure the order less its release).
     fn atomic_compare_exchange(current: T, new: T)
 );
+atomic_only!(
+    /// Stores `value`, returning the old one.
+    fn atomic_exchange(value: T)
+);
+atomic_only!(
+    /// Subtracts `value` (wrapping).
+    fn atomic_fetch_sub(value: T)
+);
+atomic_only!(
+    /// Bitwise and.
+    fn atomic_fetch_and(value: T)
+);
+atomic_only!(
+    /// Bitwise or.
+    fn atomic_fetch_or(value: T)
+);
+atomic_only!(
+    /// Bitwise xor.
+    fn atomic_fetch_xor(value: T)
+);
+
+/// Reads `slice[index]` atomically (`&[T]` or `&mut [T]` of `i32 u32 u64 f32`, or a local
+/// array); bounds-checked. Relaxed and device scope unless an [`Ordering`] (`Relaxed`,
+/// `Acquire`, `SeqCst`) and a [`MemoryScope`] follow. Only inside a
+/// [`macro@crate::kernel`] function; it panics anywhere else.
+///
+/// ```
+/// use sycl::kernel::*;
+/// // Waits (boundedly) for a flag another work-group, GPU or process sets with a release
+/// // store, then reads what was written before it.
+/// #[sycl::kernel]
+/// fn consume(flag: &[u32], data: &[u32], out: &mut [u32]) {
+///     let mut spins = 0u32;
+///     while atomic_load(flag, 0, Ordering::Acquire, MemoryScope::System) == 0 && spins < 1000000 {
+///         spins += 1;
+///     }
+///     out[0] = data[0];
+/// }
+/// ```
+pub fn atomic_load<T>(slice: &[T], index: usize) -> T {
+    let _ = (slice, index);
+    panic!("sycl::kernel::atomic_load is only available inside #[sycl::kernel] functions")
+}
+
+/// Writes `slice[index]` atomically, as a statement (`&mut [T]` of `i32 u32 u64 f32`, or a
+/// local array); bounds-checked. Relaxed and device scope unless an [`Ordering`] (`Relaxed`,
+/// `Release`, `SeqCst`) and a [`MemoryScope`] follow. Only inside a
+/// [`macro@crate::kernel`] function; it panics anywhere else.
+pub fn atomic_store<T>(slice: &mut [T], index: usize, value: T) {
+    let _ = (slice, index, value);
+    panic!("sycl::kernel::atomic_store is only available inside #[sycl::kernel] functions")
+}
+
+/// `atomic_fence(order, scope);`: SYCL's `atomic_fence` (C++'s `atomic_thread_fence` at a
+/// scope), over global and local memory; `order` is not `Relaxed`. Only inside a
+/// [`macro@crate::kernel`] function; it panics anywhere else.
+pub fn atomic_fence(order: Ordering, scope: MemoryScope) {
+    let _ = (order, scope);
+    panic!("sycl::kernel::atomic_fence is only available inside #[sycl::kernel] functions")
+}
 
 /// A 1-, 2- or 3-D range of work-items, optionally with a work-group size (an nd-range).
 ///

@@ -145,6 +145,102 @@ SYCL_ATOMIC_INT(unsigned int, u32, g) SYCL_ATOMIC_INT(unsigned int, u32, l)
 SYCL_ATOMIC_INT(sycl_u64, u64, g) SYCL_ATOMIC_INT(sycl_u64, u64, l)
 SYCL_ATOMIC_F32(g) SYCL_ATOMIC_F32(l)
 
+// Atomics with a memory order and scope (PTX memory model, sm_70+): template arguments
+// O (0 relaxed, 1 acquire, 2 release, 3 acq_rel, 4 seq_cst) and S (0 work-group: cta,
+// 1 device: gpu, 2 system: sys). seq_cst is fence.sc then the acq_rel form, as libcu++ does.
+// Generic addresses: global and shared memory alike. Bounds-checked like the relaxed ones.
+template <int S> __device__ __forceinline__ void sycl_fence_sc() {
+    if (S == 0) asm volatile("fence.sc.cta;" ::: "memory");
+    else if (S == 1) asm volatile("fence.sc.gpu;" ::: "memory");
+    else asm volatile("fence.sc.sys;" ::: "memory");
+}
+template <int O, int S> __device__ __forceinline__ void sycl_fence() {
+    if (O == 4) { sycl_fence_sc<S>(); }
+    else if (S == 0) asm volatile("fence.acq_rel.cta;" ::: "memory");
+    else if (S == 1) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    else asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+#define SYCL_ASM_SCOPES(SEM, TEXT, ...) \
+    if (S == 0) asm volatile(SEM ".cta" TEXT : __VA_ARGS__ : "memory"); \
+    else if (S == 1) asm volatile(SEM ".gpu" TEXT : __VA_ARGS__ : "memory"); \
+    else asm volatile(SEM ".sys" TEXT : __VA_ARGS__ : "memory");
+#define SYCL_ASM_RMW(TEXT, ...) \
+    if (O == 4) sycl_fence_sc<S>(); \
+    if (O == 0) { SYCL_ASM_SCOPES("atom.relaxed", TEXT, __VA_ARGS__) } \
+    else if (O == 1) { SYCL_ASM_SCOPES("atom.acquire", TEXT, __VA_ARGS__) } \
+    else if (O == 2) { SYCL_ASM_SCOPES("atom.release", TEXT, __VA_ARGS__) } \
+    else { SYCL_ASM_SCOPES("atom.acq_rel", TEXT, __VA_ARGS__) }
+#define SYCL_PTX_WIDTH(U, B, C) \
+template <int O, int S> __device__ __forceinline__ U sycl_ld_b##B(const void* p) { \
+    U r; if (O == 4) sycl_fence_sc<S>(); \
+    if (O == 0) { SYCL_ASM_SCOPES("ld.relaxed", ".b" #B " %0, [%1];", "=" C(r) : "l"(p)) } \
+    else { SYCL_ASM_SCOPES("ld.acquire", ".b" #B " %0, [%1];", "=" C(r) : "l"(p)) } return r; } \
+template <int O, int S> __device__ __forceinline__ void sycl_st_b##B(void* p, U v) { \
+    if (O == 4) sycl_fence_sc<S>(); \
+    if (O == 0) { SYCL_ASM_SCOPES("st.relaxed", ".b" #B " [%0], %1;", : "l"(p), C(v)) } \
+    else { SYCL_ASM_SCOPES("st.release", ".b" #B " [%0], %1;", : "l"(p), C(v)) } } \
+template <int O, int S> __device__ __forceinline__ U sycl_rmw_b##B(int op, void* p, U v) { \
+    U r; \
+    if (op == 0) { SYCL_ASM_RMW(".exch.b" #B " %0, [%1], %2;", "=" C(r) : "l"(p), C(v)) } \
+    else if (op == 1) { SYCL_ASM_RMW(".add.u" #B " %0, [%1], %2;", "=" C(r) : "l"(p), C(v)) } \
+    else if (op == 2) { SYCL_ASM_RMW(".and.b" #B " %0, [%1], %2;", "=" C(r) : "l"(p), C(v)) } \
+    else if (op == 3) { SYCL_ASM_RMW(".or.b" #B " %0, [%1], %2;", "=" C(r) : "l"(p), C(v)) } \
+    else if (op == 4) { SYCL_ASM_RMW(".xor.b" #B " %0, [%1], %2;", "=" C(r) : "l"(p), C(v)) } \
+    else if (op == 5) { SYCL_ASM_RMW(".min.u" #B " %0, [%1], %2;", "=" C(r) : "l"(p), C(v)) } \
+    else if (op == 6) { SYCL_ASM_RMW(".max.u" #B " %0, [%1], %2;", "=" C(r) : "l"(p), C(v)) } \
+    else if (op == 7) { SYCL_ASM_RMW(".min.s" #B " %0, [%1], %2;", "=" C(r) : "l"(p), C(v)) } \
+    else { SYCL_ASM_RMW(".max.s" #B " %0, [%1], %2;", "=" C(r) : "l"(p), C(v)) } \
+    return r; } \
+template <int O, int S> __device__ __forceinline__ U sycl_cas_b##B(void* p, U c, U v) { \
+    U r; SYCL_ASM_RMW(".cas.b" #B " %0, [%1], %2, %3;", "=" C(r) : "l"(p), C(c), C(v)) return r; }
+SYCL_PTX_WIDTH(unsigned int, 32, "r")
+SYCL_PTX_WIDTH(unsigned long long, 64, "l")
+template <int O, int S> __device__ __forceinline__ float sycl_fadd_f32_ordered(void* p, float v) {
+    float r; SYCL_ASM_RMW(".add.f32 %0, [%1], %2;", "=f"(r) : "l"(p), "f"(v)) return r; }
+// Bit casts between an element type and its PTX width.
+__device__ __forceinline__ unsigned int sycl_to_bits(int x) { return (unsigned int)x; }
+__device__ __forceinline__ unsigned int sycl_to_bits(unsigned int x) { return x; }
+__device__ __forceinline__ unsigned int sycl_to_bits(float x) { return __float_as_uint(x); }
+__device__ __forceinline__ unsigned long long sycl_to_bits(sycl_u64 x) { return (unsigned long long)x; }
+template <typename T> __device__ __forceinline__ T sycl_from_bits(unsigned int x);
+template <> __device__ __forceinline__ int sycl_from_bits<int>(unsigned int x) { return (int)x; }
+template <> __device__ __forceinline__ unsigned int sycl_from_bits<unsigned int>(unsigned int x) { return x; }
+template <> __device__ __forceinline__ float sycl_from_bits<float>(unsigned int x) { return __uint_as_float(x); }
+__device__ __forceinline__ sycl_u64 sycl_from_bits64(unsigned long long x) { return (sycl_u64)x; }
+#define SYCL_OCHECK if (i >= n) { sycl_set_fail(f, SYCL_FAIL_BOUNDS); return 0; } if (*f) return 0;
+// The ordered atomics the code generator calls: sycl_oatomic_<op>_<tag><O, S>(p, n, i, .., f).
+#define SYCL_OATOMIC(T, tag, B, FROM, SIGNED) \
+template <int O, int S> __device__ __forceinline__ T sycl_oatomic_load_##tag(const T* p, sycl_u64 n, sycl_u64 i, unsigned int* f) { \
+    SYCL_OCHECK return FROM(sycl_ld_b##B<O, S>(p + i)); } \
+template <int O, int S> __device__ __forceinline__ T sycl_oatomic_store_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f) { \
+    SYCL_OCHECK sycl_st_b##B<O, S>(p + i, sycl_to_bits(v)); return v; } \
+template <int O, int S> __device__ __forceinline__ T sycl_oatomic_exchange_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f) { \
+    SYCL_OCHECK return FROM(sycl_rmw_b##B<O, S>(0, p + i, sycl_to_bits(v))); } \
+template <int O, int S> __device__ __forceinline__ T sycl_oatomic_cas_##tag(T* p, sycl_u64 n, sycl_u64 i, T c, T v, unsigned int* f) { \
+    SYCL_OCHECK return FROM(sycl_cas_b##B<O, S>(p + i, sycl_to_bits(c), sycl_to_bits(v))); }
+#define SYCL_OATOMIC_INT(T, tag, B, FROM, SIGNED) \
+SYCL_OATOMIC(T, tag, B, FROM, SIGNED) \
+template <int O, int S> __device__ __forceinline__ T sycl_oatomic_add_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f) { \
+    SYCL_OCHECK return FROM(sycl_rmw_b##B<O, S>(1, p + i, sycl_to_bits(v))); } \
+template <int O, int S> __device__ __forceinline__ T sycl_oatomic_sub_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f) { \
+    SYCL_OCHECK return FROM(sycl_rmw_b##B<O, S>(1, p + i, 0 - sycl_to_bits(v))); } \
+template <int O, int S> __device__ __forceinline__ T sycl_oatomic_and_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f) { \
+    SYCL_OCHECK return FROM(sycl_rmw_b##B<O, S>(2, p + i, sycl_to_bits(v))); } \
+template <int O, int S> __device__ __forceinline__ T sycl_oatomic_or_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f) { \
+    SYCL_OCHECK return FROM(sycl_rmw_b##B<O, S>(3, p + i, sycl_to_bits(v))); } \
+template <int O, int S> __device__ __forceinline__ T sycl_oatomic_xor_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f) { \
+    SYCL_OCHECK return FROM(sycl_rmw_b##B<O, S>(4, p + i, sycl_to_bits(v))); } \
+template <int O, int S> __device__ __forceinline__ T sycl_oatomic_min_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f) { \
+    SYCL_OCHECK return FROM(sycl_rmw_b##B<O, S>(5 + 2 * SIGNED, p + i, sycl_to_bits(v))); } \
+template <int O, int S> __device__ __forceinline__ T sycl_oatomic_max_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f) { \
+    SYCL_OCHECK return FROM(sycl_rmw_b##B<O, S>(6 + 2 * SIGNED, p + i, sycl_to_bits(v))); }
+SYCL_OATOMIC_INT(int, i32, 32, sycl_from_bits<int>, 1)
+SYCL_OATOMIC_INT(unsigned int, u32, 32, sycl_from_bits<unsigned int>, 0)
+SYCL_OATOMIC_INT(sycl_u64, u64, 64, sycl_from_bits64, 0)
+SYCL_OATOMIC(float, f32, 32, sycl_from_bits<float>, 0)
+template <int O, int S> __device__ __forceinline__ float sycl_oatomic_add_f32(float* p, sycl_u64 n, sycl_u64 i, float v, unsigned int* f) {
+    SYCL_OCHECK return sycl_fadd_f32_ordered<O, S>(p + i, v); }
+
 // Group reductions: every work-item of the group calls them (work-items that returned
 // contribute the identity). Warp shuffles, then one partial per warp in shared memory.
 __device__ __forceinline__ float sycl_fmin_f32(float a, float b) { return fminf(a, b); }

@@ -10,7 +10,7 @@
 
 use std::marker::PhantomData;
 use std::ops::Range;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::usm::{AsUsmRange, MemoryRecord};
@@ -241,35 +241,103 @@ impl<T: Element> KernelSliceMut<'_, T> {
     }
 }
 
+/// Atomics of the kernel language on an element type, at a memory order (scopes need nothing
+/// more on a CPU: every order is the whole machine's).
+pub trait KernelAtomic: Element {
+    /// The atomic load.
+    ///
+    /// # Safety
+    /// `p` is valid, aligned and accessed only atomically at this width while it is shared.
+    unsafe fn atomic_load(p: *const Self, o: Ordering) -> Self;
+    /// The atomic store.
+    ///
+    /// # Safety
+    /// As [`KernelAtomic::atomic_load`], and valid for writes.
+    unsafe fn atomic_store(p: *mut Self, v: Self, o: Ordering);
+    /// The swap; returns the old value.
+    ///
+    /// # Safety
+    /// As [`KernelAtomic::atomic_store`].
+    unsafe fn atomic_exchange(p: *mut Self, v: Self, o: Ordering) -> Self;
+    /// The add (wrapping for integers; a compare-exchange loop for `f32`); returns the old value.
+    ///
+    /// # Safety
+    /// As [`KernelAtomic::atomic_store`].
+    unsafe fn atomic_fetch_add(p: *mut Self, v: Self, o: Ordering) -> Self;
+}
+
+/// Integer atomics of the kernel language.
+pub trait KernelIntAtomic: KernelAtomic {
+    /// `op` (0 sub, 1 and, 2 or, 3 xor, 4 min, 5 max); returns the old value.
+    ///
+    /// # Safety
+    /// As [`KernelAtomic::atomic_store`].
+    unsafe fn atomic_rmw(p: *mut Self, op: u8, v: Self, o: Ordering) -> Self;
+    /// Stores `new` if the element is `current`; returns the value found.
+    ///
+    /// # Safety
+    /// As [`KernelAtomic::atomic_store`].
+    unsafe fn atomic_compare_exchange(p: *mut Self, current: Self, new: Self, o: Ordering) -> Self;
+}
+
+/// The failure order of a compare-exchange whose success order is `o` (SYCL's and C++'s rule:
+/// `o` less its release part).
+fn failure_order(o: Ordering) -> Ordering {
+    match o {
+        Ordering::Release => Ordering::Relaxed,
+        Ordering::AcqRel => Ordering::Acquire,
+        o => o,
+    }
+}
+
 macro_rules! int_atomics {
     ($t:ty, $atomic:ty) => {
-        impl KernelSliceMut<'_, $t> {
-            /// `atomic_fetch_add` (wrapping, relaxed).
+        impl KernelAtomic for $t {
             #[inline(always)]
-            pub fn atomic_fetch_add(&self, i: usize, v: $t) -> $t {
-                // SAFETY: in bounds (`at`), aligned, live; every access to kernel slices is
-                // atomic at this width.
-                unsafe { <$atomic>::from_ptr(self.at(i)) }.fetch_add(v, Relaxed)
+            unsafe fn atomic_load(p: *const Self, o: Ordering) -> Self {
+                // SAFETY: forwarded contract.
+                unsafe { <$atomic>::from_ptr(p as *mut Self) }.load(o)
             }
-            /// `atomic_fetch_min` (relaxed).
             #[inline(always)]
-            pub fn atomic_fetch_min(&self, i: usize, v: $t) -> $t {
-                // SAFETY: as in `atomic_fetch_add`.
-                unsafe { <$atomic>::from_ptr(self.at(i)) }.fetch_min(v, Relaxed)
+            unsafe fn atomic_store(p: *mut Self, v: Self, o: Ordering) {
+                // SAFETY: forwarded contract.
+                unsafe { <$atomic>::from_ptr(p) }.store(v, o)
             }
-            /// `atomic_fetch_max` (relaxed).
             #[inline(always)]
-            pub fn atomic_fetch_max(&self, i: usize, v: $t) -> $t {
-                // SAFETY: as in `atomic_fetch_add`.
-                unsafe { <$atomic>::from_ptr(self.at(i)) }.fetch_max(v, Relaxed)
+            unsafe fn atomic_exchange(p: *mut Self, v: Self, o: Ordering) -> Self {
+                // SAFETY: forwarded contract.
+                unsafe { <$atomic>::from_ptr(p) }.swap(v, o)
             }
-            /// `atomic_compare_exchange`: stores `new` if the element is `current`; returns
-            /// the value found.
             #[inline(always)]
-            pub fn atomic_compare_exchange(&self, i: usize, current: $t, new: $t) -> $t {
-                // SAFETY: as in `atomic_fetch_add`.
-                let a = unsafe { <$atomic>::from_ptr(self.at(i)) };
-                match a.compare_exchange(current, new, Relaxed, Relaxed) {
+            unsafe fn atomic_fetch_add(p: *mut Self, v: Self, o: Ordering) -> Self {
+                // SAFETY: forwarded contract.
+                unsafe { <$atomic>::from_ptr(p) }.fetch_add(v, o)
+            }
+        }
+        impl KernelIntAtomic for $t {
+            #[inline(always)]
+            unsafe fn atomic_rmw(p: *mut Self, op: u8, v: Self, o: Ordering) -> Self {
+                // SAFETY: forwarded contract.
+                let a = unsafe { <$atomic>::from_ptr(p) };
+                match op {
+                    0 => a.fetch_sub(v, o),
+                    1 => a.fetch_and(v, o),
+                    2 => a.fetch_or(v, o),
+                    3 => a.fetch_xor(v, o),
+                    4 => a.fetch_min(v, o),
+                    _ => a.fetch_max(v, o),
+                }
+            }
+            #[inline(always)]
+            unsafe fn atomic_compare_exchange(
+                p: *mut Self,
+                current: Self,
+                new: Self,
+                o: Ordering,
+            ) -> Self {
+                // SAFETY: forwarded contract.
+                let a = unsafe { <$atomic>::from_ptr(p) };
+                match a.compare_exchange(current, new, o, failure_order(o)) {
                     Ok(v) | Err(v) => v,
                 }
             }
@@ -281,18 +349,88 @@ int_atomics!(i32, AtomicI32);
 int_atomics!(u32, AtomicU32);
 int_atomics!(u64, AtomicU64);
 
-impl KernelSliceMut<'_, f32> {
-    /// `atomic_fetch_add` on `f32` (a compare-exchange loop; relaxed).
+impl KernelAtomic for f32 {
     #[inline(always)]
-    pub fn atomic_fetch_add(&self, i: usize, v: f32) -> f32 {
-        // SAFETY: in bounds (`at`), aligned, live; f32 elements are accessed as 4-byte atomics.
-        let a = unsafe { AtomicU32::from_ptr(self.at(i) as *mut u32) };
+    unsafe fn atomic_load(p: *const Self, o: Ordering) -> Self {
+        // SAFETY: forwarded contract; f32 elements are accessed as 4-byte atomics.
+        f32::from_bits(unsafe { AtomicU32::from_ptr(p as *mut u32) }.load(o))
+    }
+    #[inline(always)]
+    unsafe fn atomic_store(p: *mut Self, v: Self, o: Ordering) {
+        // SAFETY: as in `atomic_load`.
+        unsafe { AtomicU32::from_ptr(p as *mut u32) }.store(v.to_bits(), o)
+    }
+    #[inline(always)]
+    unsafe fn atomic_exchange(p: *mut Self, v: Self, o: Ordering) -> Self {
+        // SAFETY: as in `atomic_load`.
+        f32::from_bits(unsafe { AtomicU32::from_ptr(p as *mut u32) }.swap(v.to_bits(), o))
+    }
+    #[inline(always)]
+    unsafe fn atomic_fetch_add(p: *mut Self, v: Self, o: Ordering) -> Self {
+        // SAFETY: as in `atomic_load`.
+        let a = unsafe { AtomicU32::from_ptr(p as *mut u32) };
         let old = a
-            .fetch_update(Relaxed, Relaxed, |bits| {
+            .fetch_update(o, failure_order(o), |bits| {
                 Some((f32::from_bits(bits) + v).to_bits())
             })
             .unwrap_or_else(|bits| bits);
         f32::from_bits(old)
+    }
+}
+
+impl<T: KernelAtomic> KernelSlice<'_, T> {
+    /// `atomic_load`; panics when out of bounds.
+    #[inline(always)]
+    pub fn atomic_load(&self, i: usize, o: Ordering) -> T {
+        if i >= self.len {
+            out_of_bounds(i, self.len)
+        }
+        // SAFETY: `i < len`; live, aligned, accessed atomically at T's width.
+        unsafe { T::atomic_load(self.ptr.add(i), o) }
+    }
+}
+
+impl<T: KernelAtomic> KernelSliceMut<'_, T> {
+    /// `atomic_load`; panics when out of bounds.
+    #[inline(always)]
+    pub fn atomic_load(&self, i: usize, o: Ordering) -> T {
+        // SAFETY: in bounds (`at`), aligned, live; every access to kernel slices is atomic at
+        // this width.
+        unsafe { T::atomic_load(self.at(i), o) }
+    }
+    /// `atomic_store`.
+    #[inline(always)]
+    pub fn atomic_store(&self, i: usize, v: T, o: Ordering) {
+        // SAFETY: as in `atomic_load`.
+        unsafe { T::atomic_store(self.at(i), v, o) }
+    }
+    /// `atomic_exchange`.
+    #[inline(always)]
+    pub fn atomic_exchange(&self, i: usize, v: T, o: Ordering) -> T {
+        // SAFETY: as in `atomic_load`.
+        unsafe { T::atomic_exchange(self.at(i), v, o) }
+    }
+    /// `atomic_fetch_add`.
+    #[inline(always)]
+    pub fn atomic_fetch_add(&self, i: usize, v: T, o: Ordering) -> T {
+        // SAFETY: as in `atomic_load`.
+        unsafe { T::atomic_fetch_add(self.at(i), v, o) }
+    }
+}
+
+impl<T: KernelIntAtomic> KernelSliceMut<'_, T> {
+    /// `atomic_fetch_sub` (0), `and` (1), `or` (2), `xor` (3), `min` (4), `max` (5).
+    #[inline(always)]
+    pub fn atomic_rmw(&self, i: usize, op: u8, v: T, o: Ordering) -> T {
+        // SAFETY: as in `atomic_load`.
+        unsafe { T::atomic_rmw(self.at(i), op, v, o) }
+    }
+    /// `atomic_compare_exchange`: stores `new` if the element is `current`; returns the
+    /// value found.
+    #[inline(always)]
+    pub fn atomic_compare_exchange(&self, i: usize, current: T, new: T, o: Ordering) -> T {
+        // SAFETY: as in `atomic_load`.
+        unsafe { T::atomic_compare_exchange(self.at(i), current, new, o) }
     }
 }
 
@@ -338,20 +476,37 @@ pub fn rem<T: KernelInt>(a: T, b: T) -> T {
 }
 
 /// Atomics on work-group local arrays: a group runs on one thread on the CPU, so these are
-/// plain read-modify-writes.
+/// plain read-modify-writes (and every memory order holds).
 pub trait LocalAtomic: Copy {
-    /// Adds (wrapping for integers); returns the old value.
-    fn fetch_add(slot: &mut Self, v: Self) -> Self;
+    /// Adds (wrapping for integers).
+    fn add(a: Self, v: Self) -> Self;
+}
+
+/// Integer atomics on work-group local arrays.
+pub trait LocalIntAtomic: LocalAtomic + Ord {
+    /// `op` of [`KernelSliceMut::atomic_rmw`] applied to `a` and `v`.
+    fn rmw(a: Self, op: u8, v: Self) -> Self;
 }
 
 macro_rules! local_int {
     ($($t:ty),*) => {$(
         impl LocalAtomic for $t {
             #[inline(always)]
-            fn fetch_add(slot: &mut Self, v: Self) -> Self {
-                let old = *slot;
-                *slot = old.wrapping_add(v);
-                old
+            fn add(a: Self, v: Self) -> Self {
+                a.wrapping_add(v)
+            }
+        }
+        impl LocalIntAtomic for $t {
+            #[inline(always)]
+            fn rmw(a: Self, op: u8, v: Self) -> Self {
+                match op {
+                    0 => a.wrapping_sub(v),
+                    1 => a & v,
+                    2 => a | v,
+                    3 => a ^ v,
+                    4 => a.min(v),
+                    _ => a.max(v),
+                }
             }
         }
     )*};
@@ -360,32 +515,37 @@ local_int!(i32, u32, u64);
 
 impl LocalAtomic for f32 {
     #[inline(always)]
-    fn fetch_add(slot: &mut Self, v: Self) -> Self {
-        let old = *slot;
-        *slot = old + v;
-        old
+    fn add(a: Self, v: Self) -> Self {
+        a + v
     }
 }
 
 /// `atomic_fetch_add` on a local array element.
 #[inline(always)]
 pub fn local_fetch_add<T: LocalAtomic>(slot: &mut T, v: T) -> T {
-    T::fetch_add(slot, v)
-}
-
-/// `atomic_fetch_min` on a local array element.
-#[inline(always)]
-pub fn local_fetch_min<T: Ord + Copy>(slot: &mut T, v: T) -> T {
     let old = *slot;
-    *slot = old.min(v);
+    *slot = T::add(old, v);
     old
 }
 
-/// `atomic_fetch_max` on a local array element.
+/// `atomic_exchange` on a local array element.
 #[inline(always)]
-pub fn local_fetch_max<T: Ord + Copy>(slot: &mut T, v: T) -> T {
+pub fn local_exchange<T: Copy>(slot: &mut T, v: T) -> T {
+    std::mem::replace(slot, v)
+}
+
+/// `atomic_store` on a local array element.
+#[inline(always)]
+pub fn local_store<T: Copy>(slot: &mut T, v: T) {
+    *slot = v;
+}
+
+/// `atomic_fetch_sub`, `and`, `or`, `xor`, `min`, `max` on a local array element (`op` as
+/// [`KernelSliceMut::atomic_rmw`]'s).
+#[inline(always)]
+pub fn local_rmw<T: LocalIntAtomic>(slot: &mut T, op: u8, v: T) -> T {
     let old = *slot;
-    *slot = old.max(v);
+    *slot = T::rmw(old, op, v);
     old
 }
 

@@ -33,10 +33,11 @@ use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
+use sycl_kernel_ir as kir;
 use sycl_kernel_ir::ir::{Base, Expr, ExprKind, For, Function, Param, Step, Stmt, StmtKind};
 use sycl_kernel_ir::{
-    AtomicOp, BinOp, Bound, BoundCmp, BoundFn, Check, MathFn, Query, Scalar as Ty, SubGroupOp,
-    SubGroupQuery, UnOp,
+    AtomicOp, BinOp, Bound, BoundCmp, BoundFn, Check, MathFn, MemoryOrder, MemoryScope, Query,
+    Scalar as Ty, SubGroupOp, SubGroupQuery, UnOp,
 };
 
 use super::Program;
@@ -209,6 +210,30 @@ fn unsigned_of(t: Ty) -> Ty {
 }
 
 /// The C name of helper `i` of the program (by position: a Rust name need not be a C one).
+/// A memory order as the CUDA prelude's template argument.
+fn order_code(o: MemoryOrder) -> usize {
+    MemoryOrder::ALL.iter().position(|x| *x == o).unwrap_or(4)
+}
+
+/// A memory scope as the CUDA prelude's template argument (0 cta, 1 gpu, 2 sys).
+fn scope_code(s: MemoryScope) -> usize {
+    MemoryScope::ALL.iter().position(|x| *x == s).unwrap_or(2)
+}
+
+/// OpenCL C 2.0's `memory_order` constant.
+fn ocl_order(o: MemoryOrder) -> String {
+    format!("memory_order_{}", o.sycl_name())
+}
+
+/// OpenCL C 2.0's `memory_scope` constant (the system is every SVM device).
+fn ocl_scope(s: MemoryScope) -> &'static str {
+    match s {
+        MemoryScope::WorkGroup => "memory_scope_work_group",
+        MemoryScope::Device => "memory_scope_device",
+        MemoryScope::System => "memory_scope_all_svm_devices",
+    }
+}
+
 fn helper_name(i: usize) -> String {
     format!("sycl_h{i}")
 }
@@ -540,6 +565,7 @@ impl<'a> Printer<'a> {
         let d = self.d;
         let f = self.f;
         let reduce_bytes = self.kernel.as_ref().map_or(0, |k| k.reduce_bytes);
+        let ordered = kir::orders_memory(&f.body);
         let mut params = Vec::new();
         let mut prologue = Vec::new();
         for (i, p) in f.params.iter().enumerate() {
@@ -558,9 +584,16 @@ impl<'a> Printer<'a> {
                 Param::Scalar(t) => params.push(format!("{} p{i}", cty(d, t))),
                 Param::Slice { elem, mutable } => {
                     let c = if mutable { "" } else { "const " };
+                    // A kernel that orders memory may read what other work-items, devices or
+                    // processes write meanwhile: no `restrict` (no read-only caches).
+                    let restrict = match (d, ordered) {
+                        (_, true) => "",
+                        (Dialect::Cuda, false) => " __restrict__",
+                        (Dialect::OpenCl, false) => " restrict",
+                    };
                     params.push(match d {
-                        Dialect::Cuda => format!("{c}{}* __restrict__ p{i}", cty(d, elem)),
-                        Dialect::OpenCl => format!("__global {c}{}* restrict p{i}", cty(d, elem)),
+                        Dialect::Cuda => format!("{c}{}*{restrict} p{i}", cty(d, elem)),
+                        Dialect::OpenCl => format!("__global {c}{}*{restrict} p{i}", cty(d, elem)),
                     });
                     params.push(format!("sycl_u64 p{i}_len"));
                 }
@@ -1145,6 +1178,17 @@ impl<'a> Printer<'a> {
             }
             // (Validated: group operations appear only as steps.)
             StmtKind::Barrier => self.line("#error \"a barrier outside a step\""),
+            StmtKind::Fence(order, scope) => {
+                let line = match d {
+                    Dialect::Cuda => format!("sycl_fence<{}, {}>();", order_code(*order), scope_code(*scope)),
+                    Dialect::OpenCl => format!(
+                        "atomic_work_item_fence(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE, {}, {});",
+                        ocl_order(*order),
+                        ocl_scope(*scope)
+                    ),
+                };
+                self.line(&line);
+            }
         }
     }
 
@@ -1296,22 +1340,59 @@ impl<'a> Printer<'a> {
                 base,
                 index,
                 values,
+                order,
+                scope,
             } => {
                 let (ptr, len, space) = self.base(*base);
                 let i = self.expr(index);
-                let vs: Vec<String> = values.iter().map(|v| self.expr(v)).collect();
+                let mut args = vec![ptr, len, i];
+                args.extend(values.iter().map(|v| self.expr(v)));
+                args.push(self.failp().to_owned());
                 let name = match op {
                     AtomicOp::FetchAdd => "add",
                     AtomicOp::FetchMin => "min",
                     AtomicOp::FetchMax => "max",
                     AtomicOp::CompareExchange => "cas",
+                    AtomicOp::Load => "load",
+                    AtomicOp::Store => "store",
+                    AtomicOp::Exchange => "exchange",
+                    AtomicOp::FetchSub => "sub",
+                    AtomicOp::FetchAnd => "and",
+                    AtomicOp::FetchOr => "or",
+                    AtomicOp::FetchXor => "xor",
                 };
-                format!(
-                    "sycl_atomic_{name}_{space}_{}({ptr}, {len}, {i}, {}, {})",
-                    tag(t),
-                    vs.join(", "),
-                    self.failp()
-                )
+                let ordered = kir::is_ordered(*order, *scope);
+                let plain_cuda = matches!(
+                    op,
+                    AtomicOp::FetchAdd
+                        | AtomicOp::FetchMin
+                        | AtomicOp::FetchMax
+                        | AtomicOp::CompareExchange
+                );
+                match self.d {
+                    // The prelude's relaxed device-scope forms (`atomicAdd` and kin).
+                    Dialect::Cuda if !ordered && plain_cuda => {
+                        format!("sycl_atomic_{name}_{space}_{}({})", tag(t), args.join(", "))
+                    }
+                    Dialect::Cuda => format!(
+                        "sycl_oatomic_{name}_{}<{}, {}>({})",
+                        tag(t),
+                        order_code(*order),
+                        scope_code(*scope),
+                        args.join(", ")
+                    ),
+                    // OpenCL C 1.2's atomics (relaxed, device scope).
+                    Dialect::OpenCl if !ordered => {
+                        format!("sycl_atomic_{name}_{space}_{}({})", tag(t), args.join(", "))
+                    }
+                    Dialect::OpenCl => format!(
+                        "sycl_oatomic_{name}_{space}_{}({}, {}, {})",
+                        tag(t),
+                        args.join(", "),
+                        ocl_order(*order),
+                        ocl_scope(*scope)
+                    ),
+                }
             }
             // (Validated: group operations appear only as steps.)
             ExprKind::Reduce(..) | ExprKind::SubGroup(..) => {

@@ -26,9 +26,30 @@ use sycl_kernel_ir::Scalar as ScalarTy;
 
 const FAIL_BOUNDS: u64 = 1;
 const FAIL_ARITH: u64 = 2;
+const SCOPE_CROSS_DEVICE: u64 = 0;
 const SCOPE_DEVICE: u64 = 1;
 const SCOPE_WORKGROUP: u64 = 2;
 const SCOPE_SUBGROUP: u64 = 3;
+/// A SPIR-V scope.
+fn spirv_scope(s: MemoryScope) -> u64 {
+    match s {
+        MemoryScope::WorkGroup => SCOPE_WORKGROUP,
+        MemoryScope::Device => SCOPE_DEVICE,
+        MemoryScope::System => SCOPE_CROSS_DEVICE,
+    }
+}
+
+/// A memory order's SPIR-V memory-semantics bits (without the storage classes).
+fn order_semantics(o: MemoryOrder) -> u64 {
+    match o {
+        MemoryOrder::Relaxed => 0,
+        MemoryOrder::Acquire => 0x2,
+        MemoryOrder::Release => 0x4,
+        MemoryOrder::AcqRel => 0x8,
+        MemoryOrder::SeqCst => 0x10,
+    }
+}
+
 /// AcquireRelease | WorkgroupMemory | CrossWorkgroupMemory: OpenCL C's
 /// `barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)`.
 const BARRIER_SEMANTICS: u64 = 0x8 | 0x100 | 0x200;
@@ -475,6 +496,7 @@ fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>, guarded: bool) ->
         raw.push(fx.m.b.function_parameter(*ty).map_err(build_err)?);
     }
     fx.m.b.begin_block(None).map_err(build_err)?;
+    let ordered = sycl_kernel_ir::orders_memory(&f.body);
     let mut at = 0;
     for param in &f.params {
         match *param {
@@ -488,6 +510,15 @@ fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>, guarded: bool) ->
             Param::Scalar(_) => {
                 fx.params.push(ParamVal::Scalar(raw[at]));
                 at += 1;
+            }
+            // A kernel that orders memory may read what other work-items, devices or
+            // processes write meanwhile: no aliasing or read-only promises.
+            Param::Slice { .. } if ordered => {
+                fx.params.push(ParamVal::Slice {
+                    ptr: raw[at],
+                    len: raw[at + 1],
+                });
+                at += 2;
             }
             Param::Slice { mutable, .. } => {
                 // The launch refuses a written slice that overlaps another slice (OpenCL C's
@@ -920,6 +951,16 @@ impl Fx<'_> {
                 self.dead_block()
             }
             StmtKind::Barrier => self.barrier(),
+            StmtKind::Fence(order, scope) => {
+                let scope = self.m.u32c(spirv_scope(*scope));
+                let sem = self.m.u32c(order_semantics(*order) | 0x100 | 0x200);
+                self.ins(
+                    Op::MemoryBarrier,
+                    None,
+                    vec![Operand::IdRef(scope), Operand::IdRef(sem)],
+                )?;
+                Ok(())
+            }
         }
     }
 
@@ -1730,6 +1771,7 @@ impl Fx<'_> {
     fn atomic(
         &mut self,
         op: AtomicOp,
+        (order, scope): (MemoryOrder, MemoryScope),
         t: ScalarTy,
         base: Base,
         i: Index,
@@ -1750,31 +1792,60 @@ impl Fx<'_> {
             t,
             |fx| {
                 let (p, class, _) = fx.elem_ptr(base, i)?;
-                let scope = fx.m.u32c(if class == StorageClass::Workgroup {
+                let local = class == StorageClass::Workgroup;
+                // Relaxed device-scope atomics on local memory keep the work-group scope
+                // (the memory is the group's).
+                let scope = fx.m.u32c(if local {
                     SCOPE_WORKGROUP
                 } else {
-                    SCOPE_DEVICE
+                    spirv_scope(scope)
                 });
-                let relaxed = fx.m.u32c(0);
+                let storage = if local { 0x100 } else { 0x200 };
+                let sem_bits = match order_semantics(order) {
+                    0 => 0,
+                    o => o | storage,
+                };
+                let sem = fx.m.u32c(sem_bits);
+                // A compare-exchange that fails only reads: its order less the release.
+                let fail_sem = fx.m.u32c(match order {
+                    MemoryOrder::Release => 0,
+                    MemoryOrder::AcqRel => order_semantics(MemoryOrder::Acquire) | storage,
+                    _ => sem_bits,
+                });
+                let int_op = |op: AtomicOp| match (op, is_signed(t)) {
+                    (AtomicOp::FetchAdd, _) => Op::AtomicIAdd,
+                    (AtomicOp::FetchSub, _) => Op::AtomicISub,
+                    (AtomicOp::FetchAnd, _) => Op::AtomicAnd,
+                    (AtomicOp::FetchOr, _) => Op::AtomicOr,
+                    (AtomicOp::FetchXor, _) => Op::AtomicXor,
+                    (AtomicOp::FetchMin, true) => Op::AtomicSMin,
+                    (AtomicOp::FetchMin, false) => Op::AtomicUMin,
+                    (AtomicOp::FetchMax, true) => Op::AtomicSMax,
+                    (_, _) => Op::AtomicUMax,
+                };
                 match op {
                     AtomicOp::FetchAdd if t == ScalarTy::F32 => {
-                        fx.atomic_fadd(p, class, scope, vs[0])
+                        fx.atomic_fadd(p, class, scope, (sem, fail_sem), vs[0])
                     }
-                    AtomicOp::FetchAdd => fx.op(Op::AtomicIAdd, t, &[p, scope, relaxed, vs[0]]),
-                    AtomicOp::FetchMin | AtomicOp::FetchMax => {
-                        let o = match (op, is_signed(t)) {
-                            (AtomicOp::FetchMin, true) => Op::AtomicSMin,
-                            (AtomicOp::FetchMin, false) => Op::AtomicUMin,
-                            (_, true) => Op::AtomicSMax,
-                            (_, false) => Op::AtomicUMax,
-                        };
-                        fx.op(o, t, &[p, scope, relaxed, vs[0]])
+                    AtomicOp::Load => fx.op(Op::AtomicLoad, t, &[p, scope, sem]),
+                    AtomicOp::Store => {
+                        fx.ins(
+                            Op::AtomicStore,
+                            None,
+                            [p, scope, sem, vs[0]]
+                                .into_iter()
+                                .map(Operand::IdRef)
+                                .collect(),
+                        )?;
+                        Ok(vs[0])
                     }
+                    AtomicOp::Exchange => fx.op(Op::AtomicExchange, t, &[p, scope, sem, vs[0]]),
                     AtomicOp::CompareExchange => fx.op(
                         Op::AtomicCompareExchange,
                         t,
-                        &[p, scope, relaxed, relaxed, vs[1], vs[0]],
+                        &[p, scope, sem, fail_sem, vs[1], vs[0]],
                     ),
+                    _ => fx.op(int_op(op), t, &[p, scope, sem, vs[0]]),
                 }
             },
             zero,
@@ -1782,7 +1853,14 @@ impl Fx<'_> {
     }
 
     /// `f32` fetch-add as a compare-exchange loop on the bits (as the OpenCL C prelude).
-    fn atomic_fadd(&mut self, p: Word, class: StorageClass, scope: Word, v: Word) -> Result<Word> {
+    fn atomic_fadd(
+        &mut self,
+        p: Word,
+        class: StorageClass,
+        scope: Word,
+        (sem, fail_sem): (Word, Word),
+        v: Word,
+    ) -> Result<Word> {
         let u32t = self.m.ty(ScalarTy::U32);
         let qt = self.m.ptr(class, u32t);
         let q = self.ins(Op::Bitcast, Some(qt), vec![Operand::IdRef(p)])?;
@@ -1820,7 +1898,7 @@ impl Fx<'_> {
         self.ins(
             Op::AtomicCompareExchange,
             Some(u32t),
-            [q, scope, relaxed, relaxed, sumi, old]
+            [q, scope, sem, fail_sem, sumi, old]
                 .into_iter()
                 .map(Operand::IdRef)
                 .collect(),
@@ -2042,13 +2120,15 @@ impl Fx<'_> {
                 base,
                 index,
                 values,
+                order,
+                scope,
             } => {
                 let i = self.index(*base, index, &Check::Checked)?;
                 let vs = values
                     .iter()
                     .map(|a| self.expr(a))
                     .collect::<Result<Vec<_>>>()?;
-                self.atomic(*op, t, *base, i, &vs)
+                self.atomic(*op, (*order, *scope), t, *base, i, &vs)
             }
             ExprKind::Reduce(..) => Err(bad("a group reduction outside a step")),
             ExprKind::SubGroup(..) => Err(bad("a sub-group operation outside a step")),
