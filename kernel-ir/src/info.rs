@@ -12,6 +12,9 @@ pub struct KernelInfo {
     pub nd_queries: bool,
     /// Uses `f64`.
     pub fp64: bool,
+    /// Uses `f16` or `bf16` (the SPIR-V form does not have them yet: OpenCL devices take
+    /// the C form).
+    pub halves: bool,
     /// Uses 64-bit atomics.
     pub atomic64: bool,
     /// The memory orders its atomics and fences use ([`MemoryOrder::bit`]s; relaxed atomics

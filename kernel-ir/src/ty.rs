@@ -19,11 +19,16 @@ pub enum Scalar {
     F32,
     /// `f64`
     F64,
+    /// `half::f16`: IEEE binary16. Each operation computes in `f32` and rounds to the nearest
+    /// (ties to even), as the `half` crate's arithmetic does.
+    F16,
+    /// `half::bf16`: bfloat16, likewise.
+    Bf16,
 }
 
 impl Scalar {
     /// Every scalar type, in wire-code order.
-    pub const ALL: [Scalar; 8] = [
+    pub const ALL: [Scalar; 10] = [
         Scalar::Bool,
         Scalar::I32,
         Scalar::U32,
@@ -32,6 +37,8 @@ impl Scalar {
         Scalar::Usize,
         Scalar::F32,
         Scalar::F64,
+        Scalar::F16,
+        Scalar::Bf16,
     ];
 
     /// The type a Rust name spells (`"u32"`), if it is one of the language's.
@@ -50,6 +57,8 @@ impl Scalar {
             Scalar::Usize => "usize",
             Scalar::F32 => "f32",
             Scalar::F64 => "f64",
+            Scalar::F16 => "f16",
+            Scalar::Bf16 => "bf16",
         }
     }
 
@@ -57,6 +66,7 @@ impl Scalar {
     pub const fn size(self) -> usize {
         match self {
             Scalar::Bool => 1,
+            Scalar::F16 | Scalar::Bf16 => 2,
             Scalar::I32 | Scalar::U32 | Scalar::F32 => 4,
             Scalar::I64 | Scalar::U64 | Scalar::Usize | Scalar::F64 => 8,
         }
@@ -87,7 +97,12 @@ impl Scalar {
 
     /// A floating-point type.
     pub const fn is_float(self) -> bool {
-        matches!(self, Scalar::F32 | Scalar::F64)
+        matches!(self, Scalar::F32 | Scalar::F64 | Scalar::F16 | Scalar::Bf16)
+    }
+
+    /// `f16` or `bf16`: stored in 16 bits, computed in `f32` and rounded after each operation.
+    pub const fn is_half(self) -> bool {
+        matches!(self, Scalar::F16 | Scalar::Bf16)
     }
 
     /// An integer or floating-point type.

@@ -245,7 +245,7 @@ impl Validator<'_> {
                 Step::Reduce { local, value, .. } => {
                     let t = self.scalar_local(*local)?;
                     self.want(
-                        value.ty == t && t.is_numeric(),
+                        value.ty == t && t.is_numeric() && !t.is_half(),
                         "a group reduction of another type",
                     )?;
                     self.expr(value)?;
@@ -270,6 +270,7 @@ impl Validator<'_> {
             args.len() == 1 + lanes
                 && args[0].ty == t
                 && t.is_numeric()
+                && !t.is_half()
                 && args[1..].iter().all(|l| l.ty == Scalar::Usize),
             "sub-group arguments",
         )
@@ -357,6 +358,16 @@ impl Validator<'_> {
                 self.expr(a)?;
                 self.expr(b)
             }
+            // Halves convert as the `half` crate does: from `f32`, to `f32` and `f64`.
+            ExprKind::Cast(a) if t.is_half() || a.ty.is_half() => {
+                self.want(
+                    t == a.ty
+                        || (t.is_half() && a.ty == Scalar::F32)
+                        || (a.ty.is_half() && matches!(t, Scalar::F32 | Scalar::F64)),
+                    "a cast Rust does not allow",
+                )?;
+                self.expr(a)
+            }
             ExprKind::Cast(a) => {
                 self.want(
                     (t.is_numeric() && a.ty.is_numeric())
@@ -409,7 +420,10 @@ impl Validator<'_> {
                     self.group_ops,
                     "a group reduction outside a work-group kernel's body",
                 )?;
-                self.want(a.ty == t && t.is_numeric(), "a group reduction's type")?;
+                self.want(
+                    a.ty == t && t.is_numeric() && !t.is_half(),
+                    "a group reduction's type",
+                )?;
                 self.expr(a)
             }
             ExprKind::SubGroup(op, args) => {

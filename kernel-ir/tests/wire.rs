@@ -336,10 +336,21 @@ impl Gen {
                     ExprKind::Binary(op, b(self.expr(x, d)), b(self.expr(y, d)), no_wrap)
                 }
                 4 => {
-                    let from = if t.is_int() {
-                        self.rng.pick(&Scalar::ALL)
+                    // Halves convert from `f32` only, and to `f32`/`f64` only.
+                    let from = if t.is_half() {
+                        self.rng.pick(&[t, Scalar::F32])
+                    } else if t.is_int() {
+                        let from = self.rng.pick(&Scalar::ALL);
+                        if from.is_half() {
+                            continue;
+                        }
+                        from
                     } else if t.is_float() {
-                        self.rng.pick(&NUMERIC)
+                        let from = self.rng.pick(&NUMERIC);
+                        if from.is_half() && t != Scalar::F32 && t != Scalar::F64 {
+                            continue;
+                        }
+                        from
                     } else {
                         t
                     };
@@ -408,11 +419,11 @@ impl Gen {
                         scope,
                     }
                 }
-                8 if self.group_ops && t.is_numeric() => {
+                8 if self.group_ops && t.is_numeric() && !t.is_half() => {
                     let op = self.rng.pick(&Reduce::ALL);
                     ExprKind::Reduce(op, b(self.expr(t, d)))
                 }
-                9 if self.group_ops && t.is_numeric() => {
+                9 if self.group_ops && t.is_numeric() && !t.is_half() => {
                     let op = self.rng.pick(&SubGroupOp::ALL);
                     let mut ts = vec![t];
                     if op.takes_lane() {
@@ -648,7 +659,7 @@ impl Gen {
                 }
                 2 => Step::Barrier,
                 3 => {
-                    let ls = self.scalar_locals(|t| t.is_numeric());
+                    let ls = self.scalar_locals(|t| t.is_numeric() && !t.is_half());
                     if ls.is_empty() {
                         continue;
                     }
@@ -664,7 +675,7 @@ impl Gen {
                     Step::SyncFor(Box::new(h), self.steps(depth - 1))
                 }
                 5 => {
-                    let ls = self.scalar_locals(|t| t.is_numeric());
+                    let ls = self.scalar_locals(|t| t.is_numeric() && !t.is_half());
                     if ls.is_empty() {
                         continue;
                     }
@@ -812,6 +823,8 @@ fn generator_covers_the_ir() {
         "kind: Math(",
         "kind: Math(Abs, [Expr { ty: I",
         "kind: Query(",
+        "ty: F16",
+        "ty: Bf16",
         "kind: Atomic { op: FetchAdd",
         "kind: Atomic { op: CompareExchange",
         "kind: Atomic { op: Load",
@@ -1434,7 +1447,7 @@ fn out_of_range_indices_and_codes() {
         // a scalar parameter marked mutable
         (&[MAGIC, VERSION, 1, 0, 0, 1], "parameter"),
         // a type code past the last type
-        (&[MAGIC, VERSION, 1, 0, 8, 0], "type"),
+        (&[MAGIC, VERSION, 1, 0, 10, 0], "type"),
         // `let` of local 0 of none
         (&[MAGIC, VERSION, 0, NONE, 0, 1, 0, 0], "local"),
         // a read of parameter 1 of 1

@@ -29,6 +29,7 @@ pub const KDL_ONEAPI: i32 = 14;
 pub const KDL_INT: u8 = 0;
 pub const KDL_UINT: u8 = 1;
 pub const KDL_FLOAT: u8 = 2;
+pub const KDL_BFLOAT: u8 = 4;
 pub const KDL_BOOL: u8 = 6;
 
 #[repr(C)]
@@ -430,6 +431,8 @@ pub fn dtype(name: &str) -> Option<(DlDataType, usize)> {
         "uint64" | "u8" => (KDL_UINT, 64),
         "int64" | "i8" => (KDL_INT, 64),
         "float16" | "f2" => (KDL_FLOAT, 16),
+        // `sycl::half::bf16` elements; DLPack's bfloat16 (torch.bfloat16, ml_dtypes).
+        "bfloat16" => (KDL_BFLOAT, 16),
         "float32" | "f4" => (KDL_FLOAT, 32),
         "float64" | "f8" => (KDL_FLOAT, 64),
         "bool" => (KDL_BOOL, 8),
@@ -451,6 +454,8 @@ pub fn typestr(dtype: DlDataType) -> String {
         KDL_INT => 'i',
         KDL_UINT => 'u',
         KDL_FLOAT => 'f',
+        // No typestr names bfloat16: its bytes, opaque.
+        KDL_BFLOAT => 'V',
         _ => 'b',
     };
     let size = dtype.bits / 8;

@@ -142,6 +142,21 @@ def test_dlpack_arguments_are_checked(native):
         mem.__cuda_array_interface__
 
 
+def test_half_dtypes(native):
+    # f16 and bf16 USM (`sycl::half` in kernels): DLPack float16 and bfloat16, zero copy.
+    mem = sycl_rs.malloc_device(8, sycl_rs.Queue(native))
+    mem.copy_from(np.array([0x3E00, 0xC000, 0x3FC0, 0xC040], dtype=np.uint16))
+    h = np.from_dlpack(mem.as_array("float16", (2,)))
+    assert h.dtype == np.float16 and list(h) == [1.5, -2.0]
+    # NumPy has no bfloat16: it refuses the capsule for its dtype code (kDLBfloat).
+    with pytest.raises((BufferError, RuntimeError, TypeError), match="(?i)bfloat|type|dtype"):
+        np.from_dlpack(mem.as_array("bfloat16", (4,)))
+    torch = pytest.importorskip("torch")
+    t = torch.from_dlpack(mem.as_array("bfloat16", (4,)))
+    assert t.dtype == torch.bfloat16 and t.data_ptr() == mem.ptr
+    assert t[2].item() == 1.5 and t[3].item() == -3.0
+
+
 def test_torch_from_dlpack_when_torch_is_there(native):
     torch = pytest.importorskip("torch")
     mem = sycl_rs.malloc_device(64, sycl_rs.Queue(native))

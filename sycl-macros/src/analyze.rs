@@ -195,6 +195,19 @@ pub fn check_common(f: &Function) -> Result<()> {
             {
                 result = Err(err(e.src.0, "literal out of range for `f32`"));
             }
+            ExprKind::Lit(Lit::Float(digits))
+                if f.ty(e.ty).is_half()
+                    && !crate::encode::half_from_f32(
+                        f.ty(e.ty),
+                        digits.parse::<f32>().unwrap_or(f32::INFINITY),
+                    )
+                    .is_finite() =>
+            {
+                result = Err(err(
+                    e.src.0,
+                    format!("literal out of range for `{}`", f.ty(e.ty).name()),
+                ));
+            }
             _ => {}
         }
     });
@@ -231,6 +244,7 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
     let mut sync_seen = false;
     visit_exprs(&f.body, &mut |e| {
         a.info.fp64 |= f.types.resolve(e.ty) == Some(Ty::F64);
+        a.info.halves |= f.types.resolve(e.ty).is_some_and(Ty::is_half);
         match &e.kind {
             ExprKind::Query(q, d) => {
                 a.info.dims = a.info.dims.max(d + 1);

@@ -62,7 +62,12 @@ fn rt() -> TokenStream {
 
 pub fn ty_tokens(t: Ty) -> TokenStream {
     let i = format_ident!("{}", t.name());
-    quote!(#i)
+    if t.is_half() {
+        // The `half` crate's type, through sycl's re-export: the one user code names.
+        quote!(::sycl::half::#i)
+    } else {
+        quote!(#i)
+    }
 }
 
 pub fn param_ident(p: &Param) -> proc_macro2::Ident {
@@ -136,6 +141,10 @@ impl<'a> RustEmitter<'a> {
             // (Source literals are finite: `check_common`.)
             Ty::F32 => Literal::f32_suffixed(f32::from_bits(bits as u32)),
             Ty::F64 => Literal::f64_suffixed(f64::from_bits(bits)),
+            Ty::F16 | Ty::Bf16 => {
+                let (t, b) = (ty_tokens(t), Literal::u16_suffixed(bits as u16));
+                return quote!(#t::from_bits(#b));
+            }
         };
         quote!(#lit)
     }
@@ -241,10 +250,48 @@ impl<'a> RustEmitter<'a> {
                 let (x, y) = (self.expr(a), self.expr(b));
                 binary(*op, self.ty(a), x, y)
             }
+            // Halves convert only through `f32` (and to `f64` exactly): the `half` crate's
+            // `from_f32`, `to_f32`, `to_f64`.
+            ExprKind::Cast(a) if t.is_half() && self.ty(a) == t => self.expr(a),
+            ExprKind::Cast(a) if t.is_half() => {
+                let (v, to) = (self.expr(a), ty_tokens(t));
+                quote!(#to::from_f32(#v))
+            }
+            ExprKind::Cast(a) if self.ty(a).is_half() => {
+                let v = self.expr(a);
+                if t == Ty::F64 {
+                    quote!((#v).to_f64())
+                } else {
+                    quote!((#v).to_f32())
+                }
+            }
             ExprKind::Cast(a) => {
                 let v = self.expr(a);
                 let to = ty_tokens(t);
                 quote!(((#v) as #to))
+            }
+            // Math on halves: in `f32`, rounded back (the `half` crate has no math).
+            ExprKind::Math(m, args) if self.ty(&args[0]).is_half() => {
+                let half = ty_tokens(self.ty(&args[0]));
+                let vs: Vec<TokenStream> = args
+                    .iter()
+                    .map(|a| {
+                        let v = self.expr(a);
+                        if self.ty(a).is_half() {
+                            quote!((#v).to_f32())
+                        } else {
+                            v
+                        }
+                    })
+                    .collect();
+                let recv = &vs[0];
+                let rest = &vs[1..];
+                let name = format_ident!("{}", m.name());
+                if m.fixed_result().is_some() {
+                    quote!((#recv).#name(#(#rest),*))
+                } else {
+                    quote!(#half::from_f32((#recv).#name(#(#rest),*)))
+                }
             }
             ExprKind::Math(m, args) => {
                 let vs: Vec<TokenStream> = args.iter().map(|a| self.expr(a)).collect();

@@ -52,6 +52,22 @@ fn check(p: Proof) -> Check {
     }
 }
 
+/// `x` rounded to the half type `t` (`f16` or `bf16`) as the `half` crate rounds, as an `f32`.
+pub fn half_from_f32(t: Ty, x: f32) -> f32 {
+    match t {
+        Ty::Bf16 => half::bf16::from_f32(x).to_f32(),
+        _ => half::f16::from_f32(x).to_f32(),
+    }
+}
+
+/// The bits of `x` rounded to the half type `t`.
+pub fn half_bits(t: Ty, x: f32) -> u16 {
+    match t {
+        Ty::Bf16 => half::bf16::from_f32(x).to_bits(),
+        _ => half::f16::from_f32(x).to_bits(),
+    }
+}
+
 /// A literal's bits at its final type.
 fn lit_bits(l: &Lit, t: Ty) -> u64 {
     match (l, t) {
@@ -59,9 +75,14 @@ fn lit_bits(l: &Lit, t: Ty) -> u64 {
         (Lit::Bool(b), _) => *b as u64,
         (Lit::Int(v), Ty::F32) => (*v as f32).to_bits() as u64,
         (Lit::Int(v), Ty::F64) => (*v as f64).to_bits(),
+        (Lit::Int(v), t) if t.is_half() => half_bits(t, *v as f32) as u64,
         // In range for its type (checked by `check_common`): the low bits are its value.
         (Lit::Int(v), _) => *v as u64,
         (Lit::Float(d), Ty::F32) => d.parse::<f32>().expect("checked").to_bits() as u64,
+        // As `f16::from_f32(literal)` rounds (decimal to f32, then to the half type).
+        (Lit::Float(d), t) if t.is_half() => {
+            half_bits(t, d.parse::<f32>().expect("checked")) as u64
+        }
         (Lit::Float(d), _) => d.parse::<f64>().expect("checked").to_bits(),
     }
 }

@@ -86,6 +86,8 @@ fn scalar_ty(t: Ty) -> TokenStream2 {
             Ty::Usize => "Usize",
             Ty::F32 => "F32",
             Ty::F64 => "F64",
+            Ty::F16 => "F16",
+            Ty::Bf16 => "Bf16",
         }
     );
     quote!(::sycl::kernel::__rt::ScalarTy::#v)
@@ -167,6 +169,7 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
         an.info.atomic64,
     );
     let sub_groups = an.info.sub_groups;
+    let halves = an.info.halves;
     let (memory_orders, memory_scopes) = (
         Literal::u8_unsuffixed(an.info.memory_orders),
         Literal::u8_unsuffixed(an.info.memory_scopes),
@@ -214,6 +217,7 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
                                 nd_queries: #nd,
                                 fp64: #fp64,
                                 atomic64: #atomic64,
+                                halves: #halves,
                                 memory_orders: #memory_orders,
                                 memory_scopes: #memory_scopes,
                                 sub_groups: #sub_groups,

@@ -77,15 +77,29 @@ const SUBSET: &str = "see the kernel language in spec/kernels.md";
 
 fn scalar_ty(ty: &syn::Type) -> Option<Ty> {
     match ty {
-        syn::Type::Path(p) if p.qself.is_none() => {
+        syn::Type::Path(p) if p.qself.is_none() => half_path(&p.path).or_else(|| {
             let seg = p.path.segments.last()?;
             if p.path.segments.len() == 1 && seg.arguments.is_none() {
-                Ty::from_name(&seg.ident.to_string())
+                Ty::from_name(&seg.ident.to_string()).filter(|t| !t.is_half())
             } else {
                 None
             }
-        }
+        }),
         syn::Type::Paren(p) => scalar_ty(&p.elem),
+        _ => None,
+    }
+}
+
+/// `f16` / `bf16`, bare or as `half::f16`, `sycl::half::bf16`: the `half` crate's types.
+fn half_path(path: &syn::Path) -> Option<Ty> {
+    let segs: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+    if path.segments.iter().any(|s| !s.arguments.is_none()) {
+        return None;
+    }
+    let t = Ty::from_name(segs.last()?).filter(|t| t.is_half())?;
+    match &segs[..segs.len() - 1] {
+        [] => Some(t),
+        [.., h] if h == "half" => Some(t),
         _ => None,
     }
 }
@@ -1074,6 +1088,12 @@ impl Parser {
                     )
                 })?;
                 let a = self.expr(&c.expr)?;
+                if target.is_half() || self.types.get(a.ty).is_some_and(Ty::is_half) {
+                    return Err(err(
+                        span,
+                        "f16 and bf16 have no `as` (as in Rust): `f16::from_f32(x)`, `h.to_f32()`, `h.to_f64()`",
+                    ));
+                }
                 if target == Ty::Bool && self.types.get(a.ty) != Some(Ty::Bool) {
                     return Err(err(span, "cannot cast to `bool` (compare with 0 instead)"));
                 }
@@ -1196,6 +1216,25 @@ impl Parser {
                 src: At(span),
             });
         }
+        if name == "to_f32" || name == "to_f64" {
+            if !m.args.is_empty() {
+                return Err(err(span, format!("`{name}()` takes no argument")));
+            }
+            let a = self.expr(&m.receiver)?;
+            if !self.types.get(a.ty).is_some_and(Ty::is_half) {
+                return Err(err(
+                    span,
+                    format!("`{name}()` converts an f16 or bf16 (annotate the receiver's type)"),
+                ));
+            }
+            let to = if name == "to_f32" { Ty::F32 } else { Ty::F64 };
+            let ty = self.types.known(to);
+            return Ok(Expr {
+                kind: ExprKind::Cast(Box::new(a)),
+                ty,
+                src: At(span),
+            });
+        }
         if name == "get_unchecked" || name == "get_unchecked_mut" {
             return Err(err(
                 span,
@@ -1306,6 +1345,9 @@ impl Parser {
             ));
         };
         let path = &fp.path;
+        if let Some(e) = self.half_conversion(path, c)? {
+            return Ok(e);
+        }
         let name = call_name(path);
         let builtin = is_builtin_path(path);
         let generic_args = path
@@ -1368,6 +1410,12 @@ impl Parser {
                 let a = self.expr(a)?;
                 if self.types.get(a.ty) == Some(Ty::Bool) {
                     return Err(err(span, "group reductions are over numbers"));
+                }
+                if self.types.get(a.ty).is_some_and(Ty::is_half) {
+                    return Err(err(
+                        span,
+                        format!("reduce halves in f32: `{name}(x.to_f32())`"),
+                    ));
                 }
                 if self.types.get(a.ty).is_none()
                     && !self.types.is_int(a.ty)
@@ -1453,6 +1501,12 @@ impl Parser {
             ));
         }
         let value = self.expr(args[0])?;
+        if self.types.get(value.ty).is_some_and(Ty::is_half) {
+            return Err(err(
+                span,
+                "sub-group operations on halves: convert to f32 first (`x.to_f32()`)",
+            ));
+        }
         if self.types.get(value.ty) == Some(Ty::Bool) {
             return Err(err(
                 value.src.0,
@@ -1561,6 +1615,56 @@ impl Parser {
             ty,
             src: At(span),
         })
+    }
+
+    /// `f16::from_f32(x)`, `bf16::from_f32(x)` (also as `half::f16::..`), `f32::from(h)`,
+    /// `f64::from(h)`: conversions of the `half` crate, as casts.
+    fn half_conversion(&mut self, path: &syn::Path, c: &syn::ExprCall) -> Result<Option<Expr>> {
+        let n = path.segments.len();
+        if n < 2 {
+            return Ok(None);
+        }
+        let func = path.segments[n - 1].ident.to_string();
+        let ty_path = syn::Path {
+            leading_colon: path.leading_colon,
+            segments: path.segments.iter().take(n - 1).cloned().collect(),
+        };
+        let span = c.span();
+        let [arg] = c.args.iter().collect::<Vec<_>>()[..] else {
+            return Ok(None);
+        };
+        let (from, to) =
+            match (half_path(&ty_path), func.as_str()) {
+                (Some(h), "from_f32") => (Some(Ty::F32), h),
+                (Some(_), "from_f64") => return Err(err(
+                    span,
+                    "`from_f64` would round twice through f32: convert with `from_f32(x as f32)`",
+                )),
+                (None, "from") if n == 2 => match path.segments[0].ident.to_string().as_str() {
+                    "f32" => (None, Ty::F32),
+                    "f64" => (None, Ty::F64),
+                    _ => return Ok(None),
+                },
+                _ => return Ok(None),
+            };
+        let a = self.expr(arg)?;
+        match from {
+            Some(f) => self.expect_ty(&a, f, &format!("`{func}`'s argument"))?,
+            None => {
+                if !self.types.get(a.ty).is_some_and(Ty::is_half) {
+                    return Err(err(
+                        span,
+                        format!("`{}::from` converts an f16 or bf16 here", to.name()),
+                    ));
+                }
+            }
+        }
+        let ty = self.types.known(to);
+        Ok(Some(Expr {
+            kind: ExprKind::Cast(Box::new(a)),
+            ty,
+            src: At(span),
+        }))
     }
 
     /// `atomic_fence(order, scope);`

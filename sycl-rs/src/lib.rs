@@ -61,6 +61,9 @@ pub mod virtual_mem;
 pub use context::Context;
 pub use device::Device;
 pub use event::Event;
+/// The `half` crate, whose `f16` and `bf16` kernels and USM take: name them through this
+/// re-export (`sycl::half::bf16`) so that the versions match.
+pub use half;
 pub use kernel::{Item, Kernel, KernelArg, KernelBundle, KernelFunctor, Range, Source};
 pub use platform::Platform;
 pub use queue::Queue;

@@ -5114,3 +5114,216 @@ pub fn atomics_message_passing(d: &Device) -> R {
     );
     Ok(())
 }
+
+// ---------------------------------------------------------------- 13. f16 and bf16 (issue 31, item 2)
+
+/// Every exactly-rounded operation on halves, and the conversions.
+#[sycl::kernel]
+fn f16_ops(
+    a: &[sycl::half::f16],
+    b: &[sycl::half::f16],
+    w: &[f32],
+    o: &mut [sycl::half::f16],
+    f: &mut [f32],
+    c: &mut [u32],
+) {
+    let i = global_id(0);
+    let x = a[i];
+    let y = b[i];
+    let k = i * 14;
+    o[k] = x + y;
+    o[k + 1] = x - y;
+    o[k + 2] = x * y;
+    o[k + 3] = x / y;
+    o[k + 4] = x % y;
+    o[k + 5] = x.sqrt();
+    o[k + 6] = x.mul_add(y, y);
+    o[k + 7] = x.min(y);
+    o[k + 8] = x.max(y);
+    o[k + 9] = x.abs().floor() + y.ceil();
+    o[k + 10] = -x * 1.5;
+    o[k + 11] = sycl::half::f16::from_f32(w[i]);
+    let mut acc = x;
+    acc += y;
+    acc *= 0.25;
+    o[k + 12] = acc;
+    o[k + 13] = x.round().copysign(y) - x.trunc();
+    f[i * 2] = x.to_f32();
+    f[i * 2 + 1] = (x.to_f64() * 3.0) as f32;
+    c[i] = (x < y) as u32
+        | ((x == y) as u32) << 1
+        | (x.is_nan() as u32) << 2
+        | (y.is_finite() as u32) << 3;
+}
+
+/// The same on bfloat16.
+#[sycl::kernel]
+fn bf16_ops(
+    a: &[sycl::half::bf16],
+    b: &[sycl::half::bf16],
+    w: &[f32],
+    o: &mut [sycl::half::bf16],
+    f: &mut [f32],
+    c: &mut [u32],
+) {
+    let i = global_id(0);
+    let x = a[i];
+    let y = b[i];
+    let k = i * 14;
+    o[k] = x + y;
+    o[k + 1] = x - y;
+    o[k + 2] = x * y;
+    o[k + 3] = x / y;
+    o[k + 4] = x % y;
+    o[k + 5] = x.sqrt();
+    o[k + 6] = x.mul_add(y, y);
+    o[k + 7] = x.min(y);
+    o[k + 8] = x.max(y);
+    o[k + 9] = x.abs().floor() + y.ceil();
+    o[k + 10] = -x * 1.5;
+    o[k + 11] = sycl::half::bf16::from_f32(w[i]);
+    let mut acc = x;
+    acc += y;
+    acc *= 0.25;
+    o[k + 12] = acc;
+    o[k + 13] = x.round().copysign(y) - x.trunc();
+    f[i * 2] = x.to_f32();
+    f[i * 2 + 1] = (x.to_f64() * 3.0) as f32;
+    c[i] = (x < y) as u32
+        | ((x == y) as u32) << 1
+        | (x.is_nan() as u32) << 2
+        | (y.is_finite() as u32) << 3;
+}
+
+/// A half type's operations as the host computes them (the `half` crate's arithmetic; math in
+/// `f32`, rounded back).
+trait HalfRef: Copy + Pod + Debug + PartialEq {
+    fn from_f32(x: f32) -> Self;
+    fn to_f32(self) -> f32;
+    fn from_bits(b: u16) -> Self;
+    fn bits(self) -> u16;
+}
+
+macro_rules! half_ref {
+    ($t:ty) => {
+        impl HalfRef for $t {
+            fn from_f32(x: f32) -> Self {
+                <$t>::from_f32(x)
+            }
+            fn to_f32(self) -> f32 {
+                <$t>::to_f32(self)
+            }
+            fn from_bits(b: u16) -> Self {
+                <$t>::from_bits(b)
+            }
+            fn bits(self) -> u16 {
+                <$t>::to_bits(self)
+            }
+        }
+    };
+}
+half_ref!(sycl::half::f16);
+half_ref!(sycl::half::bf16);
+
+/// The host's results of `f16_ops` / `bf16_ops` for one work-item.
+fn half_ops_host<H: HalfRef>(x: H, y: H, w: f32) -> ([H; 14], [f32; 2], u32) {
+    let r = |v: f32| H::from_f32(v);
+    let (xf, yf) = (x.to_f32(), y.to_f32());
+    let acc = r(r(xf + yf).to_f32() * r(0.25).to_f32());
+    let o = [
+        r(xf + yf),
+        r(xf - yf),
+        r(xf * yf),
+        r(xf / yf),
+        r(xf % yf),
+        r(xf.sqrt()),
+        r(xf.mul_add(yf, yf)),
+        r(xf.min(yf)),
+        r(xf.max(yf)),
+        r(r(xf.abs().floor()).to_f32() + r(yf.ceil()).to_f32()),
+        r(-xf * r(1.5).to_f32()),
+        r(w),
+        acc,
+        r(r(r(xf.round()).to_f32().copysign(yf)).to_f32() - r(xf.trunc()).to_f32()),
+    ];
+    let f = [xf, (xf as f64 * 3.0) as f32];
+    let c = (xf < yf) as u32
+        | ((xf == yf) as u32) << 1
+        | (xf.is_nan() as u32) << 2
+        | (yf.is_finite() as u32) << 3;
+    (o, f, c)
+}
+
+/// Runs `kernel` over every 16-bit pattern of `x` against random `y`s and `f32`s (ties and
+/// subnormals included) and compares with the host bit for bit (NaNs as NaNs: their payloads
+/// are unspecified).
+fn half_ops_check<H: HalfRef, K: KernelFunctor>(
+    q: &Queue,
+    name: &str,
+    kernel: impl Fn(&Usm<H>, &Usm<H>, &Usm<f32>, &Usm<H>, &Usm<f32>, &Usm<u32>) -> K,
+) -> R {
+    let n = 1usize << 16;
+    let mut rng = Rng(16);
+    let x: Vec<H> = (0..n).map(|i| H::from_bits(i as u16)).collect();
+    let y: Vec<H> = (0..n)
+        .map(|_| H::from_bits((rng.next() >> 48) as u16))
+        .collect();
+    let w: Vec<f32> = (0..n)
+        .map(|i| match i % 4 {
+            // A tie at each type's rounding position, and random values.
+            0 => f32::from_bits(((rng.next() >> 40) as u32 & 0x7fff_e000) | 0x1000),
+            1 => f32::from_bits(((rng.next() >> 40) as u32 & 0x7fff_0000) | 0x8000),
+            _ => f32::from_bits((rng.next() >> 32) as u32),
+        })
+        .collect();
+    let (da, db, dw) = (upload(q, &x)?, upload(q, &y)?, upload(q, &w)?);
+    let o = filled(q, n * 14, H::from_bits(0x7e00))?;
+    let f = filled(q, n * 2, 0f32)?;
+    let c = filled(q, n, SENTINEL)?;
+    run(q, Range::d1(n), kernel(&da, &db, &dw, &o, &f, &c))?;
+    let (go, gf, gc) = (
+        q.to_vec(&o).map_err(fail)?,
+        q.to_vec(&f).map_err(fail)?,
+        q.to_vec(&c).map_err(fail)?,
+    );
+    let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+    for i in 0..n {
+        let (wo, wf, wc) = half_ops_host(x[i], y[i], w[i]);
+        for (j, want) in wo.iter().enumerate() {
+            let got = go[i * 14 + j];
+            check!(
+                same(got.to_f32(), want.to_f32()),
+                "{name}: x = {:#06x}, y = {:#06x}, w = {:e}: result {j} is {:#06x}, the host's {:#06x}",
+                x[i].bits(),
+                y[i].bits(),
+                w[i],
+                got.bits(),
+                want.bits()
+            );
+        }
+        for (j, want) in wf.iter().enumerate() {
+            check!(
+                same(gf[i * 2 + j], *want),
+                "{name}: x = {:#06x}: conversion {j} is {:e}, the host's {want:e}",
+                x[i].bits(),
+                gf[i * 2 + j]
+            );
+        }
+        check_eq!(
+            gc[i],
+            wc,
+            "{name}: x = {:#06x}, y = {:#06x}: comparisons",
+            x[i].bits(),
+            y[i].bits()
+        );
+    }
+    Ok(())
+}
+
+/// Item 2: f16 and bf16 arithmetic, comparisons, conversions and exact math, bit-equal to the
+/// `half` crate on the host for every `f16`/`bf16` pattern of one operand.
+pub fn halves(d: &Device) -> R {
+    let q = in_order(d)?;
+    half_ops_check::<sycl::half::f16, _>(&q, "f16", f16_ops)?;
+    half_ops_check::<sycl::half::bf16, _>(&q, "bf16", bf16_ops)
+}

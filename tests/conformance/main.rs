@@ -1534,6 +1534,11 @@ fn main() -> ExitCode {
             run: kernels::atomics_message_passing,
         },
         DeviceTest {
+            name: "kernels::halves",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::halves,
+        },
+        DeviceTest {
             name: "kernels::atomics_local_histogram",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::atomics_local_histogram,

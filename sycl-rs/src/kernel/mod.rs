@@ -66,6 +66,36 @@
 //! Inside a kernel these names need no `use`: the macro knows them (as bare names or as
 //! `sycl::kernel::name`), so they are reserved there. The functions below document them;
 //! called outside a kernel, they panic.
+//!
+//! # Half precision
+//!
+//! `half::f16` and `half::bf16` (through [`crate::half`]) are kernel types: parameters,
+//! slice and local-array elements, locals. Each operation computes in `f32` and rounds to the
+//! nearest half (ties to even), as the `half` crate's arithmetic does; math functions too.
+//! They convert as the `half` crate does (`bf16::from_f32(x)`, `h.to_f32()`, `h.to_f64()`,
+//! `f32::from(h)`), never with `as`; an unsuffixed float literal takes the half type of its use.
+//!
+//! ```
+//! #![deny(unused_imports)]
+//! use sycl::half::bf16;
+//! use sycl::kernel::*;
+//!
+//! /// `y = a * x + y` on bfloat16 activations, accumulated in f32.
+//! #[sycl::kernel]
+//! fn axpy_bf16(a: f32, x: &[bf16], y: &mut [bf16]) {
+//!     let i = global_id(0);
+//!     y[i] = bf16::from_f32(a * x[i].to_f32() + y[i].to_f32());
+//! }
+//!
+//! let q = sycl::Queue::in_order(&sycl::Device::native_cpu())?;
+//! let x = sycl::malloc_shared::<bf16>(4, &q)?;
+//! let y = sycl::malloc_shared::<bf16>(4, &q)?;
+//! q.write(&x, &[bf16::from_f32(1.5); 4])?;
+//! q.write(&y, &[bf16::from_f32(0.25); 4])?;
+//! q.parallel_for(Range::d1(4), &[], axpy_bf16(2.0, &x, &y))?.wait()?;
+//! assert_eq!(q.to_vec(&y)?, vec![bf16::from_f32(3.25); 4]);
+//! # Ok::<(), sycl::Error>(())
+//! ```
 
 use std::sync::Arc;
 

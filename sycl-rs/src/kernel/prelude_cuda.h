@@ -59,6 +59,37 @@ SYCL_MEM_BOTH(sycl_u64, u64)
 SYCL_MEM_BOTH(float, f32)
 SYCL_MEM_BOTH(double, f64)
 
+// f16 and bf16: 16-bit patterns in memory, floats in registers, rounded to the nearest (ties
+// to even) after each operation, as the `half` crate computes.
+// NaNs keep their sign and payload, as the `half` crate's conversions (cvt makes them canonical).
+__device__ __forceinline__ float sycl_f16_to_f32(unsigned short h) {
+    float r; asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
+    unsigned int u = h;
+    return (u & 0x7fffu) > 0x7c00u ? __uint_as_float(((u & 0x8000u) << 16) | 0x7fc00000u | ((u & 0x3ffu) << 13)) : r; }
+__device__ __forceinline__ unsigned short sycl_f32_to_f16(float x) {
+    unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    unsigned int u = __float_as_uint(x);
+    return (u & 0x7fffffffu) > 0x7f800000u ? (unsigned short)(((u >> 16) & 0x8000u) | 0x7e00u | ((u & 0x7fffffu) >> 13)) : h; }
+__device__ __forceinline__ float sycl_bf16_to_f32(unsigned short h) { return __uint_as_float(((unsigned int)h) << 16); }
+__device__ __forceinline__ unsigned short sycl_f32_to_bf16(float x) {
+    unsigned int u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+#define SYCL_HALF(tag) \
+__device__ __forceinline__ float sycl_round_##tag(float x) { return sycl_##tag##_to_f32(sycl_f32_to_##tag(x)); } \
+SYCL_HALF_MEM(tag, g) SYCL_HALF_MEM(tag, l)
+#define SYCL_HALF_MEM(tag, sp) \
+__device__ __forceinline__ float sycl_ld_##sp##_##tag(const unsigned short* p, sycl_u64 n, sycl_u64 i, unsigned int* f) { \
+    if (i < n) return sycl_##tag##_to_f32(p[i]); sycl_set_fail(f, SYCL_FAIL_BOUNDS); return 0.0f; } \
+__device__ __forceinline__ void sycl_st_##sp##_##tag(unsigned short* p, sycl_u64 n, sycl_u64 i, float v, unsigned int* f) { \
+    if (i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = sycl_f32_to_##tag(v); } \
+__device__ __forceinline__ float sycl_ldc_##sp##_##tag(const unsigned short* p, sycl_u64 n, sycl_u64 i, unsigned int* f, bool proved) { \
+    if (proved || i < n) return sycl_##tag##_to_f32(p[i]); sycl_set_fail(f, SYCL_FAIL_BOUNDS); return 0.0f; } \
+__device__ __forceinline__ void sycl_stc_##sp##_##tag(unsigned short* p, sycl_u64 n, sycl_u64 i, float v, unsigned int* f, bool proved) { \
+    if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = sycl_f32_to_##tag(v); }
+SYCL_HALF(f16)
+SYCL_HALF(bf16)
+
 // Float to integer as Rust's `as`: toward zero, saturating, NaN to 0 (the conversions
 // saturate, but give MIN for NaN into 64 bits and from f64).
 #define SYCL_CVT(F, ftag, T, ttag, CONV) \

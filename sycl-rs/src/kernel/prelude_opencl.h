@@ -70,6 +70,39 @@ SYCL_MEM_BOTH(uint, u32)
 SYCL_MEM_BOTH(long, i64)
 SYCL_MEM_BOTH(ulong, u64)
 SYCL_MEM_BOTH(float, f32)
+
+// f16 and bf16: 16-bit patterns in memory, floats in registers, rounded to the nearest (ties
+// to even) after each operation, as the `half` crate computes. `half` as a storage type
+// (vload_half, vstore_half_rte) is OpenCL 1.2 core: no cl_khr_fp16.
+// NaNs keep their sign and payload, as the `half` crate's conversions (some devices make them
+// canonical).
+static inline float sycl_f16_to_f32(ushort h) {
+    uint u = h;
+    return (u & 0x7fffu) > 0x7c00u ? as_float(((u & 0x8000u) << 16) | 0x7fc00000u | ((u & 0x3ffu) << 13))
+                                   : vload_half(0, (const __private half*)&h); }
+static inline ushort sycl_f32_to_f16(float x) {
+    uint u = as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)(((u >> 16) & 0x8000u) | 0x7e00u | ((u & 0x7fffffu) >> 13));
+    ushort h; vstore_half_rte(x, 0, (__private half*)&h); return h; }
+static inline float sycl_bf16_to_f32(ushort h) { return as_float(((uint)h) << 16); }
+static inline ushort sycl_f32_to_bf16(float x) {
+    uint u = as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);
+    return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+#define SYCL_HALF_MEM(tag, sp, SP) \
+static inline float sycl_ld_##sp##_##tag(SP const ushort* p, sycl_u64 n, sycl_u64 i, uint* f) { \
+    if (i < n) return sycl_##tag##_to_f32(p[i]); sycl_set_fail(f, SYCL_FAIL_BOUNDS); return 0.0f; } \
+static inline void sycl_st_##sp##_##tag(SP ushort* p, sycl_u64 n, sycl_u64 i, float v, uint* f) { \
+    if (i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = sycl_f32_to_##tag(v); } \
+static inline float sycl_ldc_##sp##_##tag(SP const ushort* p, sycl_u64 n, sycl_u64 i, uint* f, bool proved) { \
+    if (proved || i < n) return sycl_##tag##_to_f32(p[i]); sycl_set_fail(f, SYCL_FAIL_BOUNDS); return 0.0f; } \
+static inline void sycl_stc_##sp##_##tag(SP ushort* p, sycl_u64 n, sycl_u64 i, float v, uint* f, bool proved) { \
+    if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = sycl_f32_to_##tag(v); }
+#define SYCL_HALF(tag) \
+static inline float sycl_round_##tag(float x) { return sycl_##tag##_to_f32(sycl_f32_to_##tag(x)); } \
+SYCL_HALF_MEM(tag, g, __global) SYCL_HALF_MEM(tag, l, __local)
+SYCL_HALF(f16)
+SYCL_HALF(bf16)
 #ifdef SYCL_FP64
 SYCL_MEM_BOTH(double, f64)
 #endif

@@ -10,7 +10,9 @@
 
 use std::marker::PhantomData;
 use std::ops::Range;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64, Ordering, Ordering::Relaxed,
+};
 use std::sync::Arc;
 
 use crate::usm::{AsUsmRange, MemoryRecord};
@@ -83,6 +85,12 @@ scalar!(u32, U32, |s| s.to_ne_bytes(), |b| u32::from_ne_bytes([
 scalar!(f32, F32, |s| s.to_ne_bytes(), |b| f32::from_ne_bytes([
     b[0], b[1], b[2], b[3]
 ]));
+scalar!(half::f16, F16, |s| s.to_bits().to_ne_bytes(), |b| {
+    half::f16::from_bits(u16::from_ne_bytes([b[0], b[1]]))
+});
+scalar!(half::bf16, Bf16, |s| s.to_bits().to_ne_bytes(), |b| {
+    half::bf16::from_bits(u16::from_ne_bytes([b[0], b[1]]))
+});
 scalar!(i64, I64, |s| s.to_ne_bytes(), |b| i64::from_ne_bytes(b));
 scalar!(u64, U64, |s| s.to_ne_bytes(), |b| u64::from_ne_bytes(b));
 scalar!(f64, F64, |s| s.to_ne_bytes(), |b| f64::from_ne_bytes(b));
@@ -118,6 +126,12 @@ element!(i64, AtomicI64, i64, |x| x, |y| y);
 element!(u64, AtomicU64, u64, |x| x, |y| y);
 element!(f32, AtomicU32, u32, |x| x.to_bits(), |y| f32::from_bits(y));
 element!(f64, AtomicU64, u64, |x| x.to_bits(), |y| f64::from_bits(y));
+element!(half::f16, AtomicU16, u16, |x| x.to_bits(), |y| {
+    half::f16::from_bits(y)
+});
+element!(half::bf16, AtomicU16, u16, |x| x.to_bits(), |y| {
+    half::bf16::from_bits(y)
+});
 
 #[cold]
 #[inline(never)]

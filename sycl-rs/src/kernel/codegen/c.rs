@@ -183,8 +183,18 @@ fn cty(d: Dialect, t: Ty) -> &'static str {
         (Dialect::Cuda, Ty::I64) => "long long",
         (Dialect::OpenCl, Ty::I64) => "long",
         (_, Ty::U64 | Ty::Usize) => "sycl_u64",
-        (_, Ty::F32) => "float",
+        // Halves are floats in registers (rounded after each operation); `elem_cty` in memory.
+        (_, Ty::F32 | Ty::F16 | Ty::Bf16) => "float",
         (_, Ty::F64) => "double",
+    }
+}
+
+/// The C type of `t` in memory (slices, local arrays, parameters): halves are 16-bit patterns.
+fn elem_cty(d: Dialect, t: Ty) -> &'static str {
+    match (d, t) {
+        (Dialect::Cuda, Ty::F16 | Ty::Bf16) => "unsigned short",
+        (Dialect::OpenCl, Ty::F16 | Ty::Bf16) => "ushort",
+        _ => cty(d, t),
     }
 }
 
@@ -198,6 +208,8 @@ fn tag(t: Ty) -> &'static str {
         Ty::U64 | Ty::Usize => "u64",
         Ty::F32 => "f32",
         Ty::F64 => "f64",
+        Ty::F16 => "f16",
+        Ty::Bf16 => "bf16",
     }
 }
 
@@ -231,6 +243,15 @@ fn ocl_scope(s: MemoryScope) -> &'static str {
         MemoryScope::WorkGroup => "memory_scope_work_group",
         MemoryScope::Device => "memory_scope_device",
         MemoryScope::System => "memory_scope_all_svm_devices",
+    }
+}
+
+/// An element read without a check: a half converted from its bits.
+fn unchecked_load(t: Ty, place: &str) -> String {
+    if t.is_half() {
+        format!("sycl_{}_to_f32({place})", tag(t))
+    } else {
+        place.to_owned()
     }
 }
 
@@ -581,6 +602,13 @@ impl<'a> Printer<'a> {
                     ));
                     prologue.push(format!("const bool p{i} = p{i}_byte != 0;"));
                 }
+                Param::Scalar(t) if t.is_half() => {
+                    params.push(format!("{} p{i}_bits", elem_cty(d, t)));
+                    prologue.push(format!(
+                        "const float p{i} = sycl_{}_to_f32(p{i}_bits);",
+                        tag(t)
+                    ));
+                }
                 Param::Scalar(t) => params.push(format!("{} p{i}", cty(d, t))),
                 Param::Slice { elem, mutable } => {
                     let c = if mutable { "" } else { "const " };
@@ -592,8 +620,10 @@ impl<'a> Printer<'a> {
                         (Dialect::OpenCl, false) => " restrict",
                     };
                     params.push(match d {
-                        Dialect::Cuda => format!("{c}{}*{restrict} p{i}", cty(d, elem)),
-                        Dialect::OpenCl => format!("__global {c}{}*{restrict} p{i}", cty(d, elem)),
+                        Dialect::Cuda => format!("{c}{}*{restrict} p{i}", elem_cty(d, elem)),
+                        Dialect::OpenCl => {
+                            format!("__global {c}{}*{restrict} p{i}", elem_cty(d, elem))
+                        }
                     });
                     params.push(format!("sycl_u64 p{i}_len"));
                 }
@@ -633,7 +663,7 @@ impl<'a> Printer<'a> {
         // Work-group local arrays (static shared memory; OpenCL: kernel-scope __local).
         for (l, local) in f.locals.iter().enumerate() {
             if let Some(len) = local.array {
-                let t = cty(d, local.ty);
+                let t = elem_cty(d, local.ty);
                 let space = if d == Dialect::Cuda {
                     "__shared__"
                 } else {
@@ -1097,7 +1127,7 @@ impl<'a> Printer<'a> {
                         tag(elem),
                         self.failp()
                     ),
-                    Access::Unchecked => format!("{ptr}[{iname}]"),
+                    Access::Unchecked => unchecked_load(elem, &format!("{ptr}[{iname}]")),
                 };
                 let new = match op {
                     None => vn.clone(),
@@ -1116,6 +1146,11 @@ impl<'a> Printer<'a> {
                     ),
                     // In bounds, but still nothing after a failure.
                     Access::Unchecked => {
+                        let new = if elem.is_half() {
+                            format!("sycl_f32_to_{}({new})", tag(elem))
+                        } else {
+                            new
+                        };
                         format!("if (!{}) {ptr}[{iname}] = {new};", self.failed())
                     }
                 };
@@ -1241,6 +1276,15 @@ impl<'a> Printer<'a> {
                     (false, false) => format!("as_float({}u)", bits as u32),
                 }
             }
+            // A half's value is exact in `f32`.
+            Ty::F16 => self.lit(
+                half::f16::from_bits(bits as u16).to_f32().to_bits() as u64,
+                Ty::F32,
+            ),
+            Ty::Bf16 => self.lit(
+                half::bf16::from_bits(bits as u16).to_f32().to_bits() as u64,
+                Ty::F32,
+            ),
             Ty::F64 => {
                 let v = f64::from_bits(bits);
                 match (v.is_finite(), cuda) {
@@ -1278,7 +1322,7 @@ impl<'a> Printer<'a> {
                         tag(t),
                         self.failp()
                     ),
-                    Access::Unchecked => format!("{ptr}[{i}]"),
+                    Access::Unchecked => unchecked_load(t, &format!("{ptr}[{i}]")),
                 }
             }
             ExprKind::Len(base) => self.base(*base).1,
@@ -1325,7 +1369,17 @@ impl<'a> Printer<'a> {
             ExprKind::Math(m, args) => {
                 let vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
                 // The operands' type (the result is `u32` for bit counts).
-                self.math(*m, args.first().map_or(t, |a| a.ty), &vs)
+                let operand = args.first().map_or(t, |a| a.ty);
+                if operand.is_half() {
+                    // In `f32`, rounded back to the half type.
+                    let v = self.math(*m, Ty::F32, &vs);
+                    return if t.is_half() {
+                        format!("sycl_round_{}({v})", tag(t))
+                    } else {
+                        v
+                    };
+                }
+                self.math(*m, operand, &vs)
             }
             ExprKind::Query(q, dim) => match q {
                 Query::GlobalId => format!("sycl_global_id(SYCL_AXIS({dim}))"),
@@ -1476,6 +1530,16 @@ impl<'a> Printer<'a> {
 
     /// `x op y` with Rust's semantics; `t`: the left operand's type.
     fn binary(&self, op: BinOp, t: Ty, x: &str, y: &str) -> String {
+        if t.is_half() {
+            // In `f32`; arithmetic rounded back to the half type (comparisons are exact).
+            let v = self.binary(op, Ty::F32, x, y);
+            return match op {
+                BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem => {
+                    format!("sycl_round_{}({v})", tag(t))
+                }
+                _ => v,
+            };
+        }
         let d = self.d;
         let c = cty(d, t);
         match op {
@@ -1514,6 +1578,13 @@ impl<'a> Printer<'a> {
     fn cast(&self, v: &str, from: Ty, to: Ty) -> String {
         if from == to {
             return format!("({v})");
+        }
+        // (Validated: halves convert from `f32` only, and to `f32`/`f64`: exact.)
+        if to.is_half() {
+            return format!("sycl_round_{}({v})", tag(to));
+        }
+        if from.is_half() {
+            return format!("(({})({v}))", cty(self.d, to));
         }
         if from.is_float() && to.is_int() {
             // Saturating, NaN to 0 (a prelude function: the value is used twice).

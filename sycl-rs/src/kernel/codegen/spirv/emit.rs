@@ -13,9 +13,9 @@ use std::collections::HashMap;
 
 use rspirv::dr::{Builder, InsertPoint, Instruction, Operand};
 use rspirv::spirv::{
-    self, BuiltIn, Capability, Decoration, ExecutionMode, ExecutionModel, FunctionControl,
-    FunctionParameterAttribute, GroupOperation, LoopControl, MemoryAccess, Op, OpenclStd100Op,
-    SelectionControl, StorageClass, Word,
+    self, BuiltIn, Capability, Decoration, ExecutionMode, ExecutionModel, FPRoundingMode,
+    FunctionControl, FunctionParameterAttribute, GroupOperation, LoopControl, MemoryAccess, Op,
+    OpenclStd100Op, SelectionControl, StorageClass, Word,
 };
 
 use crate::{Errc, Error, Result};
@@ -96,8 +96,12 @@ fn is_signed(t: ScalarTy) -> bool {
     matches!(t, ScalarTy::I32 | ScalarTy::I64)
 }
 
+/// A float in registers: halves are `f32`s there (rounded after each operation).
 fn is_float(t: ScalarTy) -> bool {
-    matches!(t, ScalarTy::F32 | ScalarTy::F64)
+    matches!(
+        t,
+        ScalarTy::F32 | ScalarTy::F64 | ScalarTy::F16 | ScalarTy::Bf16
+    )
 }
 
 fn is_int(t: ScalarTy) -> bool {
@@ -107,7 +111,7 @@ fn is_int(t: ScalarTy) -> bool {
 fn bits(t: ScalarTy) -> u32 {
     match t {
         ScalarTy::Bool => 1,
-        ScalarTy::I32 | ScalarTy::U32 | ScalarTy::F32 => 32,
+        ScalarTy::I32 | ScalarTy::U32 | ScalarTy::F32 | ScalarTy::F16 | ScalarTy::Bf16 => 32,
         _ => 64,
     }
 }
@@ -143,7 +147,28 @@ impl Module {
                 self.cap(Capability::Float64);
                 self.b.type_float(64, None)
             }
+            // In registers; `mem_ty` in memory.
+            ScalarTy::F16 | ScalarTy::Bf16 => self.b.type_float(32, None),
         }
+    }
+
+    /// The type of `t` in memory (slices, local arrays, kernel parameters): halves are 16-bit
+    /// patterns.
+    fn mem_ty(&mut self, t: ScalarTy) -> Word {
+        if t.is_half() {
+            self.cap(Capability::Int16);
+            self.b.type_int(16, 0)
+        } else {
+            self.ty(t)
+        }
+    }
+
+    /// A pointer to an IEEE half in `class` (`Float16Buffer`: what OpenCL.std's `vload_half`
+    /// and `vstore_half_r` take; never dereferenced).
+    fn half_ptr(&mut self, class: StorageClass) -> Word {
+        self.cap(Capability::Float16Buffer);
+        let h = self.b.type_float(16, None);
+        self.ptr(class, h)
     }
 
     /// `OpSubgroupShuffleINTEL`'s capability and extension, once.
@@ -284,6 +309,8 @@ struct Fx<'a> {
     locals: Vec<Word>,
     /// The function's variables, placed at the top of its first block at the end.
     vars: Vec<Instruction>,
+    /// A 16-bit `Function` variable for conversions of halves, made at first use.
+    half_var: Option<Word>,
     fail: Word,
     ufail: Word,
     done: Word,
@@ -375,6 +402,7 @@ fn new_fx<'a>(m: &'a mut Module, f: &'a Function, callees: Vec<Word>, p: &Progra
         params: Vec::new(),
         locals: Vec::new(),
         vars: Vec::new(),
+        half_var: None,
         fail: 0,
         ufail: 0,
         done: 0,
@@ -471,9 +499,9 @@ fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>, guarded: bool) ->
     for param in &f.params {
         match *param {
             Param::Scalar(ScalarTy::Bool) => param_tys.push(fx.m.u8_ty()),
-            Param::Scalar(t) => param_tys.push(fx.m.ty(t)),
+            Param::Scalar(t) => param_tys.push(fx.m.mem_ty(t)),
             Param::Slice { elem, .. } => {
-                let e = fx.m.ty(elem);
+                let e = fx.m.mem_ty(elem);
                 param_tys.push(fx.m.ptr(StorageClass::CrossWorkgroup, e));
                 param_tys.push(u64t);
             }
@@ -504,6 +532,11 @@ fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>, guarded: bool) ->
                 let byte_ty = fx.m.u8_ty();
                 let zero = fx.m.konst_raw(byte_ty, 8, 0);
                 let v = fx.op(Op::INotEqual, ScalarTy::Bool, &[raw[at], zero])?;
+                fx.params.push(ParamVal::Scalar(v));
+                at += 1;
+            }
+            Param::Scalar(t) if t.is_half() => {
+                let v = fx.half_from_bits(t, raw[at])?;
                 fx.params.push(ParamVal::Scalar(v));
                 at += 1;
             }
@@ -678,7 +711,10 @@ impl Fx<'_> {
 
     fn declare_locals(&mut self) -> Result<()> {
         for (i, l) in self.f.locals.iter().enumerate() {
-            let ty = self.m.ty(l.ty);
+            let ty = match l.array {
+                Some(_) => self.m.mem_ty(l.ty),
+                None => self.m.ty(l.ty),
+            };
             let id = match l.array {
                 None => self.var(ty),
                 Some(n) => {
@@ -1673,8 +1709,8 @@ impl Fx<'_> {
     /// A pointer to element `i`; its storage class; the element's alignment.
     fn elem_ptr(&mut self, base: Base, i: Index) -> Result<(Word, StorageClass, u32)> {
         let t = self.base_ty(base)?;
-        let ty = self.m.ty(t);
-        let align = bits(t) / 8;
+        let ty = self.m.mem_ty(t);
+        let align = t.size() as u32;
         match base {
             Base::Param(p) => {
                 let ParamVal::Slice { ptr, .. } = self.params[p] else {
@@ -1715,9 +1751,13 @@ impl Fx<'_> {
 
     fn raw_load(&mut self, base: Base, i: Index) -> Result<Word> {
         let t = self.base_ty(base)?;
-        let (p, _, align) = self.elem_ptr(base, i)?;
-        let ty = self.m.ty(t);
-        self.m
+        let (p, class, align) = self.elem_ptr(base, i)?;
+        if t == ScalarTy::F16 {
+            return self.vload_half(p, class);
+        }
+        let ty = self.m.mem_ty(t);
+        let v = self
+            .m
             .b
             .load(
                 ty,
@@ -1726,7 +1766,110 @@ impl Fx<'_> {
                 Some(MemoryAccess::ALIGNED),
                 [Operand::LiteralBit32(align)],
             )
+            .map_err(build_err)?;
+        if t.is_half() {
+            self.half_from_bits(t, v)
+        } else {
+            Ok(v)
+        }
+    }
+
+    /// OpenCL.std `vload_half(0, p)`: the IEEE half at `p` (a 16-bit pattern's pointer), as
+    /// an `f32`.
+    fn vload_half(&mut self, p: Word, class: StorageClass) -> Result<Word> {
+        let hp = self.m.half_ptr(class);
+        let q = self.ins(Op::Bitcast, Some(hp), vec![Operand::IdRef(p)])?;
+        let (f32t, zero, ext) = (self.m.ty(ScalarTy::F32), self.m.u64c(0), self.m.ext);
+        self.m
+            .b
+            .ext_inst(
+                f32t,
+                None,
+                ext,
+                OpenclStd100Op::vload_half as u32,
+                [Operand::IdRef(zero), Operand::IdRef(q)],
+            )
             .map_err(build_err)
+    }
+
+    /// OpenCL.std `vstore_half_r(v, 0, p, RTE)`: `v` rounded to the nearest half (ties to
+    /// even) into the 16-bit pattern at `p`.
+    fn vstore_half(&mut self, v: Word, p: Word, class: StorageClass) -> Result<()> {
+        let hp = self.m.half_ptr(class);
+        let q = self.ins(Op::Bitcast, Some(hp), vec![Operand::IdRef(p)])?;
+        let (void, zero, ext) = (self.m.b.type_void(), self.m.u64c(0), self.m.ext);
+        self.m
+            .b
+            .ext_inst(
+                void,
+                None,
+                ext,
+                OpenclStd100Op::vstore_half_r as u32,
+                [
+                    Operand::IdRef(v),
+                    Operand::IdRef(zero),
+                    Operand::IdRef(q),
+                    Operand::FPRoundingMode(FPRoundingMode::RTE),
+                ],
+            )
+            .map_err(build_err)?;
+        Ok(())
+    }
+
+    /// The function's 16-bit scratch variable (conversions of halves in registers).
+    fn half_scratch(&mut self) -> Word {
+        if let Some(v) = self.half_var {
+            return v;
+        }
+        let u16t = self.m.mem_ty(ScalarTy::F16);
+        let v = self.var(u16t);
+        self.half_var = Some(v);
+        v
+    }
+
+    /// The `f32` value of a half's 16-bit pattern `bits`.
+    fn half_from_bits(&mut self, t: ScalarTy, bits16: Word) -> Result<Word> {
+        if t == ScalarTy::F16 {
+            let s = self.half_scratch();
+            self.store(s, bits16)?;
+            return self.vload_half(s, StorageClass::Function);
+        }
+        // bfloat16: the high half of an f32.
+        let wide = self.op(Op::UConvert, ScalarTy::U32, &[bits16])?;
+        let sixteen = self.m.u32c(16);
+        let high = self.op(Op::ShiftLeftLogical, ScalarTy::U32, &[wide, sixteen])?;
+        self.op(Op::Bitcast, ScalarTy::F32, &[high])
+    }
+
+    /// The 16-bit pattern of `v` (an `f32`) rounded to the half type `t` (nearest, ties to
+    /// even; bfloat16 NaNs stay quiet NaNs, as the `half` crate's).
+    fn half_to_bits(&mut self, t: ScalarTy, v: Word) -> Result<Word> {
+        let u16t = self.m.mem_ty(t);
+        if t == ScalarTy::F16 {
+            let s = self.half_scratch();
+            self.vstore_half(v, s, StorageClass::Function)?;
+            return self.m.b.load(u16t, None, s, None, []).map_err(build_err);
+        }
+        let u = self.op(Op::Bitcast, ScalarTy::U32, &[v])?;
+        let sixteen = self.m.u32c(16);
+        let high = self.op(Op::ShiftRightLogical, ScalarTy::U32, &[u, sixteen])?;
+        let one = self.m.u32c(1);
+        let lsb = self.op(Op::BitwiseAnd, ScalarTy::U32, &[high, one])?;
+        let half_ulp = self.m.u32c(0x7fff);
+        let bias = self.op(Op::IAdd, ScalarTy::U32, &[lsb, half_ulp])?;
+        let sum = self.op(Op::IAdd, ScalarTy::U32, &[u, bias])?;
+        let rounded = self.op(Op::ShiftRightLogical, ScalarTy::U32, &[sum, sixteen])?;
+        let quiet = self.m.u32c(0x40);
+        let nan_bits = self.op(Op::BitwiseOr, ScalarTy::U32, &[high, quiet])?;
+        let nan = self.op(Op::IsNan, ScalarTy::Bool, &[v])?;
+        let r = self.op(Op::Select, ScalarTy::U32, &[nan, nan_bits, rounded])?;
+        self.ins(Op::UConvert, Some(u16t), vec![Operand::IdRef(r)])
+    }
+
+    /// `v` (an `f32`) rounded to the half type `t`, as an `f32`.
+    fn round_half(&mut self, t: ScalarTy, v: Word) -> Result<Word> {
+        let b = self.half_to_bits(t, v)?;
+        self.half_from_bits(t, b)
     }
 
     /// `base[i]`: checked unless proved; a failed check records the failure and gives 0.
@@ -1755,8 +1898,14 @@ impl Fx<'_> {
             let clean = self.op(Op::IEqual, ScalarTy::Bool, &[before, zero])?;
             self.op(Op::LogicalAnd, ScalarTy::Bool, &[ok, clean])?
         };
+        let t = self.base_ty(base)?;
         self.if_then(go, |fx| {
-            let (p, _, align) = fx.elem_ptr(base, i)?;
+            let (p, class, align) = fx.elem_ptr(base, i)?;
+            let v = match t {
+                ScalarTy::F16 => return fx.vstore_half(v, p, class),
+                ScalarTy::Bf16 => fx.half_to_bits(t, v)?,
+                _ => v,
+            };
             fx.m.b
                 .store(
                     p,
@@ -2010,6 +2159,15 @@ impl Fx<'_> {
     fn expr(&mut self, e: &Expr) -> Result<Word> {
         let t = e.ty;
         match &e.kind {
+            // A half's value is exact in `f32`.
+            ExprKind::Lit(bits) if t == ScalarTy::F16 => Ok(self.m.konst(
+                t,
+                half::f16::from_bits(*bits as u16).to_f32().to_bits() as u64,
+            )),
+            ExprKind::Lit(bits) if t == ScalarTy::Bf16 => Ok(self.m.konst(
+                t,
+                half::bf16::from_bits(*bits as u16).to_f32().to_bits() as u64,
+            )),
             ExprKind::Lit(bits) => Ok(self.m.konst(t, *bits)),
             ExprKind::Local(l) => self.load(t, self.locals[*l]),
             ExprKind::Param(i) => match self.params[*i] {
@@ -2112,6 +2270,15 @@ impl Fx<'_> {
                     .collect::<Result<Vec<_>>>()?;
                 // The operands' type (the result is `u32` for bit counts).
                 let operand = args.first().map_or(t, |a| a.ty);
+                if operand.is_half() {
+                    // In `f32`, rounded back to the half type.
+                    let v = self.math(*m, ScalarTy::F32, &vs)?;
+                    return if t.is_half() {
+                        self.round_half(t, v)
+                    } else {
+                        Ok(v)
+                    };
+                }
                 self.math(*m, operand, &vs)
             }
             ExprKind::Query(q, d) => self.query(*q, *d),
@@ -2169,6 +2336,16 @@ impl Fx<'_> {
 
     /// `x op y` with Rust's semantics; `t`: the left operand's type, `rt`: the right's.
     fn binary(&mut self, op: BinOp, t: ScalarTy, rt: ScalarTy, x: Word, y: Word) -> Result<Word> {
+        if t.is_half() {
+            // In `f32`; arithmetic rounded back to the half type (comparisons are exact).
+            let v = self.binary(op, ScalarTy::F32, rt, x, y)?;
+            return match op {
+                BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem => {
+                    self.round_half(t, v)
+                }
+                _ => Ok(v),
+            };
+        }
         let float = is_float(t);
         let signed = is_signed(t);
         let b = ScalarTy::Bool;
@@ -2275,6 +2452,13 @@ impl Fx<'_> {
     fn cast(&mut self, v: Word, from: ScalarTy, to: ScalarTy) -> Result<Word> {
         if from == to {
             return Ok(v);
+        }
+        // (Validated: halves convert from `f32` only, and to `f32`/`f64`: exact.)
+        if to.is_half() {
+            return self.round_half(to, v);
+        }
+        if from.is_half() {
+            return self.cast(v, ScalarTy::F32, to);
         }
         if from == ScalarTy::Bool {
             let one = self
