@@ -5,7 +5,7 @@
 //! native,opencl,cuda` to pick device kinds, `-- --dump DIR` to write the generated and the
 //! hand-written programs to DIR and exit).
 //!
-//! Four algorithms, each as a bounds-checked kernel and as the same kernel with
+//! Six algorithms, each as a bounds-checked kernel and as the same kernel with
 //! `unsafe { *x.get_unchecked(i) }` / `*y.get_unchecked_mut(i) = v` (unchecked):
 //! - saxpy: `y[i] = a * x[i] + y[i]` over a plain range (on OpenCL and CUDA, in the groups
 //!   the runtime picks, `Range::launched_on`: 256 on GPUs, up to 4096 on CPUs; the extra
@@ -18,6 +18,11 @@
 //!   plus a one-element halo, clamped at the edges; edge elements are copied), with 32-bit
 //!   index arithmetic in both versions;
 //! - matmul: C = A * B on square matrices with 16x16 local tiles, `mul_add` accumulation.
+//! - softmax: row-wise softmax of `bf16` rows of 1024 (`f32` arithmetic, `bf16` out): three
+//!   strided passes over a row (maximum, sum of exponentials, results) with two group
+//!   reductions, one group of 256 per row (native CPU: one work-item walks its row);
+//! - histogram: 256 bins of the bytes of `u32` words: local-memory bins with local atomics
+//!   per work-group, then one global atomic per bin.
 //!
 //! Beside them (same queue, same memory, same launch geometry): on OpenCL and CUDA devices
 //! the same algorithms hand-written in OpenCL C / CUDA C (as a CUDA or OpenCL programmer
@@ -71,6 +76,7 @@ use std::fmt::Debug;
 use std::time::Instant;
 
 use rayon::prelude::*;
+use sycl::half::bf16;
 use sycl::kernel::KernelIr;
 use sycl::{
     Aspect, BackendKind, Context, Device, DeviceSelector, Event, Kernel, KernelArg, KernelBundle,
@@ -81,6 +87,8 @@ use sycl::{
 
 /// Work-group size of the 1-D kernels; tile side of the 2-D ones.
 const WG: usize = 256;
+/// Elements of a softmax row.
+const SOFTMAX_COLS: usize = 1024;
 const TS: usize = 16;
 
 #[sycl::kernel]
@@ -264,6 +272,111 @@ fn matmul_unchecked(a: &[f32], b: &[f32], c: &mut [f32]) {
     }
 }
 
+// Row-wise softmax of bf16 rows (f32 arithmetic): three strided passes over the row (its
+// maximum, the sum of exponentials, the results), two group reductions. On GPUs and OpenCL
+// groups of 256 share a row; on the native CPU a group of one work-item walks it in order.
+#[sycl::kernel]
+fn softmax(x: &[bf16], y: &mut [bf16], cols: usize) {
+    let row = group_id(0) * cols;
+    let mut m = -3.0e38f32;
+    for c in (local_id(0)..cols).step_by(local_range(0)) {
+        m = m.max(x[row + c].to_f32());
+    }
+    let gm = group_max(m);
+    let mut s = 0.0f32;
+    for c in (local_id(0)..cols).step_by(local_range(0)) {
+        s += (x[row + c].to_f32() - gm).exp();
+    }
+    let gs = group_sum(s);
+    let r = 1.0f32 / gs;
+    for c in (local_id(0)..cols).step_by(local_range(0)) {
+        y[row + c] = bf16::from_f32((x[row + c].to_f32() - gm).exp() * r);
+    }
+}
+
+#[sycl::kernel]
+fn softmax_unchecked(x: &[bf16], y: &mut [bf16], cols: usize) {
+    let row = group_id(0) * cols;
+    let mut m = -3.0e38f32;
+    for c in (local_id(0)..cols).step_by(local_range(0)) {
+        // SAFETY: the launch has one group per row of `cols` in x and y.
+        m = m.max(unsafe { *x.get_unchecked(row + c) }.to_f32());
+    }
+    let gm = group_max(m);
+    let mut s = 0.0f32;
+    for c in (local_id(0)..cols).step_by(local_range(0)) {
+        // SAFETY: as above.
+        s += (unsafe { *x.get_unchecked(row + c) }.to_f32() - gm).exp();
+    }
+    let gs = group_sum(s);
+    let r = 1.0f32 / gs;
+    for c in (local_id(0)..cols).step_by(local_range(0)) {
+        // SAFETY: as above.
+        let v = unsafe { *x.get_unchecked(row + c) }.to_f32();
+        // SAFETY: as above.
+        unsafe {
+            *y.get_unchecked_mut(row + c) = bf16::from_f32((v - gm).exp() * r);
+        }
+    }
+}
+
+// A 256-bin histogram of the bytes of `x`: each work-group counts its contiguous chunk in
+// local memory with local atomics, then adds its bins to `bins` (one atomic per bin).
+#[sycl::kernel]
+fn histogram(x: &[u32], bins: &mut [u32]) {
+    let h = local_array::<u32, 256>();
+    for b in (local_id(0)..256).step_by(local_range(0)) {
+        h[b] = 0;
+    }
+    barrier();
+    let n = x.len();
+    let chunk = (n + group_range(0) - 1) / group_range(0);
+    let begin = group_id(0) * chunk;
+    let end = (begin + chunk).min(n);
+    for i in (begin + local_id(0)..end).step_by(local_range(0)) {
+        let w = x[i];
+        atomic_fetch_add(h, (w & 255) as usize, 1u32);
+        atomic_fetch_add(h, ((w >> 8) & 255) as usize, 1u32);
+        atomic_fetch_add(h, ((w >> 16) & 255) as usize, 1u32);
+        atomic_fetch_add(h, (w >> 24) as usize, 1u32);
+    }
+    barrier();
+    for b in (local_id(0)..256).step_by(local_range(0)) {
+        let c = h[b];
+        if c != 0 {
+            atomic_fetch_add(bins, b, c);
+        }
+    }
+}
+
+#[sycl::kernel]
+fn histogram_unchecked(x: &[u32], bins: &mut [u32]) {
+    let h = local_array::<u32, 256>();
+    for b in (local_id(0)..256).step_by(local_range(0)) {
+        h[b] = 0;
+    }
+    barrier();
+    let n = x.len();
+    let chunk = (n + group_range(0) - 1) / group_range(0);
+    let begin = group_id(0) * chunk;
+    let end = (begin + chunk).min(n);
+    for i in (begin + local_id(0)..end).step_by(local_range(0)) {
+        // SAFETY: i < end <= n == x.len().
+        let w = unsafe { *x.get_unchecked(i) };
+        atomic_fetch_add(h, (w & 255) as usize, 1u32);
+        atomic_fetch_add(h, ((w >> 8) & 255) as usize, 1u32);
+        atomic_fetch_add(h, ((w >> 16) & 255) as usize, 1u32);
+        atomic_fetch_add(h, (w >> 24) as usize, 1u32);
+    }
+    barrier();
+    for b in (local_id(0)..256).step_by(local_range(0)) {
+        let c = h[b];
+        if c != 0 {
+            atomic_fetch_add(bins, b, c);
+        }
+    }
+}
+
 // ---------------------------------------------------------------- hand-written kernels
 
 /// The four algorithms in OpenCL C. OpenCL's dimension 0 is x (the fast one).
@@ -355,6 +468,67 @@ __kernel void matmul(__global const float* restrict a, __global const float* res
     }
     c[row * n + col] = acc;
 }
+
+static inline float bf2f(ushort h) { return as_float(((uint)h) << 16); }
+static inline ushort f2bf(float x) {
+    uint u = as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);
+    return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void softmax(__global const ushort* restrict x, __global ushort* restrict y, int cols,
+             __local float* scratch)
+{
+    int l = get_local_id(0);
+    size_t row = get_group_id(0) * (size_t)cols;
+    float m = -3.0e38f;
+    for (int c = l; c < cols; c += WG)
+        m = fmax(m, bf2f(x[row + c]));
+    scratch[l] = m;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (l < s) scratch[l] = fmax(scratch[l], scratch[l + s]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float gm = scratch[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float sum = 0.0f;
+    for (int c = l; c < cols; c += WG)
+        sum += exp(bf2f(x[row + c]) - gm);
+    scratch[l] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (l < s) scratch[l] += scratch[l + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = 1.0f / scratch[0];
+    for (int c = l; c < cols; c += WG)
+        y[row + c] = f2bf(exp(bf2f(x[row + c]) - gm) * r);
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void histogram(__global const uint* restrict x, int n, __global uint* restrict bins)
+{
+    __local uint h[256];
+    int l = get_local_id(0);
+    h[l] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int groups = get_num_groups(0);
+    int chunk = (n + groups - 1) / groups;
+    int begin = get_group_id(0) * chunk;
+    int end = min(begin + chunk, n);
+    for (int i = begin + l; i < end; i += WG) {
+        uint w = x[i];
+        atomic_inc(&h[w & 255u]);
+        atomic_inc(&h[(w >> 8) & 255u]);
+        atomic_inc(&h[(w >> 16) & 255u]);
+        atomic_inc(&h[w >> 24]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint c = h[l];
+    if (c != 0u) atomic_add(&bins[l], c);
+}
 "#;
 
 /// The four algorithms in CUDA C++. CUDA's x is the fast dimension.
@@ -435,6 +609,64 @@ extern "C" __global__ void matmul(const float* __restrict__ a, const float* __re
     }
     c[row * n + col] = acc;
 }
+
+__device__ __forceinline__ float bf2f(unsigned short h) { return __uint_as_float(((unsigned)h) << 16); }
+__device__ __forceinline__ unsigned short f2bf(float x) {
+    unsigned u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// One block of WG per row: warp shuffles, then the 8 warps' partials in shared memory.
+extern "C" __global__ void softmax(const unsigned short* __restrict__ x, unsigned short* __restrict__ y, int cols)
+{
+    __shared__ float partial[32];
+    int l = threadIdx.x, lane = l & 31, warp = l >> 5;
+    size_t row = (size_t)blockIdx.x * cols;
+    float m = -3.0e38f;
+    for (int c = l; c < cols; c += WG)
+        m = fmaxf(m, bf2f(x[row + c]));
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (lane == 0) partial[warp] = m;
+    __syncthreads();
+    float gm = partial[0];
+    for (int w = 1; w < WG / 32; ++w) gm = fmaxf(gm, partial[w]);
+    __syncthreads();
+    float s = 0.0f;
+    for (int c = l; c < cols; c += WG)
+        s += expf(bf2f(x[row + c]) - gm);
+    for (int o = 16; o > 0; o >>= 1)
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) partial[warp] = s;
+    __syncthreads();
+    float gs = partial[0];
+    for (int w = 1; w < WG / 32; ++w) gs += partial[w];
+    float r = 1.0f / gs;
+    for (int c = l; c < cols; c += WG)
+        y[row + c] = f2bf(expf(bf2f(x[row + c]) - gm) * r);
+}
+
+extern "C" __global__ void histogram(const unsigned* __restrict__ x, int n, unsigned* __restrict__ bins)
+{
+    __shared__ unsigned h[256];
+    int l = threadIdx.x;
+    h[l] = 0;
+    __syncthreads();
+    int chunk = (n + gridDim.x - 1) / gridDim.x;
+    int begin = blockIdx.x * chunk;
+    int end = min(begin + chunk, n);
+    for (int i = begin + l; i < end; i += WG) {
+        unsigned w = x[i];
+        atomicAdd(&h[w & 255u], 1u);
+        atomicAdd(&h[(w >> 8) & 255u], 1u);
+        atomicAdd(&h[(w >> 16) & 255u], 1u);
+        atomicAdd(&h[w >> 24], 1u);
+    }
+    __syncthreads();
+    unsigned c = h[l];
+    if (c != 0u) atomicAdd(&bins[l], c);
+}
 "#;
 
 // ---------------------------------------------------------------- devices, sizes, rows
@@ -464,6 +696,10 @@ struct Sizes {
     grid: usize,
     /// Side of the matrices.
     mat: usize,
+    /// Softmax rows (of SOFTMAX_COLS) and histogram words.
+    rows: usize,
+    /// Work-items per softmax and histogram group: WG, or 1 on the native CPU (as reduce).
+    group_local: usize,
 }
 
 impl Sizes {
@@ -493,6 +729,8 @@ impl Sizes {
             red_local: if kind == Kind::Native { 1 } else { WG },
             grid,
             mat,
+            rows: vec / SOFTMAX_COLS,
+            group_local: if kind == Kind::Native { 1 } else { WG },
         }
     }
 }
@@ -837,6 +1075,45 @@ fn rayon_reduce(x: &Usm<u32>) -> u32 {
         .reduce(|| 0u32, u32::wrapping_add)
 }
 
+/// One row's softmax as the kernel computes it (three passes, f32).
+fn softmax_row(x: &[bf16], y: &mut [bf16]) {
+    let m = x.iter().fold(-3.0e38f32, |m, v| m.max(v.to_f32()));
+    let s: f32 = x.iter().map(|v| (v.to_f32() - m).exp()).sum();
+    let r = 1.0 / s;
+    for (o, v) in y.iter_mut().zip(x) {
+        *o = bf16::from_f32((v.to_f32() - m).exp() * r);
+    }
+}
+
+fn rayon_softmax(x: &Usm<bf16>, y: &mut Usm<bf16>) {
+    let x = x.as_slice().expect("host borrow");
+    let mut y = y.as_mut_slice().expect("host borrow");
+    y.par_chunks_mut(SOFTMAX_COLS)
+        .zip(x.par_chunks(SOFTMAX_COLS))
+        .for_each(|(y, x)| softmax_row(x, y));
+}
+
+fn histogram_ref(x: &[u32]) -> Vec<u32> {
+    let mut h = vec![0u32; 256];
+    for w in x {
+        for k in 0..4 {
+            h[((w >> (8 * k)) & 255) as usize] += 1;
+        }
+    }
+    h
+}
+
+fn rayon_histogram(x: &Usm<u32>) -> Vec<u32> {
+    let x = x.as_slice().expect("host borrow");
+    x.par_chunks(1 << 16).map(histogram_ref).reduce(
+        || vec![0u32; 256],
+        |mut a, b| {
+            a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+            a
+        },
+    )
+}
+
 fn rayon_stencil(src: &Usm<f32>, dst: &mut Usm<f32>, n: usize) {
     let s = src.as_slice().expect("host borrow");
     let mut d = dst.as_mut_slice().expect("host borrow");
@@ -876,6 +1153,8 @@ struct HandKernels {
     reduce: Kernel,
     stencil: Kernel,
     matmul: Kernel,
+    softmax: Kernel,
+    histogram: Kernel,
 }
 
 struct Bench<'a> {
@@ -893,7 +1172,7 @@ impl Bench<'_> {
     fn goal(&self, kernel: &str) -> Goal {
         match self.kind {
             Kind::Cuda | Kind::IntelOpenCl => Goal::Time,
-            Kind::Native if kernel == "saxpy" || kernel == "reduce" => Goal::Throughput,
+            Kind::Native if matches!(kernel, "saxpy" | "reduce" | "softmax") => Goal::Throughput,
             _ => Goal::Info,
         }
     }
@@ -1137,6 +1416,200 @@ impl Bench<'_> {
         self.push(rows, "reduce", &t, 4.0 * n as f64, "GB/s");
     }
 
+    fn softmax(&self, rows: &mut Vec<Row>) {
+        let q = self.q;
+        let (nrows, local) = (self.sizes.rows, self.sizes.group_local);
+        let n = nrows * SOFTMAX_COLS;
+        let xs: Vec<bf16> = (0..n as u64)
+            .map(|i| {
+                let r = ((i.wrapping_mul(2_654_435_761) >> 9) & 0xFFFF) as f32 / 4096.0;
+                bf16::from_f32(r - 8.0)
+            })
+            .collect();
+        let mut want = vec![bf16::ZERO; n];
+        want.chunks_mut(SOFTMAX_COLS)
+            .zip(xs.chunks(SOFTMAX_COLS))
+            .for_each(|(y, x)| softmax_row(x, y));
+        // Within one bf16 ulp: the devices' exp may differ from the host's by an f32 ulp or two.
+        let close = |got: &[bf16], what: &str| {
+            let bad = got.iter().zip(&want).position(|(g, w)| {
+                (g.to_f32() - w.to_f32()).abs() > w.to_f32().abs() / 128.0 + 1e-30
+            });
+            if let Some(i) = bad {
+                panic!("{what}: element {i} is {}, the host's {}", got[i], want[i]);
+            }
+        };
+        let x = upload(q, &xs);
+        let y = upload(q, &vec![bf16::ZERO; n]);
+        let cols = SOFTMAX_COLS;
+        let range = Range::d1(nrows * local).with_local([local, 1, 1]);
+        let ours_c = || {
+            q.parallel_for(range, &[], softmax(&x, &y, cols))
+                .expect("launch softmax")
+        };
+        let ours_u = || {
+            q.parallel_for(range, &[], softmax_unchecked(&x, &y, cols))
+                .expect("launch softmax_unchecked")
+        };
+        for (name, f) in [
+            ("checked", &ours_c as &dyn Fn() -> Event),
+            ("unchecked", &ours_u),
+        ] {
+            f().wait().expect("softmax failed");
+            close(
+                &q.to_vec(&y).unwrap(),
+                &format!("{}: softmax {name}", self.label),
+            );
+        }
+        let t = match &self.hand {
+            Hand::Rayon => {
+                let xr = upload_host(q, &xs);
+                let mut yr = upload_host(q, &vec![bf16::ZERO; n]);
+                rayon_softmax(&xr, &mut yr);
+                close(
+                    &q.to_vec(&yr).unwrap(),
+                    &format!("{}: softmax rayon", self.label),
+                );
+                let hand = || rayon_softmax(&xr, &mut yr);
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    host_side(self.clock, hand),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+            Hand::Source {
+                kernels,
+                control,
+                opencl,
+            } => {
+                let yh = upload(q, &vec![bf16::ZERO; n]);
+                let ci = cols as i32;
+                let opencl = *opencl;
+                let hand_on = |k: &Kernel, y: &Usm<bf16>| {
+                    let mut args = vec![
+                        KernelArg::usm(&x),
+                        KernelArg::usm(y),
+                        KernelArg::scalar(&ci),
+                    ];
+                    if opencl {
+                        args.push(KernelArg::local::<f32>(WG).expect("local argument"));
+                    }
+                    // SAFETY: softmax(const ushort*, ushort*, int[, __local float*]): the
+                    // arguments match (bf16 is 16 bits); one group of WG per row of `cols`
+                    // elements of x and y, WG local floats.
+                    unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand softmax")
+                };
+                hand_on(&kernels.softmax, &yh)
+                    .wait()
+                    .expect("hand softmax failed");
+                close(
+                    &q.to_vec(&yh).unwrap(),
+                    &format!("{}: softmax hand-written", self.label),
+                );
+                let hand = || hand_on(&kernels.softmax, &y);
+                let again = || hand_on(&control.softmax, &y);
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    device_side(q, self.clock, hand),
+                    device_side(q, self.clock, again),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+        };
+        // Bytes moved once (the second and third passes re-read rows from cache).
+        self.push(rows, "softmax", &t, 4.0 * n as f64, "GB/s");
+    }
+
+    fn histogram(&self, rows: &mut Vec<Row>) {
+        let q = self.q;
+        let n = self.sizes.vec;
+        let local = self.sizes.group_local;
+        let groups = self.sizes.red_groups;
+        // Skewed: a quarter of the bytes fall in bin 0.
+        let xs: Vec<u32> = (0..n as u64)
+            .map(|i| ((i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32) & 0xFFFF_FF00)
+            .collect();
+        let want = histogram_ref(&xs);
+        let x = upload(q, &xs);
+        let bins = upload(q, &[0u32; 256]);
+        let range = Range::d1(groups * local).with_local([local, 1, 1]);
+        let ours_c = || {
+            q.parallel_for(range, &[], histogram(&x, &bins))
+                .expect("launch histogram")
+        };
+        let ours_u = || {
+            q.parallel_for(range, &[], histogram_unchecked(&x, &bins))
+                .expect("launch histogram_unchecked")
+        };
+        for (name, f) in [
+            ("checked", &ours_c as &dyn Fn() -> Event),
+            ("unchecked", &ours_u),
+        ] {
+            q.write(&bins, &[0u32; 256]).unwrap();
+            f().wait().expect("histogram failed");
+            check(
+                &q.to_vec(&bins).unwrap(),
+                &want,
+                &format!("{}: histogram {name}", self.label),
+            );
+        }
+        let t = match &self.hand {
+            Hand::Rayon => {
+                let xr = upload_host(q, &xs);
+                check(
+                    &rayon_histogram(&xr),
+                    &want,
+                    &format!("{}: histogram rayon", self.label),
+                );
+                let hand = || {
+                    std::hint::black_box(rayon_histogram(&xr));
+                };
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    host_side(self.clock, hand),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+            Hand::Source {
+                kernels, control, ..
+            } => {
+                let binsh = upload(q, &[0u32; 256]);
+                let ni = n as i32;
+                let hand_on = |k: &Kernel, b: &Usm<u32>| {
+                    let args = [
+                        KernelArg::usm(&x),
+                        KernelArg::scalar(&ni),
+                        KernelArg::usm(b),
+                    ];
+                    // SAFETY: histogram(const uint*, int, uint*): the arguments match; it reads
+                    // x below n and adds to the 256 bins, in groups of WG.
+                    unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand histogram")
+                };
+                hand_on(&kernels.histogram, &binsh)
+                    .wait()
+                    .expect("hand histogram failed");
+                check(
+                    &q.to_vec(&binsh).unwrap(),
+                    &want,
+                    &format!("{}: histogram hand-written", self.label),
+                );
+                let hand = || hand_on(&kernels.histogram, &bins);
+                let again = || hand_on(&control.histogram, &bins);
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    device_side(q, self.clock, hand),
+                    device_side(q, self.clock, again),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+        };
+        self.push(rows, "histogram", &t, 4.0 * n as f64, "GB/s");
+    }
+
     fn stencil(&self, rows: &mut Vec<Row>) {
         let q = self.q;
         let n = self.sizes.grid;
@@ -1351,6 +1824,8 @@ fn hand_kernels(q: &Queue, kind: Kind) -> Hand {
             reduce: k("reduce"),
             stencil: k("stencil"),
             matmul: k("matmul"),
+            softmax: k("softmax"),
+            histogram: k("histogram"),
         }
     };
     // The control differs by a comment, so that no runtime hands back the first program.
@@ -1442,6 +1917,12 @@ fn run_device(
             if algos.contains(&"matmul") {
                 bench.matmul(&mut run);
             }
+            if algos.contains(&"softmax") {
+                bench.softmax(&mut run);
+            }
+            if algos.contains(&"histogram") {
+                bench.histogram(&mut run);
+            }
             run
         })
         .collect();
@@ -1476,6 +1957,10 @@ fn dump(dir: &str) {
             ("stencil_unchecked", src::<stencil_unchecked>(b, d2)),
             ("matmul", src::<matmul>(b, d2)),
             ("matmul_unchecked", src::<matmul_unchecked>(b, d2)),
+            ("softmax", src::<softmax>(b, d1)),
+            ("softmax_unchecked", src::<softmax_unchecked>(b, d1)),
+            ("histogram", src::<histogram>(b, d1)),
+            ("histogram_unchecked", src::<histogram_unchecked>(b, d1)),
         ] {
             std::fs::write(format!("{dir}/{name}.{ext}"), s.expect("program source"))
                 .expect("write");
@@ -1508,7 +1993,14 @@ fn main() {
             .map_or("", String::as_str)
             .split(',')
             .collect(),
-        None => vec!["saxpy", "reduce", "stencil", "matmul"],
+        None => vec![
+            "saxpy",
+            "reduce",
+            "stencil",
+            "matmul",
+            "softmax",
+            "histogram",
+        ],
     };
     println!(
         "#[sycl::kernel] kernels beside hand-written ones{} ({} threads on the host)",

@@ -1106,8 +1106,14 @@ impl<'a> Printer<'a> {
                 let (vn, iname) = (self.fresh("v"), self.fresh("i"));
                 self.line("{");
                 self.depth += 1;
-                // Rust's order: the value, then the place.
-                let v = self.expr(value);
+                // Rust's order: the value, then the place. A half stored as it is converted
+                // from `f32` is converted once, by the store.
+                let v = match (&value.kind, op) {
+                    (ExprKind::Cast(inner), None) if elem.is_half() && inner.ty == Ty::F32 => {
+                        self.expr(inner)
+                    }
+                    _ => self.expr(value),
+                };
                 let line = format!("{t} {vn} = {v};");
                 self.line(&line);
                 let i = self.index(index, index_fits_i32);
