@@ -126,6 +126,14 @@ impl Calibration {
         })
     }
 
+    /// Nanoseconds from `start` to `end` (two completed events): the duration itself, exact
+    /// to the timer's resolution however long ago the calibration was taken.
+    fn between(&self, start: sys::CUevent, end: sys::CUevent) -> Result<u64> {
+        self.base.ctx.make_current()?;
+        let ms = result::event::elapsed_ms(start, end)?;
+        Ok((f64::from(ms.max(0.0)) * 1e6) as u64)
+    }
+
     fn at(&self, ev: sys::CUevent) -> Result<u64> {
         self.base.ctx.make_current()?;
         let ms = result::event::elapsed_ms(self.base.raw, ev)?;
@@ -356,14 +364,22 @@ impl sycl_backend::Event for Event {
                 "the event was never signalled, so it has no timestamps",
             ));
         };
-        let end = p.calib.at(self.inner.ev.raw)?;
-        let start = match &p.start {
-            Some(s) => p.calib.at(s.raw)?,
-            None => end,
-        };
+        // The start is placed through the calibration (host and GPU clocks drift apart over a
+        // queue's life: seen tens of microseconds after half a minute, which clamping to the
+        // submit time turned into durations of 0); the duration is the two events' own
+        // elapsed time.
         let submit_ns = p.submit_ns;
-        let start_ns = start.max(submit_ns);
-        let end_ns = end.max(start_ns);
+        let (start_ns, end_ns) = match &p.start {
+            Some(s) => {
+                let start_ns = p.calib.at(s.raw)?.max(submit_ns);
+                let took = p.calib.between(s.raw, self.inner.ev.raw)?;
+                (start_ns, start_ns.saturating_add(took))
+            }
+            None => {
+                let end = p.calib.at(self.inner.ev.raw)?.max(submit_ns);
+                (end, end)
+            }
+        };
         Ok(ProfilingInfo {
             submit_ns,
             start_ns,
