@@ -41,6 +41,22 @@ fn lane_sums(x: &[u32], out: &mut [u32]) {
     out[global_id(0)] = s + next;
 }
 
+/// Device-side signalling: data, a fence, then a flag released at system scope.
+#[sycl::kernel]
+fn publish(data: &mut [u32], flag: &mut [u32], v: u32) {
+    let i = global_id(0);
+    data[i] = v;
+    atomic_fence(Ordering::Release, MemoryScope::Device);
+    atomic_store(flag, i, v, Ordering::Release, MemoryScope::System);
+}
+
+/// Halves: a bf16 scalar (16 bits), f16 in, bf16 out.
+#[sycl::kernel]
+fn scale_halves(a: sycl::half::bf16, x: &[sycl::half::f16], y: &mut [sycl::half::bf16]) {
+    let i = global_id(0);
+    y[i] = sycl::half::bf16::from_f32(a.to_f32() * x[i].to_f32());
+}
+
 /// What the mock kept of the last launch.
 struct Launch {
     name: String,
@@ -235,4 +251,21 @@ fn generated_kernels_reach_level_zero_as_spirv_with_the_launch_layout() {
     assert_eq!(l.sizes, [8; 8], "argument sizes");
     assert!(l.nulls.iter().all(|&z| !z));
     assert_eq!(&l.values[5..8], &[(groups * 64) as u64, 1, 1], "the range");
+
+    // Ordered atomics and a fence (the mock's device has every order and scope).
+    let flat = Range::d1(256).with_local([256, 1, 1]);
+    let data = sycl::malloc_device::<u32>(256, &q).expect("data");
+    let flag = sycl::malloc_device::<u32>(256, &q).expect("flag");
+    let l = launch_module::<publish>(&q, &mock, "publish", flat, publish(&data, &flag, 7));
+    assert_eq!(l.sizes, [8, 8, 8, 8, 4, 8, 8, 8, 8], "argument sizes");
+    assert_eq!(l.values[4], 7);
+
+    // Halves: the bf16 scalar is passed as its 16 bits.
+    let xh = sycl::malloc_device::<sycl::half::f16>(256, &q).expect("x");
+    let yh = sycl::malloc_device::<sycl::half::bf16>(256, &q).expect("y");
+    let a = sycl::half::bf16::from_f32(1.5);
+    let l =
+        launch_module::<scale_halves>(&q, &mock, "scale_halves", flat, scale_halves(a, &xh, &yh));
+    assert_eq!(l.sizes, [2, 8, 8, 8, 8, 8, 8, 8, 8], "argument sizes");
+    assert_eq!(l.values[0], a.to_bits() as u64);
 }
