@@ -5327,3 +5327,68 @@ pub fn halves(d: &Device) -> R {
     half_ops_check::<sycl::half::f16, _>(&q, "f16", f16_ops)?;
     half_ops_check::<sycl::half::bf16, _>(&q, "bf16", bf16_ops)
 }
+
+/// A helper on halves: `a + (b - a) * t`, each operation rounded.
+#[sycl::kernel_fn]
+fn h_lerp(a: sycl::half::f16, b: sycl::half::f16, t: sycl::half::f16) -> sycl::half::f16 {
+    a + (b - a) * t
+}
+
+/// Halves in a work-group: a bf16 local array, a scalar f16 parameter, a helper, compound
+/// assignment into slice and local elements, a select.
+#[sycl::kernel]
+fn halves_in_groups(
+    x: &[sycl::half::f16],
+    t: sycl::half::f16,
+    y: &mut [sycl::half::f16],
+    z: &mut [sycl::half::bf16],
+) {
+    let tile = local_array::<sycl::half::bf16, 64>();
+    let l = local_id(0);
+    let i = global_id(0);
+    tile[l] = sycl::half::bf16::from_f32(x[i].to_f32());
+    barrier();
+    let n = tile[63 - l];
+    barrier();
+    tile[l] *= 0.5;
+    let v = h_lerp(x[i], y[i], t);
+    y[i] += if v > x[i] { v } else { -v };
+    z[i] = tile[l] + n;
+}
+
+/// Item 2 in groups and helpers: the same bits as the `half` crate on the host.
+pub fn halves_in_groups_and_helpers(d: &Device) -> R {
+    use sycl::half::{bf16, f16};
+    let q = in_order(d)?;
+    let n = 4096usize;
+    let mut rng = Rng(2);
+    let r = |rng: &mut Rng| f16::from_f32(((rng.next() >> 40) as f32 / 16777216.0 - 0.5) * 64.0);
+    let x: Vec<f16> = (0..n).map(|_| r(&mut rng)).collect();
+    let y0: Vec<f16> = (0..n).map(|_| r(&mut rng)).collect();
+    let t = f16::from_f32(0.3);
+    let (dx, dy) = (upload(&q, &x)?, upload(&q, &y0)?);
+    let dz = filled(&q, n, bf16::ZERO)?;
+    run(
+        &q,
+        Range::d1(n).with_local([64, 1, 1]),
+        halves_in_groups(&dx, t, &dy, &dz),
+    )?;
+    let (gy, gz) = (q.to_vec(&dy).map_err(fail)?, q.to_vec(&dz).map_err(fail)?);
+    for i in 0..n {
+        let (g, l) = (i / 64 * 64, i % 64);
+        let tile = |k: usize| bf16::from_f32(x[g + k].to_f32());
+        let v = x[i] + (y0[i] - x[i]) * t;
+        let want_y = y0[i] + if v > x[i] { v } else { -v };
+        let want_z = tile(l) * bf16::from_f32(0.5) + tile(63 - l);
+        check!(
+            gy[i].to_bits() == want_y.to_bits() || (gy[i].is_nan() && want_y.is_nan()),
+            "y[{i}] is {} ({:#06x}), the host's {} ({:#06x})",
+            gy[i],
+            gy[i].to_bits(),
+            want_y,
+            want_y.to_bits()
+        );
+        check_eq!(gz[i].to_bits(), want_z.to_bits(), "z[{i}]");
+    }
+    Ok(())
+}

@@ -1534,6 +1534,11 @@ fn main() -> ExitCode {
             run: kernels::atomics_message_passing,
         },
         DeviceTest {
+            name: "kernels::halves_in_groups_and_helpers",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::halves_in_groups_and_helpers,
+        },
+        DeviceTest {
             name: "kernels::halves",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::halves,
