@@ -12,9 +12,6 @@ pub struct KernelInfo {
     pub nd_queries: bool,
     /// Uses `f64`.
     pub fp64: bool,
-    /// Uses `f16` or `bf16` (the SPIR-V form does not have them yet: OpenCL devices take
-    /// the C form).
-    pub halves: bool,
     /// Uses 64-bit atomics.
     pub atomic64: bool,
     /// The memory orders its atomics and fences use ([`MemoryOrder::bit`]s; relaxed atomics
@@ -32,14 +29,4 @@ pub struct KernelInfo {
     pub reduce_bytes: usize,
     /// Bytes of work-group local arrays.
     pub local_bytes: usize,
-}
-
-impl KernelInfo {
-    /// Whether the kernel orders memory beyond relaxed device-scope atomics (see
-    /// [`crate::ir::orders_memory`]).
-    pub fn orders_memory(&self) -> bool {
-        use crate::ops::{MemoryOrder, MemoryScope};
-        self.memory_orders & !MemoryOrder::Relaxed.bit() != 0
-            || self.memory_scopes & MemoryScope::System.bit() != 0
-    }
 }

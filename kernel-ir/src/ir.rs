@@ -504,22 +504,11 @@ pub fn stmt_roots<'a, S: Stage>(s: &'a Stmt<S>, f: &mut dyn FnMut(&'a Expr<S>)) 
     }
 }
 
-/// Whether a function has an `f16` or `bf16` anywhere: a parameter, a local, its result or an
-/// expression.
-pub fn uses_halves(f: &Function) -> bool {
-    let mut halves = f.ret.is_some_and(Scalar::is_half)
-        || f.locals.iter().any(|l| l.ty.is_half())
-        || f.params.iter().any(|p| match *p {
-            Param::Scalar(t) | Param::Slice { elem: t, .. } => t.is_half(),
-        });
-    visit_exprs(&f.body, &mut |e| halves |= e.ty.is_half());
-    halves
-}
-
 /// Whether a function orders memory beyond relaxed device-scope atomics: it has a fence, or an
 /// atomic whose order is not relaxed or whose scope is the system. Back ends then keep its
 /// plain accesses coherent with other work-items, devices and processes (no `restrict`, no
-/// read-only caches) and use their ordered atomics.
+/// read-only caches) and use their ordered atomics. The one place this is decided: the C
+/// form's build (`SYCL_ORDERED_ATOMICS`, `-cl-std`) reads it from the printed program.
 pub fn orders_memory<S: Stage>(body: &[Stmt<S>]) -> bool {
     let mut ordered = false;
     visit_stmts(body, &mut |s| {

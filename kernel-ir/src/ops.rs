@@ -456,6 +456,19 @@ impl MemoryOrder {
     }
 }
 
+impl From<MemoryOrder> for std::sync::atomic::Ordering {
+    fn from(o: MemoryOrder) -> Self {
+        use std::sync::atomic::Ordering;
+        match o {
+            MemoryOrder::Relaxed => Ordering::Relaxed,
+            MemoryOrder::Acquire => Ordering::Acquire,
+            MemoryOrder::Release => Ordering::Release,
+            MemoryOrder::AcqRel => Ordering::AcqRel,
+            MemoryOrder::SeqCst => Ordering::SeqCst,
+        }
+    }
+}
+
 /// Which work-items an atomic or a fence orders memory for: SYCL's `memory_scope` (work-group,
 /// device, system). On a local array every scope means the work-group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1611,7 +1611,7 @@ fn compound_store(base: Base, op: BinOp, value: Expr) -> Stmt {
 fn the_validator_rejects_each_rule() {
     use Scalar::*;
     let guard_le = |b: Bound| Check::Guard(Bound::cmp(BoundCmp::Le, b, Bound::Num(4)));
-    let atomic = |op, base, ty, values| {
+    let ordered = |op, base, ty, values, order, scope| {
         e(
             ty,
             ExprKind::Atomic {
@@ -1619,9 +1619,19 @@ fn the_validator_rejects_each_rule() {
                 base,
                 index: Box::new(usize0()),
                 values,
-                order: MemoryOrder::Relaxed,
-                scope: MemoryScope::Device,
+                order,
+                scope,
             },
+        )
+    };
+    let atomic = |op, base, ty, values| {
+        ordered(
+            op,
+            base,
+            ty,
+            values,
+            MemoryOrder::Relaxed,
+            MemoryScope::Device,
         )
     };
     let for_over = |var| For {
@@ -1926,19 +1936,6 @@ fn the_validator_rejects_each_rule() {
         ),
     ];
     // Memory orders and scopes: as Rust's atomics, stores are statements, fences order.
-    let ordered = |op, base, ty, values, order, scope| {
-        e(
-            ty,
-            ExprKind::Atomic {
-                op,
-                base,
-                index: Box::new(usize0()),
-                values,
-                order,
-                scope,
-            },
-        )
-    };
     let bad_atomic = |op, base, ty, values, order, scope| {
         (
             vec![Stmt::new(x(ordered(op, base, ty, values, order, scope)))],

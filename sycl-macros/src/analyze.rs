@@ -244,7 +244,6 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
     let mut sync_seen = false;
     visit_exprs(&f.body, &mut |e| {
         a.info.fp64 |= f.types.resolve(e.ty) == Some(Ty::F64);
-        a.info.halves |= f.types.resolve(e.ty).is_some_and(Ty::is_half);
         match &e.kind {
             ExprKind::Query(q, d) => {
                 a.info.dims = a.info.dims.max(d + 1);

@@ -169,7 +169,6 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
         an.info.atomic64,
     );
     let sub_groups = an.info.sub_groups;
-    let halves = an.info.halves;
     let (memory_orders, memory_scopes) = (
         Literal::u8_unsuffixed(an.info.memory_orders),
         Literal::u8_unsuffixed(an.info.memory_scopes),
@@ -217,7 +216,6 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
                                 nd_queries: #nd,
                                 fp64: #fp64,
                                 atomic64: #atomic64,
-                                halves: #halves,
                                 memory_orders: #memory_orders,
                                 memory_scopes: #memory_scopes,
                                 sub_groups: #sub_groups,

@@ -164,20 +164,12 @@ impl Device {
     /// assert!(cpu.atomic_memory_order_capabilities().contains(&Ordering::SeqCst));
     /// ```
     pub fn atomic_memory_order_capabilities(&self) -> Vec<std::sync::atomic::Ordering> {
-        use std::sync::atomic::Ordering;
         let bits = self.info().atomic_caps.orders;
-        [
-            Ordering::Relaxed,
-            Ordering::Acquire,
-            Ordering::Release,
-            Ordering::AcqRel,
-            Ordering::SeqCst,
-        ]
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| bits & (1 << i) != 0)
-        .map(|(_, o)| o)
-        .collect()
+        sycl_kernel_ir::MemoryOrder::ALL
+            .into_iter()
+            .filter(|o| bits & o.bit() != 0)
+            .map(Into::into)
+            .collect()
     }
 
     /// `info::device::atomic_memory_scope_capabilities`: the memory scopes of atomics and

@@ -241,10 +241,15 @@ fn memory_message_passing(d: &Device) -> R {
             .atomic_memory_scope_capabilities()
             .contains(&MemoryScope::System)
     {
-        println!(
-            "    {}: no acquire/release at system scope ({orders:?}): nothing to pass",
-            d.name()
-        );
+        // Such a device must refuse the kernels, never run them weaker.
+        let q = Queue::in_order(d).map_err(fail)?;
+        let buf = sycl::malloc_device::<u32>(2 * MP_ITEMS, &q).map_err(fail)?;
+        let e = q
+            .parallel_for(sycl::Range::d1(MP_ITEMS), &[], mp_writer(&buf, 1))
+            .err()
+            .ok_or_else(|| fail("a system-scope release store launched on a device without it"))?;
+        check_eq!(e.code(), Errc::FeatureNotSupported, "the refusal's code");
+        println!("    {}: refused as it should be: {e}", d.name());
         return Ok(());
     }
     let q = Queue::in_order(d).map_err(fail)?;

@@ -883,7 +883,7 @@ fn program_source(
     if p.info.sub_groups {
         src.push_str("#define SYCL_SUB_GROUPS 1\n");
     }
-    if p.info.orders_memory() {
+    if printed.orders_memory {
         src.push_str("#define SYCL_ORDERED_ATOMICS 1\n");
     }
     src.push_str(if form == KernelIr::CudaC {
@@ -915,7 +915,7 @@ impl KernelCache {
         }
         let form = self.form_of(def, context);
         let mut options = context.raw().kernel_build_options(form).to_owned();
-        if form == KernelIr::OpenClC && def.parts.info.orders_memory() {
+        if form == KernelIr::OpenClC && resolved.c_program(def, form)?.orders_memory {
             // Ordered atomics are OpenCL C 2.0's (the launch checked the devices have them).
             let v3 = context
                 .devices()

@@ -97,6 +97,9 @@ pub(crate) struct Printed {
     pub text: String,
     /// The conditions under which `SYCL_GUARDED` 1 is sound, each once.
     pub guards: Vec<Bound>,
+    /// The kernel orders memory (`sycl_kernel_ir::orders_memory`): its ordered atomics need
+    /// `SYCL_ORDERED_ATOMICS` and, in OpenCL C, a 2.0 or later build.
+    pub orders_memory: bool,
 }
 
 /// Prints `program` (its kernel named `name`, its helpers `helper_names`) in dialect `d`.
@@ -130,6 +133,7 @@ pub(crate) fn program(
     Printed {
         text,
         guards: e.guarded.take().unwrap_or_default(),
+        orders_memory: kir::orders_memory(&program.kernel.body),
     }
 }
 

@@ -1868,6 +1868,12 @@ impl Fx<'_> {
 
     /// `v` (an `f32`) rounded to the half type `t`, as an `f32`.
     fn round_half(&mut self, t: ScalarTy, v: Word) -> Result<Word> {
+        if t == ScalarTy::F16 {
+            // Through the scratch variable once: store rounded, load back.
+            let s = self.half_scratch();
+            self.vstore_half(v, s, StorageClass::Function)?;
+            return self.vload_half(s, StorageClass::Function);
+        }
         let b = self.half_to_bits(t, v)?;
         self.half_from_bits(t, b)
     }
