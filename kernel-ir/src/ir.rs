@@ -149,9 +149,10 @@ pub enum ExprKind<S: Stage = Resolved> {
         /// Its scope (on local arrays always `WorkGroup`).
         scope: MemoryScope,
     },
-    /// A group reduction: only in the body of a work-group kernel, whose steps hold it as a
-    /// [`Step::Reduce`] (back ends emit such kernels from their steps).
-    Reduce(Reduce, Box<Expr<S>>),
+    /// A work-group collective: the value, then (broadcast) the source's local linear id.
+    /// Only in the body of a work-group kernel, whose steps hold it as a [`Step::Group`]
+    /// (back ends emit such kernels from their steps).
+    Group(GroupOp, Vec<Expr<S>>),
     /// A sub-group query (`usize`).
     SubGroupQuery(SubGroupQuery),
     /// A sub-group collective: the value, then the lane (delta, mask) where the op takes
@@ -273,14 +274,14 @@ pub enum Step<S: Stage = Resolved> {
     GroupLet(usize, Expr<S>),
     /// `barrier();`
     Barrier,
-    /// `let local = group_<op>(value);`
-    Reduce {
+    /// `let local = group_<op>(args);`
+    Group {
         /// The result's local.
         local: usize,
-        /// The reduction.
-        op: Reduce,
-        /// Each work-item's value.
-        value: Expr<S>,
+        /// The collective.
+        op: GroupOp,
+        /// Each work-item's value, then (broadcast) the source's id.
+        args: Vec<Expr<S>>,
     },
     /// A `for` with uniform bounds and synchronisation inside.
     SyncFor(Box<For<S>>, Vec<Step<S>>),
@@ -338,8 +339,10 @@ fn steps_checks<'a>(steps: &'a [Step], f: &mut dyn FnMut(&'a Check)) {
     for s in steps {
         match s {
             Step::Region(b) => for_each_check(b, f),
-            Step::GroupLet(_, e) | Step::Reduce { value: e, .. } => expr_checks(e, f),
-            Step::SubGroup { args, .. } => args.iter().for_each(|a| expr_checks(a, f)),
+            Step::GroupLet(_, e) => expr_checks(e, f),
+            Step::Group { args, .. } | Step::SubGroup { args, .. } => {
+                args.iter().for_each(|a| expr_checks(a, f))
+            }
             Step::SyncFor(h, body) => {
                 for_checks(h, f);
                 steps_checks(body, f);
@@ -422,14 +425,15 @@ pub fn walk_expr<'a, S: Stage>(e: &'a Expr<S>, f: &mut dyn FnMut(&'a Expr<S>)) {
     f(e);
     match &e.kind {
         ExprKind::Load { index, .. } => walk_expr(index, f),
-        ExprKind::Unary(_, a) | ExprKind::Cast(a) | ExprKind::Reduce(_, a) => walk_expr(a, f),
+        ExprKind::Unary(_, a) | ExprKind::Cast(a) => walk_expr(a, f),
         ExprKind::Binary(_, a, b, _) => {
             walk_expr(a, f);
             walk_expr(b, f);
         }
-        ExprKind::Math(_, args) | ExprKind::Call(_, args) | ExprKind::SubGroup(_, args) => {
-            args.iter().for_each(|a| walk_expr(a, f))
-        }
+        ExprKind::Math(_, args)
+        | ExprKind::Call(_, args)
+        | ExprKind::SubGroup(_, args)
+        | ExprKind::Group(_, args) => args.iter().for_each(|a| walk_expr(a, f)),
         ExprKind::Atomic { index, values, .. } => {
             walk_expr(index, f);
             values.iter().for_each(|a| walk_expr(a, f));
@@ -527,8 +531,10 @@ pub fn visit_step_exprs<'a, S: Stage>(steps: &'a [Step<S>], f: &mut dyn FnMut(&'
     for s in steps {
         match s {
             Step::Region(b) => visit_exprs(b, f),
-            Step::GroupLet(_, e) | Step::Reduce { value: e, .. } => walk_expr(e, f),
-            Step::SubGroup { args, .. } => args.iter().for_each(|a| walk_expr(a, f)),
+            Step::GroupLet(_, e) => walk_expr(e, f),
+            Step::Group { args, .. } | Step::SubGroup { args, .. } => {
+                args.iter().for_each(|a| walk_expr(a, f))
+            }
             Step::SyncFor(h, body) => {
                 walk_for(h, f);
                 visit_step_exprs(body, f);

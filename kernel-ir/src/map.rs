@@ -148,10 +148,10 @@ impl<M> Mapper<'_, M> {
                 Step::Region(b) => Step::Region(self.block(b)),
                 Step::GroupLet(l, e) => Step::GroupLet(*l, self.expr(e)),
                 Step::Barrier => Step::Barrier,
-                Step::Reduce { local, op, value } => Step::Reduce {
+                Step::Group { local, op, args } => Step::Group {
                     local: *local,
                     op: *op,
-                    value: self.expr(value),
+                    args: self.exprs(args),
                 },
                 Step::SyncFor(h, body) => Step::SyncFor(self.for_header(h), self.steps(body)),
                 Step::SubGroup { local, op, args } => Step::SubGroup {
@@ -216,7 +216,7 @@ impl<M> Mapper<'_, M> {
                 order: *order,
                 scope: *scope,
             },
-            ExprKind::Reduce(op, a) => ExprKind::Reduce(*op, Box::new(self.expr(a))),
+            ExprKind::Group(op, args) => ExprKind::Group(*op, self.exprs(args)),
             ExprKind::SubGroupQuery(q) => ExprKind::SubGroupQuery(*q),
             ExprKind::SubGroup(op, args) => ExprKind::SubGroup(*op, self.exprs(args)),
             ExprKind::Call(c, args) => ExprKind::Call(self.0.callee(c), self.exprs(args)),

@@ -528,35 +528,200 @@ pub fn is_ordered(order: MemoryOrder, scope: MemoryScope) -> bool {
     order != MemoryOrder::Relaxed || scope == MemoryScope::System
 }
 
-/// A group or sub-group reduction.
+/// The operator of a group or sub-group reduction or scan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[allow(missing_docs)]
 pub enum Reduce {
+    /// `+` (integers wrap).
     Sum,
+    /// The smaller (floats: `f32::min`, a NaN loses).
     Min,
+    /// The larger (floats: `f32::max`).
     Max,
+    /// `*` (integers wrap).
+    Product,
+    /// `&` (integers).
+    BitAnd,
+    /// `|` (integers).
+    BitOr,
+    /// `^` (integers).
+    BitXor,
 }
 
 impl Reduce {
-    /// Every reduction, in wire-code order.
-    pub const ALL: [Reduce; 3] = [Reduce::Sum, Reduce::Min, Reduce::Max];
+    /// Every operator, in wire-code order.
+    pub const ALL: [Reduce; 7] = [
+        Reduce::Sum,
+        Reduce::Min,
+        Reduce::Max,
+        Reduce::Product,
+        Reduce::BitAnd,
+        Reduce::BitOr,
+        Reduce::BitXor,
+    ];
 
-    /// The group reduction a kernel-language function names (`group_sum`).
-    pub fn from_name(name: &str) -> Option<Reduce> {
-        Some(match name {
-            "group_sum" => Reduce::Sum,
-            "group_min" => Reduce::Min,
-            "group_max" => Reduce::Max,
-            _ => return None,
-        })
-    }
-
-    /// `sum`, `min`, `max`.
+    /// `sum`, `min`, `max`, `product`, `bit_and`, `bit_or`, `bit_xor`: the last part of the
+    /// kernel language's names (`group_sum`, `sub_group_inclusive_bit_or`).
     pub fn name(self) -> &'static str {
         match self {
             Reduce::Sum => "sum",
             Reduce::Min => "min",
             Reduce::Max => "max",
+            Reduce::Product => "product",
+            Reduce::BitAnd => "bit_and",
+            Reduce::BitOr => "bit_or",
+            Reduce::BitXor => "bit_xor",
+        }
+    }
+
+    /// Whether it takes integers only (`& | ^`).
+    pub fn is_bitwise(self) -> bool {
+        matches!(self, Reduce::BitAnd | Reduce::BitOr | Reduce::BitXor)
+    }
+
+    /// Its identity over `t` (a number type other than the halves) as the value's bits, as
+    /// [`crate::ExprKind::Lit`] holds them: what a work-item that returned contributes, and an
+    /// exclusive scan's first value.
+    pub fn identity_bits(self, t: Scalar) -> u64 {
+        let ones = match t.bits() {
+            32 => u32::MAX as u64,
+            _ => u64::MAX,
+        };
+        match (self, t) {
+            (Reduce::Sum | Reduce::BitOr | Reduce::BitXor, _) => 0,
+            (Reduce::BitAnd, _) => ones,
+            (Reduce::Product, Scalar::F32) => 1f32.to_bits() as u64,
+            (Reduce::Product, Scalar::F64) => 1f64.to_bits(),
+            (Reduce::Product, _) => 1,
+            (Reduce::Min, Scalar::F32) => f32::INFINITY.to_bits() as u64,
+            (Reduce::Min, Scalar::F64) => f64::INFINITY.to_bits(),
+            (Reduce::Max, Scalar::F32) => f32::NEG_INFINITY.to_bits() as u64,
+            (Reduce::Max, Scalar::F64) => f64::NEG_INFINITY.to_bits(),
+            (Reduce::Min, Scalar::I32) => i32::MAX as u64,
+            (Reduce::Min, Scalar::I64) => i64::MAX as u64,
+            (Reduce::Min, _) => ones,
+            (Reduce::Max, Scalar::I32) => i32::MIN as u32 as u64,
+            (Reduce::Max, Scalar::I64) => i64::MIN as u64,
+            (Reduce::Max, _) => 0,
+        }
+    }
+}
+
+/// What a collective computes from the work-items' values with its operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// Every work-item gets the combination of all values (`group_sum`).
+    Reduce(Reduce),
+    /// Work-item `i` gets the combination of the values of `0..=i` in linear-id order
+    /// (`group_inclusive_sum`).
+    InclusiveScan(Reduce),
+    /// Work-item `i` gets the combination of `0..i`, the first the identity
+    /// (`group_exclusive_sum`).
+    ExclusiveScan(Reduce),
+    /// Whether any work-item's `bool` is true (`group_any`).
+    Any,
+    /// Whether every work-item's `bool` is true (`group_all`).
+    All,
+}
+
+impl Collective {
+    /// Every collective, in wire-code order.
+    pub fn all() -> Vec<Collective> {
+        let mut out = Vec::new();
+        for r in Reduce::ALL {
+            out.extend([
+                Collective::Reduce(r),
+                Collective::InclusiveScan(r),
+                Collective::ExclusiveScan(r),
+            ]);
+        }
+        out.extend([Collective::Any, Collective::All]);
+        out
+    }
+
+    /// Its name after `group_` or `sub_group_` (`sum`, `inclusive_sum`, `any`).
+    pub fn name(self) -> String {
+        match self {
+            Collective::Reduce(r) => r.name().to_string(),
+            Collective::InclusiveScan(r) => format!("inclusive_{}", r.name()),
+            Collective::ExclusiveScan(r) => format!("exclusive_{}", r.name()),
+            Collective::Any => "any".into(),
+            Collective::All => "all".into(),
+        }
+    }
+
+    /// The collective a name after `group_` or `sub_group_` names.
+    pub fn from_suffix(rest: &str) -> Option<Collective> {
+        Collective::all().into_iter().find(|c| c.name() == rest)
+    }
+
+    /// Its operator (`Any`: `BitOr`, `All`: `BitAnd` over 0 and 1).
+    pub fn op(self) -> Reduce {
+        match self {
+            Collective::Reduce(r) | Collective::InclusiveScan(r) | Collective::ExclusiveScan(r) => {
+                r
+            }
+            Collective::Any => Reduce::BitOr,
+            Collective::All => Reduce::BitAnd,
+        }
+    }
+
+    /// Whether every work-item gets the same result.
+    pub fn is_uniform(self) -> bool {
+        !matches!(
+            self,
+            Collective::InclusiveScan(_) | Collective::ExclusiveScan(_)
+        )
+    }
+
+    /// Whether it takes and gives a `bool`.
+    pub fn is_vote(self) -> bool {
+        matches!(self, Collective::Any | Collective::All)
+    }
+}
+
+/// A work-group collective: every work-item of the group takes part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GroupOp {
+    /// A reduction, scan or vote.
+    Collective(Collective),
+    /// `group_broadcast(x, id)`: `x` of the work-item whose local linear id is `id` (modulo
+    /// the group's size; the same `id` in the whole group).
+    Broadcast,
+}
+
+impl GroupOp {
+    /// Every operation, in wire-code order.
+    pub fn all() -> Vec<GroupOp> {
+        let mut out: Vec<GroupOp> = Collective::all()
+            .into_iter()
+            .map(GroupOp::Collective)
+            .collect();
+        out.push(GroupOp::Broadcast);
+        out
+    }
+
+    /// The operation a kernel-language function names (`group_sum`, `group_broadcast`).
+    pub fn from_name(name: &str) -> Option<GroupOp> {
+        let rest = name.strip_prefix("group_")?;
+        if rest == "broadcast" {
+            return Some(GroupOp::Broadcast);
+        }
+        Collective::from_suffix(rest).map(GroupOp::Collective)
+    }
+
+    /// Its name after `group_`.
+    pub fn name(self) -> String {
+        match self {
+            GroupOp::Collective(c) => c.name(),
+            GroupOp::Broadcast => "broadcast".into(),
+        }
+    }
+
+    /// Whether every work-item gets the same result.
+    pub fn is_uniform(self) -> bool {
+        match self {
+            GroupOp::Collective(c) => c.is_uniform(),
+            GroupOp::Broadcast => true,
         }
     }
 }
@@ -618,43 +783,45 @@ pub enum SubGroupOp {
     ShiftRight,
     /// `sub_group_shuffle_xor(x, mask)`: `x` of lane `id ^ mask` (SYCL `permute_group_by_xor`).
     ShuffleXor,
-    /// `sub_group_sum(x)` (`min`, `max`).
-    Reduce(Reduce),
+    /// `sub_group_sum(x)`, `sub_group_inclusive_sum(x)`, `sub_group_any(c)` and the other
+    /// reductions, scans and votes, over the sub-group's lanes in order.
+    Collective(Collective),
 }
 
 impl SubGroupOp {
     /// Every collective, in wire-code order.
-    pub const ALL: [SubGroupOp; 8] = [
-        SubGroupOp::Broadcast,
-        SubGroupOp::Shuffle,
-        SubGroupOp::ShiftLeft,
-        SubGroupOp::ShiftRight,
-        SubGroupOp::ShuffleXor,
-        SubGroupOp::Reduce(Reduce::Sum),
-        SubGroupOp::Reduce(Reduce::Min),
-        SubGroupOp::Reduce(Reduce::Max),
-    ];
+    pub fn all() -> Vec<SubGroupOp> {
+        let mut out = vec![
+            SubGroupOp::Broadcast,
+            SubGroupOp::Shuffle,
+            SubGroupOp::ShiftLeft,
+            SubGroupOp::ShiftRight,
+            SubGroupOp::ShuffleXor,
+        ];
+        out.extend(Collective::all().into_iter().map(SubGroupOp::Collective));
+        out
+    }
 
     /// The collective a kernel-language function names.
     pub fn from_name(name: &str) -> Option<SubGroupOp> {
         let rest = name.strip_prefix("sub_group_")?;
-        SubGroupOp::ALL.into_iter().find(|op| op.name() == rest)
+        SubGroupOp::all().into_iter().find(|op| op.name() == rest)
     }
 
     /// Its name after `sub_group_` (`broadcast`, `sum`).
-    pub fn name(self) -> &'static str {
+    pub fn name(self) -> String {
         match self {
-            SubGroupOp::Broadcast => "broadcast",
-            SubGroupOp::Shuffle => "shuffle",
-            SubGroupOp::ShiftLeft => "shift_left",
-            SubGroupOp::ShiftRight => "shift_right",
-            SubGroupOp::ShuffleXor => "shuffle_xor",
-            SubGroupOp::Reduce(r) => r.name(),
+            SubGroupOp::Broadcast => "broadcast".into(),
+            SubGroupOp::Shuffle => "shuffle".into(),
+            SubGroupOp::ShiftLeft => "shift_left".into(),
+            SubGroupOp::ShiftRight => "shift_right".into(),
+            SubGroupOp::ShuffleXor => "shuffle_xor".into(),
+            SubGroupOp::Collective(c) => c.name(),
         }
     }
 
     /// Whether it takes a lane (or delta, or mask) after the value.
     pub fn takes_lane(self) -> bool {
-        !matches!(self, SubGroupOp::Reduce(_))
+        !matches!(self, SubGroupOp::Collective(_))
     }
 }

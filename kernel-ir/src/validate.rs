@@ -242,13 +242,10 @@ impl Validator<'_> {
                     self.expr(e)?;
                 }
                 Step::Barrier => {}
-                Step::Reduce { local, value, .. } => {
+                Step::Group { local, op, args } => {
                     let t = self.scalar_local(*local)?;
-                    self.want(
-                        value.ty == t && t.is_numeric() && !t.is_half(),
-                        "a group reduction of another type",
-                    )?;
-                    self.expr(value)?;
+                    self.group(*op, t, args)?;
+                    args.iter().try_for_each(|a| self.expr(a))?;
                 }
                 Step::SyncFor(h, body) => {
                     self.for_header(h)?;
@@ -264,7 +261,40 @@ impl Validator<'_> {
         Ok(())
     }
 
+    /// A work-group collective's operands and result type `t`.
+    fn group(&self, op: GroupOp, t: Scalar, args: &[Expr]) -> R {
+        match op {
+            GroupOp::Collective(c) => {
+                self.want(args.len() == 1, "a group collective's operands")?;
+                self.collective(c, t, &args[0])
+            }
+            GroupOp::Broadcast => self.want(
+                args.len() == 2
+                    && args[0].ty == t
+                    && t.is_numeric()
+                    && !t.is_half()
+                    && args[1].ty == Scalar::Usize,
+                "a group broadcast's operands",
+            ),
+        }
+    }
+
+    /// A reduction's, scan's or vote's value and result type `t`: votes take `bool`; the others
+    /// numbers other than halves, integers for `& | ^`.
+    fn collective(&self, c: Collective, t: Scalar, value: &Expr) -> R {
+        let ok = if c.is_vote() {
+            t == Scalar::Bool
+        } else {
+            t.is_numeric() && !t.is_half() && (!c.op().is_bitwise() || t.is_int())
+        };
+        self.want(ok && value.ty == t, "a collective's type")
+    }
+
     fn sub_group(&self, op: SubGroupOp, t: Scalar, args: &[Expr]) -> R {
+        if let SubGroupOp::Collective(c) = op {
+            self.want(args.len() == 1, "a sub-group collective's operands")?;
+            return self.collective(c, t, &args[0]);
+        }
         let lanes = usize::from(op.takes_lane());
         self.want(
             args.len() == 1 + lanes
@@ -415,16 +445,13 @@ impl Validator<'_> {
                 self.expr(index)?;
                 values.iter().try_for_each(|v| self.expr(v))
             }
-            ExprKind::Reduce(_, a) => {
+            ExprKind::Group(op, args) => {
                 self.want(
                     self.group_ops,
-                    "a group reduction outside a work-group kernel's body",
+                    "a group collective outside a work-group kernel's body",
                 )?;
-                self.want(
-                    a.ty == t && t.is_numeric() && !t.is_half(),
-                    "a group reduction's type",
-                )?;
-                self.expr(a)
+                self.group(*op, t, args)?;
+                args.iter().try_for_each(|a| self.expr(a))
             }
             ExprKind::SubGroup(op, args) => {
                 self.want(

@@ -25,7 +25,7 @@ use crate::ty::Scalar;
 /// "SYIR".
 pub const MAGIC: u32 = 0x5359_4952;
 /// The format's version.
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 /// No value (a kernel's result type, an assignment without operator).
 pub const NONE: u32 = 0xFFFF_FFFF;
 /// How deep statements, expressions and bounds may nest: beyond any kernel a person writes
@@ -288,9 +288,10 @@ impl Writer {
                     self.expr(e);
                 }
                 Step::Barrier => self.out.push(2),
-                Step::Reduce { local, op, value } => {
-                    self.out.extend([3, *local as u32, code(&Reduce::ALL, op)]);
-                    self.expr(value);
+                Step::Group { local, op, args } => {
+                    self.out
+                        .extend([3, *local as u32, code(&GroupOp::all(), op)]);
+                    self.exprs(args);
                 }
                 Step::SyncFor(h, body) => {
                     self.out.push(4);
@@ -299,7 +300,7 @@ impl Writer {
                 }
                 Step::SubGroup { local, op, args } => {
                     self.out
-                        .extend([5, *local as u32, code(&SubGroupOp::ALL, op)]);
+                        .extend([5, *local as u32, code(&SubGroupOp::all(), op)]);
                     self.exprs(args);
                 }
             }
@@ -389,10 +390,10 @@ impl Writer {
                 self.expr(index);
                 self.exprs(values);
             }
-            ExprKind::Reduce(op, a) => {
+            ExprKind::Group(op, args) => {
                 head(self, 11);
-                self.out.push(code(&Reduce::ALL, op));
-                self.expr(a);
+                self.out.push(code(&GroupOp::all(), op));
+                self.exprs(args);
             }
             ExprKind::Call(k, args) => {
                 head(self, 12);
@@ -411,7 +412,7 @@ impl Writer {
             }
             ExprKind::SubGroup(op, args) => {
                 head(self, 15);
-                self.out.push(code(&SubGroupOp::ALL, op));
+                self.out.push(code(&SubGroupOp::all(), op));
                 self.exprs(args);
             }
         }
@@ -770,11 +771,11 @@ impl Reader<'_> {
                     2 => Step::Barrier,
                     3 => {
                         let local = self.local()?;
-                        let op = self.of(&Reduce::ALL, "reduction")?;
-                        Step::Reduce {
+                        let op = self.of(&GroupOp::all(), "group operation")?;
+                        Step::Group {
                             local,
                             op,
-                            value: self.expr()?,
+                            args: self.exprs()?,
                         }
                     }
                     4 => {
@@ -783,7 +784,7 @@ impl Reader<'_> {
                     }
                     5 => {
                         let local = self.local()?;
-                        let op = self.of(&SubGroupOp::ALL, "sub-group operation")?;
+                        let op = self.of(&SubGroupOp::all(), "sub-group operation")?;
                         Step::SubGroup {
                             local,
                             op,
@@ -859,8 +860,8 @@ impl Reader<'_> {
                 }
             }
             11 => {
-                let op = self.of(&Reduce::ALL, "reduction")?;
-                ExprKind::Reduce(op, b(self.expr()?))
+                let op = self.of(&GroupOp::all(), "group operation")?;
+                ExprKind::Group(op, self.exprs()?)
             }
             12 => {
                 let k = self.index(self.helpers, "helper")?;
@@ -873,7 +874,7 @@ impl Reader<'_> {
             }
             14 => ExprKind::SubGroupQuery(self.of(&SubGroupQuery::ALL, "sub-group query")?),
             15 => {
-                let op = self.of(&SubGroupOp::ALL, "sub-group operation")?;
+                let op = self.of(&SubGroupOp::all(), "sub-group operation")?;
                 ExprKind::SubGroup(op, self.exprs()?)
             }
             _ => return Err(self.bad("expression")),

@@ -419,16 +419,28 @@ impl Gen {
                         scope,
                     }
                 }
-                8 if self.group_ops && t.is_numeric() && !t.is_half() => {
-                    let op = self.rng.pick(&Reduce::ALL);
-                    ExprKind::Reduce(op, b(self.expr(t, d)))
-                }
-                9 if self.group_ops && t.is_numeric() && !t.is_half() => {
-                    let op = self.rng.pick(&SubGroupOp::ALL);
-                    let mut ts = vec![t];
-                    if op.takes_lane() {
-                        ts.push(Scalar::Usize);
+                8 if self.group_ops => {
+                    let ops: Vec<GroupOp> = GroupOp::all()
+                        .into_iter()
+                        .filter(|op| group_operands(*op, t).is_some())
+                        .collect();
+                    if ops.is_empty() {
+                        continue;
                     }
+                    let op = self.rng.pick(&ops);
+                    let ts = group_operands(op, t).expect("filtered");
+                    ExprKind::Group(op, self.exprs(&ts, d))
+                }
+                9 if self.group_ops => {
+                    let ops: Vec<SubGroupOp> = SubGroupOp::all()
+                        .into_iter()
+                        .filter(|op| sub_group_operands(*op, t).is_some())
+                        .collect();
+                    if ops.is_empty() {
+                        continue;
+                    }
+                    let op = self.rng.pick(&ops);
+                    let ts = sub_group_operands(op, t).expect("filtered");
                     ExprKind::SubGroup(op, self.exprs(&ts, d))
                 }
                 10 if self.helpers > 0 => {
@@ -659,15 +671,23 @@ impl Gen {
                 }
                 2 => Step::Barrier,
                 3 => {
-                    let ls = self.scalar_locals(|t| t.is_numeric() && !t.is_half());
+                    let ls =
+                        self.scalar_locals(|t| t.is_numeric() && !t.is_half() || t == Scalar::Bool);
                     if ls.is_empty() {
                         continue;
                     }
                     let local = self.rng.pick(&ls);
-                    Step::Reduce {
+                    let t = self.locals[local].ty;
+                    let ops: Vec<GroupOp> = GroupOp::all()
+                        .into_iter()
+                        .filter(|op| group_operands(*op, t).is_some())
+                        .collect();
+                    let op = self.rng.pick(&ops);
+                    let ts = group_operands(op, t).expect("filtered");
+                    Step::Group {
                         local,
-                        op: self.rng.pick(&Reduce::ALL),
-                        value: self.expr(self.locals[local].ty, EXPR_DEPTH),
+                        op,
+                        args: self.exprs(&ts, EXPR_DEPTH),
                     }
                 }
                 4 if depth > 0 => {
@@ -675,16 +695,19 @@ impl Gen {
                     Step::SyncFor(Box::new(h), self.steps(depth - 1))
                 }
                 5 => {
-                    let ls = self.scalar_locals(|t| t.is_numeric() && !t.is_half());
+                    let ls =
+                        self.scalar_locals(|t| t.is_numeric() && !t.is_half() || t == Scalar::Bool);
                     if ls.is_empty() {
                         continue;
                     }
                     let local = self.rng.pick(&ls);
-                    let op = self.rng.pick(&SubGroupOp::ALL);
-                    let mut ts = vec![self.locals[local].ty];
-                    if op.takes_lane() {
-                        ts.push(Scalar::Usize);
-                    }
+                    let t = self.locals[local].ty;
+                    let ops: Vec<SubGroupOp> = SubGroupOp::all()
+                        .into_iter()
+                        .filter(|op| sub_group_operands(*op, t).is_some())
+                        .collect();
+                    let op = self.rng.pick(&ops);
+                    let ts = sub_group_operands(op, t).expect("filtered");
                     Step::SubGroup {
                         local,
                         op,
@@ -833,10 +856,14 @@ fn generator_covers_the_ir() {
         "order: Acquire",
         "order: SeqCst",
         "scope: System",
-        "kind: Reduce(",
+        "kind: Group(Collective(Reduce(",
+        "kind: Group(Collective(InclusiveScan(",
+        "kind: Group(Collective(Any)",
+        "kind: Group(Broadcast",
         "kind: SubGroupQuery(",
         "kind: SubGroup(Broadcast",
-        "kind: SubGroup(Reduce(",
+        "kind: SubGroup(Collective(Reduce(",
+        "kind: SubGroup(Collective(ExclusiveScan(BitXor",
         "kind: Call(",
         "kind: Select(",
         // the no-signed-wrap fact (the one check that ends a tuple)
@@ -859,7 +886,9 @@ fn generator_covers_the_ir() {
         // steps
         "Region(",
         "GroupLet(",
-        "Reduce { local",
+        "Group { local",
+        "op: Collective(All)",
+        "op: Broadcast",
         "SyncFor(",
         "SubGroup { local",
         // checks and bounds
@@ -1580,8 +1609,37 @@ fn group_kernel(body: Vec<Stmt>) -> Function {
 fn group_sum() -> Expr {
     e(
         Scalar::U32,
-        ExprKind::Reduce(Reduce::Sum, Box::new(lit(Scalar::U32, 1))),
+        ExprKind::Group(
+            GroupOp::Collective(Collective::Reduce(Reduce::Sum)),
+            vec![lit(Scalar::U32, 1)],
+        ),
     )
+}
+
+/// The operand types of a collective whose result is a `t`, where `t` may be one.
+fn collective_operand(c: Collective, t: Scalar) -> Option<Scalar> {
+    let ok = if c.is_vote() {
+        t == Scalar::Bool
+    } else {
+        t.is_numeric() && !t.is_half() && (!c.op().is_bitwise() || t.is_int())
+    };
+    ok.then_some(t)
+}
+
+/// The operand types of a work-group operation whose result is a `t`, where it may be one.
+fn group_operands(op: GroupOp, t: Scalar) -> Option<Vec<Scalar>> {
+    match op {
+        GroupOp::Collective(c) => collective_operand(c, t).map(|t| vec![t]),
+        GroupOp::Broadcast => (t.is_numeric() && !t.is_half()).then(|| vec![t, Scalar::Usize]),
+    }
+}
+
+/// The operand types of a sub-group operation whose result is a `t`, where it may be one.
+fn sub_group_operands(op: SubGroupOp, t: Scalar) -> Option<Vec<Scalar>> {
+    match op {
+        SubGroupOp::Collective(c) => collective_operand(c, t).map(|t| vec![t]),
+        _ => (t.is_numeric() && !t.is_half()).then(|| vec![t, Scalar::Usize]),
+    }
 }
 
 /// `sub_group_broadcast(1u32, 0)`.
@@ -1924,7 +1982,7 @@ fn the_validator_rejects_each_rule() {
         ),
         (
             vec![Stmt::new(x(group_sum()))],
-            "a group reduction outside a work-group kernel's body",
+            "a group collective outside a work-group kernel's body",
         ),
         (
             vec![Stmt::new(x(sub_group_broadcast()))],
@@ -2029,9 +2087,12 @@ fn the_validator_rejects_each_rule() {
         (
             vec![Stmt::new(x(e(
                 Bool,
-                ExprKind::Reduce(Reduce::Max, Box::new(lit(Bool, 1))),
+                ExprKind::Group(
+                    GroupOp::Collective(Collective::Reduce(Reduce::Max)),
+                    vec![lit(Bool, 1)],
+                ),
             )))],
-            "a group reduction's type",
+            "a collective's type",
         ),
     ];
     for (body, what) in group_kernels {
@@ -2093,7 +2154,7 @@ fn the_validator_rejects_each_rule() {
                 ..helper.clone()
             },
             Role::Helper,
-            "a group reduction outside a work-group kernel's body",
+            "a group collective outside a work-group kernel's body",
         ),
         (
             Function {
@@ -2118,14 +2179,14 @@ fn the_validator_rejects_each_rule() {
                 ..f.clone()
             },
             Role::Kernel,
-            "a group reduction outside a work-group kernel's body",
+            "a group collective outside a work-group kernel's body",
         ),
         (
             Function {
-                steps: Some(vec![Step::Reduce {
+                steps: Some(vec![Step::Group {
                     local: 0,
-                    op: Reduce::Sum,
-                    value: sub_group_broadcast(),
+                    op: GroupOp::Collective(Collective::Reduce(Reduce::Sum)),
+                    args: vec![sub_group_broadcast()],
                 }]),
                 ..f.clone()
             },
@@ -2146,7 +2207,7 @@ fn the_validator_rejects_each_rule() {
                 ..f.clone()
             },
             Role::Kernel,
-            "a group reduction outside a work-group kernel's body",
+            "a group collective outside a work-group kernel's body",
         ),
         (
             Function {
@@ -2199,15 +2260,15 @@ fn the_validator_rejects_each_rule() {
         ),
         (
             Function {
-                steps: Some(vec![Step::Reduce {
+                steps: Some(vec![Step::Group {
                     local: 1,
-                    op: Reduce::Sum,
-                    value: lit(Bool, 1),
+                    op: GroupOp::Collective(Collective::Reduce(Reduce::Sum)),
+                    args: vec![lit(Bool, 1)],
                 }]),
                 ..f.clone()
             },
             Role::Kernel,
-            "a group reduction of another type",
+            "a collective's type",
         ),
     ];
     for (f, role, what) in bad {

@@ -76,17 +76,17 @@ fn check_nesting(body: &[Stmt], depth: usize) -> Result<()> {
             ));
         }
         match &e.kind {
-            ExprKind::Load { index: a, .. }
-            | ExprKind::Unary(_, a)
-            | ExprKind::Cast(a)
-            | ExprKind::Reduce(_, a) => expr(a, depth + 1),
+            ExprKind::Load { index: a, .. } | ExprKind::Unary(_, a) | ExprKind::Cast(a) => {
+                expr(a, depth + 1)
+            }
             ExprKind::Binary(_, a, b, _) => {
                 expr(a, depth + 1)?;
                 expr(b, depth + 1)
             }
-            ExprKind::Math(_, args) | ExprKind::Call(_, args) | ExprKind::SubGroup(_, args) => {
-                args.iter().try_for_each(|a| expr(a, depth + 1))
-            }
+            ExprKind::Math(_, args)
+            | ExprKind::Call(_, args)
+            | ExprKind::SubGroup(_, args)
+            | ExprKind::Group(_, args) => args.iter().try_for_each(|a| expr(a, depth + 1)),
             ExprKind::Atomic { index, values, .. } => {
                 expr(index, depth + 1)?;
                 values.iter().try_for_each(|a| expr(a, depth + 1))
@@ -277,9 +277,11 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
                 a.info.sub_groups = true;
                 sync_seen = true;
             }
-            ExprKind::Reduce(..) => {
+            ExprKind::Group(..) => {
                 sync_seen = true;
-                a.info.reduce_bytes = a.info.reduce_bytes.max(f.ty(e.ty).bits() as usize / 8);
+                // (The scratch of the OpenCL C and SPIR-V forms: a `bool` travels as a `u32`.)
+                let bytes = (f.ty(e.ty).bits() as usize / 8).max(4);
+                a.info.reduce_bytes = a.info.reduce_bytes.max(bytes);
             }
             ExprKind::Call(path, _) => {
                 let key = path_key(path);
@@ -334,7 +336,7 @@ struct StepBuilder<'a> {
 fn synchronises(body: &[Stmt]) -> bool {
     body.iter().any(|s| match &s.kind {
         StmtKind::Barrier => true,
-        StmtKind::Let(_, e) => matches!(e.kind, ExprKind::Reduce(..) | ExprKind::SubGroup(..)),
+        StmtKind::Let(_, e) => matches!(e.kind, ExprKind::Group(..) | ExprKind::SubGroup(..)),
         StmtKind::If(_, x, y) => synchronises(x) || synchronises(y),
         StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => synchronises(b),
         _ => false,
@@ -358,18 +360,27 @@ impl StepBuilder<'_> {
                     steps.push(Step::Barrier);
                 }
                 StmtKind::Let(id, e) => {
-                    if let ExprKind::Reduce(op, value) = &e.kind {
-                        self.no_sync_in_expr(value)?;
+                    if let ExprKind::Group(op, args) = &e.kind {
+                        for arg in args {
+                            self.no_sync_in_expr(arg)?;
+                        }
+                        if *op == GroupOp::Broadcast && !self.uniform(&args[1]) {
+                            return Err(err(
+                                args[1].src.0,
+                                "the id of `group_broadcast` must be the same in every work-item of the group (parameters, literals, ranges, group ids, `len()`, and immutable locals made of those)",
+                            ));
+                        }
                         flush(&mut region, &mut steps);
-                        self.a.class[*id] = if self.f.locals[*id].info.mutable {
+                        // Scans give each work-item its own value.
+                        self.a.class[*id] = if self.f.locals[*id].info.mutable || !op.is_uniform() {
                             Class::Item
                         } else {
                             Class::Group
                         };
-                        steps.push(Step::Reduce {
+                        steps.push(Step::Group {
                             local: *id,
                             op: *op,
-                            value: (**value).clone(),
+                            args: args.clone(),
                         });
                     } else if let ExprKind::SubGroup(op, args) = &e.kind {
                         for arg in args {
@@ -433,14 +444,14 @@ impl StepBuilder<'_> {
     fn no_sync_in_expr(&self, e: &Expr) -> Result<()> {
         let mut found = None;
         walk_expr(e, &mut |x| {
-            if matches!(x.kind, ExprKind::Reduce(..) | ExprKind::SubGroup(..)) && found.is_none() {
+            if matches!(x.kind, ExprKind::Group(..) | ExprKind::SubGroup(..)) && found.is_none() {
                 found = Some(x.src.0);
             }
         });
         match found {
             Some(span) => Err(err(
                 span,
-                format!("a group reduction or sub-group operation stands alone in a `let` (`let s = group_sum(x);`, `let y = sub_group_shuffle(x, lane);`): {SYNC_RULE}"),
+                format!("a group or sub-group collective stands alone in a `let` (`let s = group_sum(x);`, `let y = sub_group_shuffle(x, lane);`): {SYNC_RULE}"),
             )),
             None => Ok(()),
         }
@@ -462,8 +473,7 @@ impl StepBuilder<'_> {
             }
             let mut found = None;
             stmt_exprs_shallow(s, &mut |x| {
-                if matches!(x.kind, ExprKind::Reduce(..) | ExprKind::SubGroup(..))
-                    && found.is_none()
+                if matches!(x.kind, ExprKind::Group(..) | ExprKind::SubGroup(..)) && found.is_none()
                 {
                     found = Some(x.src.0);
                 }
@@ -494,7 +504,7 @@ impl StepBuilder<'_> {
                 ExprKind::SubGroupQuery(q) => q.is_uniform(),
                 ExprKind::Load { .. }
                 | ExprKind::Atomic { .. }
-                | ExprKind::Reduce(..)
+                | ExprKind::Group(..)
                 | ExprKind::SubGroup(..) => false,
             };
         });

@@ -22,8 +22,8 @@ use sycl_kernel_ir::Check;
 
 use crate::analyze::{Analysis, Class};
 use crate::ir::{
-    AccessCheck, AtomicOp, Base, BinOp, Checked, MathFn, Param, ParamKind, Query, Reduce,
-    SubGroupOp, SubGroupQuery, Ty, UnOp,
+    AccessCheck, AtomicOp, Base, BinOp, Checked, Collective, GroupOp, MathFn, Param, ParamKind,
+    Query, Reduce, SubGroupOp, SubGroupQuery, Ty, UnOp,
 };
 
 // The emitter reads the function with the bounds analysis' answers (`encode::checked`).
@@ -379,8 +379,8 @@ impl<'a> RustEmitter<'a> {
                     }
                 }
             }
-            ExprKind::Reduce(..) | ExprKind::SubGroup(..) => {
-                unreachable!("reductions and sub-group collectives are steps")
+            ExprKind::Group(..) | ExprKind::SubGroup(..) => {
+                unreachable!("group and sub-group collectives are steps")
             }
             ExprKind::SubGroupQuery(q) => match q {
                 SubGroupQuery::LocalId => quote!(#rt::sub_group_local_id(__lid, __lr)),
@@ -811,12 +811,16 @@ fn steps(f: &Function, params: &[Param], an: &Analysis, steps_: &[Step]) -> Toke
                 }
             }
             Step::Barrier => quote!(),
-            Step::Reduce { local, op, value } => {
+            Step::Group {
+                local,
+                op: GroupOp::Collective(c),
+                args,
+            } if c.is_uniform() => {
                 let name = format_ident!("__sycl_v{}", local);
-                let t = value.ty;
+                let t = args[0].ty;
                 let tt = ty_tokens(t);
-                let v = region.expr(value);
-                let (ident, combine) = reduction(*op, t);
+                let v = region.expr(&args[0]);
+                let (ident, combine) = reduction(c.op(), t);
                 let compute = quote! {
                     {
                         let mut __acc: #tt = #ident;
@@ -842,6 +846,81 @@ fn steps(f: &Function, params: &[Param], an: &Analysis, steps_: &[Step]) -> Toke
                     quote!(let #name: #tt = #compute;)
                 }
             }
+            Step::Group { local, op, args } => {
+                // Scans and broadcasts: every work-item's value first, in linear order (one
+                // that returned offers the identity; to a broadcast, zero), then each item's
+                // result.
+                let name = format_ident!("__sycl_v{}", local);
+                let buf = format_ident!("__sycl_sg{}", local);
+                let t = args[0].ty;
+                let tt = ty_tokens(t);
+                let v = region.expr(&args[0]);
+                let (offered, combine) = match op {
+                    GroupOp::Collective(
+                        c @ (Collective::InclusiveScan(r) | Collective::ExclusiveScan(r)),
+                    ) => {
+                        let (ident, combine) = reduction(*r, t);
+                        let inclusive = matches!(c, Collective::InclusiveScan(_));
+                        (
+                            ident.clone(),
+                            quote!(#rt::scan_in_place(&mut #buf, #ident, #inclusive, |__acc: #tt, __x: #tt| #combine);),
+                        )
+                    }
+                    _ => (
+                        quote!(<#tt as ::core::default::Default>::default()),
+                        quote!(),
+                    ),
+                };
+                let gather = quote! {
+                    let mut __item: usize = 0;
+                    __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
+                        #buf[__item] = if __st.done {
+                            #offered
+                        } else {
+                            let __sv: __SyclState = *__st;
+                            #v
+                        };
+                        __item += 1;
+                    });
+                    #combine
+                };
+                if let GroupOp::Broadcast = op {
+                    let id = group.expr(&args[1]);
+                    let pick = quote!(#buf[(#id) % #buf.len()]);
+                    if an.class[*local] == Class::Item {
+                        quote! {
+                            {
+                                #gather
+                                let __r: #tt = #pick;
+                                for __s in __states.iter_mut() {
+                                    __s.#name = __r;
+                                }
+                            }
+                        }
+                    } else {
+                        quote! {
+                            let #name: #tt = {
+                                #gather
+                                #pick
+                            };
+                        }
+                    }
+                } else {
+                    quote! {
+                        {
+                            #gather
+                            let mut __next: usize = 0;
+                            __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
+                                let __item = __next;
+                                __next += 1;
+                                if !__st.done {
+                                    __st.#name = #buf[__item];
+                                }
+                            });
+                        }
+                    }
+                }
+            }
             Step::SubGroup { local, op, args } => {
                 let name = format_ident!("__sycl_v{}", local);
                 let buf = format_ident!("__sycl_sg{}", local);
@@ -852,17 +931,19 @@ fn steps(f: &Function, params: &[Param], an: &Analysis, steps_: &[Step]) -> Toke
                 // the permutations (spec/kernels.md). Reductions combine each sub-group once,
                 // between the passes.
                 let (offered, combine, result) = match op {
-                    SubGroupOp::Reduce(r) => {
-                        let (ident, combine) = reduction(*r, t);
-                        (
-                            ident,
-                            quote!(#rt::reduce_sub_groups(&mut #buf, |__acc: #tt, __x: #tt| #combine);),
-                            quote!(#buf[__item]),
-                        )
+                    SubGroupOp::Collective(c) => {
+                        let (ident, combine) = reduction(c.op(), t);
+                        let inclusive = matches!(c, Collective::InclusiveScan(_));
+                        let pass = if c.is_uniform() {
+                            quote!(#rt::reduce_sub_groups(&mut #buf, |__acc: #tt, __x: #tt| #combine);)
+                        } else {
+                            quote!(#rt::scan_sub_groups(&mut #buf, #ident, #inclusive, |__acc: #tt, __x: #tt| #combine);)
+                        };
+                        (ident, pass, quote!(#buf[__item]))
                     }
                     _ => {
                         let lane = region.expr(&args[1]);
-                        let call = format_ident!("sub_group_{}", op.name());
+                        let call = format_ident!("sub_group_{}", op.name().as_str());
                         (
                             quote!(<#tt as ::core::default::Default>::default()),
                             quote!(),
@@ -916,26 +997,46 @@ fn steps(f: &Function, params: &[Param], an: &Analysis, steps_: &[Step]) -> Toke
     out
 }
 
-/// A reduction's identity and its combination of `__acc` and `__x` (integer sums wrap).
+/// A reduction's identity and its combination of `__acc` and `__x` (integer sums and
+/// products wrap; over `bool`, the votes' `|` and `&`).
 fn reduction(op: Reduce, t: Ty) -> (TokenStream, TokenStream) {
     let tt = ty_tokens(t);
+    if t == Ty::Bool {
+        return match op {
+            Reduce::BitAnd => (quote!(true), quote!(__acc & __x)),
+            _ => (quote!(false), quote!(__acc | __x)),
+        };
+    }
     match (op, t.is_float()) {
         (Reduce::Sum, true) => (quote!(0 as #tt), quote!(__acc + __x)),
         (Reduce::Sum, false) => (quote!(0 as #tt), quote!(__acc.wrapping_add(__x))),
+        (Reduce::Product, true) => (quote!(1 as #tt), quote!(__acc * __x)),
+        (Reduce::Product, false) => (quote!(1 as #tt), quote!(__acc.wrapping_mul(__x))),
         (Reduce::Min, true) => (quote!(#tt::INFINITY), quote!(__acc.min(__x))),
         (Reduce::Min, false) => (quote!(#tt::MAX), quote!(__acc.min(__x))),
         (Reduce::Max, true) => (quote!(#tt::NEG_INFINITY), quote!(__acc.max(__x))),
         (Reduce::Max, false) => (quote!(#tt::MIN), quote!(__acc.max(__x))),
+        (Reduce::BitAnd, _) => (quote!(!(0 as #tt)), quote!(__acc & __x)),
+        (Reduce::BitOr, _) => (quote!(0 as #tt), quote!(__acc | __x)),
+        (Reduce::BitXor, _) => (quote!(0 as #tt), quote!(__acc ^ __x)),
     }
 }
 
-/// The sub-group collectives of `steps` (nested ones included): their result local and
-/// element type, for the exchange buffers declared once per launch.
+/// The exchange buffers of `steps` (nested ones included): the result local and element type
+/// of each sub-group collective, group scan and broadcast, declared once per launch.
 fn sub_group_buffers(steps: &[Step]) -> Vec<(usize, Ty)> {
     let mut out = Vec::new();
     for s in steps {
         match s {
             Step::SubGroup { local, args, .. } => out.push((*local, args[0].ty)),
+            Step::Group { local, op, args }
+                if !matches!(
+                    op,
+                    GroupOp::Collective(Collective::Reduce(_) | Collective::Any | Collective::All)
+                ) =>
+            {
+                out.push((*local, args[0].ty))
+            }
             Step::SyncFor(_, body) => out.extend(sub_group_buffers(body)),
             _ => {}
         }

@@ -1400,35 +1400,8 @@ impl Parser {
             if let Some(op) = AtomicOp::from_name(&name) {
                 return self.atomic(op, c);
             }
-            if let Some(r) = Reduce::from_name(&name) {
-                if self.role == Role::Helper {
-                    return Err(err(span, "group reductions belong to kernels, not helpers"));
-                }
-                let [a] = c.args.iter().collect::<Vec<_>>()[..] else {
-                    return Err(err(span, format!("`{name}(x)` takes one value")));
-                };
-                let a = self.expr(a)?;
-                if self.types.get(a.ty) == Some(Ty::Bool) {
-                    return Err(err(span, "group reductions are over numbers"));
-                }
-                if self.types.get(a.ty).is_some_and(Ty::is_half) {
-                    return Err(err(
-                        span,
-                        format!("reduce halves in f32: `{name}(x.to_f32())`"),
-                    ));
-                }
-                if self.types.get(a.ty).is_none()
-                    && !self.types.is_int(a.ty)
-                    && !self.types.is_float(a.ty)
-                {
-                    return Err(err(span, "annotate the reduced value's type"));
-                }
-                let ty = a.ty;
-                return Ok(Expr {
-                    kind: ExprKind::Reduce(r, Box::new(a)),
-                    ty,
-                    src: At(span),
-                });
+            if let Some(op) = GroupOp::from_name(&name) {
+                return self.group(op, &name, c);
             }
             if let Some(q) = SubGroupQuery::from_name(&name) {
                 if !c.args.is_empty() {
@@ -1488,7 +1461,18 @@ impl Parser {
             SubGroupOp::Broadcast | SubGroupOp::Shuffle => format!("`{name}(x, lane)`"),
             SubGroupOp::ShiftLeft | SubGroupOp::ShiftRight => format!("`{name}(x, delta)`"),
             SubGroupOp::ShuffleXor => format!("`{name}(x, mask)`"),
-            SubGroupOp::Reduce(_) => format!("`{name}(x)`"),
+            SubGroupOp::Collective(k) => {
+                let [a] = args[..] else {
+                    return Err(err(span, format!("`{name}(x)` takes one value")));
+                };
+                let value = self.collective_value(k, name, a, span)?;
+                let ty = value.ty;
+                return Ok(Expr {
+                    kind: ExprKind::SubGroup(op, vec![value]),
+                    ty,
+                    src: At(span),
+                });
+            }
         };
         let want = if op.takes_lane() { 2 } else { 1 };
         if args.len() != want {
@@ -1535,6 +1519,88 @@ impl Parser {
             ty,
             src: At(span),
         })
+    }
+
+    /// `group_sum(x)`, `group_inclusive_sum(x)`, `group_any(c)`, `group_broadcast(x, id)` and
+    /// the other work-group collectives.
+    fn group(&mut self, op: GroupOp, name: &str, c: &syn::ExprCall) -> Result<Expr> {
+        let span = c.span();
+        if self.role == Role::Helper {
+            return Err(err(
+                span,
+                "group collectives belong to kernels, not helpers",
+            ));
+        }
+        let args: Vec<&syn::Expr> = c.args.iter().collect();
+        let operands = match op {
+            GroupOp::Collective(k) => {
+                let [a] = args[..] else {
+                    return Err(err(span, format!("`{name}(x)` takes one value")));
+                };
+                vec![self.collective_value(k, name, a, span)?]
+            }
+            GroupOp::Broadcast => {
+                let usage = "`group_broadcast(x, id)` takes a value and the local linear id of the work-item that gives it";
+                let [a, id] = args[..] else {
+                    return Err(err(span, usage));
+                };
+                let value =
+                    self.collective_value(Collective::Reduce(Reduce::Sum), name, a, span)?;
+                let id = self.expr(id)?;
+                self.expect_ty(&id, Ty::Usize, &format!("{usage} (a `usize`)"))?;
+                vec![value, id]
+            }
+        };
+        let ty = operands[0].ty;
+        Ok(Expr {
+            kind: ExprKind::Group(op, operands),
+            ty,
+            src: At(span),
+        })
+    }
+
+    /// The value of a reduction, scan or vote (`group_` or `sub_group_` `name`): a `bool` for
+    /// votes; else a number other than a half, an integer for `& | ^`.
+    fn collective_value(
+        &mut self,
+        k: Collective,
+        name: &str,
+        a: &syn::Expr,
+        span: Span,
+    ) -> Result<Expr> {
+        let value = self.expr(a)?;
+        if k.is_vote() {
+            self.expect_ty(
+                &value,
+                Ty::Bool,
+                &format!("`{name}(c)` (it takes a `bool`)"),
+            )?;
+            return Ok(value);
+        }
+        let known = self.types.get(value.ty);
+        if known == Some(Ty::Bool) {
+            return Err(err(
+                value.src.0,
+                format!("`{name}` is over numbers: for `bool`s use `group_any`/`group_all` (`sub_group_any`/`sub_group_all`)"),
+            ));
+        }
+        if known.is_some_and(Ty::is_half) {
+            return Err(err(
+                span,
+                format!("collectives over halves compute in f32: `{name}(x.to_f32())`"),
+            ));
+        }
+        let float = known.is_some_and(Ty::is_float) || self.types.is_float(value.ty);
+        if k.op().is_bitwise() && float {
+            return Err(err(
+                value.src.0,
+                format!("`{name}` is over integers (`& | ^` have no float form)"),
+            ));
+        }
+        if known.is_none() && !self.types.is_int(value.ty) && !float {
+            return Err(err(value.src.0, "annotate this value's type"));
+        }
+        Ok(value)
     }
 
     fn atomic(&mut self, op: AtomicOp, c: &syn::ExprCall) -> Result<Expr> {

@@ -57,6 +57,19 @@ fn scale_halves(a: sycl::half::bf16, x: &[sycl::half::f16], y: &mut [sycl::half:
     y[i] = sycl::half::bf16::from_f32(a.to_f32() * x[i].to_f32());
 }
 
+/// Group scans, votes and a broadcast (scratch-based and core forms), and sub-group scans by
+/// shuffles.
+#[sycl::kernel]
+fn prefix_sums(x: &[u32], out: &mut [u32]) {
+    let v = x[global_id(0)];
+    let s = group_inclusive_sum(v);
+    let p = group_exclusive_product(v);
+    let b = group_broadcast(v, 0);
+    let any = group_any(v == 0);
+    let lane = sub_group_inclusive_bit_xor(v);
+    out[global_id(0)] = if any { s + p + b + lane } else { s };
+}
+
 /// What the mock kept of the last launch.
 struct Launch {
     name: String,
@@ -250,6 +263,11 @@ fn generated_kernels_reach_level_zero_as_spirv_with_the_launch_layout() {
     let l = launch_module::<lane_sums>(&q, &mock, "lane_sums", range, lane_sums(&xs, &out));
     assert_eq!(l.sizes, [8; 8], "argument sizes");
     assert!(l.nulls.iter().all(|&z| !z));
+    assert_eq!(&l.values[5..8], &[(groups * 64) as u64, 1, 1], "the range");
+
+    // Scans, votes and a broadcast: a group kernel with the scratch, and sub-groups.
+    let l = launch_module::<prefix_sums>(&q, &mock, "prefix_sums", range, prefix_sums(&xs, &out));
+    assert_eq!(l.sizes, [8, 8, 8, 8, 8, 8, 8, 8, 64 * 8], "argument sizes");
     assert_eq!(&l.values[5..8], &[(groups * 64) as u64, 1, 1], "the range");
 
     // Ordered atomics and a fence (the mock's device has every order and scope).

@@ -3678,6 +3678,581 @@ pub fn group_reductions(d: &Device) -> R {
     Ok(())
 }
 
+// ---------------------------------------------------------------- 11b. scans, votes, broadcasts
+
+/// Every inclusive and exclusive scan of an integer type over the work-group, the reductions
+/// `group_sum`'s test does not cover, a broadcast and both votes: 19 values and 2 votes an item.
+macro_rules! group_collectives_int {
+    ($($kernel:ident: $t:ident),*) => {$(
+        #[sycl::kernel]
+        fn $kernel(x: &[$t], out: &mut [$t], votes: &mut [u32]) {
+            let g = global_id(0);
+            let v = x[g];
+            let i0 = group_inclusive_sum(v);
+            let i1 = group_inclusive_product(v);
+            let i2 = group_inclusive_min(v);
+            let i3 = group_inclusive_max(v);
+            let i4 = group_inclusive_bit_and(v);
+            let i5 = group_inclusive_bit_or(v);
+            let i6 = group_inclusive_bit_xor(v);
+            let e0 = group_exclusive_sum(v);
+            let e1 = group_exclusive_product(v);
+            let e2 = group_exclusive_min(v);
+            let e3 = group_exclusive_max(v);
+            let e4 = group_exclusive_bit_and(v);
+            let e5 = group_exclusive_bit_or(v);
+            let e6 = group_exclusive_bit_xor(v);
+            let r1 = group_product(v);
+            let r4 = group_bit_and(v);
+            let r5 = group_bit_or(v);
+            let r6 = group_bit_xor(v);
+            let b = group_broadcast(v, 3);
+            let any = group_any(v % 7 == 3);
+            let all = group_all(v % 64 != 5);
+            let k = g * 19;
+            out[k] = i0;
+            out[k + 1] = i1;
+            out[k + 2] = i2;
+            out[k + 3] = i3;
+            out[k + 4] = i4;
+            out[k + 5] = i5;
+            out[k + 6] = i6;
+            out[k + 7] = e0;
+            out[k + 8] = e1;
+            out[k + 9] = e2;
+            out[k + 10] = e3;
+            out[k + 11] = e4;
+            out[k + 12] = e5;
+            out[k + 13] = e6;
+            out[k + 14] = r1;
+            out[k + 15] = r4;
+            out[k + 16] = r5;
+            out[k + 17] = r6;
+            out[k + 18] = b;
+            votes[g * 2] = if any { 1 } else { 0 };
+            votes[g * 2 + 1] = if all { 1 } else { 0 };
+        }
+    )*};
+}
+
+group_collectives_int!(
+    group_collectives_i32: i32,
+    group_collectives_u32: u32,
+    group_collectives_i64: i64,
+    group_collectives_u64: u64
+);
+
+/// The same over sub-groups; each item also reports its sub-group and lane.
+macro_rules! sub_group_collectives_int {
+    ($($kernel:ident: $t:ident),*) => {$(
+        #[sycl::kernel]
+        fn $kernel(x: &[$t], out: &mut [$t], votes: &mut [u32]) {
+            let g = global_id(0);
+            let v = x[g];
+            let i0 = sub_group_inclusive_sum(v);
+            let i1 = sub_group_inclusive_product(v);
+            let i2 = sub_group_inclusive_min(v);
+            let i3 = sub_group_inclusive_max(v);
+            let i4 = sub_group_inclusive_bit_and(v);
+            let i5 = sub_group_inclusive_bit_or(v);
+            let i6 = sub_group_inclusive_bit_xor(v);
+            let e0 = sub_group_exclusive_sum(v);
+            let e1 = sub_group_exclusive_product(v);
+            let e2 = sub_group_exclusive_min(v);
+            let e3 = sub_group_exclusive_max(v);
+            let e4 = sub_group_exclusive_bit_and(v);
+            let e5 = sub_group_exclusive_bit_or(v);
+            let e6 = sub_group_exclusive_bit_xor(v);
+            let r1 = sub_group_product(v);
+            let r4 = sub_group_bit_and(v);
+            let r5 = sub_group_bit_or(v);
+            let r6 = sub_group_bit_xor(v);
+            let b = sub_group_broadcast(v, 3);
+            let any = sub_group_any(v % 7 == 3);
+            let all = sub_group_all(v % 64 != 5);
+            let k = g * 19;
+            out[k] = i0;
+            out[k + 1] = i1;
+            out[k + 2] = i2;
+            out[k + 3] = i3;
+            out[k + 4] = i4;
+            out[k + 5] = i5;
+            out[k + 6] = i6;
+            out[k + 7] = e0;
+            out[k + 8] = e1;
+            out[k + 9] = e2;
+            out[k + 10] = e3;
+            out[k + 11] = e4;
+            out[k + 12] = e5;
+            out[k + 13] = e6;
+            out[k + 14] = r1;
+            out[k + 15] = r4;
+            out[k + 16] = r5;
+            out[k + 17] = r6;
+            out[k + 18] = b;
+            votes[g * 4] = if any { 1 } else { 0 };
+            votes[g * 4 + 1] = if all { 1 } else { 0 };
+            votes[g * 4 + 2] = sub_group_id() as u32;
+            votes[g * 4 + 3] = sub_group_local_id() as u32;
+        }
+    )*};
+}
+
+sub_group_collectives_int!(
+    sub_group_collectives_i32: i32,
+    sub_group_collectives_u32: u32,
+    sub_group_collectives_i64: i64,
+    sub_group_collectives_u64: u64
+);
+
+/// Float scans (sum, product, min, max), the product and a broadcast: 10 values an item.
+macro_rules! collectives_float {
+    ($($group:ident, $sub:ident: $t:ident),*) => {$(
+        #[sycl::kernel]
+        fn $group(x: &[$t], out: &mut [$t], votes: &mut [u32]) {
+            let g = global_id(0);
+            let v = x[g];
+            let i0 = group_inclusive_sum(v);
+            let i1 = group_inclusive_product(v);
+            let i2 = group_inclusive_min(v);
+            let i3 = group_inclusive_max(v);
+            let e0 = group_exclusive_sum(v);
+            let e1 = group_exclusive_product(v);
+            let e2 = group_exclusive_min(v);
+            let e3 = group_exclusive_max(v);
+            let r1 = group_product(v);
+            let b = group_broadcast(v, 3);
+            let k = g * 10;
+            out[k] = i0;
+            out[k + 1] = i1;
+            out[k + 2] = i2;
+            out[k + 3] = i3;
+            out[k + 4] = e0;
+            out[k + 5] = e1;
+            out[k + 6] = e2;
+            out[k + 7] = e3;
+            out[k + 8] = r1;
+            out[k + 9] = b;
+            votes[g] = 0;
+        }
+
+        #[sycl::kernel]
+        fn $sub(x: &[$t], out: &mut [$t], votes: &mut [u32]) {
+            let g = global_id(0);
+            let v = x[g];
+            let i0 = sub_group_inclusive_sum(v);
+            let i1 = sub_group_inclusive_product(v);
+            let i2 = sub_group_inclusive_min(v);
+            let i3 = sub_group_inclusive_max(v);
+            let e0 = sub_group_exclusive_sum(v);
+            let e1 = sub_group_exclusive_product(v);
+            let e2 = sub_group_exclusive_min(v);
+            let e3 = sub_group_exclusive_max(v);
+            let r1 = sub_group_product(v);
+            let b = sub_group_broadcast(v, 3);
+            let k = g * 10;
+            out[k] = i0;
+            out[k + 1] = i1;
+            out[k + 2] = i2;
+            out[k + 3] = i3;
+            out[k + 4] = e0;
+            out[k + 5] = e1;
+            out[k + 6] = e2;
+            out[k + 7] = e3;
+            out[k + 8] = r1;
+            out[k + 9] = b;
+            votes[g * 4] = 0;
+            votes[g * 4 + 1] = 0;
+            votes[g * 4 + 2] = sub_group_id() as u32;
+            votes[g * 4 + 3] = sub_group_local_id() as u32;
+        }
+    )*};
+}
+
+collectives_float!(
+    group_collectives_f32, sub_group_collectives_f32: f32,
+    group_collectives_f64, sub_group_collectives_f64: f64
+);
+
+/// An operator with its identity.
+type IdentityOp<T> = (T, fn(T, T) -> T);
+
+/// The host's side of a collective's element type: the kernels' operators in their order (with
+/// identities), which of them the kernels also reduce, and the votes' predicates.
+trait CollectiveElem: Pod + Debug + PartialEq {
+    /// `(identity, operator)` in the kernels' order.
+    fn ops() -> Vec<IdentityOp<Self>>;
+    /// The operators (indices into `ops`) the kernels reduce.
+    const REDUCED: &'static [usize];
+    /// `group_any`'s and `group_all`'s predicates (integers only).
+    fn votes(self) -> Option<(bool, bool)>;
+}
+
+macro_rules! collective_int {
+    ($($t:ident),*) => {$(
+        impl CollectiveElem for $t {
+            fn ops() -> Vec<IdentityOp<Self>> {
+                vec![
+                    (0, |a, b| a.wrapping_add(b)),
+                    (1, |a, b| a.wrapping_mul(b)),
+                    ($t::MAX, |a, b| a.min(b)),
+                    ($t::MIN, |a, b| a.max(b)),
+                    (!0, |a, b| a & b),
+                    (0, |a, b| a | b),
+                    (0, |a, b| a ^ b),
+                ]
+            }
+            const REDUCED: &'static [usize] = &[1, 4, 5, 6];
+            fn votes(self) -> Option<(bool, bool)> {
+                Some((self % 7 == 3, self % 64 != 5))
+            }
+        }
+    )*};
+}
+
+collective_int!(i32, u32, i64, u64);
+
+macro_rules! collective_float {
+    ($($t:ident),*) => {$(
+        impl CollectiveElem for $t {
+            fn ops() -> Vec<IdentityOp<Self>> {
+                vec![
+                    (0.0, |a, b| a + b),
+                    (1.0, |a, b| a * b),
+                    ($t::INFINITY, $t::min),
+                    ($t::NEG_INFINITY, $t::max),
+                ]
+            }
+            const REDUCED: &'static [usize] = &[1];
+            fn votes(self) -> Option<(bool, bool)> {
+                None
+            }
+        }
+    )*};
+}
+
+collective_float!(f32, f64);
+
+/// What each member of `chunk` (a group or sub-group in linear order) gets: the inclusive
+/// scans, the exclusive scans, the reductions, the broadcast of member `3 % len`.
+fn collective_expect<T: CollectiveElem>(chunk: &[T]) -> Vec<Vec<T>> {
+    let ops = T::ops();
+    let mut rows: Vec<Vec<T>> = vec![Vec::new(); chunk.len()];
+    let mut totals = Vec::new();
+    for (pass, inclusive) in [(0, true), (1, false)] {
+        for &(ident, op) in &ops {
+            let mut acc = ident;
+            for (i, &v) in chunk.iter().enumerate() {
+                let next = op(acc, v);
+                rows[i].push(if inclusive { next } else { acc });
+                acc = next;
+            }
+            if pass == 0 {
+                totals.push(acc);
+            }
+        }
+    }
+    let b = chunk[3 % chunk.len()];
+    for row in rows.iter_mut() {
+        row.extend(T::REDUCED.iter().map(|&k| totals[k]));
+        row.push(b);
+    }
+    rows
+}
+
+/// Values for the collectives' tests: integers mostly small (so that products and sums wrap
+/// now and then, and `&` stays non-zero for a while), floats from {1, -1, 2, 0.5, 0.25 steps}
+/// in proportions whose every partial product and sum is exact in any order.
+fn collective_value<T: CollectiveElem>(i: usize, from_bits: fn(u64, usize) -> T) -> T {
+    let mut r = Rng((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    r.next();
+    from_bits(r.next(), i)
+}
+
+/// Compares a launch's values (`width` an item) and votes with `expect` over `chunks` (each
+/// a list of global ids in lane order).
+fn check_collectives<T: CollectiveElem>(
+    got: &[T],
+    votes: &[u32],
+    votes_width: usize,
+    x: &[T],
+    chunks: &[Vec<usize>],
+    exact: bool,
+    what: &str,
+) -> R {
+    let width = {
+        let ops = T::ops().len();
+        2 * ops + T::REDUCED.len() + 1
+    };
+    for members in chunks {
+        let values: Vec<T> = members.iter().map(|&g| x[g]).collect();
+        let want = collective_expect(&values);
+        let any = values.iter().any(|v| v.votes().is_some_and(|p| p.0));
+        let all = values.iter().all(|v| v.votes().map_or(true, |p| p.1));
+        for (lane, &g) in members.iter().enumerate() {
+            let row = &got[g * width..(g + 1) * width];
+            for (k, (&gv, &wv)) in row.iter().zip(&want[lane]).enumerate() {
+                let ok = if exact {
+                    gv == wv
+                } else {
+                    // (Floats: exact values; -0 and +0 and NaNs compare by their bits' meaning.)
+                    format!("{gv:?}") == format!("{wv:?}")
+                };
+                check!(
+                    ok,
+                    "{what}: item {g} (lane {lane} of {}) value {k}: got {gv:?}, want {wv:?}",
+                    members.len()
+                );
+            }
+            if T::ops().len() == 7 {
+                check_eq!(
+                    (votes[g * votes_width], votes[g * votes_width + 1]),
+                    (u32::from(any), u32::from(all)),
+                    "{what}: item {g}'s votes (any, all)"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Launches a collectives kernel over (x, out, votes).
+type CollectiveLaunch<'a, T> = &'a dyn Fn(&Queue, Range, &Usm<T>, &Usm<T>, &Usm<u32>) -> R;
+
+/// One type's work-group and sub-group collectives on groups of each size.
+fn collectives_of<T: CollectiveElem>(
+    q: &Queue,
+    sizes: &[usize],
+    sub_groups: bool,
+    from_bits: fn(u64, usize) -> T,
+    group: CollectiveLaunch<'_, T>,
+    sub: CollectiveLaunch<'_, T>,
+    what: &str,
+) -> R {
+    let width = 2 * T::ops().len() + T::REDUCED.len() + 1;
+    for &local in sizes {
+        let groups = 3;
+        let n = local * groups;
+        let x: Vec<T> = (0..n).map(|i| collective_value(i, from_bits)).collect();
+        let dx = upload(q, &x)?;
+        let out = sycl::malloc_device::<T>(n * width, q).map_err(fail)?;
+        let votes = filled(q, n * 4, 0u32)?;
+        let range = Range::d1(n).with_local([local, 1, 1]);
+        group(q, range, &dx, &out, &votes)?;
+        let chunks: Vec<Vec<usize>> = (0..groups)
+            .map(|k| (k * local..(k + 1) * local).collect())
+            .collect();
+        let got = q.to_vec(&out).map_err(fail)?;
+        let v = q.to_vec(&votes).map_err(fail)?;
+        check_collectives(
+            &got,
+            &v,
+            2,
+            &x,
+            &chunks,
+            true,
+            &format!("{what}, groups of {local}"),
+        )?;
+        if !sub_groups {
+            continue;
+        }
+        sub(q, range, &dx, &out, &votes)?;
+        let got = q.to_vec(&out).map_err(fail)?;
+        let v = q.to_vec(&votes).map_err(fail)?;
+        // Members by (work-group, sub-group), in lane order, as the device reported them.
+        let mut by: std::collections::BTreeMap<(usize, u32), Vec<(u32, usize)>> =
+            Default::default();
+        for g in 0..n {
+            by.entry((g / local, v[g * 4 + 2]))
+                .or_default()
+                .push((v[g * 4 + 3], g));
+        }
+        let mut chunks = Vec::new();
+        for (key, mut members) in by {
+            members.sort();
+            check!(
+                members.iter().enumerate().all(|(i, m)| m.0 as usize == i),
+                "{what}, groups of {local}: sub-group {key:?} has lanes {:?}",
+                members.iter().map(|m| m.0).collect::<Vec<_>>()
+            );
+            chunks.push(members.into_iter().map(|m| m.1).collect());
+        }
+        check_collectives(
+            &got,
+            &v,
+            4,
+            &x,
+            &chunks,
+            true,
+            &format!("{what}, sub-groups in groups of {local}"),
+        )?;
+    }
+    Ok(())
+}
+
+/// Item 5: work-group and sub-group inclusive and exclusive scans with `+ * min max & | ^`,
+/// reductions with `* & | ^`, broadcasts and `any`/`all` for i32, u32, i64, u64, f32 (f64
+/// with fp64), against the host's folds in linear-id order, on group sizes 1, 100 and 1000
+/// (as the device allows). Integer sums and products wrap; the float values make
+/// every partial result exact in any order.
+pub fn group_scans_and_votes(d: &Device) -> R {
+    let q = in_order(d)?;
+    // (Fewer sizes than the reductions' test: each is a build of twelve kernels.) One item,
+    // a partial warp after whole ones, many warps.
+    let sizes: Vec<usize> = [1usize, 100, 1000]
+        .into_iter()
+        .filter(|&s| s <= max_group(d, 1024))
+        .collect();
+    let sub_groups = d.has(Aspect::ExtSyclRsSubGroups);
+    // Small magnitudes, some negative, a few large; bits set often enough that `&` lives.
+    fn int(bits: u64, i: usize) -> u64 {
+        match i % 13 {
+            0 => bits,
+            1 | 2 => !(bits & 0x0f0f),
+            _ => bits % 97,
+        }
+    }
+    collectives_of::<i32>(
+        &q,
+        &sizes,
+        sub_groups,
+        |b, i| int(b, i) as i32 - if i % 3 == 0 { 40 } else { 0 },
+        &|q, r, x, o, v| run(q, r, group_collectives_i32(x, o, v)),
+        &|q, r, x, o, v| run(q, r, sub_group_collectives_i32(x, o, v)),
+        "i32",
+    )?;
+    collectives_of::<u32>(
+        &q,
+        &sizes,
+        sub_groups,
+        |b, i| int(b, i) as u32,
+        &|q, r, x, o, v| run(q, r, group_collectives_u32(x, o, v)),
+        &|q, r, x, o, v| run(q, r, sub_group_collectives_u32(x, o, v)),
+        "u32",
+    )?;
+    collectives_of::<i64>(
+        &q,
+        &sizes,
+        sub_groups,
+        |b, i| int(b, i) as i64 - if i % 3 == 0 { 40 } else { 0 },
+        &|q, r, x, o, v| run(q, r, group_collectives_i64(x, o, v)),
+        &|q, r, x, o, v| run(q, r, sub_group_collectives_i64(x, o, v)),
+        "i64",
+    )?;
+    collectives_of::<u64>(
+        &q,
+        &sizes,
+        sub_groups,
+        int,
+        &|q, r, x, o, v| run(q, r, group_collectives_u64(x, o, v)),
+        &|q, r, x, o, v| run(q, r, sub_group_collectives_u64(x, o, v)),
+        "u64",
+    )?;
+    // Signed powers of two, mostly ±1: every sum (of quarters) and product is exact, and a
+    // subset of 1000 doubles at most ~100 times.
+    fn float(bits: u64, _: usize) -> f64 {
+        match bits % 32 {
+            0 => 2.0,
+            1 => 0.5,
+            2..=15 => 1.0,
+            16..=29 => -1.0,
+            30 => -2.0,
+            _ => 0.25,
+        }
+    }
+    collectives_of::<f32>(
+        &q,
+        &sizes,
+        sub_groups,
+        |b, i| float(b, i) as f32,
+        &|q, r, x, o, v| run(q, r, group_collectives_f32(x, o, v)),
+        &|q, r, x, o, v| run(q, r, sub_group_collectives_f32(x, o, v)),
+        "f32",
+    )?;
+    if d.has(Aspect::Fp64) {
+        collectives_of::<f64>(
+            &q,
+            &sizes,
+            sub_groups,
+            float,
+            &|q, r, x, o, v| run(q, r, group_collectives_f64(x, o, v)),
+            &|q, r, x, o, v| run(q, r, sub_group_collectives_f64(x, o, v)),
+            "f64",
+        )?;
+    }
+    Ok(())
+}
+
+#[sycl::kernel]
+fn returned_collectives(x: &[u32], out: &mut [u32]) {
+    let g = global_id(0);
+    let l = local_id(0);
+    if l % 4 == 3 {
+        return;
+    }
+    let v = x[g];
+    let s = group_inclusive_sum(v);
+    let e = group_exclusive_max(v);
+    let p = group_bit_or(v);
+    let b = group_broadcast(v, 3);
+    let any = group_any(l % 4 == 2);
+    let all = group_all(l % 4 != 3);
+    out[g * 6] = s;
+    out[g * 6 + 1] = e;
+    out[g * 6 + 2] = p;
+    out[g * 6 + 3] = b;
+    out[g * 6 + 4] = if any { 1 } else { 0 };
+    out[g * 6 + 5] = if all { 1 } else { 0 };
+}
+
+/// Work-items that returned offer the identity to scans, reductions and votes (`all` stays
+/// true, `any` sees only the live) and zero to a broadcast from them.
+pub fn collectives_after_return(d: &Device) -> R {
+    let q = in_order(d)?;
+    for local in reduce_sizes(d) {
+        let groups = 3;
+        let n = local * groups;
+        let x: Vec<u32> = (0..n as u32).map(|k| k * 37 % 101 + 1).collect();
+        let dx = upload(&q, &x)?;
+        let out = filled(&q, n * 6, SENTINEL)?;
+        run(
+            &q,
+            Range::d1(n).with_local([local, 1, 1]),
+            returned_collectives(&dx, &out),
+        )?;
+        let got = q.to_vec(&out).map_err(fail)?;
+        for k in 0..groups {
+            let live: Vec<usize> = (0..local).filter(|l| l % 4 != 3).collect();
+            let or = live.iter().fold(0, |a, &l| a | x[k * local + l]);
+            let any = live.iter().any(|l| l % 4 == 2);
+            let src = 3 % local;
+            let b = if src % 4 == 3 { 0 } else { x[k * local + src] };
+            let (mut sum, mut max) = (0u32, 0u32);
+            for l in 0..local {
+                let g = k * local + l;
+                let row = &got[g * 6..g * 6 + 6];
+                if l % 4 == 3 {
+                    check!(
+                        row.iter().all(|&v| v == SENTINEL),
+                        "item {g} returned: {row:?}"
+                    );
+                    continue;
+                }
+                let before = max;
+                sum = sum.wrapping_add(x[g]);
+                max = max.max(x[g]);
+                let want = [sum, before, or, b, u32::from(any), 1];
+                check_eq!(
+                    row,
+                    &want[..],
+                    "groups of {local}: item {g} (scan, exclusive max, or, broadcast, any, all)"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------- 12. atomics
 
 #[sycl::kernel]

@@ -1459,6 +1459,16 @@ fn main() -> ExitCode {
             run: kernels::group_reductions,
         },
         DeviceTest {
+            name: "kernels::group_scans_and_votes",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::group_scans_and_votes,
+        },
+        DeviceTest {
+            name: "kernels::collectives_after_return",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::collectives_after_return,
+        },
+        DeviceTest {
             name: "kernels::reduction_value_stays_checked",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::reduction_value_stays_checked,

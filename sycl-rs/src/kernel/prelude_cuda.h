@@ -110,13 +110,15 @@ __device__ __forceinline__ T sycl_div_##tag(T a, T b, unsigned int* f) { \
 __device__ __forceinline__ T sycl_rem_##tag(T a, T b, unsigned int* f) { \
     if (b == 0 || (a == (MINV) && b == (T)-1)) { sycl_set_fail(f, SYCL_FAIL_ARITH); return 0; } return a % b; } \
 __device__ __forceinline__ T sycl_abs_##tag(T a) { return a < 0 ? (T)((U)0 - (U)a) : a; } \
-__device__ __forceinline__ T sycl_wadd_##tag(T a, T b) { return (T)((U)a + (U)b); }
+__device__ __forceinline__ T sycl_wadd_##tag(T a, T b) { return (T)((U)a + (U)b); } \
+__device__ __forceinline__ T sycl_wmul_##tag(T a, T b) { return (T)((U)a * (U)b); }
 #define SYCL_UDIV(T, tag) \
 __device__ __forceinline__ T sycl_div_##tag(T a, T b, unsigned int* f) { \
     if (b == 0) { sycl_set_fail(f, SYCL_FAIL_ARITH); return 0; } return a / b; } \
 __device__ __forceinline__ T sycl_rem_##tag(T a, T b, unsigned int* f) { \
     if (b == 0) { sycl_set_fail(f, SYCL_FAIL_ARITH); return 0; } return a % b; } \
-__device__ __forceinline__ T sycl_wadd_##tag(T a, T b) { return a + b; }
+__device__ __forceinline__ T sycl_wadd_##tag(T a, T b) { return a + b; } \
+__device__ __forceinline__ T sycl_wmul_##tag(T a, T b) { return a * b; }
 SYCL_SDIV(int, unsigned int, i32, (-2147483647 - 1))
 SYCL_SDIV(long long, unsigned long long, i64, (-9223372036854775807ll - 1))
 SYCL_UDIV(unsigned int, u32)
@@ -301,11 +303,55 @@ __device__ T sycl_reduce_##name##_##tag(T x, unsigned int done) { \
     for (unsigned int w = 1; w < warps; ++w) r = OP(r, sycl_partial[w]); \
     __syncthreads(); \
     return r; }
+// Scans (`inclusive`, else exclusive): each warp scans with shuffles up, its last lane leaves
+// the warp's total in shared memory, and each work-item combines the totals of the warps
+// before its own.
+#define SYCL_SCAN(T, tag, name, OP, IDENT) \
+__device__ T sycl_scan_##name##_##tag(T x, unsigned int done, unsigned int inclusive) { \
+    __shared__ T sycl_partial[32]; \
+    if (done) x = (IDENT); \
+    const unsigned int n = SYCL_GROUP_ITEMS; \
+    unsigned int t = (unsigned int)(sycl_local_id(0) + SYCL_LX * (sycl_local_id(1) + SYCL_LY * sycl_local_id(2))); \
+    unsigned int lane = t & 31u, warp = t >> 5; \
+    unsigned int width = SYCL_IMIN(32u, n - (t & ~31u)); \
+    unsigned int mask = width == 32u ? 0xffffffffu : ((1u << width) - 1u); \
+    for (unsigned int off = 1; off < 32u; off <<= 1) { \
+        T o = __shfl_up_sync(mask, x, off); \
+        if (lane >= off) x = OP(o, x); } \
+    T before = __shfl_up_sync(mask, x, 1); \
+    if (lane == 0u) before = (IDENT); \
+    if (lane == width - 1u) sycl_partial[warp] = x; \
+    __syncthreads(); \
+    T p = (IDENT); \
+    for (unsigned int w = 0; w < warp; ++w) p = OP(p, sycl_partial[w]); \
+    __syncthreads(); \
+    return OP(p, inclusive ? x : before); } \
+__device__ T sycl_group_inclusive_##name##_##tag(T x, unsigned int done) { return sycl_scan_##name##_##tag(x, done, 1u); } \
+__device__ T sycl_group_exclusive_##name##_##tag(T x, unsigned int done) { return sycl_scan_##name##_##tag(x, done, 0u); }
+// `group_broadcast(x, id)`: the work-item `id` (modulo the group's size) writes, all read.
+#define SYCL_BROADCAST(T, tag) \
+__device__ T sycl_group_broadcast_##tag(T x, unsigned int done, sycl_u64 id) { \
+    __shared__ T sycl_b; \
+    unsigned int t = (unsigned int)(sycl_local_id(0) + SYCL_LX * (sycl_local_id(1) + SYCL_LY * sycl_local_id(2))); \
+    if (t == (unsigned int)(id % (sycl_u64)SYCL_GROUP_ITEMS)) sycl_b = done ? (T)0 : x; \
+    __syncthreads(); \
+    T r = sycl_b; \
+    __syncthreads(); \
+    return r; }
+__device__ __forceinline__ float sycl_fmul_f32(float a, float b) { return a * b; }
+__device__ __forceinline__ double sycl_fmul_f64(double a, double b) { return a * b; }
+#define SYCL_IAND(a, b) ((a) & (b))
+#define SYCL_IOR(a, b) ((a) | (b))
+#define SYCL_IXOR(a, b) ((a) ^ (b))
 // The reductions there are, for each kind of reduction `R(T, tag, name, OP, IDENT)`.
 #define SYCL_REDUCE_INT(R, T, tag, MINV, MAXV) \
     R(T, tag, sum, sycl_wadd_##tag, (T)0) \
     R(T, tag, min, SYCL_IMIN, MAXV) \
-    R(T, tag, max, SYCL_IMAX, MINV)
+    R(T, tag, max, SYCL_IMAX, MINV) \
+    R(T, tag, product, sycl_wmul_##tag, (T)1) \
+    R(T, tag, bit_and, SYCL_IAND, (T)~(T)0) \
+    R(T, tag, bit_or, SYCL_IOR, (T)0) \
+    R(T, tag, bit_xor, SYCL_IXOR, (T)0)
 #define SYCL_REDUCTIONS(R) \
     SYCL_REDUCE_INT(R, int, i32, (-2147483647 - 1), 2147483647) \
     SYCL_REDUCE_INT(R, unsigned int, u32, 0u, 0xffffffffu) \
@@ -314,10 +360,22 @@ __device__ T sycl_reduce_##name##_##tag(T x, unsigned int done) { \
     R(float, f32, sum, sycl_fadd_f32, 0.0f) \
     R(float, f32, min, sycl_fmin_f32, __int_as_float(0x7f800000)) \
     R(float, f32, max, sycl_fmax_f32, __int_as_float(0xff800000u)) \
+    R(float, f32, product, sycl_fmul_f32, 1.0f) \
     R(double, f64, sum, sycl_fadd_f64, 0.0) \
     R(double, f64, min, sycl_fmin_f64, __longlong_as_double(0x7ff0000000000000ll)) \
-    R(double, f64, max, sycl_fmax_f64, __longlong_as_double((long long)0xfff0000000000000ull))
+    R(double, f64, max, sycl_fmax_f64, __longlong_as_double((long long)0xfff0000000000000ull)) \
+    R(double, f64, product, sycl_fmul_f64, 1.0)
 SYCL_REDUCTIONS(SYCL_REDUCE)
+SYCL_REDUCTIONS(SYCL_SCAN)
+SYCL_BROADCAST(int, i32)
+SYCL_BROADCAST(unsigned int, u32)
+SYCL_BROADCAST(long long, i64)
+SYCL_BROADCAST(sycl_u64, u64)
+SYCL_BROADCAST(float, f32)
+SYCL_BROADCAST(double, f64)
+// Votes: every work-item calls them (one that returned offers the identity).
+__device__ __forceinline__ bool sycl_group_any(bool c, unsigned int done) { return __syncthreads_or(!done && c) != 0; }
+__device__ __forceinline__ bool sycl_group_all(bool c, unsigned int done) { return __syncthreads_and(done || c) != 0; }
 
 // Sub-groups are warps: 32 work-items in linear order (SYCL's last dimension fastest, CUDA's
 // x). A group whose size is not a multiple of 32 ends in a partial warp: its shuffles name
@@ -364,5 +422,18 @@ __device__ T sycl_sg_##name##_##tag(T x, unsigned int done) { \
     for (unsigned int off = 16; off > 0; off >>= 1) { \
         T o = __shfl_down_sync(mask, x, off); \
         if (lane + off < width) x = OP(x, o); } \
-    return __shfl_sync(mask, x, 0); }
+    return __shfl_sync(mask, x, 0); } \
+__device__ T sycl_sg_scan_##name##_##tag(T x, unsigned int done, unsigned int inclusive) { \
+    if (done) x = (IDENT); \
+    unsigned int lane = sycl_sg_lane(), mask = sycl_sg_mask(); \
+    for (unsigned int off = 1; off < 32u; off <<= 1) { \
+        T o = __shfl_up_sync(mask, x, off); \
+        if (lane >= off) x = OP(o, x); } \
+    if (inclusive) return x; \
+    T b = __shfl_up_sync(mask, x, 1); \
+    return lane == 0u ? (IDENT) : b; } \
+__device__ T sycl_sg_inclusive_##name##_##tag(T x, unsigned int done) { return sycl_sg_scan_##name##_##tag(x, done, 1u); } \
+__device__ T sycl_sg_exclusive_##name##_##tag(T x, unsigned int done) { return sycl_sg_scan_##name##_##tag(x, done, 0u); }
 SYCL_REDUCTIONS(SYCL_SG_REDUCE)
+__device__ __forceinline__ bool sycl_sg_any(bool c, unsigned int done) { return __any_sync(sycl_sg_mask(), !done && c) != 0; }
+__device__ __forceinline__ bool sycl_sg_all(bool c, unsigned int done) { return __all_sync(sycl_sg_mask(), done || c) != 0; }

@@ -129,13 +129,15 @@ static inline T sycl_div_##tag(T a, T b, uint* f) { \
 static inline T sycl_rem_##tag(T a, T b, uint* f) { \
     if (b == 0 || (a == (MINV) && b == (T)-1)) { sycl_set_fail(f, SYCL_FAIL_ARITH); return 0; } return a % b; } \
 static inline T sycl_abs_##tag(T a) { return a < 0 ? (T)((U)0 - (U)a) : a; } \
-static inline T sycl_wadd_##tag(T a, T b) { return (T)((U)a + (U)b); }
+static inline T sycl_wadd_##tag(T a, T b) { return (T)((U)a + (U)b); } \
+static inline T sycl_wmul_##tag(T a, T b) { return (T)((U)a * (U)b); }
 #define SYCL_UDIV(T, tag) \
 static inline T sycl_div_##tag(T a, T b, uint* f) { \
     if (b == 0) { sycl_set_fail(f, SYCL_FAIL_ARITH); return 0; } return a / b; } \
 static inline T sycl_rem_##tag(T a, T b, uint* f) { \
     if (b == 0) { sycl_set_fail(f, SYCL_FAIL_ARITH); return 0; } return a % b; } \
-static inline T sycl_wadd_##tag(T a, T b) { return a + b; }
+static inline T sycl_wadd_##tag(T a, T b) { return a + b; } \
+static inline T sycl_wmul_##tag(T a, T b) { return a * b; }
 SYCL_SDIV(int, uint, i32, INT_MIN)
 SYCL_SDIV(long, ulong, i64, LONG_MIN)
 SYCL_UDIV(uint, u32)
@@ -297,11 +299,47 @@ T sycl_reduce_##name##_##tag(T x, uint done, __local T* s) { \
     T r = s[0]; \
     barrier(CLK_LOCAL_MEM_FENCE); \
     return r; }
+// Scans (`inclusive`, else exclusive) over the same scratch: log2(n) passes of two barriers,
+// each work-item combining the value `stride` before its own (Hillis and Steele).
+#define SYCL_SCAN(T, tag, name, OP, IDENT) \
+T sycl_scan_##name##_##tag(T x, uint done, __local T* s, uint inclusive) { \
+    if (done) x = (IDENT); \
+    const uint n = SYCL_GROUP_ITEMS; \
+    uint t = SYCL_LINEAR_LOCAL_ID; \
+    s[t] = x; \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    for (uint stride = 1u; stride < n; stride <<= 1) { \
+        T v = s[t]; \
+        if (t >= stride) v = OP(s[t - stride], v); \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+        s[t] = v; \
+        barrier(CLK_LOCAL_MEM_FENCE); } \
+    T r = inclusive ? s[t] : (t > 0u ? s[t - 1u] : (IDENT)); \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    return r; } \
+T sycl_group_inclusive_##name##_##tag(T x, uint done, __local T* s) { return sycl_scan_##name##_##tag(x, done, s, 1u); } \
+T sycl_group_exclusive_##name##_##tag(T x, uint done, __local T* s) { return sycl_scan_##name##_##tag(x, done, s, 0u); }
+// `group_broadcast(x, id)`: the work-item `id` (modulo the group's size) writes, all read.
+#define SYCL_BROADCAST(T, tag) \
+T sycl_group_broadcast_##tag(T x, uint done, sycl_u64 id, __local T* s) { \
+    if (SYCL_LINEAR_LOCAL_ID == (uint)(id % (sycl_u64)SYCL_GROUP_ITEMS)) s[0] = done ? (T)0 : x; \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    T r = s[0]; \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    return r; }
+#define SYCL_FMUL(a, b) ((a) * (b))
+#define SYCL_BAND(a, b) ((a) & (b))
+#define SYCL_BOR(a, b) ((a) | (b))
+#define SYCL_BXOR(a, b) ((a) ^ (b))
 // The reductions there are, for each kind of reduction `R(T, tag, name, OP, IDENT)`.
 #define SYCL_REDUCE_INT(R, T, tag, MINV, MAXV) \
     R(T, tag, sum, sycl_wadd_##tag, (T)0) \
     R(T, tag, min, min, MAXV) \
-    R(T, tag, max, max, MINV)
+    R(T, tag, max, max, MINV) \
+    R(T, tag, product, sycl_wmul_##tag, (T)1) \
+    R(T, tag, bit_and, SYCL_BAND, (T)~(T)0) \
+    R(T, tag, bit_or, SYCL_BOR, (T)0) \
+    R(T, tag, bit_xor, SYCL_BXOR, (T)0)
 #define SYCL_REDUCTIONS(R) \
     SYCL_REDUCE_INT(R, int, i32, INT_MIN, INT_MAX) \
     SYCL_REDUCE_INT(R, uint, u32, 0u, UINT_MAX) \
@@ -309,15 +347,28 @@ T sycl_reduce_##name##_##tag(T x, uint done, __local T* s) { \
     SYCL_REDUCE_INT(R, ulong, u64, 0ul, ULONG_MAX) \
     R(float, f32, sum, SYCL_FADD, 0.0f) \
     R(float, f32, min, fmin, INFINITY) \
-    R(float, f32, max, fmax, -INFINITY)
+    R(float, f32, max, fmax, -INFINITY) \
+    R(float, f32, product, SYCL_FMUL, 1.0f)
 #define SYCL_REDUCTIONS_F64(R) \
     R(double, f64, sum, SYCL_FADD, 0.0) \
     R(double, f64, min, fmin, (double)INFINITY) \
-    R(double, f64, max, fmax, -(double)INFINITY)
+    R(double, f64, max, fmax, -(double)INFINITY) \
+    R(double, f64, product, SYCL_FMUL, 1.0)
 SYCL_REDUCTIONS(SYCL_REDUCE)
+SYCL_REDUCTIONS(SYCL_SCAN)
+SYCL_BROADCAST(int, i32)
+SYCL_BROADCAST(uint, u32)
+SYCL_BROADCAST(long, i64)
+SYCL_BROADCAST(ulong, u64)
+SYCL_BROADCAST(float, f32)
 #ifdef SYCL_FP64
 SYCL_REDUCTIONS_F64(SYCL_REDUCE)
+SYCL_REDUCTIONS_F64(SYCL_SCAN)
+SYCL_BROADCAST(double, f64)
 #endif
+// Votes: a reduction of 0 and 1 (a work-item that returned offers the identity).
+bool sycl_group_any(bool c, uint done, __local uint* s) { return sycl_reduce_bit_or_u32((!done && c) ? 1u : 0u, 0u, s) != 0u; }
+bool sycl_group_all(bool c, uint done, __local uint* s) { return sycl_reduce_bit_and_u32((done || c) ? 1u : 0u, 0u, s) != 0u; }
 
 // Sub-groups (SYCL_SUB_GROUPS: the kernel uses them; the runtime launches such kernels only on
 // devices with cl_khr_subgroups or cl_intel_subgroups). Every work-item of the sub-group
@@ -371,20 +422,47 @@ SYCL_SG_PERMUTE(float, f32)
 #ifdef SYCL_FP64
 SYCL_SG_PERMUTE(double, f64)
 #endif
-// Reductions: the device's; signed sums in the unsigned type, so that they wrap.
-#define SYCL_SG_sum(tag, v) SYCL_SG_ADD_##tag(v)
-#define SYCL_SG_min(tag, v) sub_group_reduce_min(v)
-#define SYCL_SG_max(tag, v) sub_group_reduce_max(v)
-#define SYCL_SG_ADD_i32(v) ((int)sub_group_reduce_add((uint)(v)))
-#define SYCL_SG_ADD_i64(v) ((long)sub_group_reduce_add((ulong)(v)))
-#define SYCL_SG_ADD_u32(v) sub_group_reduce_add(v)
-#define SYCL_SG_ADD_u64(v) sub_group_reduce_add(v)
-#define SYCL_SG_ADD_f32(v) sub_group_reduce_add(v)
-#define SYCL_SG_ADD_f64(v) sub_group_reduce_add(v)
+// Reductions and scans: the device's for sum, min and max (signed sums in the unsigned type,
+// so that they wrap); the others a scan of log2(size) shuffles, each lane combining the value
+// `off` lanes before its own, the reduction the last lane's.
+#define SYCL_SG_GENERIC(T, tag, name, OP, IDENT) \
+static inline T sycl_sg_gscan_##name##_##tag(T x, uint inclusive) { \
+    uint id = get_sub_group_local_id(), w = get_sub_group_size(); \
+    for (uint off = 1u; off < w; off <<= 1) { \
+        T o = sycl_sg_select_##tag(x, id >= off ? id - off : id); \
+        if (id >= off) x = OP(o, x); } \
+    if (inclusive) return x; \
+    T b = sycl_sg_select_##tag(x, id >= 1u ? id - 1u : id); \
+    return id == 0u ? (IDENT) : b; } \
+static inline T sycl_sg_gred_##name##_##tag(T x) { \
+    return sycl_sg_select_##tag(sycl_sg_gscan_##name##_##tag(x, 1u), get_sub_group_size() - 1u); }
+#define SYCL_SG_ADD_i32(k, v) ((int)sub_group_##k##add((uint)(v)))
+#define SYCL_SG_ADD_i64(k, v) ((long)sub_group_##k##add((ulong)(v)))
+#define SYCL_SG_ADD_u32(k, v) sub_group_##k##add(v)
+#define SYCL_SG_ADD_u64(k, v) sub_group_##k##add(v)
+#define SYCL_SG_ADD_f32(k, v) sub_group_##k##add(v)
+#define SYCL_SG_ADD_f64(k, v) sub_group_##k##add(v)
+// `SYCL_SG_<name>(tag, kind, v)`: kind `reduce_`, `scan_inclusive_` or `scan_exclusive_`.
+#define SYCL_SG_sum(tag, k, I, v) SYCL_SG_ADD_##tag(k, v)
+#define SYCL_SG_min(tag, k, I, v) sub_group_##k##min(v)
+#define SYCL_SG_max(tag, k, I, v) sub_group_##k##max(v)
+#define SYCL_SG_GEN(name, tag, k, I, v) SYCL_SG_GEN_##k(name, tag, v)
+#define SYCL_SG_GEN_reduce_(name, tag, v) sycl_sg_gred_##name##_##tag(v)
+#define SYCL_SG_GEN_scan_inclusive_(name, tag, v) sycl_sg_gscan_##name##_##tag(v, 1u)
+#define SYCL_SG_GEN_scan_exclusive_(name, tag, v) sycl_sg_gscan_##name##_##tag(v, 0u)
+#define SYCL_SG_product(tag, k, I, v) SYCL_SG_GEN(product, tag, k, I, v)
+#define SYCL_SG_bit_and(tag, k, I, v) SYCL_SG_GEN(bit_and, tag, k, I, v)
+#define SYCL_SG_bit_or(tag, k, I, v) SYCL_SG_GEN(bit_or, tag, k, I, v)
+#define SYCL_SG_bit_xor(tag, k, I, v) SYCL_SG_GEN(bit_xor, tag, k, I, v)
 #define SYCL_SG_REDUCE(T, tag, name, OP, IDENT) \
-static inline T sycl_sg_##name##_##tag(T x, uint done) { return SYCL_SG_##name(tag, done ? (IDENT) : x); }
+SYCL_SG_GENERIC(T, tag, name, OP, IDENT) \
+static inline T sycl_sg_##name##_##tag(T x, uint done) { return SYCL_SG_##name(tag, reduce_, IDENT, done ? (IDENT) : x); } \
+static inline T sycl_sg_inclusive_##name##_##tag(T x, uint done) { return SYCL_SG_##name(tag, scan_inclusive_, IDENT, done ? (IDENT) : x); } \
+static inline T sycl_sg_exclusive_##name##_##tag(T x, uint done) { return SYCL_SG_##name(tag, scan_exclusive_, IDENT, done ? (IDENT) : x); }
 SYCL_REDUCTIONS(SYCL_SG_REDUCE)
 #ifdef SYCL_FP64
 SYCL_REDUCTIONS_F64(SYCL_SG_REDUCE)
 #endif
+static inline bool sycl_sg_any(bool c, uint done) { return sub_group_any((!done && c) ? 1 : 0) != 0; }
+static inline bool sycl_sg_all(bool c, uint done) { return sub_group_all((done || c) ? 1 : 0) != 0; }
 #endif

@@ -679,6 +679,35 @@ pub fn reduce_sub_groups<T: Copy>(values: &mut [T], combine: impl Fn(T, T) -> T)
     }
 }
 
+/// A scan with `combine` over `values` in order, in place: each becomes the combination of
+/// `identity` and the values up to it (`inclusive`) or before it.
+pub fn scan_in_place<T: Copy>(
+    values: &mut [T],
+    identity: T,
+    inclusive: bool,
+    combine: impl Fn(T, T) -> T,
+) {
+    let mut acc = identity;
+    for v in values.iter_mut() {
+        let next = combine(acc, *v);
+        *v = if inclusive { next } else { acc };
+        acc = next;
+    }
+}
+
+/// `sub_group_inclusive_sum(x)` and the other sub-group scans, for every sub-group at once
+/// (as [`reduce_sub_groups`]).
+pub fn scan_sub_groups<T: Copy>(
+    values: &mut [T],
+    identity: T,
+    inclusive: bool,
+    combine: impl Fn(T, T) -> T,
+) {
+    for lanes in values.chunks_mut(SUB_GROUP_SIZE) {
+        scan_in_place(lanes, identity, inclusive, &combine);
+    }
+}
+
 /// One argument of a generated kernel launch.
 pub struct ArgValue(pub(crate) ArgInner);
 

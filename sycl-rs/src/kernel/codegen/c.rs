@@ -36,8 +36,8 @@ use std::fmt::Write;
 use sycl_kernel_ir as kir;
 use sycl_kernel_ir::ir::{Base, Expr, ExprKind, For, Function, Param, Step, Stmt, StmtKind};
 use sycl_kernel_ir::{
-    AtomicOp, BinOp, Bound, BoundCmp, BoundFn, Check, MathFn, MemoryOrder, MemoryScope, Query,
-    Scalar as Ty, SubGroupOp, SubGroupQuery, UnOp,
+    AtomicOp, BinOp, Bound, BoundCmp, BoundFn, Check, Collective, GroupOp, MathFn, MemoryOrder,
+    MemoryScope, Query, Scalar as Ty, SubGroupOp, SubGroupQuery, UnOp,
 };
 
 use super::Program;
@@ -759,41 +759,74 @@ impl<'a> Printer<'a> {
                     Dialect::Cuda => "__syncthreads();",
                     Dialect::OpenCl => "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);",
                 }),
-                Step::Reduce { local, op, value } => {
-                    let t = value.ty;
-                    let x = self.fresh("x");
-                    self.line("{");
-                    self.depth += 1;
-                    let s = format!("{} {x} = 0;", cty(self.d, t));
-                    self.line(&s);
-                    self.line("if (!sycl_done) {");
-                    self.depth += 1;
-                    let v = self.expr(value);
-                    let s = format!("{x} = {v};");
-                    self.line(&s);
-                    self.depth -= 1;
-                    self.line("}");
-                    let scratch = match self.d {
-                        Dialect::Cuda => String::new(),
-                        Dialect::OpenCl => {
-                            format!(", (__local {}*)sycl_scratch", cty(self.d, t))
-                        }
-                    };
-                    let s = format!(
-                        "v{local} = sycl_reduce_{}_{}({x}, sycl_done{scratch});",
-                        op.name(),
-                        tag(t)
-                    );
-                    self.line(&s);
-                    self.depth -= 1;
-                    self.line("}");
-                }
+                Step::Group { local, op, args } => self.group(*local, *op, args),
                 Step::SubGroup { local, op, args } => self.sub_group(*local, *op, args),
                 Step::SyncFor(h, body) => {
                     self.for_loop(h, true, |e| e.steps(body));
                 }
             }
         }
+    }
+
+    /// `let local = group_<op>(args);`: every work-item of the group calls the prelude's
+    /// collective; one that returned offers the identity (to a broadcast, zero) through
+    /// `sycl_done`. The OpenCL C forms work in the kernel's local scratch.
+    fn group(&mut self, local: usize, op: GroupOp, args: &[Expr]) {
+        let Some(value) = args.first() else {
+            // (Validated: every collective takes its value.)
+            self.line("#error \"a group collective without a value\"");
+            return;
+        };
+        let t = value.ty;
+        let x = self.fresh("x");
+        self.line("{");
+        self.depth += 1;
+        // The source's id is uniform: every work-item computes it.
+        let id = args.get(1).map(|id_expr| {
+            let l = self.fresh("id");
+            self.uniform = true;
+            let v = self.expr(id_expr);
+            self.uniform = false;
+            self.line(&format!("sycl_u64 {l} = {v};"));
+            if id_expr.can_fail() {
+                self.uniform_check();
+            }
+            l
+        });
+        let s = format!("{} {x} = 0;", cty(self.d, t));
+        self.line(&s);
+        self.line("if (!sycl_done) {");
+        self.depth += 1;
+        let v = self.expr(value);
+        self.line(&format!("{x} = {v};"));
+        self.depth -= 1;
+        self.line("}");
+        let scratch = |elem: &str| match self.d {
+            Dialect::Cuda => String::new(),
+            Dialect::OpenCl => format!(", (__local {elem}*)sycl_scratch"),
+        };
+        let call = match op {
+            GroupOp::Collective(c) if c.is_vote() => {
+                let sc = scratch("uint");
+                format!("sycl_group_{}({x}, sycl_done{sc})", c.name())
+            }
+            GroupOp::Collective(Collective::Reduce(r)) => {
+                let sc = scratch(cty(self.d, t));
+                format!("sycl_reduce_{}_{}({x}, sycl_done{sc})", r.name(), tag(t))
+            }
+            GroupOp::Collective(c) => {
+                let sc = scratch(cty(self.d, t));
+                format!("sycl_group_{}_{}({x}, sycl_done{sc})", c.name(), tag(t))
+            }
+            GroupOp::Broadcast => {
+                let sc = scratch(cty(self.d, t));
+                let id = id.unwrap_or_else(|| "0".into());
+                format!("sycl_group_broadcast_{}({x}, sycl_done, {id}{sc})", tag(t))
+            }
+        };
+        self.line(&format!("v{local} = {call};"));
+        self.depth -= 1;
+        self.line("}");
     }
 
     /// `let local = sub_group_<op>(args);`: every work-item of the sub-group calls the
@@ -843,7 +876,12 @@ impl<'a> Printer<'a> {
             Some(l) => l.clone(),
             None => "sycl_done".into(),
         };
-        let s = format!("v{local} = sycl_sg_{}_{}({x}, {last});", op.name(), tag(t));
+        let s = match op {
+            SubGroupOp::Collective(c) if c.is_vote() => {
+                format!("v{local} = sycl_sg_{}({x}, {last});", c.name())
+            }
+            _ => format!("v{local} = sycl_sg_{}_{}({x}, {last});", op.name(), tag(t)),
+        };
         self.line(&s);
         self.depth -= 1;
         self.line("}");
@@ -1459,7 +1497,7 @@ impl<'a> Printer<'a> {
                 }
             }
             // (Validated: group operations appear only as steps.)
-            ExprKind::Reduce(..) | ExprKind::SubGroup(..) => {
+            ExprKind::Group(..) | ExprKind::SubGroup(..) => {
                 "sycl_group_operation_outside_a_step()".into()
             }
             ExprKind::SubGroupQuery(q) => match q {
@@ -1741,7 +1779,7 @@ fn step_locals(steps: &[Step]) -> (HashSet<usize>, HashSet<usize>) {
                     }
                 }
                 Step::GroupLet(l, _)
-                | Step::Reduce { local: l, .. }
+                | Step::Group { local: l, .. }
                 | Step::SubGroup { local: l, .. } => {
                     all.insert(*l);
                 }

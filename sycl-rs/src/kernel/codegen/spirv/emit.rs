@@ -328,6 +328,8 @@ struct Fx<'a> {
     loop_depth: usize,
     /// The variables of the function's 64-bit `for` loops and the `let`s made of them.
     wide_loop_vars: Vec<usize>,
+    /// The kernel's work-group scratch (`u64` elements, one per work-item), where it has one.
+    scratch: Option<Word>,
 }
 
 /// A built module.
@@ -414,6 +416,7 @@ fn new_fx<'a>(m: &'a mut Module, f: &'a Function, callees: Vec<Word>, p: &Progra
         assume_guards: false,
         loop_depth: 0,
         wide_loop_vars: wide_loop_vars(f),
+        scratch: None,
     }
 }
 
@@ -584,6 +587,9 @@ fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>, guarded: bool) ->
         status: raw[at],
         ranges: [raw[at + 1], raw[at + 2], raw[at + 3]],
     };
+    if p.scratch_param {
+        fx.scratch = raw.get(at + 4).copied();
+    }
     fx.declare_locals()?;
     // Stores, not OpVariable initializers: SPIRV-LLVM-Translator before 2025 (the reader of
     // Intel's OpenCL runtimes and GPU compilers of that time) made a Function variable with
@@ -1357,33 +1363,231 @@ impl Fx<'_> {
                     }
                 }
                 Step::Barrier => self.barrier()?,
-                Step::Reduce { local, op, value } => {
-                    let t = value.ty;
-                    let d = self.load(ScalarTy::Bool, self.done)?;
-                    let live = self.op(Op::LogicalNot, ScalarTy::Bool, &[d])?;
-                    let ident = self.identity(*op, t);
-                    // A work-item that returned adds the identity.
-                    let x = self.cond_value(live, t, |fx| fx.expr(value), ident)?;
-                    let gop = Self::group_op(*op, t);
-                    self.m.cap(Capability::Groups);
-                    let wg = self.m.u32c(SCOPE_WORKGROUP);
-                    let ty = self.m.ty(t);
-                    let r = self.ins(
-                        gop,
-                        Some(ty),
-                        vec![
-                            Operand::IdRef(wg),
-                            Operand::GroupOperation(GroupOperation::Reduce),
-                            Operand::IdRef(x),
-                        ],
-                    )?;
-                    self.store(self.locals[*local], r)?;
-                }
+                Step::Group { local, op, args } => self.group(*local, *op, args)?,
                 Step::SyncFor(h, body) => self.for_loop(h, true, |fx| fx.steps(body))?,
                 Step::SubGroup { local, op, args } => self.sub_group(*local, *op, args)?,
             }
         }
         Ok(())
+    }
+
+    /// `let local = group_<op>(args)` with the OpenCL C prelude's semantics: every work-item of
+    /// the group takes part; one that returned offers the identity (votes: `false` to `any`,
+    /// `true` to `all`; a broadcast: zero). Sums, minima, maxima and votes are the core
+    /// `OpGroup*` instructions; products, `& | ^` and broadcasts go through the kernel's
+    /// scratch.
+    fn group(&mut self, local: usize, op: GroupOp, args: &[Expr]) -> Result<()> {
+        let t = args[0].ty;
+        if self.f.locals[local].ty != t || self.f.locals[local].array.is_some() {
+            return Err(bad("a group result's local"));
+        }
+        // A broadcast's id is uniform: every work-item computes it.
+        let id = match (op, args.get(1)) {
+            (GroupOp::Broadcast, Some(e)) => {
+                self.uniform = true;
+                let v = self.expr(e)?;
+                self.uniform = false;
+                if !Self::pure(e) {
+                    self.uniform_check()?;
+                }
+                Some(v)
+            }
+            _ => None,
+        };
+        let d = self.load(ScalarTy::Bool, self.done)?;
+        let live = self.op(Op::LogicalNot, ScalarTy::Bool, &[d])?;
+        let offered = match op {
+            GroupOp::Collective(c) if c.is_vote() => self
+                .m
+                .konst(ScalarTy::Bool, u64::from(c == Collective::All)),
+            GroupOp::Collective(c) => self.identity(c.op(), t),
+            GroupOp::Broadcast => self.m.konst(t, 0),
+        };
+        let x = self.cond_value(live, t, |fx| fx.expr(&args[0]), offered)?;
+        self.m.cap(Capability::Groups);
+        let wg = self.m.u32c(SCOPE_WORKGROUP);
+        let r = match (op, id) {
+            (GroupOp::Collective(c), _) => match self.core_collective(c, t, wg, x)? {
+                Some(r) => r,
+                None => self.scratch_collective(c, t, x)?,
+            },
+            (GroupOp::Broadcast, Some(id)) => self.scratch_broadcast(t, x, id)?,
+            (GroupOp::Broadcast, None) => return Err(bad("a broadcast without an id")),
+        };
+        self.store(self.locals[local], r)
+    }
+
+    /// The collective as one core `OpGroup*` instruction at `scope`, where there is one (sums,
+    /// minima, maxima, votes).
+    fn core_collective(
+        &mut self,
+        c: Collective,
+        t: ScalarTy,
+        scope: Word,
+        x: Word,
+    ) -> Result<Option<Word>> {
+        let ty = self.m.ty(t);
+        let (gop, operation) = match c {
+            Collective::Any | Collective::All => {
+                let vote = if c == Collective::Any {
+                    Op::GroupAny
+                } else {
+                    Op::GroupAll
+                };
+                let r = self.ins(
+                    vote,
+                    Some(ty),
+                    vec![Operand::IdRef(scope), Operand::IdRef(x)],
+                )?;
+                return Ok(Some(r));
+            }
+            Collective::Reduce(r) => (Self::group_op(r, t), GroupOperation::Reduce),
+            Collective::InclusiveScan(r) => (Self::group_op(r, t), GroupOperation::InclusiveScan),
+            Collective::ExclusiveScan(r) => (Self::group_op(r, t), GroupOperation::ExclusiveScan),
+        };
+        let Some(gop) = gop else { return Ok(None) };
+        let r = self.ins(
+            gop,
+            Some(ty),
+            vec![
+                Operand::IdRef(scope),
+                Operand::GroupOperation(operation),
+                Operand::IdRef(x),
+            ],
+        )?;
+        Ok(Some(r))
+    }
+
+    /// `a op b` for a reduction's operator (integers wrap).
+    fn combine(&mut self, op: Reduce, t: ScalarTy, a: Word, b: Word) -> Result<Word> {
+        let float = is_float(t);
+        let o = match op {
+            Reduce::Sum if float => Op::FAdd,
+            Reduce::Sum => Op::IAdd,
+            Reduce::Product if float => Op::FMul,
+            Reduce::Product => Op::IMul,
+            Reduce::BitAnd => Op::BitwiseAnd,
+            Reduce::BitOr => Op::BitwiseOr,
+            Reduce::BitXor => Op::BitwiseXor,
+            Reduce::Min => return self.math(MathFn::Min, t, &[a, b]),
+            Reduce::Max => return self.math(MathFn::Max, t, &[a, b]),
+        };
+        self.op(o, t, &[a, b])
+    }
+
+    /// The work-item's linear id in its group (`u32`; SYCL's last dimension fastest, the
+    /// device's first).
+    fn linear_local_id(&mut self) -> Result<Word> {
+        let var = self.m.builtin(BuiltIn::LocalInvocationId);
+        let u64t = self.m.ty(ScalarTy::U64);
+        let v3 = self.m.b.type_vector(u64t, 3);
+        let v = self
+            .m
+            .b
+            .load(
+                v3,
+                None,
+                var,
+                Some(MemoryAccess::ALIGNED),
+                [Operand::LiteralBit32(32)],
+            )
+            .map_err(build_err)?;
+        let mut ids = [0; 3];
+        for (a, id) in ids.iter_mut().enumerate() {
+            *id = self
+                .m
+                .b
+                .composite_extract(u64t, None, v, [a as u32])
+                .map_err(build_err)?;
+        }
+        let ly = self.m.u64c(self.local[1] as u64);
+        let lx = self.m.u64c(self.local[0] as u64);
+        let zy = self.op(Op::IMul, ScalarTy::U64, &[ids[2], ly])?;
+        let yz = self.op(Op::IAdd, ScalarTy::U64, &[ids[1], zy])?;
+        let s = self.op(Op::IMul, ScalarTy::U64, &[yz, lx])?;
+        let lin = self.op(Op::IAdd, ScalarTy::U64, &[ids[0], s])?;
+        self.op(Op::UConvert, ScalarTy::U32, &[lin])
+    }
+
+    /// A pointer to element `i` (`u32`) of the scratch, as `t`.
+    fn scratch_at(&mut self, t: ScalarTy, i: Word) -> Result<Word> {
+        let base = self
+            .scratch
+            .ok_or_else(|| bad("a group collective without scratch"))?;
+        let ty = self.m.ty(t);
+        let pt = self.m.ptr(StorageClass::Workgroup, ty);
+        let typed = self.ins(Op::Bitcast, Some(pt), vec![Operand::IdRef(base)])?;
+        self.m
+            .b
+            .in_bounds_ptr_access_chain(pt, None, typed, i, [])
+            .map_err(build_err)
+    }
+
+    /// A reduction or scan through the scratch: log2(n) passes of two barriers, each work-item
+    /// combining the value `stride` before its own (as the OpenCL C prelude's `sycl_scan_*`),
+    /// unrolled over the launch's group size.
+    fn scratch_collective(&mut self, c: Collective, t: ScalarTy, x: Word) -> Result<Word> {
+        let n: u32 = self.local.iter().product();
+        let u32t = ScalarTy::U32;
+        let b = ScalarTy::Bool;
+        let tid = self.linear_local_id()?;
+        let mine = self.scratch_at(t, tid)?;
+        self.store(mine, x)?;
+        self.barrier()?;
+        let mut stride = 1u32;
+        while stride < n {
+            let a = self.load(t, mine)?;
+            let k = self.m.u32c(stride as u64);
+            let ok = self.op(Op::UGreaterThanEqual, b, &[tid, k])?;
+            let back = self.op(Op::ISub, u32t, &[tid, k])?;
+            let j = self.op(Op::Select, u32t, &[ok, back, tid])?;
+            let pj = self.scratch_at(t, j)?;
+            let before = self.load(t, pj)?;
+            let both = self.combine(c.op(), t, before, a)?;
+            let v = self.op(Op::Select, t, &[ok, both, a])?;
+            self.barrier()?;
+            self.store(mine, v)?;
+            self.barrier()?;
+            stride <<= 1;
+        }
+        let r = match c {
+            Collective::InclusiveScan(_) => self.load(t, mine)?,
+            Collective::ExclusiveScan(r) => {
+                let zero = self.m.u32c(0);
+                let one = self.m.u32c(1);
+                let ok = self.op(Op::UGreaterThan, b, &[tid, zero])?;
+                let back = self.op(Op::ISub, u32t, &[tid, one])?;
+                let j = self.op(Op::Select, u32t, &[ok, back, tid])?;
+                let pj = self.scratch_at(t, j)?;
+                let before = self.load(t, pj)?;
+                let ident = self.identity(r, t);
+                self.op(Op::Select, t, &[ok, before, ident])?
+            }
+            _ => {
+                let last = self.m.u32c(n as u64 - 1);
+                let p = self.scratch_at(t, last)?;
+                self.load(t, p)?
+            }
+        };
+        self.barrier()?;
+        Ok(r)
+    }
+
+    /// `group_broadcast(x, id)` through the scratch: work-item `id % n` writes, all read.
+    fn scratch_broadcast(&mut self, t: ScalarTy, x: Word, id: Word) -> Result<Word> {
+        let n = self.local.iter().product::<u32>() as u64;
+        let tid = self.linear_local_id()?;
+        let nc = self.m.u64c(n);
+        let m = self.op(Op::UMod, ScalarTy::U64, &[id, nc])?;
+        let src = self.op(Op::UConvert, ScalarTy::U32, &[m])?;
+        let is_src = self.op(Op::IEqual, ScalarTy::Bool, &[tid, src])?;
+        let zero = self.m.u32c(0);
+        let slot = self.scratch_at(t, zero)?;
+        self.if_then(is_src, |fx| fx.store(slot, x))?;
+        self.barrier()?;
+        let r = self.load(t, slot)?;
+        self.barrier()?;
+        Ok(r)
     }
 
     /// A sub-group built-in (`uint`).
@@ -1419,7 +1623,10 @@ impl Fx<'_> {
         let d = self.load(ScalarTy::Bool, self.done)?;
         let live = self.op(Op::LogicalNot, ScalarTy::Bool, &[d])?;
         let offered = match op {
-            SubGroupOp::Reduce(r) => self.identity(r, t),
+            SubGroupOp::Collective(c) if c.is_vote() => self
+                .m
+                .konst(ScalarTy::Bool, u64::from(c == Collective::All)),
+            SubGroupOp::Collective(c) => self.identity(c.op(), t),
             _ => self.m.konst(t, 0),
         };
         let x = self.cond_value(live, t, |fx| fx.expr(&args[0]), offered)?;
@@ -1435,18 +1642,10 @@ impl Fx<'_> {
         let sg = self.m.u32c(SCOPE_SUBGROUP);
         let ty = self.m.ty(t);
         let r = match (op, lane) {
-            (SubGroupOp::Reduce(r), _) => {
-                let gop = Self::group_op(r, t);
-                self.ins(
-                    gop,
-                    Some(ty),
-                    vec![
-                        Operand::IdRef(sg),
-                        Operand::GroupOperation(GroupOperation::Reduce),
-                        Operand::IdRef(x),
-                    ],
-                )?
-            }
+            (SubGroupOp::Collective(c), _) => match self.core_collective(c, t, sg, x)? {
+                Some(r) => r,
+                None => self.shuffle_collective(c, t, x)?,
+            },
             (_, None) => return Err(bad("a sub-group permutation without a lane")),
             (_, Some(lane)) => {
                 let size = self.sub_group_builtin(BuiltIn::SubgroupSize)?;
@@ -1481,7 +1680,7 @@ impl Fx<'_> {
                         let s32 = self.op(Op::UConvert, u32, &[s])?;
                         self.op(Op::Select, u32, &[ok, s32, id])?
                     }
-                    SubGroupOp::Reduce(_) => return Err(bad("unreachable")),
+                    SubGroupOp::Collective(_) => return Err(bad("unreachable")),
                 };
                 if op == SubGroupOp::Broadcast {
                     self.ins(
@@ -1504,9 +1703,58 @@ impl Fx<'_> {
         self.store(self.locals[local], r)
     }
 
-    /// The `OpGroup*` instruction of a reduction over `t`.
-    fn group_op(op: Reduce, t: ScalarTy) -> Op {
-        match (op, t) {
+    /// A sub-group reduction or scan by shuffles (`SPV_INTEL_subgroups`): log2 steps, each
+    /// lane combining the value `off` lanes before its own, for `off` up to 64 (sub-groups of
+    /// up to 128 lanes; Intel's largest are 64); the reduction is the last lane's.
+    fn shuffle_collective(&mut self, c: Collective, t: ScalarTy, x: Word) -> Result<Word> {
+        self.m.shuffle_intel();
+        let u32t = ScalarTy::U32;
+        let b = ScalarTy::Bool;
+        let ty = self.m.ty(t);
+        let id = self.sub_group_builtin(BuiltIn::SubgroupLocalInvocationId)?;
+        let shuffle = |fx: &mut Self, v: Word, lane: Word| {
+            fx.ins(
+                Op::SubgroupShuffleINTEL,
+                Some(ty),
+                vec![Operand::IdRef(v), Operand::IdRef(lane)],
+            )
+        };
+        let mut acc = x;
+        let mut off = 1u64;
+        while off <= 64 {
+            let k = self.m.u32c(off);
+            let ok = self.op(Op::UGreaterThanEqual, b, &[id, k])?;
+            let back = self.op(Op::ISub, u32t, &[id, k])?;
+            let j = self.op(Op::Select, u32t, &[ok, back, id])?;
+            let before = shuffle(self, acc, j)?;
+            let both = self.combine(c.op(), t, before, acc)?;
+            acc = self.op(Op::Select, t, &[ok, both, acc])?;
+            off <<= 1;
+        }
+        match c {
+            Collective::InclusiveScan(_) => Ok(acc),
+            Collective::ExclusiveScan(r) => {
+                let zero = self.m.u32c(0);
+                let one = self.m.u32c(1);
+                let ok = self.op(Op::UGreaterThan, b, &[id, zero])?;
+                let back = self.op(Op::ISub, u32t, &[id, one])?;
+                let j = self.op(Op::Select, u32t, &[ok, back, id])?;
+                let before = shuffle(self, acc, j)?;
+                let ident = self.identity(r, t);
+                self.op(Op::Select, t, &[ok, before, ident])
+            }
+            _ => {
+                let size = self.sub_group_builtin(BuiltIn::SubgroupSize)?;
+                let one = self.m.u32c(1);
+                let last = self.op(Op::ISub, u32t, &[size, one])?;
+                shuffle(self, acc, last)
+            }
+        }
+    }
+
+    /// The core `OpGroup*` instruction of a reduction over `t` (sums, minima and maxima).
+    fn group_op(op: Reduce, t: ScalarTy) -> Option<Op> {
+        Some(match (op, t) {
             (Reduce::Sum, t) if is_float(t) => Op::GroupFAdd,
             (Reduce::Sum, _) => Op::GroupIAdd,
             (Reduce::Min, t) if is_float(t) => Op::GroupFMin,
@@ -1515,25 +1763,14 @@ impl Fx<'_> {
             (Reduce::Max, t) if is_float(t) => Op::GroupFMax,
             (Reduce::Max, t) if is_signed(t) => Op::GroupSMax,
             (Reduce::Max, _) => Op::GroupUMax,
-        }
+            _ => return None,
+        })
     }
 
+    /// A reduction's identity over `t`.
     fn identity(&mut self, op: Reduce, t: ScalarTy) -> Word {
-        let v: u64 = match (op, t) {
-            (Reduce::Sum, _) => 0,
-            (Reduce::Min, ScalarTy::F32) => f32::INFINITY.to_bits() as u64,
-            (Reduce::Min, ScalarTy::F64) => f64::INFINITY.to_bits(),
-            (Reduce::Max, ScalarTy::F32) => f32::NEG_INFINITY.to_bits() as u64,
-            (Reduce::Max, ScalarTy::F64) => f64::NEG_INFINITY.to_bits(),
-            (Reduce::Min, ScalarTy::I32) => i32::MAX as u64,
-            (Reduce::Min, ScalarTy::I64) => i64::MAX as u64,
-            (Reduce::Min, ScalarTy::U32) => u32::MAX as u64,
-            (Reduce::Min, _) => u64::MAX,
-            (Reduce::Max, ScalarTy::I32) => i32::MIN as u32 as u64,
-            (Reduce::Max, ScalarTy::I64) => i64::MIN as u64,
-            (Reduce::Max, _) => 0,
-        };
-        self.m.konst(t, v)
+        let bits = op.identity_bits(t);
+        self.m.konst(t, bits)
     }
 
     // ---- bounds proofs
@@ -2100,7 +2337,7 @@ impl Fx<'_> {
             | ExprKind::SubGroupQuery(_) => true,
             ExprKind::Load { .. }
             | ExprKind::Atomic { .. }
-            | ExprKind::Reduce(..)
+            | ExprKind::Group(..)
             | ExprKind::SubGroup(..)
             | ExprKind::Call(..) => false,
             ExprKind::Binary(BinOp::Div | BinOp::Rem, a, b, _) if is_int(a.ty) => {
@@ -2303,7 +2540,7 @@ impl Fx<'_> {
                     .collect::<Result<Vec<_>>>()?;
                 self.atomic(*op, (*order, *scope), t, *base, i, &vs)
             }
-            ExprKind::Reduce(..) => Err(bad("a group reduction outside a step")),
+            ExprKind::Group(..) => Err(bad("a group collective outside a step")),
             ExprKind::SubGroup(..) => Err(bad("a sub-group operation outside a step")),
             ExprKind::SubGroupQuery(q) => {
                 let v = self.sub_group_builtin(match q {
