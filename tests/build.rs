@@ -356,7 +356,26 @@ impl Gen<'_> {
             T::U32
         };
         let op = *self.rng.pick(&["<", "<=", "==", "!=", ">", ">="]);
-        let c = format!("({} {op} {})", self.expr(t, depth), self.expr(t, depth));
+        let vars = self.vars(T::Usize);
+        // Now and then a variable below something slice-long, the test that guards an index
+        // (`if i < end { x[i] }`: the proofs take such conditions as facts).
+        let c = if !vars.is_empty() && self.rng.chance(25) {
+            let v = self.rng.pick(&vars).clone();
+            let s = self.rng.pick(SLICES_ALL);
+            let end = match self.rng.below(3) {
+                0 => format!("{s}.len()"),
+                1 => format!("({}).min({s}.len())", self.expr(T::Usize, depth)),
+                _ => self.expr(T::Usize, depth),
+            };
+            let op = *self.rng.pick(&["<", "<", "<=", ">"]);
+            if op == ">" {
+                format!("({end} > {v})")
+            } else {
+                format!("({v} {op} {end})")
+            }
+        } else {
+            format!("({} {op} {})", self.expr(t, depth), self.expr(t, depth))
+        };
         if depth > 0 && self.rng.chance(15) {
             let op = *self.rng.pick(&["&&", "||"]);
             format!("({c} {op} {})", self.cond(depth - 1))

@@ -29,6 +29,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+use sycl_kernel_ir::ir::stmt_roots;
 use sycl_kernel_ir::{Bound, BoundCmp, BoundFn};
 
 use crate::ir::*;
@@ -207,6 +208,10 @@ pub enum Proof {
 pub struct Bounds<'a> {
     f: &'a Function,
     defs: HashMap<usize, Def<'a>>,
+    /// For an element index that is an immutable local `l` read where a condition `l < end`
+    /// held (inside `if l < end { .. }`, the `then` value of such a select, or after `l < end
+    /// &&`): each such `end`, by the index expression's address.
+    below: HashMap<*const Expr, Vec<&'a Expr>>,
     memo: RefCell<HashMap<usize, B>>,
     /// `false`: every query answers `Proof::No` (`#[sycl::kernel(__no_proofs)]`, the
     /// differential test's twin of each kernel).
@@ -245,9 +250,13 @@ impl<'a> Bounds<'a> {
             }
         }
         collect(f, &f.body, &mut defs);
+        let mut below = HashMap::new();
+        let mut conds = Vec::new();
+        guarded_stmts(f, &f.body, &mut conds, &mut below);
         Bounds {
             f,
             defs,
+            below,
             memo: Default::default(),
             proofs: true,
         }
@@ -310,6 +319,22 @@ impl<'a> Bounds<'a> {
     }
 
     fn access_proof(&self, base: Base, index: &Expr) -> Proof {
+        // `l < end` held where the index `l` is read: `l` is below what `end` is below.
+        if let (Base::Param(p), Some(ends)) = (base, self.below.get(&(index as *const Expr))) {
+            for end in ends {
+                match self.bounds(end).len {
+                    Some((Rel::Len(q), _)) if q == p => return Proof::Always,
+                    Some((Rel::Range(d), _)) => {
+                        return Proof::Guard(Bound::cmp(
+                            BoundCmp::Le,
+                            Bound::GlobalRange(d),
+                            Bound::Len(p),
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+        }
         let b = self.bounds(index);
         match base {
             Base::Param(p) => match (b.len, &b.hi) {
@@ -696,6 +721,125 @@ pub fn pure(e: &Expr) -> bool {
     e.is_pure()
 }
 
+/// The facts `l < end` of condition `c` (its `&&` operands too), for immutable locals `l`.
+fn conditions<'a>(f: &Function, c: &'a Expr, out: &mut Vec<(usize, &'a Expr)>) {
+    match &c.kind {
+        ExprKind::Binary(BinOp::And, a, b, _) => {
+            conditions(f, a, out);
+            conditions(f, b, out);
+        }
+        ExprKind::Binary(BinOp::Lt, a, b, _) => {
+            if let ExprKind::Local(l) = a.kind {
+                if f.locals[l].array.is_none() && !f.locals[l].info.mutable {
+                    out.push((l, b));
+                }
+            }
+        }
+        ExprKind::Binary(BinOp::Gt, a, b, _) => {
+            if let ExprKind::Local(l) = b.kind {
+                if f.locals[l].array.is_none() && !f.locals[l].info.mutable {
+                    out.push((l, a));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Records, for every element index of `body` that is an immutable local, the ends of the
+/// conditions `l < end` that hold where it is read (`conds`: those of the enclosing code).
+fn guarded_stmts<'a>(
+    f: &'a Function,
+    body: &'a [Stmt],
+    conds: &mut Vec<(usize, &'a Expr)>,
+    out: &mut HashMap<*const Expr, Vec<&'a Expr>>,
+) {
+    for s in body {
+        match &s.kind {
+            StmtKind::If(c, a, b) => {
+                guarded_expr(f, c, conds, out);
+                let depth = conds.len();
+                conditions(f, c, conds);
+                guarded_stmts(f, a, conds, out);
+                conds.truncate(depth);
+                guarded_stmts(f, b, conds, out);
+            }
+            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => {
+                stmt_roots(s, &mut |e| guarded_expr(f, e, conds, out));
+                guarded_stmts(f, b, conds, out);
+            }
+            StmtKind::Store { index, .. } => {
+                record(f, index, conds, out);
+                stmt_roots(s, &mut |e| guarded_expr(f, e, conds, out));
+            }
+            _ => stmt_roots(s, &mut |e| guarded_expr(f, e, conds, out)),
+        }
+    }
+}
+
+fn record<'a>(
+    f: &'a Function,
+    index: &'a Expr,
+    conds: &[(usize, &'a Expr)],
+    out: &mut HashMap<*const Expr, Vec<&'a Expr>>,
+) {
+    let _ = f;
+    if let ExprKind::Local(l) = index.kind {
+        let ends: Vec<&Expr> = conds.iter().filter(|c| c.0 == l).map(|c| c.1).collect();
+        if !ends.is_empty() {
+            out.insert(index as *const Expr, ends);
+        }
+    }
+}
+
+fn guarded_expr<'a>(
+    f: &'a Function,
+    e: &'a Expr,
+    conds: &mut Vec<(usize, &'a Expr)>,
+    out: &mut HashMap<*const Expr, Vec<&'a Expr>>,
+) {
+    match &e.kind {
+        ExprKind::Load { index, .. } => {
+            record(f, index, conds, out);
+            guarded_expr(f, index, conds, out);
+        }
+        ExprKind::Select(c, a, b) => {
+            guarded_expr(f, c, conds, out);
+            let depth = conds.len();
+            conditions(f, c, conds);
+            guarded_expr(f, a, conds, out);
+            conds.truncate(depth);
+            guarded_expr(f, b, conds, out);
+        }
+        ExprKind::Binary(BinOp::And, a, b, _) => {
+            guarded_expr(f, a, conds, out);
+            let depth = conds.len();
+            conditions(f, a, conds);
+            guarded_expr(f, b, conds, out);
+            conds.truncate(depth);
+        }
+        ExprKind::Unary(_, a) | ExprKind::Cast(a) => guarded_expr(f, a, conds, out),
+        ExprKind::Binary(_, a, b, _) => {
+            guarded_expr(f, a, conds, out);
+            guarded_expr(f, b, conds, out);
+        }
+        ExprKind::Math(_, args)
+        | ExprKind::Call(_, args)
+        | ExprKind::SubGroup(_, args)
+        | ExprKind::Group(_, args) => args.iter().for_each(|a| guarded_expr(f, a, conds, out)),
+        ExprKind::Atomic { index, values, .. } => {
+            guarded_expr(f, index, conds, out);
+            values.iter().for_each(|a| guarded_expr(f, a, conds, out));
+        }
+        ExprKind::Lit(_)
+        | ExprKind::Local(_)
+        | ExprKind::Param(_)
+        | ExprKind::Len(_)
+        | ExprKind::Query(..)
+        | ExprKind::SubGroupQuery(_) => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! One test per proof rule: each parses a small kernel, takes the index of every element
@@ -812,6 +956,37 @@ mod tests {
             ),
             always()
         );
+    }
+
+    #[test]
+    fn a_condition_below_a_length_proves_what_it_guards() {
+        let src = "fn k(x: &[u32], y: &mut [u32], c: usize) {
+            let n = x.len();
+            let e = (global_id(0) * c + c).min(n);
+            let i = global_id(0) * c;
+            let v = if i < e { x[i] } else { 0 };
+            if i < e && v > 0 { y[i] = x[i]; }
+            let w = if i < e + 1 { x[i] } else { 0 };
+            y[0] = w;
+        }";
+        let p = proofs(src);
+        // x[i] in the select, y[i] (a guard of `y` against the range) and x[i] in the `if`;
+        // x[i] under `i < e + 1` stays checked.
+        let always = p.iter().filter(|(_, d)| *d == Proof::Always).count();
+        assert_eq!(always, 2, "{p:?}");
+        // A mutable local proves nothing: its value may change after the test.
+        let (cpu, _) = only(
+            "fn k(x: &mut [u32]) {
+                let mut i = global_id(0);
+                if i < x.len() { i += 1; x[i] = 1; }
+            }",
+        );
+        assert_eq!(cpu, Proof::No);
+        // `<=` is no fact.
+        let (cpu, dev) =
+            only("fn k(x: &mut [u32]) { let i = global_id(0); if i <= x.len() { x[i] = 1; } }");
+        assert_eq!(cpu, Proof::No);
+        assert_ne!(dev, Proof::Always);
     }
 
     #[test]
