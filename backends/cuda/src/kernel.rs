@@ -401,6 +401,20 @@ pub(crate) unsafe fn launch(
             ))
         })?;
     let (grid, block) = geometry(&range, &queue.dev)?;
+    // A group the function cannot run (too many registers or too much shared memory per
+    // thread for its size) is the caller's range, not a kernel failure.
+    let threads = block.iter().map(|&b| b as u64).product::<u64>();
+    if let Some(max) = result::module::max_threads_per_block(func) {
+        if threads > max as u64 {
+            return Err(Error::new(
+                Errc::NdRange,
+                format!(
+                    "kernel `{}` runs at most {max} work-items per group on this device (its registers and shared memory bound it); the launch asks for {threads}",
+                    k.name
+                ),
+            ));
+        }
+    }
 
     let mut values: Vec<Vec<u8>> = Vec::with_capacity(args.len());
     let mut shared = 0usize;

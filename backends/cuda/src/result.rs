@@ -1056,6 +1056,25 @@ pub(crate) mod module {
         None
     }
 
+    /// The most threads a block of function `f` may have on its device (its registers and
+    /// static shared memory bound it below the device's limit); `None` when the driver
+    /// cannot tell.
+    pub(crate) fn max_threads_per_block(f: sys::CUfunction) -> Option<u32> {
+        if !has_symbol("cuFuncGetAttribute") {
+            return None;
+        }
+        let mut v: std::ffi::c_int = 0;
+        // SAFETY: a valid out-pointer and a function of a loaded module.
+        let r = unsafe {
+            sys::cuFuncGetAttribute(
+                &mut v,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                f,
+            )
+        };
+        (r == sys::CUresult::CUDA_SUCCESS && v > 0).then_some(v as u32)
+    }
+
     /// `cuLaunchKernel`.
     ///
     /// # Safety

@@ -275,7 +275,10 @@ template <int O, int S> __device__ __forceinline__ float sycl_oatomic_add_f32(fl
     SYCL_OCHECK return sycl_fadd_f32_ordered<O, S>(p + i, v); }
 
 // Group reductions: every work-item of the group calls them (work-items that returned
-// contribute the identity). Warp shuffles, then one partial per warp in shared memory.
+// contribute the identity). Warp shuffles, then one partial per warp in shared memory. The
+// shared buffers come in pairs, picked by the kernel's count of collective calls
+// (`sycl_parity`, the same in every thread): a buffer is written again only two calls later,
+// after every thread passed the next call's `__syncthreads`, so one barrier a call suffices.
 __device__ __forceinline__ float sycl_fmin_f32(float a, float b) { return fminf(a, b); }
 __device__ __forceinline__ float sycl_fmax_f32(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ double sycl_fmin_f64(double a, double b) { return fmin(a, b); }
@@ -284,9 +287,11 @@ __device__ __forceinline__ float sycl_fadd_f32(float a, float b) { return a + b;
 __device__ __forceinline__ double sycl_fadd_f64(double a, double b) { return a + b; }
 #define SYCL_IMIN(a, b) ((a) < (b) ? (a) : (b))
 #define SYCL_IMAX(a, b) ((a) > (b) ? (a) : (b))
+#define SYCL_WARPS ((SYCL_GROUP_ITEMS + 31u) >> 5)
 #define SYCL_REDUCE(T, tag, name, OP, IDENT) \
-__device__ T sycl_reduce_##name##_##tag(T x, unsigned int done) { \
-    __shared__ T sycl_partial[32]; \
+__device__ T sycl_reduce_##name##_##tag(T x, unsigned int done, unsigned int* parity) { \
+    __shared__ T sycl_partial[2][32]; \
+    const unsigned int p = (*parity)++ & 1u; \
     if (done) x = (IDENT); \
     const unsigned int n = SYCL_GROUP_ITEMS; \
     unsigned int t = (unsigned int)(sycl_local_id(0) + SYCL_LX * (sycl_local_id(1) + SYCL_LY * sycl_local_id(2))); \
@@ -296,19 +301,18 @@ __device__ T sycl_reduce_##name##_##tag(T x, unsigned int done) { \
     for (unsigned int off = 16; off > 0; off >>= 1) { \
         T o = __shfl_down_sync(mask, x, off); \
         if (lane + off < width) x = OP(x, o); } \
-    if (lane == 0) sycl_partial[warp] = x; \
+    if (lane == 0) sycl_partial[p][warp] = x; \
     __syncthreads(); \
-    T r = sycl_partial[0]; \
-    unsigned int warps = (n + 31u) >> 5; \
-    for (unsigned int w = 1; w < warps; ++w) r = OP(r, sycl_partial[w]); \
-    __syncthreads(); \
+    T r = sycl_partial[p][0]; \
+    for (unsigned int w = 1; w < SYCL_WARPS; ++w) r = OP(r, sycl_partial[p][w]); \
     return r; }
 // Scans (`inclusive`, else exclusive): each warp scans with shuffles up, its last lane leaves
 // the warp's total in shared memory, and each work-item combines the totals of the warps
 // before its own.
 #define SYCL_SCAN(T, tag, name, OP, IDENT) \
-__device__ T sycl_scan_##name##_##tag(T x, unsigned int done, unsigned int inclusive) { \
-    __shared__ T sycl_partial[32]; \
+__device__ T sycl_scan_##name##_##tag(T x, unsigned int done, unsigned int* parity, unsigned int inclusive) { \
+    __shared__ T sycl_partial[2][32]; \
+    const unsigned int p = (*parity)++ & 1u; \
     if (done) x = (IDENT); \
     const unsigned int n = SYCL_GROUP_ITEMS; \
     unsigned int t = (unsigned int)(sycl_local_id(0) + SYCL_LX * (sycl_local_id(1) + SYCL_LY * sycl_local_id(2))); \
@@ -320,24 +324,22 @@ __device__ T sycl_scan_##name##_##tag(T x, unsigned int done, unsigned int inclu
         if (lane >= off) x = OP(o, x); } \
     T before = __shfl_up_sync(mask, x, 1); \
     if (lane == 0u) before = (IDENT); \
-    if (lane == width - 1u) sycl_partial[warp] = x; \
+    if (lane == width - 1u) sycl_partial[p][warp] = x; \
     __syncthreads(); \
-    T p = (IDENT); \
-    for (unsigned int w = 0; w < warp; ++w) p = OP(p, sycl_partial[w]); \
-    __syncthreads(); \
-    return OP(p, inclusive ? x : before); } \
-__device__ T sycl_group_inclusive_##name##_##tag(T x, unsigned int done) { return sycl_scan_##name##_##tag(x, done, 1u); } \
-__device__ T sycl_group_exclusive_##name##_##tag(T x, unsigned int done) { return sycl_scan_##name##_##tag(x, done, 0u); }
+    T q = (IDENT); \
+    for (unsigned int w = 0; w < SYCL_WARPS; ++w) { T v = sycl_partial[p][w]; if (w < warp) q = OP(q, v); } \
+    return OP(q, inclusive ? x : before); } \
+__device__ T sycl_group_inclusive_##name##_##tag(T x, unsigned int done, unsigned int* parity) { return sycl_scan_##name##_##tag(x, done, parity, 1u); } \
+__device__ T sycl_group_exclusive_##name##_##tag(T x, unsigned int done, unsigned int* parity) { return sycl_scan_##name##_##tag(x, done, parity, 0u); }
 // `group_broadcast(x, id)`: the work-item `id` (modulo the group's size) writes, all read.
 #define SYCL_BROADCAST(T, tag) \
-__device__ T sycl_group_broadcast_##tag(T x, unsigned int done, sycl_u64 id) { \
-    __shared__ T sycl_b; \
+__device__ T sycl_group_broadcast_##tag(T x, unsigned int done, sycl_u64 id, unsigned int* parity) { \
+    __shared__ T sycl_b[2]; \
+    const unsigned int p = (*parity)++ & 1u; \
     unsigned int t = (unsigned int)(sycl_local_id(0) + SYCL_LX * (sycl_local_id(1) + SYCL_LY * sycl_local_id(2))); \
-    if (t == (unsigned int)(id % (sycl_u64)SYCL_GROUP_ITEMS)) sycl_b = done ? (T)0 : x; \
+    if (t == (unsigned int)(id % (sycl_u64)SYCL_GROUP_ITEMS)) sycl_b[p] = done ? (T)0 : x; \
     __syncthreads(); \
-    T r = sycl_b; \
-    __syncthreads(); \
-    return r; }
+    return sycl_b[p]; }
 __device__ __forceinline__ float sycl_fmul_f32(float a, float b) { return a * b; }
 __device__ __forceinline__ double sycl_fmul_f64(double a, double b) { return a * b; }
 #define SYCL_IAND(a, b) ((a) & (b))

@@ -692,6 +692,12 @@ impl<'a> Printer<'a> {
                     Dialect::Cuda => "unsigned int sycl_done = 0;",
                     Dialect::OpenCl => "uint sycl_done = 0;",
                 });
+                if d == Dialect::Cuda {
+                    // The CUDA prelude's collectives alternate between two shared buffers by
+                    // this count of calls (the same in every thread), so that each needs one
+                    // `__syncthreads`, not two (see SYCL_REDUCE there).
+                    self.line("unsigned int sycl_parity = 0;");
+                }
                 // `sycl_ufail` is declared here if a uniform value can fail (known at the end).
                 let ufail_at = self.out.len();
                 // Locals that live across synchronisation are declared once, up front, so that
@@ -802,12 +808,15 @@ impl<'a> Printer<'a> {
         self.depth -= 1;
         self.line("}");
         let scratch = |elem: &str| match self.d {
-            Dialect::Cuda => String::new(),
+            Dialect::Cuda => ", &sycl_parity".to_string(),
             Dialect::OpenCl => format!(", (__local {elem}*)sycl_scratch"),
         };
         let call = match op {
             GroupOp::Collective(c) if c.is_vote() => {
-                let sc = scratch("uint");
+                let sc = match self.d {
+                    Dialect::Cuda => String::new(),
+                    Dialect::OpenCl => scratch("uint"),
+                };
                 format!("sycl_group_{}({x}, sycl_done{sc})", c.name())
             }
             GroupOp::Collective(Collective::Reduce(r)) => {
