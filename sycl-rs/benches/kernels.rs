@@ -5,7 +5,7 @@
 //! native,opencl,cuda` to pick device kinds, `-- --dump DIR` to write the generated and the
 //! hand-written programs to DIR and exit).
 //!
-//! Six algorithms, each as a bounds-checked kernel and as the same kernel with
+//! Seven algorithms, each as a bounds-checked kernel and as the same kernel with
 //! `unsafe { *x.get_unchecked(i) }` / `*y.get_unchecked_mut(i) = v` (unchecked):
 //! - saxpy: `y[i] = a * x[i] + y[i]` over a plain range (on OpenCL and CUDA, in the groups
 //!   the runtime picks, `Range::launched_on`: 256 on GPUs, up to 4096 on CPUs; the extra
@@ -23,6 +23,10 @@
 //!   reductions, one group of 256 per row (native CPU: one work-item walks its row);
 //! - histogram: 256 bins of the bytes of `u32` words: local-memory bins with local atomics
 //!   per work-group, then one global atomic per bin.
+//! - scan: the chunk pass of a multi-pass inclusive scan of `u32`s (`examples/scan.rs` has
+//!   all three): each work-group scans its contiguous chunk a tile at a time
+//!   (`group_inclusive_sum`, the tile's total by `group_broadcast`, a running carry) and
+//!   writes the chunk's total (native CPU: one work-item walks its chunk in order).
 //!
 //! Beside them (same queue, same memory, same launch geometry): on OpenCL and CUDA devices
 //! the same algorithms hand-written in OpenCL C / CUDA C (as a CUDA or OpenCL programmer
@@ -58,7 +62,8 @@
 //! time beside the hand-written OpenCL C (built in the same context).
 //!
 //! Targets (one PASS/MISS per row): CUDA and Intel's CPU OpenCL: ours <= 1.05x the
-//! hand-written time; native CPU saxpy and reduction: ours >= 0.8x rayon's throughput. Other
+//! hand-written time; native CPU saxpy, reduction, softmax and scan: ours >= 0.8x rayon's
+//! throughput. Other
 //! OpenCL platforms (PoCL) and native stencil/matmul are information.
 //!
 //! `SYCL_RS_REQUIRE_BACKENDS` (comma list: `opencl`, `cuda`) turns a missing backend into a
@@ -377,6 +382,63 @@ fn histogram_unchecked(x: &[u32], bins: &mut [u32]) {
     }
 }
 
+// The chunk pass of an inclusive scan: each work-group scans its contiguous chunk of `x` into
+// `y`, a tile of one element per work-item at a time, and writes the chunk's total.
+#[sycl::kernel]
+fn scan(x: &[u32], y: &mut [u32], sums: &mut [u32]) {
+    let n = x.len();
+    let chunk = (n + group_range(0) - 1) / group_range(0);
+    let begin = group_id(0) * chunk;
+    let end = (begin + chunk).min(n);
+    let mut carry = 0u32;
+    for tile in (begin..end).step_by(local_range(0)) {
+        let i = tile + local_id(0);
+        let v = if i < end { x[i] } else { 0 };
+        let s = group_inclusive_sum(v);
+        if i < end {
+            y[i] = carry.wrapping_add(s);
+        }
+        let total = group_broadcast(s, local_range(0) - 1);
+        carry = carry.wrapping_add(total);
+    }
+    if local_id(0) == 0 {
+        sums[group_id(0)] = carry;
+    }
+}
+
+#[sycl::kernel]
+fn scan_unchecked(x: &[u32], y: &mut [u32], sums: &mut [u32]) {
+    let n = x.len();
+    let chunk = (n + group_range(0) - 1) / group_range(0);
+    let begin = group_id(0) * chunk;
+    let end = (begin + chunk).min(n);
+    let mut carry = 0u32;
+    for tile in (begin..end).step_by(local_range(0)) {
+        let i = tile + local_id(0);
+        // SAFETY: i < end <= n == x.len() == y.len().
+        let v = if i < end {
+            unsafe { *x.get_unchecked(i) }
+        } else {
+            0
+        };
+        let s = group_inclusive_sum(v);
+        if i < end {
+            // SAFETY: as above.
+            unsafe {
+                *y.get_unchecked_mut(i) = carry.wrapping_add(s);
+            }
+        }
+        let total = group_broadcast(s, local_range(0) - 1);
+        carry = carry.wrapping_add(total);
+    }
+    if local_id(0) == 0 {
+        // SAFETY: the launch has sums.len() groups.
+        unsafe {
+            *sums.get_unchecked_mut(group_id(0)) = carry;
+        }
+    }
+}
+
 // ---------------------------------------------------------------- hand-written kernels
 
 /// The four algorithms in OpenCL C. OpenCL's dimension 0 is x (the fast one).
@@ -529,6 +591,33 @@ void histogram(__global const uint* restrict x, int n, __global uint* restrict b
     uint c = h[l];
     if (c != 0u) atomic_add(&bins[l], c);
 }
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void scan(__global const uint* restrict x, int n, __global uint* restrict y, __global uint* restrict sums)
+{
+    __local uint s[WG];
+    int l = get_local_id(0);
+    int groups = get_num_groups(0);
+    int chunk = (n + groups - 1) / groups;
+    int begin = get_group_id(0) * chunk;
+    int end = min(begin + chunk, n);
+    uint carry = 0u;
+    for (int tile = begin; tile < end; tile += WG) {
+        int i = tile + l;
+        s[l] = i < end ? x[i] : 0u;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int d = 1; d < WG; d <<= 1) {
+            uint t = l >= d ? s[l - d] + s[l] : s[l];
+            barrier(CLK_LOCAL_MEM_FENCE);
+            s[l] = t;
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (i < end) y[i] = carry + s[l];
+        carry += s[WG - 1];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (l == 0) sums[get_group_id(0)] = carry;
+}
 "#;
 
 /// The four algorithms in CUDA C++. CUDA's x is the fast dimension.
@@ -666,6 +755,36 @@ extern "C" __global__ void histogram(const unsigned* __restrict__ x, int n, unsi
     __syncthreads();
     unsigned c = h[l];
     if (c != 0u) atomicAdd(&bins[l], c);
+}
+
+extern "C" __global__ void scan(const unsigned* __restrict__ x, int n, unsigned* __restrict__ y, unsigned* __restrict__ sums)
+{
+    __shared__ unsigned warp_total[WG / 32];
+    int l = threadIdx.x, lane = l & 31, warp = l >> 5;
+    int chunk = (n + gridDim.x - 1) / gridDim.x;
+    int begin = blockIdx.x * chunk;
+    int end = min(begin + chunk, n);
+    unsigned carry = 0u;
+    for (int tile = begin; tile < end; tile += WG) {
+        int i = tile + l;
+        unsigned v = i < end ? x[i] : 0u;
+        for (int o = 1; o < 32; o <<= 1) {
+            unsigned t = __shfl_up_sync(0xffffffffu, v, o);
+            if (lane >= o) v += t;
+        }
+        if (lane == 31) warp_total[warp] = v;
+        __syncthreads();
+        unsigned before = 0u, total = 0u;
+        for (int w = 0; w < WG / 32; ++w) {
+            unsigned t = warp_total[w];
+            if (w < warp) before += t;
+            total += t;
+        }
+        __syncthreads();
+        if (i < end) y[i] = carry + before + v;
+        carry += total;
+    }
+    if (l == 0) sums[blockIdx.x] = carry;
 }
 "#;
 
@@ -1114,6 +1233,39 @@ fn rayon_histogram(x: &Usm<u32>) -> Vec<u32> {
     )
 }
 
+/// Each of `groups` contiguous chunks of `x` scanned (wrapping), and the chunks' totals.
+fn scan_ref(x: &[u32], groups: usize) -> (Vec<u32>, Vec<u32>) {
+    let chunk = x.len().div_ceil(groups);
+    let mut y = vec![0u32; x.len()];
+    let mut sums = vec![0u32; groups];
+    for (g, (xc, yc)) in x.chunks(chunk).zip(y.chunks_mut(chunk)).enumerate() {
+        sums[g] = scan_chunk(xc, yc);
+    }
+    (y, sums)
+}
+
+/// `y` the inclusive scan of `x`; the total.
+fn scan_chunk(x: &[u32], y: &mut [u32]) -> u32 {
+    let mut acc = 0u32;
+    for (y, &v) in y.iter_mut().zip(x) {
+        acc = acc.wrapping_add(v);
+        *y = acc;
+    }
+    acc
+}
+
+/// The chunk pass with rayon: the same chunks, one task each.
+fn rayon_scan(x: &Usm<u32>, y: &mut Usm<u32>, sums: &mut Usm<u32>, groups: usize) {
+    let x = x.as_slice().expect("host borrow");
+    let mut y = y.as_mut_slice().expect("host borrow");
+    let mut sums = sums.as_mut_slice().expect("host borrow");
+    let chunk = x.len().div_ceil(groups);
+    y.par_chunks_mut(chunk)
+        .zip(x.par_chunks(chunk))
+        .zip(sums.par_iter_mut())
+        .for_each(|((y, x), s)| *s = scan_chunk(x, y));
+}
+
 fn rayon_stencil(src: &Usm<f32>, dst: &mut Usm<f32>, n: usize) {
     let s = src.as_slice().expect("host borrow");
     let mut d = dst.as_mut_slice().expect("host borrow");
@@ -1137,7 +1289,7 @@ fn rayon_matmul(a: &Usm<f32>, b: &Usm<f32>, c: &mut Usm<f32>, n: usize) {
 enum Hand {
     Rayon,
     Source {
-        kernels: HandKernels,
+        kernels: Box<HandKernels>,
         /// The same source built a second time, timed as a fourth side: its ratio to the
         /// first build is the resolution of the run (identical code, its own placement).
         control: Box<HandKernels>,
@@ -1155,6 +1307,7 @@ struct HandKernels {
     matmul: Kernel,
     softmax: Kernel,
     histogram: Kernel,
+    scan: Kernel,
 }
 
 struct Bench<'a> {
@@ -1172,7 +1325,9 @@ impl Bench<'_> {
     fn goal(&self, kernel: &str) -> Goal {
         match self.kind {
             Kind::Cuda | Kind::IntelOpenCl => Goal::Time,
-            Kind::Native if matches!(kernel, "saxpy" | "reduce" | "softmax") => Goal::Throughput,
+            Kind::Native if matches!(kernel, "saxpy" | "reduce" | "softmax" | "scan") => {
+                Goal::Throughput
+            }
             _ => Goal::Info,
         }
     }
@@ -1610,6 +1765,98 @@ impl Bench<'_> {
         self.push(rows, "histogram", &t, 4.0 * n as f64, "GB/s");
     }
 
+    fn scan(&self, rows: &mut Vec<Row>) {
+        let q = self.q;
+        let n = self.sizes.vec;
+        let local = self.sizes.group_local;
+        let groups = self.sizes.red_groups;
+        let xs: Vec<u32> = (0..n as u64)
+            .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as u32)
+            .collect();
+        let (want_y, want_sums) = scan_ref(&xs, groups);
+        let x = upload(q, &xs);
+        let y = upload(q, &vec![0u32; n]);
+        let sums = upload(q, &vec![0u32; groups]);
+        let range = Range::d1(groups * local).with_local([local, 1, 1]);
+        let ours_c = || {
+            q.parallel_for(range, &[], scan(&x, &y, &sums))
+                .expect("launch scan")
+        };
+        let ours_u = || {
+            q.parallel_for(range, &[], scan_unchecked(&x, &y, &sums))
+                .expect("launch scan_unchecked")
+        };
+        let verify = |y: &Usm<u32>, sums: &Usm<u32>, name: &str| {
+            check(
+                &q.to_vec(y).unwrap(),
+                &want_y,
+                &format!("{}: scan {name}", self.label),
+            );
+            check(
+                &q.to_vec(sums).unwrap(),
+                &want_sums,
+                &format!("{}: scan {name} (totals)", self.label),
+            );
+        };
+        for (name, f) in [
+            ("checked", &ours_c as &dyn Fn() -> Event),
+            ("unchecked", &ours_u),
+        ] {
+            q.write(&y, &vec![0u32; n]).unwrap();
+            f().wait().expect("scan failed");
+            verify(&y, &sums, name);
+        }
+        let t = match &self.hand {
+            Hand::Rayon => {
+                let xr = upload_host(q, &xs);
+                let mut yr = upload_host(q, &vec![0u32; n]);
+                let mut sr = upload_host(q, &vec![0u32; groups]);
+                rayon_scan(&xr, &mut yr, &mut sr, groups);
+                verify(&yr, &sr, "rayon");
+                let hand = || rayon_scan(&xr, &mut yr, &mut sr, groups);
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    host_side(self.clock, hand),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+            Hand::Source {
+                kernels, control, ..
+            } => {
+                let yh = upload(q, &vec![0u32; n]);
+                let sh = upload(q, &vec![0u32; groups]);
+                let ni = n as i32;
+                let hand_on = |k: &Kernel, y: &Usm<u32>, s: &Usm<u32>| {
+                    let args = [
+                        KernelArg::usm(&x),
+                        KernelArg::scalar(&ni),
+                        KernelArg::usm(y),
+                        KernelArg::usm(s),
+                    ];
+                    // SAFETY: scan(const uint*, int, uint*, uint*): the arguments match; it
+                    // reads x and writes y below n, and one total per group, in groups of WG.
+                    unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand scan")
+                };
+                hand_on(&kernels.scan, &yh, &sh)
+                    .wait()
+                    .expect("hand scan failed");
+                verify(&yh, &sh, "hand-written");
+                let hand = || hand_on(&kernels.scan, &y, &sums);
+                let again = || hand_on(&control.scan, &y, &sums);
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    device_side(q, self.clock, hand),
+                    device_side(q, self.clock, again),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+        };
+        // Bytes read and written.
+        self.push(rows, "scan", &t, 8.0 * n as f64, "GB/s");
+    }
+
     fn stencil(&self, rows: &mut Vec<Row>) {
         let q = self.q;
         let n = self.sizes.grid;
@@ -1826,6 +2073,7 @@ fn hand_kernels(q: &Queue, kind: Kind) -> Hand {
             matmul: k("matmul"),
             softmax: k("softmax"),
             histogram: k("histogram"),
+            scan: k("scan"),
         }
     };
     // The control differs by a comment, so that no runtime hands back the first program.
@@ -1836,7 +2084,7 @@ fn hand_kernels(q: &Queue, kind: Kind) -> Hand {
         Source::CudaC(&again)
     };
     Hand::Source {
-        kernels: build(source),
+        kernels: Box::new(build(source)),
         control: Box::new(build(control)),
         opencl,
     }
@@ -1923,6 +2171,9 @@ fn run_device(
             if algos.contains(&"histogram") {
                 bench.histogram(&mut run);
             }
+            if algos.contains(&"scan") {
+                bench.scan(&mut run);
+            }
             run
         })
         .collect();
@@ -1961,6 +2212,8 @@ fn dump(dir: &str) {
             ("softmax_unchecked", src::<softmax_unchecked>(b, d1)),
             ("histogram", src::<histogram>(b, d1)),
             ("histogram_unchecked", src::<histogram_unchecked>(b, d1)),
+            ("scan", src::<scan>(b, d1)),
+            ("scan_unchecked", src::<scan_unchecked>(b, d1)),
         ] {
             std::fs::write(format!("{dir}/{name}.{ext}"), s.expect("program source"))
                 .expect("write");
@@ -2000,6 +2253,7 @@ fn main() {
             "matmul",
             "softmax",
             "histogram",
+            "scan",
         ],
     };
     println!(

@@ -2433,6 +2433,26 @@ fn proof_inclusive(x: &[u32], out: &mut [u32]) {
     out[global_id(0)] = acc;
 }
 
+/// `if i < end { x[i] }`: proved (`end <= x.len()`), so it runs unchecked and never fails.
+#[sycl::kernel]
+fn proof_condition(x: &[u32], out: &mut [u32], c: usize) {
+    let g = global_id(0);
+    let i = g * c;
+    let end = (i + 2).min(x.len());
+    let v = if i < end { x[i] } else { 0 };
+    let w = if end > i && v > 0 { x[i] } else { 1 };
+    out[g] = v + w;
+}
+
+/// `if i <= x.len() { x[i] }`: not proved; fails where `i == x.len()`.
+#[sycl::kernel]
+fn proof_condition_le(x: &[u32], out: &mut [u32], c: usize) {
+    let g = global_id(0);
+    let i = g * c;
+    let v = if i <= x.len() { x[i] } else { 0 };
+    out[g] = v;
+}
+
 #[sycl::kernel]
 fn proof_truncated(x: &[u32], out: &mut [u32]) {
     let n = (x.len() as u32).min(global_id(0) as u32 + 3);
@@ -2508,6 +2528,28 @@ pub fn bounds_proofs(d: &Device) -> R {
         Range::d1(items),
         proof_inclusive(&x, &out),
         "proof_inclusive",
+    )?;
+    // A condition below the length guards its accesses; `<=` does not (item 40 reads
+    // x[1000] with c = 25).
+    run(&q, Range::d1(items), proof_condition(&x, &out, 25))?;
+    let want: Vec<u32> = (0..items)
+        .map(|g| {
+            let i = g * 25;
+            if i < n {
+                2 * xs[i]
+            } else {
+                1
+            }
+        })
+        .collect();
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |i| {
+        format!("proof_condition item {i}")
+    })?;
+    fails_in_kernel(
+        &q,
+        Range::d1(items),
+        proof_condition_le(&x, &out, 25),
+        "proof_condition_le",
     )?;
     // The same flat kernel with a slice as long as the range (no checks needed) and shorter.
     let long = filled(&q, items, 0u32)?;
@@ -3318,10 +3360,11 @@ fn reduce_in_loop(x: &[u32], rounds: u32, out: &mut [u32]) {
 }
 
 /// Item 10: barriers inside `for` loops with uniform bounds (several phases, values moving
-/// between items every phase): a rotation by one slot per round, and a tree reduction.
+/// between items every phase): a rotation by one slot per round, and a tree reduction. Groups
+/// of one work-item too (the native CPU runs such kernels as straight code).
 pub fn barrier_in_uniform_loops(d: &Device) -> R {
     let q = in_order(d)?;
-    for local in [32usize, 256, max_group(d, 1024)] {
+    for local in [1usize, 32, 256, max_group(d, 1024)] {
         if local > max_group(d, 1024) {
             continue;
         }
@@ -4092,14 +4135,15 @@ fn collectives_of<T: CollectiveElem>(
 
 /// Item 5: work-group and sub-group inclusive and exclusive scans with `+ * min max & | ^`,
 /// reductions with `* & | ^`, broadcasts and `any`/`all` for i32, u32, i64, u64, f32 (f64
-/// with fp64), against the host's folds in linear-id order, on group sizes 1, 100 and 1000
+/// with fp64), against the host's folds in linear-id order, on group sizes 1, 100 and 512
 /// (as the device allows). Integer sums and products wrap; the float values make
 /// every partial result exact in any order.
 pub fn group_scans_and_votes(d: &Device) -> R {
     let q = in_order(d)?;
     // (Fewer sizes than the reductions' test: each is a build of twelve kernels.) One item,
-    // a partial warp after whole ones, many warps.
-    let sizes: Vec<usize> = [1usize, 100, 1000]
+    // a partial warp after whole ones, 16 warps (the 64-bit kernels hold 19 results live:
+    // on CUDA they have too many registers for groups of 1000).
+    let sizes: Vec<usize> = [1usize, 100, 512]
         .into_iter()
         .filter(|&s| s <= max_group(d, 1024))
         .collect();

@@ -301,8 +301,7 @@ T sycl_reduce_##name##_##tag(T x, uint done, __local T* s) { \
     return r; }
 // Scans (`inclusive`, else exclusive) over the same scratch: log2(n) passes of two barriers,
 // each work-item combining the value `stride` before its own (Hillis and Steele).
-#define SYCL_SCAN(T, tag, name, OP, IDENT) \
-T sycl_scan_##name##_##tag(T x, uint done, __local T* s, uint inclusive) { \
+#define SYCL_SCAN_PASSES(T, OP, IDENT) \
     if (done) x = (IDENT); \
     const uint n = SYCL_GROUP_ITEMS; \
     uint t = SYCL_LINEAR_LOCAL_ID; \
@@ -313,12 +312,18 @@ T sycl_scan_##name##_##tag(T x, uint done, __local T* s, uint inclusive) { \
         if (t >= stride) v = OP(s[t - stride], v); \
         barrier(CLK_LOCAL_MEM_FENCE); \
         s[t] = v; \
-        barrier(CLK_LOCAL_MEM_FENCE); } \
-    T r = inclusive ? s[t] : (t > 0u ? s[t - 1u] : (IDENT)); \
+        barrier(CLK_LOCAL_MEM_FENCE); }
+#define SYCL_SCAN(T, tag, name, OP, IDENT) \
+static inline T sycl_group_inclusive_##name##_##tag(T x, uint done, __local T* s) { \
+    SYCL_SCAN_PASSES(T, OP, IDENT) \
+    T r = s[t]; \
     barrier(CLK_LOCAL_MEM_FENCE); \
     return r; } \
-T sycl_group_inclusive_##name##_##tag(T x, uint done, __local T* s) { return sycl_scan_##name##_##tag(x, done, s, 1u); } \
-T sycl_group_exclusive_##name##_##tag(T x, uint done, __local T* s) { return sycl_scan_##name##_##tag(x, done, s, 0u); }
+static inline T sycl_group_exclusive_##name##_##tag(T x, uint done, __local T* s) { \
+    SYCL_SCAN_PASSES(T, OP, IDENT) \
+    T r = t > 0u ? s[t - 1u] : (IDENT); \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    return r; }
 // `group_broadcast(x, id)`: the work-item `id` (modulo the group's size) writes, all read.
 #define SYCL_BROADCAST(T, tag) \
 T sycl_group_broadcast_##tag(T x, uint done, sycl_u64 id, __local T* s) { \
