@@ -177,6 +177,7 @@ impl Device {
             } else {
                 AtomicCaps::RELAXED
             },
+            opencl_c_work_group_collectives: false,
         };
         Ok(Device {
             ordinal,

@@ -153,6 +153,10 @@ pub struct DeviceInfo {
     pub spirv_sub_group_shuffle: bool,
     /// The memory orders and scopes its atomics and fences have.
     pub atomic_caps: AtomicCaps,
+    /// Its OpenCL C compiler has OpenCL C 2.0's work-group collectives (`work_group_reduce_add`
+    /// and kin) under `-cl-std=CL2.0`/`CL3.0`: OpenCL 2.x devices, and 3.0 devices that say
+    /// `CL_DEVICE_WORK_GROUP_COLLECTIVE_FUNCTIONS_SUPPORT`. False elsewhere.
+    pub opencl_c_work_group_collectives: bool,
 }
 
 /// The memory orders and scopes a device's atomics and fences have (SYCL's

@@ -172,6 +172,7 @@ impl Device {
             spirv_sub_group_shuffle: c.numSubGroupSizes > 0,
             // Level Zero consumes SPIR-V, whose scoped atomics every Intel GPU has.
             atomic_caps: sycl_backend::AtomicCaps::ALL,
+            opencl_c_work_group_collectives: false,
             aspects: aspects_for(&inputs),
         };
         Ok(Device {

@@ -65,6 +65,7 @@ impl Device {
             sub_group_sizes: vec![32],
             spirv_sub_group_shuffle: false,
             atomic_caps: sycl_backend::AtomicCaps::ALL,
+            opencl_c_work_group_collectives: false,
             aspects: vec![
                 Aspect::Cpu,
                 Aspect::Fp64,

@@ -159,6 +159,19 @@ impl Device {
         let queue_props = ulong(CL_DEVICE_QUEUE_ON_HOST_PROPERTIES, "").unwrap_or(0);
         let svm_caps = ulong(CL_DEVICE_SVM_CAPABILITIES, "").unwrap_or(0);
         let atomic_caps = atomic_caps(&version, |p| ulong(p, "").ok());
+        // OpenCL C 2.0's work-group collectives: core in 2.x, optional in 3.0.
+        let opencl_c_work_group_collectives = if version.starts_with("OpenCL 2") {
+            true
+        } else if version.starts_with("OpenCL 3") {
+            // SAFETY: CL_DEVICE_WORK_GROUP_COLLECTIVE_FUNCTIONS_SUPPORT is a cl_bool.
+            unsafe {
+                info_value::<cl_bool>(f, CL_DEVICE_WORK_GROUP_COLLECTIVE_FUNCTIONS_SUPPORT, "")
+            }
+            .unwrap_or(0)
+                != 0
+        } else {
+            false
+        };
 
         let svm_usable = api.clSVMAlloc.is_some()
             && api.clSVMFree.is_some()
@@ -289,6 +302,7 @@ impl Device {
                 sub_group_sizes,
                 spirv_sub_group_shuffle: has_ext("cl_intel_spirv_subgroups"),
                 atomic_caps,
+                opencl_c_work_group_collectives,
             },
             caps: DeviceCaps {
                 usm,

@@ -554,6 +554,7 @@ mod tests {
             sub_group_sizes: Vec::new(),
             spirv_sub_group_shuffle: false,
             atomic_caps: sycl_backend::AtomicCaps::RELAXED,
+            opencl_c_work_group_collectives: false,
         };
         (info, address_bits)
     }

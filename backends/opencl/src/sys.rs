@@ -101,6 +101,7 @@ pub const CL_DEVICE_SINGLE_FP_CONFIG: cl_device_info = 0x101B;
 pub const CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT: u64 = 1 << 7;
 pub const CL_DEVICE_SVM_CAPABILITIES: cl_device_info = 0x1053;
 pub const CL_DEVICE_ATOMIC_MEMORY_CAPABILITIES: cl_uint = 0x1063;
+pub const CL_DEVICE_WORK_GROUP_COLLECTIVE_FUNCTIONS_SUPPORT: cl_uint = 0x1068;
 pub const CL_DEVICE_ATOMIC_FENCE_CAPABILITIES: cl_uint = 0x1064;
 pub const CL_DEVICE_ATOMIC_ORDER_RELAXED: cl_ulong = 1 << 0;
 pub const CL_DEVICE_ATOMIC_ORDER_ACQ_REL: cl_ulong = 1 << 1;

@@ -915,17 +915,24 @@ impl KernelCache {
         }
         let form = self.form_of(def, context);
         let mut options = context.raw().kernel_build_options(form).to_owned();
-        if form == KernelIr::OpenClC && resolved.c_program(def, form)?.orders_memory {
-            // Ordered atomics are OpenCL C 2.0's (the launch checked the devices have them).
-            let v3 = context
-                .devices()
-                .iter()
-                .all(|d| d.version().starts_with("OpenCL 3"));
-            options.push_str(if v3 {
-                " -cl-std=CL3.0"
-            } else {
-                " -cl-std=CL2.0"
-            });
+        if form == KernelIr::OpenClC {
+            let devices = context.devices();
+            // Ordered atomics are OpenCL C 2.0's (the launch checked the devices have them);
+            // group collectives use its work-group built-ins where every device's compiler
+            // has them (elsewhere the prelude works in local scratch).
+            let wants_2 = resolved.c_program(def, form)?.orders_memory
+                || (def.parts.info.reduce_bytes > 0
+                    && devices
+                        .iter()
+                        .all(|d| d.info().opencl_c_work_group_collectives));
+            if wants_2 {
+                let v3 = devices.iter().all(|d| d.version().starts_with("OpenCL 3"));
+                options.push_str(if v3 {
+                    " -cl-std=CL3.0"
+                } else {
+                    " -cl-std=CL2.0"
+                });
+            }
         }
         let src;
         let mut il = None;

@@ -337,43 +337,92 @@ T sycl_group_broadcast_##tag(T x, uint done, sycl_u64 id, __local T* s) { \
 #define SYCL_BOR(a, b) ((a) | (b))
 #define SYCL_BXOR(a, b) ((a) ^ (b))
 // The reductions there are, for each kind of reduction `R(T, tag, name, OP, IDENT)`.
-#define SYCL_REDUCE_INT(R, T, tag, MINV, MAXV) \
+// The reductions there are, for each kind of reduction `R(T, tag, name, OP, IDENT)`: sums,
+// minima and maxima (BASIC: OpenCL C 2.0 has them as work-group built-ins), then the others.
+#define SYCL_REDUCE_INT_BASIC(R, T, tag, MINV, MAXV) \
     R(T, tag, sum, sycl_wadd_##tag, (T)0) \
     R(T, tag, min, min, MAXV) \
-    R(T, tag, max, max, MINV) \
+    R(T, tag, max, max, MINV)
+#define SYCL_REDUCE_INT_MORE(R, T, tag) \
     R(T, tag, product, sycl_wmul_##tag, (T)1) \
     R(T, tag, bit_and, SYCL_BAND, (T)~(T)0) \
     R(T, tag, bit_or, SYCL_BOR, (T)0) \
     R(T, tag, bit_xor, SYCL_BXOR, (T)0)
-#define SYCL_REDUCTIONS(R) \
-    SYCL_REDUCE_INT(R, int, i32, INT_MIN, INT_MAX) \
-    SYCL_REDUCE_INT(R, uint, u32, 0u, UINT_MAX) \
-    SYCL_REDUCE_INT(R, long, i64, LONG_MIN, LONG_MAX) \
-    SYCL_REDUCE_INT(R, ulong, u64, 0ul, ULONG_MAX) \
+#define SYCL_REDUCTIONS_BASIC(R) \
+    SYCL_REDUCE_INT_BASIC(R, int, i32, INT_MIN, INT_MAX) \
+    SYCL_REDUCE_INT_BASIC(R, uint, u32, 0u, UINT_MAX) \
+    SYCL_REDUCE_INT_BASIC(R, long, i64, LONG_MIN, LONG_MAX) \
+    SYCL_REDUCE_INT_BASIC(R, ulong, u64, 0ul, ULONG_MAX) \
     R(float, f32, sum, SYCL_FADD, 0.0f) \
     R(float, f32, min, fmin, INFINITY) \
-    R(float, f32, max, fmax, -INFINITY) \
+    R(float, f32, max, fmax, -INFINITY)
+#define SYCL_REDUCTIONS_MORE(R) \
+    SYCL_REDUCE_INT_MORE(R, int, i32) \
+    SYCL_REDUCE_INT_MORE(R, uint, u32) \
+    SYCL_REDUCE_INT_MORE(R, long, i64) \
+    SYCL_REDUCE_INT_MORE(R, ulong, u64) \
     R(float, f32, product, SYCL_FMUL, 1.0f)
-#define SYCL_REDUCTIONS_F64(R) \
+#define SYCL_REDUCTIONS(R) SYCL_REDUCTIONS_BASIC(R) SYCL_REDUCTIONS_MORE(R)
+#define SYCL_REDUCTIONS_F64_BASIC(R) \
     R(double, f64, sum, SYCL_FADD, 0.0) \
     R(double, f64, min, fmin, (double)INFINITY) \
-    R(double, f64, max, fmax, -(double)INFINITY) \
+    R(double, f64, max, fmax, -(double)INFINITY)
+#define SYCL_REDUCTIONS_F64_MORE(R) \
     R(double, f64, product, SYCL_FMUL, 1.0)
-SYCL_REDUCTIONS(SYCL_REDUCE)
-SYCL_REDUCTIONS(SYCL_SCAN)
+#define SYCL_REDUCTIONS_F64(R) SYCL_REDUCTIONS_F64_BASIC(R) SYCL_REDUCTIONS_F64_MORE(R)
+// Where the compiler has OpenCL C 2.0's work-group collectives (the runtime builds programs
+// with group collectives with -cl-std=CL2.0 or CL3.0 where the devices are 2.x or 3.x), sums,
+// minima, maxima and votes are those built-ins (Intel's CPU runtime: the scan bench's chunk
+// pass 2.4x -> see spec/kernels.md); signed sums in the unsigned type, so that they wrap.
+// (Intel's compiler defines the feature macro under OpenCL C 1.2 too, without the built-ins.)
+#if defined(__OPENCL_C_VERSION__) && __OPENCL_C_VERSION__ >= 200 && (defined(__opencl_c_work_group_collective_functions) || __OPENCL_C_VERSION__ == 200)
+#define SYCL_WG_BUILTINS 1
+#endif
+#ifdef SYCL_WG_BUILTINS
+#define SYCL_WGB_ADD_i32(k, v) ((int)work_group_##k##add((uint)(v)))
+#define SYCL_WGB_ADD_i64(k, v) ((long)work_group_##k##add((ulong)(v)))
+#define SYCL_WGB_ADD_u32(k, v) work_group_##k##add(v)
+#define SYCL_WGB_ADD_u64(k, v) work_group_##k##add(v)
+#define SYCL_WGB_ADD_f32(k, v) work_group_##k##add(v)
+#define SYCL_WGB_ADD_f64(k, v) work_group_##k##add(v)
+#define SYCL_WGB_sum(tag, k, v) SYCL_WGB_ADD_##tag(k, v)
+#define SYCL_WGB_min(tag, k, v) work_group_##k##min(v)
+#define SYCL_WGB_max(tag, k, v) work_group_##k##max(v)
+#define SYCL_REDUCE_WG(T, tag, name, OP, IDENT) \
+T sycl_reduce_##name##_##tag(T x, uint done, __local T* s) { return SYCL_WGB_##name(tag, reduce_, done ? (IDENT) : x); } \
+static inline T sycl_group_inclusive_##name##_##tag(T x, uint done, __local T* s) { return SYCL_WGB_##name(tag, scan_inclusive_, done ? (IDENT) : x); } \
+static inline T sycl_group_exclusive_##name##_##tag(T x, uint done, __local T* s) { return SYCL_WGB_##name(tag, scan_exclusive_, done ? (IDENT) : x); }
+SYCL_REDUCTIONS_BASIC(SYCL_REDUCE_WG)
+#else
+SYCL_REDUCTIONS_BASIC(SYCL_REDUCE)
+SYCL_REDUCTIONS_BASIC(SYCL_SCAN)
+#endif
+SYCL_REDUCTIONS_MORE(SYCL_REDUCE)
+SYCL_REDUCTIONS_MORE(SYCL_SCAN)
 SYCL_BROADCAST(int, i32)
 SYCL_BROADCAST(uint, u32)
 SYCL_BROADCAST(long, i64)
 SYCL_BROADCAST(ulong, u64)
 SYCL_BROADCAST(float, f32)
 #ifdef SYCL_FP64
-SYCL_REDUCTIONS_F64(SYCL_REDUCE)
-SYCL_REDUCTIONS_F64(SYCL_SCAN)
+#ifdef SYCL_WG_BUILTINS
+SYCL_REDUCTIONS_F64_BASIC(SYCL_REDUCE_WG)
+#else
+SYCL_REDUCTIONS_F64_BASIC(SYCL_REDUCE)
+SYCL_REDUCTIONS_F64_BASIC(SYCL_SCAN)
+#endif
+SYCL_REDUCTIONS_F64_MORE(SYCL_REDUCE)
+SYCL_REDUCTIONS_F64_MORE(SYCL_SCAN)
 SYCL_BROADCAST(double, f64)
 #endif
 // Votes: a reduction of 0 and 1 (a work-item that returned offers the identity).
+#ifdef SYCL_WG_BUILTINS
+bool sycl_group_any(bool c, uint done, __local uint* s) { return work_group_any((!done && c) ? 1 : 0) != 0; }
+bool sycl_group_all(bool c, uint done, __local uint* s) { return work_group_all((done || c) ? 1 : 0) != 0; }
+#else
 bool sycl_group_any(bool c, uint done, __local uint* s) { return sycl_reduce_bit_or_u32((!done && c) ? 1u : 0u, 0u, s) != 0u; }
 bool sycl_group_all(bool c, uint done, __local uint* s) { return sycl_reduce_bit_and_u32((done || c) ? 1u : 0u, 0u, s) != 0u; }
+#endif
 
 // Sub-groups (SYCL_SUB_GROUPS: the kernel uses them; the runtime launches such kernels only on
 // devices with cl_khr_subgroups or cl_intel_subgroups). Every work-item of the sub-group
