@@ -208,10 +208,6 @@ pub enum Proof {
 pub struct Bounds<'a> {
     f: &'a Function,
     defs: HashMap<usize, Def<'a>>,
-    /// For an element index that is an immutable local `l` read where a condition `l < end`
-    /// held (inside `if l < end { .. }`, the `then` value of such a select, or after `l < end
-    /// &&`): each such `end`, by the index expression's address.
-    below: HashMap<*const Expr, Vec<&'a Expr>>,
     memo: RefCell<HashMap<usize, B>>,
     /// `false`: every query answers `Proof::No` (`#[sycl::kernel(__no_proofs)]`, the
     /// differential test's twin of each kernel).
@@ -250,13 +246,9 @@ impl<'a> Bounds<'a> {
             }
         }
         collect(f, &f.body, &mut defs);
-        let mut below = HashMap::new();
-        let mut conds = Vec::new();
-        guarded_stmts(f, &f.body, &mut conds, &mut below);
         Bounds {
             f,
             defs,
-            below,
             memo: Default::default(),
             proofs: true,
         }
@@ -318,23 +310,31 @@ impl<'a> Bounds<'a> {
         self.gate(self.access_proof(base, index))
     }
 
-    fn access_proof(&self, base: Base, index: &Expr) -> Proof {
-        // `l < end` held where the index `l` is read: `l` is below what `end` is below.
-        if let (Base::Param(p), Some(ends)) = (base, self.below.get(&(index as *const Expr))) {
+    /// As [`Bounds::access`], for an index read where conditions `index < end` held for each
+    /// of `ends` ([`guarded_accesses`]): the index is below what an `end` is below.
+    pub fn access_under(&self, base: Base, index: &Expr, ends: &[&Expr]) -> Proof {
+        if let Base::Param(p) = base {
             for end in ends {
-                match self.bounds(end).len {
-                    Some((Rel::Len(q), _)) if q == p => return Proof::Always,
-                    Some((Rel::Range(d), _)) => {
-                        return Proof::Guard(Bound::cmp(
-                            BoundCmp::Le,
-                            Bound::GlobalRange(d),
-                            Bound::Len(p),
-                        ))
+                let proof = match self.bounds(end).len {
+                    Some((Rel::Len(q), _)) if q == p => Proof::Always,
+                    // Below another slice's length: in bounds where that is no longer.
+                    Some((Rel::Len(q), _)) => {
+                        Proof::Guard(Bound::cmp(BoundCmp::Le, Bound::Len(q), Bound::Len(p)))
                     }
-                    _ => {}
-                }
+                    Some((Rel::Range(d), _)) => Proof::Guard(Bound::cmp(
+                        BoundCmp::Le,
+                        Bound::GlobalRange(d),
+                        Bound::Len(p),
+                    )),
+                    None => continue,
+                };
+                return self.gate(proof);
             }
         }
+        self.access(base, index)
+    }
+
+    fn access_proof(&self, base: Base, index: &Expr) -> Proof {
         let b = self.bounds(index);
         match base {
             Base::Param(p) => match (b.len, &b.hi) {
@@ -721,23 +721,66 @@ pub fn pure(e: &Expr) -> bool {
     e.is_pure()
 }
 
+/// The element indices that are immutable locals `l` read where a condition `l < end` held
+/// (inside `if l < end { .. }`, the `then` value of such a select, after `l < end &&`), each
+/// with those `end`s, by the index expression's address in `body` and `steps` (the tree the
+/// checks are computed on: `encode::checked` maps a copy of the function).
+pub fn guarded_accesses<'a>(
+    locals: &'a [Local],
+    body: &'a [Stmt],
+    steps: Option<&'a [Step]>,
+) -> HashMap<*const Expr, Vec<&'a Expr>> {
+    let mut out = HashMap::new();
+    let mut conds = Vec::new();
+    guarded_stmts(locals, body, &mut conds, &mut out);
+    fn in_steps<'a>(
+        locals: &'a [Local],
+        steps: &'a [Step],
+        out: &mut HashMap<*const Expr, Vec<&'a Expr>>,
+    ) {
+        let mut conds = Vec::new();
+        for s in steps {
+            match s {
+                Step::Region(b) => guarded_stmts(locals, b, &mut conds, out),
+                Step::GroupLet(_, e) => guarded_expr(locals, e, &mut conds, out),
+                Step::Group { args, .. } | Step::SubGroup { args, .. } => args
+                    .iter()
+                    .for_each(|a| guarded_expr(locals, a, &mut conds, out)),
+                Step::SyncFor(h, b) => {
+                    guarded_expr(locals, &h.start, &mut conds, out);
+                    guarded_expr(locals, &h.end, &mut conds, out);
+                    if let Some(st) = &h.step {
+                        guarded_expr(locals, st, &mut conds, out);
+                    }
+                    in_steps(locals, b, out);
+                }
+                Step::Barrier => {}
+            }
+        }
+    }
+    if let Some(steps) = steps {
+        in_steps(locals, steps, &mut out);
+    }
+    out
+}
+
 /// The facts `l < end` of condition `c` (its `&&` operands too), for immutable locals `l`.
-fn conditions<'a>(f: &Function, c: &'a Expr, out: &mut Vec<(usize, &'a Expr)>) {
+fn conditions<'a>(locals: &[Local], c: &'a Expr, out: &mut Vec<(usize, &'a Expr)>) {
     match &c.kind {
         ExprKind::Binary(BinOp::And, a, b, _) => {
-            conditions(f, a, out);
-            conditions(f, b, out);
+            conditions(locals, a, out);
+            conditions(locals, b, out);
         }
         ExprKind::Binary(BinOp::Lt, a, b, _) => {
             if let ExprKind::Local(l) = a.kind {
-                if f.locals[l].array.is_none() && !f.locals[l].info.mutable {
+                if locals[l].array.is_none() && !locals[l].info.mutable {
                     out.push((l, b));
                 }
             }
         }
         ExprKind::Binary(BinOp::Gt, a, b, _) => {
             if let ExprKind::Local(l) = b.kind {
-                if f.locals[l].array.is_none() && !f.locals[l].info.mutable {
+                if locals[l].array.is_none() && !locals[l].info.mutable {
                     out.push((l, a));
                 }
             }
@@ -749,7 +792,7 @@ fn conditions<'a>(f: &Function, c: &'a Expr, out: &mut Vec<(usize, &'a Expr)>) {
 /// Records, for every element index of `body` that is an immutable local, the ends of the
 /// conditions `l < end` that hold where it is read (`conds`: those of the enclosing code).
 fn guarded_stmts<'a>(
-    f: &'a Function,
+    locals: &'a [Local],
     body: &'a [Stmt],
     conds: &mut Vec<(usize, &'a Expr)>,
     out: &mut HashMap<*const Expr, Vec<&'a Expr>>,
@@ -757,33 +800,33 @@ fn guarded_stmts<'a>(
     for s in body {
         match &s.kind {
             StmtKind::If(c, a, b) => {
-                guarded_expr(f, c, conds, out);
+                guarded_expr(locals, c, conds, out);
                 let depth = conds.len();
-                conditions(f, c, conds);
-                guarded_stmts(f, a, conds, out);
+                conditions(locals, c, conds);
+                guarded_stmts(locals, a, conds, out);
                 conds.truncate(depth);
-                guarded_stmts(f, b, conds, out);
+                guarded_stmts(locals, b, conds, out);
             }
             StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => {
-                stmt_roots(s, &mut |e| guarded_expr(f, e, conds, out));
-                guarded_stmts(f, b, conds, out);
+                stmt_roots(s, &mut |e| guarded_expr(locals, e, conds, out));
+                guarded_stmts(locals, b, conds, out);
             }
             StmtKind::Store { index, .. } => {
-                record(f, index, conds, out);
-                stmt_roots(s, &mut |e| guarded_expr(f, e, conds, out));
+                record(locals, index, conds, out);
+                stmt_roots(s, &mut |e| guarded_expr(locals, e, conds, out));
             }
-            _ => stmt_roots(s, &mut |e| guarded_expr(f, e, conds, out)),
+            _ => stmt_roots(s, &mut |e| guarded_expr(locals, e, conds, out)),
         }
     }
 }
 
 fn record<'a>(
-    f: &'a Function,
+    locals: &'a [Local],
     index: &'a Expr,
     conds: &[(usize, &'a Expr)],
     out: &mut HashMap<*const Expr, Vec<&'a Expr>>,
 ) {
-    let _ = f;
+    let _ = locals;
     if let ExprKind::Local(l) = index.kind {
         let ends: Vec<&Expr> = conds.iter().filter(|c| c.0 == l).map(|c| c.1).collect();
         if !ends.is_empty() {
@@ -793,43 +836,47 @@ fn record<'a>(
 }
 
 fn guarded_expr<'a>(
-    f: &'a Function,
+    locals: &'a [Local],
     e: &'a Expr,
     conds: &mut Vec<(usize, &'a Expr)>,
     out: &mut HashMap<*const Expr, Vec<&'a Expr>>,
 ) {
     match &e.kind {
         ExprKind::Load { index, .. } => {
-            record(f, index, conds, out);
-            guarded_expr(f, index, conds, out);
+            record(locals, index, conds, out);
+            guarded_expr(locals, index, conds, out);
         }
         ExprKind::Select(c, a, b) => {
-            guarded_expr(f, c, conds, out);
+            guarded_expr(locals, c, conds, out);
             let depth = conds.len();
-            conditions(f, c, conds);
-            guarded_expr(f, a, conds, out);
+            conditions(locals, c, conds);
+            guarded_expr(locals, a, conds, out);
             conds.truncate(depth);
-            guarded_expr(f, b, conds, out);
+            guarded_expr(locals, b, conds, out);
         }
         ExprKind::Binary(BinOp::And, a, b, _) => {
-            guarded_expr(f, a, conds, out);
+            guarded_expr(locals, a, conds, out);
             let depth = conds.len();
-            conditions(f, a, conds);
-            guarded_expr(f, b, conds, out);
+            conditions(locals, a, conds);
+            guarded_expr(locals, b, conds, out);
             conds.truncate(depth);
         }
-        ExprKind::Unary(_, a) | ExprKind::Cast(a) => guarded_expr(f, a, conds, out),
+        ExprKind::Unary(_, a) | ExprKind::Cast(a) => guarded_expr(locals, a, conds, out),
         ExprKind::Binary(_, a, b, _) => {
-            guarded_expr(f, a, conds, out);
-            guarded_expr(f, b, conds, out);
+            guarded_expr(locals, a, conds, out);
+            guarded_expr(locals, b, conds, out);
         }
         ExprKind::Math(_, args)
         | ExprKind::Call(_, args)
         | ExprKind::SubGroup(_, args)
-        | ExprKind::Group(_, args) => args.iter().for_each(|a| guarded_expr(f, a, conds, out)),
+        | ExprKind::Group(_, args) => args
+            .iter()
+            .for_each(|a| guarded_expr(locals, a, conds, out)),
         ExprKind::Atomic { index, values, .. } => {
-            guarded_expr(f, index, conds, out);
-            values.iter().for_each(|a| guarded_expr(f, a, conds, out));
+            guarded_expr(locals, index, conds, out);
+            values
+                .iter()
+                .for_each(|a| guarded_expr(locals, a, conds, out));
         }
         ExprKind::Lit(_)
         | ExprKind::Local(_)
@@ -893,10 +940,14 @@ mod tests {
     fn proofs(src: &str) -> Vec<(Proof, Proof)> {
         let f = kernel(src);
         let b = Bounds::new(&f);
+        let under = guarded_accesses(&f.locals, &f.body, None);
         accesses(&f)
             .into_iter()
             .map(|(base, index)| {
-                let device = b.access(base, index);
+                let ends = under
+                    .get(&(index as *const Expr))
+                    .map_or(&[][..], Vec::as_slice);
+                let device = b.access_under(base, index, ends);
                 let native = match device {
                     Proof::Always => Proof::Always,
                     _ => Proof::No,
@@ -970,10 +1021,12 @@ mod tests {
             y[0] = w;
         }";
         let p = proofs(src);
-        // x[i] in the select, y[i] (a guard of `y` against the range) and x[i] in the `if`;
-        // x[i] under `i < e + 1` stays checked.
+        // x[i] in the select and x[i] in the `if`; y[i] where `len(x) <= len(y)`; x[i] under
+        // `i < e + 1` stays checked.
         let always = p.iter().filter(|(_, d)| *d == Proof::Always).count();
         assert_eq!(always, 2, "{p:?}");
+        let other = Proof::Guard(Bound::cmp(BoundCmp::Le, Bound::Len(0), Bound::Len(1)));
+        assert!(p.iter().any(|(_, d)| *d == other), "{p:?}");
         // A mutable local proves nothing: its value may change after the test.
         let (cpu, _) = only(
             "fn k(x: &mut [u32]) {

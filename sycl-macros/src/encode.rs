@@ -11,7 +11,7 @@ use sycl_kernel_ir::map::{map_function, ForFacts, StageMap};
 use sycl_kernel_ir::Check;
 
 use crate::analyze::path_key;
-use crate::bounds::{pure, Bounds, Proof};
+use crate::bounds::{guarded_accesses, pure, Bounds, Proof};
 use crate::ir::*;
 
 /// `f` (a kernel with `steps` when it runs as work-groups, or a helper) with the analysis'
@@ -29,10 +29,13 @@ pub fn checked(
         body: f.body.clone(),
         steps: steps.map(<[Step]>::to_vec),
     };
+    // (By address in `parsed`, the copy the mapping walks.)
+    let under = guarded_accesses(&parsed.locals, &parsed.body, parsed.steps.as_deref());
     let mut m = ToChecked {
         f,
         bounds,
         narrowable: narrowable(f, bounds, kernel),
+        under: &under,
     };
     map_function(&parsed, &mut m)
 }
@@ -93,6 +96,8 @@ struct ToChecked<'a> {
     /// Loop variables that count as `u32` leaves of narrow indices (`kir::For::narrowable`
     /// loops whose `counts_in_u32` holds: always, or in a kernel by a run-time guard).
     narrowable: Vec<usize>,
+    /// The accesses read under conditions `index < end` ([`guarded_accesses`]).
+    under: &'a std::collections::HashMap<*const Expr, Vec<&'a Expr>>,
 }
 
 /// Whether `for` loop `start..end` (`..=`) over `ty` is `kir::For::narrowable`.
@@ -143,7 +148,11 @@ impl StageMap<Parsed, Checked> for ToChecked<'_> {
     /// whether `index` can be computed in signed 32-bit arithmetic.
     fn access(&mut self, base: Base, index: &Expr, checked: &bool, _: &()) -> (AccessCheck, Check) {
         let in_bounds = if *checked {
-            check(self.bounds.access(base, index))
+            let ends = self
+                .under
+                .get(&(index as *const Expr))
+                .map_or(&[][..], Vec::as_slice);
+            check(self.bounds.access_under(base, index, ends))
         } else {
             Check::Proved
         };

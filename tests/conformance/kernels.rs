@@ -2444,6 +2444,17 @@ fn proof_condition(x: &[u32], out: &mut [u32], c: usize) {
     out[g] = v + w;
 }
 
+/// `if i < x.len() { y[i] = x[i] }`: `y[i]` is in bounds where `y` is no shorter than `x`
+/// (a run-time guard); where it is shorter, the store stays checked and fails.
+#[sycl::kernel]
+fn proof_condition_other(x: &[u32], y: &mut [u32]) {
+    let i = global_id(0) * 16;
+    let end = x.len();
+    if i < end {
+        y[i] = x[i];
+    }
+}
+
 /// `if i <= x.len() { x[i] }`: not proved; fails where `i == x.len()`.
 #[sycl::kernel]
 fn proof_condition_le(x: &[u32], out: &mut [u32], c: usize) {
@@ -2550,6 +2561,20 @@ pub fn bounds_proofs(d: &Device) -> R {
         Range::d1(items),
         proof_condition_le(&x, &out, 25),
         "proof_condition_le",
+    )?;
+    let y_long = filled(&q, n, 0u32)?;
+    run(&q, Range::d1(items), proof_condition_other(&x, &y_long))?;
+    let got = q.to_vec(&y_long).map_err(fail)?;
+    check!(
+        (0..n).all(|i| got[i] == if i % 16 == 0 { xs[i] } else { 0 }),
+        "proof_condition_other: every 16th element copied"
+    );
+    let y_short = filled(&q, n / 2, 0u32)?;
+    fails_in_kernel(
+        &q,
+        Range::d1(items),
+        proof_condition_other(&x, &y_short),
+        "proof_condition_other (short y)",
     )?;
     // The same flat kernel with a slice as long as the range (no checks needed) and shorter.
     let long = filled(&q, items, 0u32)?;
