@@ -149,11 +149,13 @@ pub enum MathFn {
     Powi,
     RotateLeft,
     RotateRight,
+    /// Integer `pow(u32)`, wrapping as the language's `*` does (Rust's `wrapping_pow`).
+    Pow,
 }
 
 impl MathFn {
     /// Every function, in wire-code order.
-    pub const ALL: [MathFn; 33] = {
+    pub const ALL: [MathFn; 34] = {
         use MathFn::*;
         [
             Sqrt,
@@ -189,11 +191,15 @@ impl MathFn {
             Powi,
             RotateLeft,
             RotateRight,
+            Pow,
         ]
     };
 
     /// The function a method name names.
     pub fn from_name(name: &str) -> Option<MathFn> {
+        if name == "wrapping_pow" {
+            return Some(MathFn::Pow);
+        }
         MathFn::ALL.into_iter().find(|m| m.name() == name)
     }
 
@@ -210,7 +216,8 @@ impl MathFn {
             | MathFn::SaturatingSub
             | MathFn::Powi
             | MathFn::RotateLeft
-            | MathFn::RotateRight => 1,
+            | MathFn::RotateRight
+            | MathFn::Pow => 1,
             MathFn::MulAdd => 2,
             _ => 0,
         }
@@ -252,6 +259,7 @@ impl MathFn {
             MathFn::Powi => "powi",
             MathFn::RotateLeft => "rotate_left",
             MathFn::RotateRight => "rotate_right",
+            MathFn::Pow => "pow",
         }
     }
 
@@ -276,6 +284,7 @@ impl MathFn {
                 | MathFn::TrailingZeros
                 | MathFn::RotateLeft
                 | MathFn::RotateRight
+                | MathFn::Pow
         )
     }
 
@@ -294,7 +303,7 @@ impl MathFn {
     pub fn fixed_arg(self) -> Option<Scalar> {
         match self {
             MathFn::Powi => Some(Scalar::I32),
-            MathFn::RotateLeft | MathFn::RotateRight => Some(Scalar::U32),
+            MathFn::RotateLeft | MathFn::RotateRight | MathFn::Pow => Some(Scalar::U32),
             _ => None,
         }
     }

@@ -303,6 +303,8 @@ impl<'a> RustEmitter<'a> {
                 let rest = &vs[1..];
                 let name = if t.is_int() && *m == MathFn::Abs {
                     format_ident!("wrapping_abs")
+                } else if *m == MathFn::Pow {
+                    format_ident!("wrapping_pow")
                 } else {
                     format_ident!("{}", m.name())
                 };

@@ -954,7 +954,7 @@ macro_rules! math_int {
             let i = global_id(0);
             let x = a[i];
             let y = b[i];
-            let o = i * 7;
+            let o = i * 9;
             out[o] = x.saturating_add(y);
             out[o + 1] = x.saturating_sub(y);
             out[o + 2] = x.wrapping_add(y);
@@ -962,6 +962,8 @@ macro_rules! math_int {
             out[o + 4] = x.wrapping_mul(y);
             out[o + 5] = x.rotate_left(y as u32);
             out[o + 6] = x.rotate_right(y as u32);
+            out[o + 7] = x.pow(y as u32);
+            out[o + 8] = x.wrapping_pow((y as u32) % 70);
             let c = i * 3;
             counts[c] = x.count_ones();
             counts[c + 1] = x.leading_zeros();
@@ -976,7 +978,7 @@ macro_rules! math_int {
                 .unzip();
             let n = a.len();
             let (da, db) = (upload(q, &a)?, upload(q, &b)?);
-            let out = filled(q, n * 7, 0 as $t)?;
+            let out = filled(q, n * 9, 0 as $t)?;
             let counts = filled(q, n * 3, 0u32)?;
             run(q, Range::d1(n), $kernel(&da, &db, &out, &counts))?;
             let names = [
@@ -987,6 +989,8 @@ macro_rules! math_int {
                 "wrapping_mul",
                 "rotate_left",
                 "rotate_right",
+                "pow (wrapping)",
+                "wrapping_pow",
             ];
             let want: Vec<$t> = (0..n)
                 .flat_map(|i| {
@@ -999,6 +1003,8 @@ macro_rules! math_int {
                         x.wrapping_mul(y),
                         x.rotate_left(y as u32),
                         x.rotate_right(y as u32),
+                        x.wrapping_pow(y as u32),
+                        x.wrapping_pow((y as u32) % 70),
                     ]
                 })
                 .collect();
@@ -1010,9 +1016,9 @@ macro_rules! math_int {
                     format!(
                         "{}::{}({:#x}, {:#x})",
                         stringify!($t),
-                        names[j % 7],
-                        a[j / 7],
-                        b[j / 7]
+                        names[j % 9],
+                        a[j / 9],
+                        b[j / 9]
                     )
                 },
             )?;

@@ -142,7 +142,9 @@ __device__ __forceinline__ unsigned int sycl_trailing_zeros_##tag(T a) { \
 __device__ __forceinline__ T sycl_rotl_##tag(T a, unsigned int n) { \
     unsigned int s = n & (W - 1); return (T)(((U)a << s) | ((U)a >> ((W - s) & (W - 1)))); } \
 __device__ __forceinline__ T sycl_rotr_##tag(T a, unsigned int n) { \
-    unsigned int s = n & (W - 1); return (T)(((U)a >> s) | ((U)a << ((W - s) & (W - 1)))); }
+    unsigned int s = n & (W - 1); return (T)(((U)a >> s) | ((U)a << ((W - s) & (W - 1)))); } \
+__device__ __forceinline__ T sycl_pow_##tag(T a, unsigned int e) { \
+    U r = 1, b = (U)a; while (e != 0u) { if (e & 1u) r *= b; b *= b; e >>= 1; } return (T)r; }
 SYCL_ROT(int, unsigned int, i32, 32u)
 SYCL_ROT(unsigned int, unsigned int, u32, 32u)
 SYCL_ROT(long long, unsigned long long, i64, 64u)

@@ -152,7 +152,9 @@ static inline uint sycl_leading_zeros_##tag(T a) { return (uint)clz(a); } \
 static inline uint sycl_trailing_zeros_##tag(T a) { \
     return a == 0 ? (uint)(8 * sizeof(T)) : (uint)popcount((U)(((U)a & ((U)0 - (U)a)) - 1)); } \
 static inline T sycl_rotl_##tag(T a, uint n) { return rotate(a, (T)(n & (8 * sizeof(T) - 1))); } \
-static inline T sycl_rotr_##tag(T a, uint n) { return rotate(a, (T)((0u - n) & (8 * sizeof(T) - 1))); }
+static inline T sycl_rotr_##tag(T a, uint n) { return rotate(a, (T)((0u - n) & (8 * sizeof(T) - 1))); } \
+static inline T sycl_pow_##tag(T a, uint e) { \
+    U r = 1, b = (U)a; while (e != 0u) { if (e & 1u) r *= b; b *= b; e >>= 1; } return (T)r; }
 SYCL_INTFN(int, uint, i32)
 SYCL_INTFN(long, ulong, i64)
 SYCL_INTFN(uint, uint, u32)

@@ -1672,6 +1672,7 @@ impl<'a> Printer<'a> {
                     let dir = if m == MathFn::RotateLeft { "l" } else { "r" };
                     format!("sycl_rot{dir}_{}({}, {})", tag(t), arg(0), arg(1))
                 }
+                MathFn::Pow => format!("sycl_pow_{}({}, {})", tag(t), arg(0), arg(1)),
                 // (Validated: integers take only these.)
                 _ => "sycl_integer_math_outside_the_language()".into(),
             };

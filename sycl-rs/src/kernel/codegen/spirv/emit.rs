@@ -2825,6 +2825,26 @@ impl Fx<'_> {
                     }
                     call(self, OpenclStd100Op::rotate, &[a[0], n])
                 }
+                // Square and multiply over the 32 bits of the `u32` exponent, as selects
+                // (wrapping, as `OpIMul` does).
+                MathFn::Pow => {
+                    let b_ = ScalarTy::Bool;
+                    let u32t = ScalarTy::U32;
+                    let zero = self.m.u32c(0);
+                    let mut r = self.m.konst(t, 1);
+                    let mut base = a[0];
+                    for k in 0..32u64 {
+                        let bit = self.m.u32c(1 << k);
+                        let set = self.op(Op::BitwiseAnd, u32t, &[a[1], bit])?;
+                        let on = self.op(Op::INotEqual, b_, &[set, zero])?;
+                        let times = self.op(Op::IMul, t, &[r, base])?;
+                        r = self.op(Op::Select, t, &[on, times, r])?;
+                        if k < 31 {
+                            base = self.op(Op::IMul, t, &[base, base])?;
+                        }
+                    }
+                    Ok(r)
+                }
                 _ => Err(bad("a float function on an integer")),
             };
         }
