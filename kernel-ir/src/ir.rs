@@ -577,6 +577,7 @@ impl Expr<Resolved> {
             any |= match &x.kind {
                 ExprKind::Load { check, .. } => *check != Check::Proved,
                 ExprKind::Atomic { .. } | ExprKind::Call(..) => true,
+                ExprKind::Math(m, _) => m.can_fail(),
                 ExprKind::Binary(BinOp::Div | BinOp::Rem, a, _, _) => a.ty.is_int(),
                 _ => false,
             }

@@ -151,11 +151,13 @@ pub enum MathFn {
     RotateRight,
     /// Integer `pow(u32)`, wrapping as the language's `*` does (Rust's `wrapping_pow`).
     Pow,
+    /// `x.clamp(min, max)`: fails where `min > max` or either is NaN, as Rust panics.
+    Clamp,
 }
 
 impl MathFn {
     /// Every function, in wire-code order.
-    pub const ALL: [MathFn; 34] = {
+    pub const ALL: [MathFn; 35] = {
         use MathFn::*;
         [
             Sqrt,
@@ -192,6 +194,7 @@ impl MathFn {
             RotateLeft,
             RotateRight,
             Pow,
+            Clamp,
         ]
     };
 
@@ -218,7 +221,7 @@ impl MathFn {
             | MathFn::RotateLeft
             | MathFn::RotateRight
             | MathFn::Pow => 1,
-            MathFn::MulAdd => 2,
+            MathFn::MulAdd | MathFn::Clamp => 2,
             _ => 0,
         }
     }
@@ -260,12 +263,21 @@ impl MathFn {
             MathFn::RotateLeft => "rotate_left",
             MathFn::RotateRight => "rotate_right",
             MathFn::Pow => "pow",
+            MathFn::Clamp => "clamp",
         }
     }
 
     /// Whether integers may use it.
     pub fn for_ints(self) -> bool {
-        matches!(self, MathFn::Min | MathFn::Max | MathFn::Abs) || self.ints_only()
+        matches!(
+            self,
+            MathFn::Min | MathFn::Max | MathFn::Abs | MathFn::Clamp
+        ) || self.ints_only()
+    }
+
+    /// Whether it can fail the work-item (`clamp` with `min > max`, as Rust panics).
+    pub fn can_fail(self) -> bool {
+        self == MathFn::Clamp
     }
 
     /// Whether floats may use it.

@@ -25,7 +25,7 @@ use crate::ty::Scalar;
 /// "SYIR".
 pub const MAGIC: u32 = 0x5359_4952;
 /// The format's version.
-pub const VERSION: u32 = 12;
+pub const VERSION: u32 = 13;
 /// No value (a kernel's result type, an assignment without operator).
 pub const NONE: u32 = 0xFFFF_FFFF;
 /// How deep statements, expressions and bounds may nest: beyond any kernel a person writes

@@ -1060,6 +1060,115 @@ pub fn math_int(d: &Device) -> R {
     math_int_check_u64(&q)
 }
 
+#[sycl::kernel]
+fn clamp_values(
+    x: &[f32],
+    lo: &[f32],
+    hi: &[f32],
+    n: &[i32],
+    u: &[u32],
+    of: &mut [f32],
+    oi: &mut [i32],
+    ou: &mut [u32],
+) {
+    let g = global_id(0);
+    of[g] = x[g].clamp(lo[g], hi[g]);
+    let k = g % 5;
+    oi[g] = n[g].clamp(-3 + k as i32, 2 + k as i32);
+    ou[g] = u[g].clamp(k as u32, 4 + k as u32);
+}
+
+#[sycl::kernel]
+fn clamp_fails(x: &[f32], lo: &[f32], hi: &[f32], of: &mut [f32]) {
+    let g = global_id(0);
+    of[g] = x[g].clamp(lo[g], hi[g]);
+}
+
+/// `clamp` on f32, i32 and u32 as Rust computes it (a NaN `x` stays; -0 and +0 are equal), and
+/// Rust's panic where `min > max` or either is NaN: the work-item fails (`Errc::Kernel`).
+pub fn clamp(d: &Device) -> R {
+    let q = in_order(d)?;
+    let xs = [
+        f32::NEG_INFINITY,
+        -2.0,
+        -0.0,
+        0.0,
+        1.5,
+        3.0,
+        f32::INFINITY,
+        f32::NAN,
+    ];
+    let bounds = [
+        (-1.0f32, 1.0f32),
+        (0.0, 0.0),
+        (f32::NEG_INFINITY, f32::INFINITY),
+        (2.0, 2.5),
+        (-0.0, 0.0),
+    ];
+    let mut x = Vec::new();
+    let (mut lo, mut hi) = (Vec::new(), Vec::new());
+    for &v in &xs {
+        for &(l, h) in &bounds {
+            x.push(v);
+            lo.push(l);
+            hi.push(h);
+        }
+    }
+    let n = x.len();
+    let ints: Vec<i32> = (0..n as i32).map(|k| k * 7 % 23 - 11).collect();
+    let uints: Vec<u32> = (0..n as u32).map(|k| k * 5 % 13).collect();
+    let (dx, dl, dh) = (upload(&q, &x)?, upload(&q, &lo)?, upload(&q, &hi)?);
+    let (dn, du) = (upload(&q, &ints)?, upload(&q, &uints)?);
+    let of = filled(&q, n, 0f32)?;
+    let oi = filled(&q, n, 0i32)?;
+    let ou = filled(&q, n, 0u32)?;
+    run(
+        &q,
+        Range::d1(n),
+        clamp_values(&dx, &dl, &dh, &dn, &du, &of, &oi, &ou),
+    )?;
+    let got = q.to_vec(&of).map_err(fail)?;
+    for g in 0..n {
+        let want = x[g].clamp(lo[g], hi[g]);
+        check!(
+            want.to_bits() == got[g].to_bits() || (want.is_nan() && got[g].is_nan()),
+            "{}.clamp({}, {}): got {}, want {want}",
+            x[g],
+            lo[g],
+            hi[g],
+            got[g]
+        );
+    }
+    let want: Vec<i32> = (0..n)
+        .map(|g| ints[g].clamp(-3 + (g % 5) as i32, 2 + (g % 5) as i32))
+        .collect();
+    compare(&q.to_vec(&oi).map_err(fail)?, &want, |g| {
+        format!("i32 clamp of item {g}")
+    })?;
+    let want: Vec<u32> = (0..n)
+        .map(|g| uints[g].clamp((g % 5) as u32, 4 + (g % 5) as u32))
+        .collect();
+    compare(&q.to_vec(&ou).map_err(fail)?, &want, |g| {
+        format!("u32 clamp of item {g}")
+    })?;
+    // One work-item's bounds reversed, then one NaN bound.
+    for (bad_lo, bad_hi) in [(2.0f32, 1.0f32), (f32::NAN, 1.0)] {
+        let mut l = vec![-1.0f32; 64];
+        let mut h = vec![1.0f32; 64];
+        l[37] = bad_lo;
+        h[37] = bad_hi;
+        let (dx, dl, dh) = (filled(&q, 64, 0.5f32)?, upload(&q, &l)?, upload(&q, &h)?);
+        let of = filled(&q, 64, 0f32)?;
+        fails_in_kernel(
+            &q,
+            Range::d1(64),
+            clamp_fails(&dx, &dl, &dh, &of),
+            "clamp_fails",
+        )?;
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------- 2. casts
 
 #[sycl::kernel]

@@ -1350,6 +1350,11 @@ fn main() -> ExitCode {
             run: kernels::math_int,
         },
         DeviceTest {
+            name: "kernels::clamp",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::clamp,
+        },
+        DeviceTest {
             name: "kernels::casts",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::casts,

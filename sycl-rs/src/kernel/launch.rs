@@ -1137,6 +1137,7 @@ impl KernelStatus {
                     match code {
                         1 => "an index was out of bounds",
                         2 => "an integer division or remainder by zero, or with overflow",
+                        3 => "a `clamp` whose minimum is above its maximum (or NaN)",
                         _ => "a work-item reported an unknown failure",
                     }
                 ),

@@ -5,6 +5,7 @@ typedef unsigned long long sycl_u64;
 #define SYCL_AXIS(d) (SYCL_DIMS - 1 - (d))
 #define SYCL_FAIL_BOUNDS 1u
 #define SYCL_FAIL_ARITH 2u
+#define SYCL_FAIL_CLAMP 3u
 
 #define SYCL_KERNEL_ATTRS
 // A hint without control flow: `if (!c) __builtin_unreachable()` in code where threads
@@ -145,6 +146,17 @@ __device__ __forceinline__ T sycl_rotr_##tag(T a, unsigned int n) { \
     unsigned int s = n & (W - 1); return (T)(((U)a >> s) | ((U)a << ((W - s) & (W - 1)))); } \
 __device__ __forceinline__ T sycl_pow_##tag(T a, unsigned int e) { \
     U r = 1, b = (U)a; while (e != 0u) { if (e & 1u) r *= b; b *= b; e >>= 1; } return (T)r; }
+// Rust's clamp: fails where `lo <= hi` does not hold (either NaN too); a NaN `x` stays.
+#define SYCL_CLAMP(T, tag) \
+__device__ __forceinline__ T sycl_clamp_##tag(T x, T lo, T hi, unsigned int* f) { \
+    if (!(lo <= hi)) { sycl_set_fail(f, SYCL_FAIL_CLAMP); return x; } \
+    return x < lo ? lo : (x > hi ? hi : x); }
+SYCL_CLAMP(int, i32)
+SYCL_CLAMP(unsigned int, u32)
+SYCL_CLAMP(long long, i64)
+SYCL_CLAMP(sycl_u64, u64)
+SYCL_CLAMP(float, f32)
+SYCL_CLAMP(double, f64)
 SYCL_ROT(int, unsigned int, i32, 32u)
 SYCL_ROT(unsigned int, unsigned int, u32, 32u)
 SYCL_ROT(long long, unsigned long long, i64, 64u)

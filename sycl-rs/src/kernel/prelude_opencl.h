@@ -12,6 +12,7 @@ typedef ulong sycl_u64;
 #define SYCL_AXIS(d) (SYCL_DIMS - 1 - (d))
 #define SYCL_FAIL_BOUNDS 1u
 #define SYCL_FAIL_ARITH 2u
+#define SYCL_FAIL_CLAMP 3u
 
 #define SYCL_KERNEL_ATTRS __attribute__((reqd_work_group_size(SYCL_LX, SYCL_LY, SYCL_LZ)))
 #define SYCL_LOCAL_RANGE(a) ((a) == 0 ? SYCL_LX : (a) == 1 ? SYCL_LY : SYCL_LZ)
@@ -155,6 +156,19 @@ static inline T sycl_rotl_##tag(T a, uint n) { return rotate(a, (T)(n & (8 * siz
 static inline T sycl_rotr_##tag(T a, uint n) { return rotate(a, (T)((0u - n) & (8 * sizeof(T) - 1))); } \
 static inline T sycl_pow_##tag(T a, uint e) { \
     U r = 1, b = (U)a; while (e != 0u) { if (e & 1u) r *= b; b *= b; e >>= 1; } return (T)r; }
+// Rust's clamp: fails where `lo <= hi` does not hold (either NaN too); a NaN `x` stays.
+#define SYCL_CLAMP(T, tag) \
+static inline T sycl_clamp_##tag(T x, T lo, T hi, uint* f) { \
+    if (!(lo <= hi)) { sycl_set_fail(f, SYCL_FAIL_CLAMP); return x; } \
+    return x < lo ? lo : (x > hi ? hi : x); }
+SYCL_CLAMP(int, i32)
+SYCL_CLAMP(uint, u32)
+SYCL_CLAMP(long, i64)
+SYCL_CLAMP(ulong, u64)
+SYCL_CLAMP(float, f32)
+#ifdef SYCL_FP64
+SYCL_CLAMP(double, f64)
+#endif
 SYCL_INTFN(int, uint, i32)
 SYCL_INTFN(long, ulong, i64)
 SYCL_INTFN(uint, uint, u32)

@@ -1652,6 +1652,16 @@ impl<'a> Printer<'a> {
 
     fn math(&self, m: MathFn, t: Ty, a: &[String]) -> String {
         let arg = |i: usize| a.get(i).map_or("0", String::as_str);
+        if m == MathFn::Clamp {
+            return format!(
+                "sycl_clamp_{}({}, {}, {}, {})",
+                tag(t),
+                arg(0),
+                arg(1),
+                arg(2),
+                self.failp()
+            );
+        }
         if t.is_int() {
             return match m {
                 MathFn::Min => format!("min({}, {})", arg(0), arg(1)),

@@ -26,6 +26,7 @@ use sycl_kernel_ir::Scalar as ScalarTy;
 
 const FAIL_BOUNDS: u64 = 1;
 const FAIL_ARITH: u64 = 2;
+const FAIL_CLAMP: u64 = 3;
 const SCOPE_CROSS_DEVICE: u64 = 0;
 const SCOPE_DEVICE: u64 = 1;
 const SCOPE_WORKGROUP: u64 = 2;
@@ -2346,7 +2347,7 @@ impl Fx<'_> {
             }
             ExprKind::Unary(_, a) | ExprKind::Cast(a) => Self::pure(a),
             ExprKind::Binary(_, a, b, _) => Self::pure(a) && Self::pure(b),
-            ExprKind::Math(_, args) => args.iter().all(Self::pure),
+            ExprKind::Math(m, args) => !m.can_fail() && args.iter().all(Self::pure),
             ExprKind::Select(c, a, b) => Self::pure(c) && Self::pure(a) && Self::pure(b),
         }
     }
@@ -2756,6 +2757,25 @@ impl Fx<'_> {
     }
 
     fn math(&mut self, m: MathFn, t: ScalarTy, a: &[Word]) -> Result<Word> {
+        if m == MathFn::Clamp {
+            // Rust's clamp: fails unless `lo <= hi` (false where either is NaN); a NaN `x`
+            // compares false both ways and stays.
+            let (x, lo, hi) = (a[0], a[1], a[2]);
+            let b = ScalarTy::Bool;
+            let (le, lt, gt) = if is_float(t) {
+                (Op::FOrdLessThanEqual, Op::FOrdLessThan, Op::FOrdGreaterThan)
+            } else if is_signed(t) {
+                (Op::SLessThanEqual, Op::SLessThan, Op::SGreaterThan)
+            } else {
+                (Op::ULessThanEqual, Op::ULessThan, Op::UGreaterThan)
+            };
+            let ok = self.op(le, b, &[lo, hi])?;
+            self.set_fail_unless(ok, FAIL_CLAMP)?;
+            let below = self.op(lt, b, &[x, lo])?;
+            let above = self.op(gt, b, &[x, hi])?;
+            let capped = self.op(Op::Select, t, &[above, hi, x])?;
+            return self.op(Op::Select, t, &[below, lo, capped]);
+        }
         let ty = self.m.ty(t);
         let ext = self.m.ext;
         let call = |fx: &mut Self, op: OpenclStd100Op, args: &[Word]| -> Result<Word> {
