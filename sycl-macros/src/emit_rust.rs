@@ -944,17 +944,9 @@ fn steps(f: &Function, params: &[Param], an: &Analysis, steps_: &[Step]) -> Toke
                         quote!(),
                     ),
                 };
+                let values = gather(&buf, &offered, &v);
                 let gather = quote! {
-                    let mut __item: usize = 0;
-                    __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
-                        #buf[__item] = if __st.done {
-                            #offered
-                        } else {
-                            let __sv: __SyclState = *__st;
-                            #v
-                        };
-                        __item += 1;
-                    });
+                    #values
                     #combine
                 };
                 if let GroupOp::Broadcast = op {
@@ -1024,20 +1016,12 @@ fn steps(f: &Function, params: &[Param], an: &Analysis, steps_: &[Step]) -> Toke
                         )
                     }
                 };
+                let values = gather(&buf, &offered, &v);
                 quote! {
                     {
                         // Every work-item's value first (a sub-group exchanges them), then each
                         // item's result.
-                        let mut __item: usize = 0;
-                        __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
-                            #buf[__item] = if __st.done {
-                                #offered
-                            } else {
-                                let __sv: __SyclState = *__st;
-                                #v
-                            };
-                            __item += 1;
-                        });
+                        #values
                         #combine
                         let mut __next: usize = 0;
                         __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
@@ -1068,6 +1052,23 @@ fn steps(f: &Function, params: &[Param], an: &Analysis, steps_: &[Step]) -> Toke
         out.extend(ts);
     }
     out
+}
+
+/// Every work-item's value of a group step into `buf` in linear order (`offered` for one that
+/// returned): the first pass of scans, broadcasts and sub-group collectives.
+fn gather(buf: &proc_macro2::Ident, offered: &TokenStream, v: &TokenStream) -> TokenStream {
+    quote! {
+        let mut __item: usize = 0;
+        __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
+            #buf[__item] = if __st.done {
+                #offered
+            } else {
+                let __sv: __SyclState = *__st;
+                #v
+            };
+            __item += 1;
+        });
+    }
 }
 
 /// A reduction's identity and its combination of `__acc` and `__x` (integer sums and

@@ -1384,26 +1384,15 @@ impl Fx<'_> {
         }
         // A broadcast's id is uniform: every work-item computes it.
         let id = match (op, args.get(1)) {
-            (GroupOp::Broadcast, Some(e)) => {
-                self.uniform = true;
-                let v = self.expr(e)?;
-                self.uniform = false;
-                if !Self::pure(e) {
-                    self.uniform_check()?;
-                }
-                Some(v)
-            }
+            (GroupOp::Broadcast, Some(e)) => Some(self.uniform_operand(e)?),
             _ => None,
         };
-        let d = self.load(ScalarTy::Bool, self.done)?;
-        let live = self.op(Op::LogicalNot, ScalarTy::Bool, &[d])?;
-        let offered = match op {
-            GroupOp::Collective(c) if c.is_vote() => self
-                .m
-                .konst(ScalarTy::Bool, u64::from(c == Collective::All)),
-            GroupOp::Collective(c) => self.identity(c.op(), t),
-            GroupOp::Broadcast => self.m.konst(t, 0),
+        let c = match op {
+            GroupOp::Collective(c) => Some(c),
+            GroupOp::Broadcast => None,
         };
+        let offered = self.offered(c, t);
+        let live = self.live()?;
         let x = self.cond_value(live, t, |fx| fx.expr(&args[0]), offered)?;
         self.m.cap(Capability::Groups);
         let wg = self.m.u32c(SCOPE_WORKGROUP);
@@ -1416,6 +1405,36 @@ impl Fx<'_> {
             (GroupOp::Broadcast, None) => return Err(bad("a broadcast without an id")),
         };
         self.store(self.locals[local], r)
+    }
+
+    /// A collective's operand every work-item computes (a broadcast's id or lane), its
+    /// failure checked as a uniform value's.
+    fn uniform_operand(&mut self, e: &Expr) -> Result<Word> {
+        self.uniform = true;
+        let v = self.expr(e)?;
+        self.uniform = false;
+        if !Self::pure(e) {
+            self.uniform_check()?;
+        }
+        Ok(v)
+    }
+
+    /// Whether the work-item has not returned.
+    fn live(&mut self) -> Result<Word> {
+        let d = self.load(ScalarTy::Bool, self.done)?;
+        self.op(Op::LogicalNot, ScalarTy::Bool, &[d])
+    }
+
+    /// What a work-item that returned offers to collective `c` over `t`: the identity (votes:
+    /// `false` to `any`, `true` to `all`); to a broadcast or permutation (`None`), zero.
+    fn offered(&mut self, c: Option<Collective>, t: ScalarTy) -> Word {
+        match c {
+            Some(c) if c.is_vote() => self
+                .m
+                .konst(ScalarTy::Bool, u64::from(c == Collective::All)),
+            Some(c) => self.identity(c.op(), t),
+            None => self.m.konst(t, 0),
+        }
     }
 
     /// The collective as one core `OpGroup*` instruction at `scope`, where there is one (sums,
@@ -1479,20 +1498,8 @@ impl Fx<'_> {
     /// The work-item's linear id in its group (`u32`; SYCL's last dimension fastest, the
     /// device's first).
     fn linear_local_id(&mut self) -> Result<Word> {
-        let var = self.m.builtin(BuiltIn::LocalInvocationId);
+        let v = self.builtin_vector(BuiltIn::LocalInvocationId)?;
         let u64t = self.m.ty(ScalarTy::U64);
-        let v3 = self.m.b.type_vector(u64t, 3);
-        let v = self
-            .m
-            .b
-            .load(
-                v3,
-                None,
-                var,
-                Some(MemoryAccess::ALIGNED),
-                [Operand::LiteralBit32(32)],
-            )
-            .map_err(build_err)?;
         let mut ids = [0; 3];
         for (a, id) in ids.iter_mut().enumerate() {
             *id = self
@@ -1610,26 +1617,15 @@ impl Fx<'_> {
         let usize_t = ScalarTy::Usize;
         // A broadcast's lane is uniform: every work-item computes it (as a `GroupLet`).
         let uniform_lane = match (op, args.get(1)) {
-            (SubGroupOp::Broadcast, Some(lane)) => {
-                self.uniform = true;
-                let v = self.expr(lane)?;
-                self.uniform = false;
-                if !Self::pure(lane) {
-                    self.uniform_check()?;
-                }
-                Some(v)
-            }
+            (SubGroupOp::Broadcast, Some(lane)) => Some(self.uniform_operand(lane)?),
             _ => None,
         };
-        let d = self.load(ScalarTy::Bool, self.done)?;
-        let live = self.op(Op::LogicalNot, ScalarTy::Bool, &[d])?;
-        let offered = match op {
-            SubGroupOp::Collective(c) if c.is_vote() => self
-                .m
-                .konst(ScalarTy::Bool, u64::from(c == Collective::All)),
-            SubGroupOp::Collective(c) => self.identity(c.op(), t),
-            _ => self.m.konst(t, 0),
+        let c = match op {
+            SubGroupOp::Collective(c) => Some(c),
+            _ => None,
         };
+        let offered = self.offered(c, t);
+        let live = self.live()?;
         let x = self.cond_value(live, t, |fx| fx.expr(&args[0]), offered)?;
         let lane = match (uniform_lane, args.get(1)) {
             (Some(v), _) => Some(v),
@@ -2367,6 +2363,23 @@ impl Fx<'_> {
         Ok((self.dims - 1 - d) as u32)
     }
 
+    /// The value of a 3-component `size_t` built-in (ids and sizes, device order).
+    fn builtin_vector(&mut self, which: BuiltIn) -> Result<Word> {
+        let var = self.m.builtin(which);
+        let u64t = self.m.ty(ScalarTy::U64);
+        let v3 = self.m.b.type_vector(u64t, 3);
+        self.m
+            .b
+            .load(
+                v3,
+                None,
+                var,
+                Some(MemoryAccess::ALIGNED),
+                [Operand::LiteralBit32(32)],
+            )
+            .map_err(build_err)
+    }
+
     fn query(&mut self, q: Query, d: u8) -> Result<Word> {
         let builtin = match q {
             Query::GlobalRange => return self.range(d),
@@ -2380,20 +2393,8 @@ impl Fx<'_> {
             Query::GroupRange => BuiltIn::NumWorkgroups,
         };
         let a = self.axis(d)?;
-        let var = self.m.builtin(builtin);
+        let v = self.builtin_vector(builtin)?;
         let u64t = self.m.ty(ScalarTy::U64);
-        let v3 = self.m.b.type_vector(u64t, 3);
-        let v = self
-            .m
-            .b
-            .load(
-                v3,
-                None,
-                var,
-                Some(MemoryAccess::ALIGNED),
-                [Operand::LiteralBit32(32)],
-            )
-            .map_err(build_err)?;
         self.m
             .b
             .composite_extract(u64t, None, v, [a])
