@@ -6,6 +6,9 @@
 #   device tool: run(command="bash scripts/gpu-test.sh device", carry=[".gpu-bundle"],
 #                    kind="nvidia-h100-x1" or "nvidia-h200-x2")
 #   scripts/gpu-test.sh device-mpi   # only the MPI steps (sycl::ranks), for the multi-GPU kinds
+#   scripts/gpu-test.sh device-tests # tests, demos and examples only; device-rest: benches,
+#                                    # Python and MPI (the two halves of `device`, each within
+#                                    # one 600 s device call; `device` alone now takes longer)
 #
 # On the device every suite runs with SYCL_RS_REQUIRE_BACKENDS=cuda, so a CUDA backend that
 # fails to load fails the run instead of skipping. Logs land in $OUT; a summary prints last.
@@ -60,7 +63,7 @@ PY
     du -sh "$bundle"
     tar -tzvf "$bundle/bin.tar.gz" | awk '{print $3, $6}'
     ;;
-device | device-mpi)
+device | device-tests | device-rest | device-mpi)
     out=${OUT:-/tmp/gpu-out}
     mkdir -p "$out"
     export SYCL_RS_REQUIRE_BACKENDS=${SYCL_RS_REQUIRE_BACKENDS:-cuda}
@@ -97,13 +100,19 @@ device | device-mpi)
             step mpi-halo-2nodes-staged $mpi -np 4 -x SYCL_RS_RANKS_PER_NODE=2 -x SYCL_RS_MPI_CUDA_AWARE=0 "$b/halo_exchange" $size
         fi
     }
+    # `device` runs everything; on one GPU that now passes the 600 s a device call may take,
+    # so `device-tests` (tests, demos, examples) and `device-rest` (benches, Python, MPI) run
+    # the two halves in separate calls. `device-mpi` runs only the MPI steps.
+    case "$mode" in
+    device) tests=1 rest=1 ;;
+    device-tests) tests=1 rest=0 ;;
+    device-rest) tests=0 rest=1 ;;
+    *) tests=0 rest=0 ;;
+    esac
     if [ "$mode" = device-mpi ]; then
         mpi_steps
-        only_mpi=1
-    else
-        only_mpi=0
     fi
-    if [ "$only_mpi" = 0 ]; then
+    if [ "$tests" = 1 ]; then
     step sycl-ls "$b/sycl-ls" --verbose
     for t in "$b"/test-*; do
         # The kernel macro's compile-error tests need cargo: they run in CI, not here.
@@ -128,6 +137,8 @@ device | device-mpi)
     # Every example (each checks its result) on the default device, the OpenCL devices and
     # cuda:0: the #[sycl::kernel] kernels as generated CUDA C++ and OpenCL C.
     step examples env SYCL_RS_EXAMPLES_BIN="$b" bash scripts/run-examples.sh cuda
+    fi
+    if [ "$rest" = 1 ]; then
     [ -x "$b/bench-cuda" ] && step bench-cuda "$b/bench-cuda"
     [ -x "$b/bench-kernels" ] && step bench-kernels "$b/bench-kernels"
     [ -x "$b/all_to_all_ranks" ] && step all-to-all "$b/all_to_all_ranks"
@@ -165,7 +176,7 @@ device | device-mpi)
     fi
     ;;
 *)
-    echo "usage: $0 build|device" >&2
+    echo "usage: $0 build|device|device-tests|device-rest|device-mpi" >&2
     exit 2
     ;;
 esac
