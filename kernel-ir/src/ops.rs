@@ -846,3 +846,78 @@ impl SubGroupOp {
         !matches!(self, SubGroupOp::Collective(_))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `identity_bits` is each operator's identity: combining it with any value gives the value
+    /// (what work-items that returned offer, and an exclusive scan's first result).
+    #[test]
+    fn identities_are_identities() {
+        macro_rules! ints {
+            ($($t:ident: $s:expr),*) => {$(
+                for op in Reduce::ALL {
+                    let id = op.identity_bits($s) as $t;
+                    for v in [0 as $t, 1, 7, <$t>::MAX, <$t>::MIN, <$t>::MAX / 3] {
+                        let r = match op {
+                            Reduce::Sum => id.wrapping_add(v),
+                            Reduce::Product => id.wrapping_mul(v),
+                            Reduce::Min => id.min(v),
+                            Reduce::Max => id.max(v),
+                            Reduce::BitAnd => id & v,
+                            Reduce::BitOr => id | v,
+                            Reduce::BitXor => id ^ v,
+                        };
+                        assert_eq!(r, v, "{op:?} over {}", stringify!($t));
+                    }
+                }
+            )*};
+        }
+        ints!(i32: Scalar::I32, u32: Scalar::U32, i64: Scalar::I64, u64: Scalar::U64);
+        for op in Reduce::ALL.into_iter().filter(|op| !op.is_bitwise()) {
+            let id32 = f32::from_bits(op.identity_bits(Scalar::F32) as u32);
+            let id64 = f64::from_bits(op.identity_bits(Scalar::F64));
+            for v in [0.5f64, -3.0, 1e30, f64::INFINITY, f64::NEG_INFINITY] {
+                let (r32, r64) = match op {
+                    Reduce::Sum => (id32 + v as f32, id64 + v),
+                    Reduce::Product => (id32 * v as f32, id64 * v),
+                    Reduce::Min => (id32.min(v as f32), id64.min(v)),
+                    _ => (id32.max(v as f32), id64.max(v)),
+                };
+                assert_eq!(r32, v as f32, "{op:?} over f32");
+                assert_eq!(r64, v, "{op:?} over f64");
+            }
+        }
+    }
+
+    /// Every collective's name parses back to it, for work-groups and sub-groups, and the
+    /// wire lists hold each once.
+    #[test]
+    fn collective_names_round_trip() {
+        let groups = GroupOp::all();
+        for op in &groups {
+            assert_eq!(
+                GroupOp::from_name(&format!("group_{}", op.name())),
+                Some(*op)
+            );
+        }
+        let subs = SubGroupOp::all();
+        for op in &subs {
+            assert_eq!(
+                SubGroupOp::from_name(&format!("sub_group_{}", op.name())),
+                Some(*op)
+            );
+        }
+        assert_eq!(groups.len(), 7 * 3 + 2 + 1);
+        assert_eq!(subs.len(), 5 + 7 * 3 + 2);
+        assert_eq!(
+            GroupOp::from_name("group_inclusive_bit_xor"),
+            Some(GroupOp::Collective(Collective::InclusiveScan(
+                Reduce::BitXor
+            )))
+        );
+        assert_eq!(GroupOp::from_name("group_scan"), None);
+        assert_eq!(MathFn::from_name("wrapping_pow"), Some(MathFn::Pow));
+    }
+}
