@@ -812,7 +812,7 @@ fn guarded_stmts<'a>(
                 guarded_stmts(locals, b, conds, out);
             }
             StmtKind::Store { index, .. } => {
-                record(locals, index, conds, out);
+                record(index, conds, out);
                 stmt_roots(s, &mut |e| guarded_expr(locals, e, conds, out));
             }
             _ => stmt_roots(s, &mut |e| guarded_expr(locals, e, conds, out)),
@@ -821,12 +821,10 @@ fn guarded_stmts<'a>(
 }
 
 fn record<'a>(
-    locals: &'a [Local],
     index: &'a Expr,
     conds: &[(usize, &'a Expr)],
     out: &mut HashMap<*const Expr, Vec<&'a Expr>>,
 ) {
-    let _ = locals;
     if let ExprKind::Local(l) = index.kind {
         let ends: Vec<&Expr> = conds.iter().filter(|c| c.0 == l).map(|c| c.1).collect();
         if !ends.is_empty() {
@@ -843,7 +841,7 @@ fn guarded_expr<'a>(
 ) {
     match &e.kind {
         ExprKind::Load { index, .. } => {
-            record(locals, index, conds, out);
+            record(index, conds, out);
             guarded_expr(locals, index, conds, out);
         }
         ExprKind::Select(c, a, b) => {

@@ -780,7 +780,7 @@ pub fn kernel_cpu(
     });
     let all_steps = f.steps.as_deref().unwrap_or_default();
     let steps = steps(f, param_names, an, all_steps);
-    let buffers = sub_group_buffers(all_steps).into_iter().map(|(l, t)| {
+    let buffers = exchange_buffers(all_steps).into_iter().map(|(l, t)| {
         let name = format_ident!("__sycl_sg{}", l);
         let t = ty_tokens(t);
         quote!(let mut #name: ::std::vec::Vec<#t> = ::std::vec![<#t as ::core::default::Default>::default(); __args.group_items()];)
@@ -1098,7 +1098,7 @@ fn reduction(op: Reduce, t: Ty) -> (TokenStream, TokenStream) {
 
 /// The exchange buffers of `steps` (nested ones included): the result local and element type
 /// of each sub-group collective, group scan and broadcast, declared once per launch.
-fn sub_group_buffers(steps: &[Step]) -> Vec<(usize, Ty)> {
+fn exchange_buffers(steps: &[Step]) -> Vec<(usize, Ty)> {
     let mut out = Vec::new();
     for s in steps {
         match s {
@@ -1111,7 +1111,7 @@ fn sub_group_buffers(steps: &[Step]) -> Vec<(usize, Ty)> {
             {
                 out.push((*local, args[0].ty))
             }
-            Step::SyncFor(_, body) => out.extend(sub_group_buffers(body)),
+            Step::SyncFor(_, body) => out.extend(exchange_buffers(body)),
             _ => {}
         }
     }

@@ -87,8 +87,9 @@ impl std::fmt::Debug for KernelBundle {
 pub struct Kernel {
     _bundle: Arc<BundleInner>,
     name: String,
-    /// (device ordinal, function).
-    funcs: Vec<(i32, sys::CUfunction)>,
+    /// (device ordinal, function, the most threads a block of it may have there where the
+    /// driver says: read once, not at each launch).
+    funcs: Vec<(i32, sys::CUfunction, Option<u32>)>,
     /// Parameter sizes, where the driver can tell.
     params: Option<Vec<usize>>,
 }
@@ -258,7 +259,8 @@ impl sycl_backend::KernelBundle for KernelBundle {
         let mut funcs = Vec::new();
         for (ordinal, m) in &self.inner.modules {
             m.ctx.make_current()?;
-            funcs.push((*ordinal, result::module::function(m.raw, name)?));
+            let f = result::module::function(m.raw, name)?;
+            funcs.push((*ordinal, f, result::module::max_threads_per_block(f)));
         }
         let params = result::module::param_sizes(funcs[0].1);
         Ok(Arc::new(Kernel {
@@ -389,11 +391,11 @@ pub(crate) unsafe fn launch(
     deps: &[Arc<dyn sycl_backend::Event>],
 ) -> Result<Arc<dyn sycl_backend::Event>> {
     let k = sycl_backend::downcast::<Kernel>(kernel.as_any(), "kernel", BackendKind::Cuda)?;
-    let func = k
+    let (func, max_threads) = k
         .funcs
         .iter()
-        .find(|(o, _)| *o == queue.dev.ordinal)
-        .map(|(_, f)| *f)
+        .find(|(o, ..)| *o == queue.dev.ordinal)
+        .map(|(_, f, max)| (*f, *max))
         .ok_or_else(|| {
             Error::invalid(format!(
                 "kernel `{}` was not built for this queue's device",
@@ -404,7 +406,7 @@ pub(crate) unsafe fn launch(
     // A group the function cannot run (too many registers or too much shared memory per
     // thread for its size) is the caller's range, not a kernel failure.
     let threads = block.iter().map(|&b| b as u64).product::<u64>();
-    if let Some(max) = result::module::max_threads_per_block(func) {
+    if let Some(max) = max_threads {
         if threads > max as u64 {
             return Err(Error::new(
                 Errc::NdRange,

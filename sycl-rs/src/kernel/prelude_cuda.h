@@ -299,6 +299,9 @@ __device__ __forceinline__ double sycl_fmin_f64(double a, double b) { return fmi
 __device__ __forceinline__ double sycl_fmax_f64(double a, double b) { return fmax(a, b); }
 __device__ __forceinline__ float sycl_fadd_f32(float a, float b) { return a + b; }
 __device__ __forceinline__ double sycl_fadd_f64(double a, double b) { return a + b; }
+// The work-item's linear id in its group (SYCL's last dimension fastest: CUDA's x).
+__device__ __forceinline__ unsigned int sycl_linear_local_id() {
+    return threadIdx.x + SYCL_LX * (threadIdx.y + SYCL_LY * threadIdx.z); }
 #define SYCL_IMIN(a, b) ((a) < (b) ? (a) : (b))
 #define SYCL_IMAX(a, b) ((a) > (b) ? (a) : (b))
 #define SYCL_WARPS ((SYCL_GROUP_ITEMS + 31u) >> 5)
@@ -308,7 +311,7 @@ __device__ T sycl_reduce_##name##_##tag(T x, unsigned int done, unsigned int* pa
     const unsigned int p = (*parity)++ & 1u; \
     if (done) x = (IDENT); \
     const unsigned int n = SYCL_GROUP_ITEMS; \
-    unsigned int t = (unsigned int)(sycl_local_id(0) + SYCL_LX * (sycl_local_id(1) + SYCL_LY * sycl_local_id(2))); \
+    unsigned int t = sycl_linear_local_id(); \
     unsigned int lane = t & 31u, warp = t >> 5; \
     unsigned int width = SYCL_IMIN(32u, n - (t & ~31u)); \
     unsigned int mask = width == 32u ? 0xffffffffu : ((1u << width) - 1u); \
@@ -329,7 +332,7 @@ __device__ T sycl_scan_##name##_##tag(T x, unsigned int done, unsigned int* pari
     const unsigned int p = (*parity)++ & 1u; \
     if (done) x = (IDENT); \
     const unsigned int n = SYCL_GROUP_ITEMS; \
-    unsigned int t = (unsigned int)(sycl_local_id(0) + SYCL_LX * (sycl_local_id(1) + SYCL_LY * sycl_local_id(2))); \
+    unsigned int t = sycl_linear_local_id(); \
     unsigned int lane = t & 31u, warp = t >> 5; \
     unsigned int width = SYCL_IMIN(32u, n - (t & ~31u)); \
     unsigned int mask = width == 32u ? 0xffffffffu : ((1u << width) - 1u); \
@@ -350,7 +353,7 @@ __device__ T sycl_group_exclusive_##name##_##tag(T x, unsigned int done, unsigne
 __device__ T sycl_group_broadcast_##tag(T x, unsigned int done, sycl_u64 id, unsigned int* parity) { \
     __shared__ T sycl_b[2]; \
     const unsigned int p = (*parity)++ & 1u; \
-    unsigned int t = (unsigned int)(sycl_local_id(0) + SYCL_LX * (sycl_local_id(1) + SYCL_LY * sycl_local_id(2))); \
+    unsigned int t = sycl_linear_local_id(); \
     if (t == (unsigned int)(id % (sycl_u64)SYCL_GROUP_ITEMS)) sycl_b[p] = done ? (T)0 : x; \
     __syncthreads(); \
     return sycl_b[p]; }
@@ -399,8 +402,6 @@ __device__ __forceinline__ bool sycl_group_all(bool c, unsigned int done) { retu
 // says what lanes that returned offer). Lanes out of range are defined: shuffles and
 // broadcasts take the lane modulo the sub-group's size; shifts and xor give the caller's own
 // value.
-__device__ __forceinline__ unsigned int sycl_linear_local_id() {
-    return threadIdx.x + SYCL_LX * (threadIdx.y + SYCL_LY * threadIdx.z); }
 __device__ __forceinline__ unsigned int sycl_sg_lane() { return sycl_linear_local_id() & 31u; }
 __device__ __forceinline__ unsigned int sycl_sg_width() {
     return SYCL_IMIN(32u, (unsigned int)SYCL_GROUP_ITEMS - (sycl_linear_local_id() & ~31u)); }

@@ -513,24 +513,25 @@ static inline T sycl_sg_gred_##name##_##tag(T x) { \
 #define SYCL_SG_ADD_f32(k, v) sub_group_##k##add(v)
 #define SYCL_SG_ADD_f64(k, v) sub_group_##k##add(v)
 // `SYCL_SG_<name>(tag, kind, v)`: kind `reduce_`, `scan_inclusive_` or `scan_exclusive_`.
-#define SYCL_SG_sum(tag, k, I, v) SYCL_SG_ADD_##tag(k, v)
-#define SYCL_SG_min(tag, k, I, v) sub_group_##k##min(v)
-#define SYCL_SG_max(tag, k, I, v) sub_group_##k##max(v)
-#define SYCL_SG_GEN(name, tag, k, I, v) SYCL_SG_GEN_##k(name, tag, v)
+#define SYCL_SG_sum(tag, k, v) SYCL_SG_ADD_##tag(k, v)
+#define SYCL_SG_min(tag, k, v) sub_group_##k##min(v)
+#define SYCL_SG_max(tag, k, v) sub_group_##k##max(v)
+#define SYCL_SG_GEN(name, tag, k, v) SYCL_SG_GEN_##k(name, tag, v)
 #define SYCL_SG_GEN_reduce_(name, tag, v) sycl_sg_gred_##name##_##tag(v)
 #define SYCL_SG_GEN_scan_inclusive_(name, tag, v) sycl_sg_gscan_##name##_##tag(v, 1u)
 #define SYCL_SG_GEN_scan_exclusive_(name, tag, v) sycl_sg_gscan_##name##_##tag(v, 0u)
-#define SYCL_SG_product(tag, k, I, v) SYCL_SG_GEN(product, tag, k, I, v)
-#define SYCL_SG_bit_and(tag, k, I, v) SYCL_SG_GEN(bit_and, tag, k, I, v)
-#define SYCL_SG_bit_or(tag, k, I, v) SYCL_SG_GEN(bit_or, tag, k, I, v)
-#define SYCL_SG_bit_xor(tag, k, I, v) SYCL_SG_GEN(bit_xor, tag, k, I, v)
+#define SYCL_SG_product(tag, k, v) SYCL_SG_GEN(product, tag, k, v)
+#define SYCL_SG_bit_and(tag, k, v) SYCL_SG_GEN(bit_and, tag, k, v)
+#define SYCL_SG_bit_or(tag, k, v) SYCL_SG_GEN(bit_or, tag, k, v)
+#define SYCL_SG_bit_xor(tag, k, v) SYCL_SG_GEN(bit_xor, tag, k, v)
 #define SYCL_SG_REDUCE(T, tag, name, OP, IDENT) \
-SYCL_SG_GENERIC(T, tag, name, OP, IDENT) \
-static inline T sycl_sg_##name##_##tag(T x, uint done) { return SYCL_SG_##name(tag, reduce_, IDENT, done ? (IDENT) : x); } \
-static inline T sycl_sg_inclusive_##name##_##tag(T x, uint done) { return SYCL_SG_##name(tag, scan_inclusive_, IDENT, done ? (IDENT) : x); } \
-static inline T sycl_sg_exclusive_##name##_##tag(T x, uint done) { return SYCL_SG_##name(tag, scan_exclusive_, IDENT, done ? (IDENT) : x); }
+static inline T sycl_sg_##name##_##tag(T x, uint done) { return SYCL_SG_##name(tag, reduce_, done ? (IDENT) : x); } \
+static inline T sycl_sg_inclusive_##name##_##tag(T x, uint done) { return SYCL_SG_##name(tag, scan_inclusive_, done ? (IDENT) : x); } \
+static inline T sycl_sg_exclusive_##name##_##tag(T x, uint done) { return SYCL_SG_##name(tag, scan_exclusive_, done ? (IDENT) : x); }
+SYCL_REDUCTIONS_MORE(SYCL_SG_GENERIC)
 SYCL_REDUCTIONS(SYCL_SG_REDUCE)
 #ifdef SYCL_FP64
+SYCL_REDUCTIONS_F64_MORE(SYCL_SG_GENERIC)
 SYCL_REDUCTIONS_F64(SYCL_SG_REDUCE)
 #endif
 static inline bool sycl_sg_any(bool c, uint done) { return sub_group_any((!done && c) ? 1 : 0) != 0; }

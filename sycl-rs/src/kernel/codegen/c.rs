@@ -807,6 +807,8 @@ impl<'a> Printer<'a> {
         self.line(&format!("{x} = {v};"));
         self.depth -= 1;
         self.line("}");
+        // The collectives' last argument: the local scratch (OpenCL C, as `elem`), or the
+        // kernel's count of collective calls (CUDA, see its prelude).
         let scratch = |elem: &str| match self.d {
             Dialect::Cuda => ", &sycl_parity".to_string(),
             Dialect::OpenCl => format!(", (__local {elem}*)sycl_scratch"),
