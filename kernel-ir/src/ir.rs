@@ -65,15 +65,75 @@ pub enum Param {
     },
 }
 
-/// A local variable, or a work-group local array of `array` elements.
+/// A local variable, or an array of `ty` elements (work-group local or private).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Local<S: Stage = Resolved> {
     /// The variable's or the elements' type.
     pub ty: S::Ty,
-    /// `Some(len)` for a work-group local array.
-    pub array: Option<u32>,
+    /// `Some` for an array.
+    pub array: Option<Array>,
     /// What else the stage knows of it.
     pub info: S::LocalInfo,
+}
+
+/// An array local: its length and where it lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Array {
+    /// Its number of elements (1 to [`MAX_LOCAL_ARRAY`](crate::validate::MAX_LOCAL_ARRAY)).
+    pub len: u32,
+    /// Work-group local memory or the work-item's own.
+    pub space: ArraySpace,
+}
+
+/// Where an array local lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArraySpace {
+    /// Work-group local memory (`local_array::<T, N>()`): shared by the group's work-items,
+    /// declared once at the top of a kernel, its elements never initialised.
+    WorkGroup,
+    /// The work-item's own (`[v; N]`, a register tile): its `Let` gives every element the
+    /// value; kernels and helpers may declare it anywhere.
+    Private,
+}
+
+impl Array {
+    /// A work-group local array.
+    pub fn work_group(len: u32) -> Self {
+        Array {
+            len,
+            space: ArraySpace::WorkGroup,
+        }
+    }
+
+    /// A private array.
+    pub fn private(len: u32) -> Self {
+        Array {
+            len,
+            space: ArraySpace::Private,
+        }
+    }
+
+    /// Whether it is work-group local memory.
+    pub fn is_work_group(&self) -> bool {
+        self.space == ArraySpace::WorkGroup
+    }
+}
+
+impl<S: Stage> Local<S> {
+    /// Whether it is a work-group local array.
+    pub fn is_work_group_array(&self) -> bool {
+        self.array.is_some_and(|a| a.is_work_group())
+    }
+
+    /// Whether it is a private array.
+    pub fn is_private_array(&self) -> bool {
+        self.array.is_some_and(|a| !a.is_work_group())
+    }
+
+    /// An array's length.
+    pub fn len(&self) -> Option<u32> {
+        self.array.map(|a| a.len)
+    }
 }
 
 /// What an element access reaches.

@@ -27,6 +27,10 @@ pub enum Role {
 
 /// The longest work-group local array the kernel language allows, in elements.
 pub const MAX_LOCAL_ARRAY: u32 = 65536;
+/// The longest private array the kernel language allows, in elements (16 KiB of `f32`: a
+/// register tile, not a work-item's scratch heap; the native CPU keeps one per work-item of a
+/// group).
+pub const MAX_PRIVATE_ARRAY: u32 = 4096;
 
 /// Checks a decoded function (see the module's documentation).
 pub fn validate(f: &Function, role: Role) -> Result<(), WireError> {
@@ -49,10 +53,20 @@ pub fn validate(f: &Function, role: Role) -> Result<(), WireError> {
     }
     for l in &f.locals {
         match l.array {
-            Some(n) if !l.ty.is_element() || n == 0 || n > MAX_LOCAL_ARRAY => {
-                return v.bad("a local array of a non-element type or an impossible length")
+            Some(a)
+                if !l.ty.is_element()
+                    || a.len == 0
+                    || a.len
+                        > match a.space {
+                            ArraySpace::WorkGroup => MAX_LOCAL_ARRAY,
+                            ArraySpace::Private => MAX_PRIVATE_ARRAY,
+                        } =>
+            {
+                return v.bad("an array of a non-element type or an impossible length")
             }
-            Some(_) if role == Role::Helper => return v.bad("a local array in a helper"),
+            Some(a) if a.is_work_group() && role == Role::Helper => {
+                return v.bad("a local array in a helper")
+            }
             _ => {}
         }
     }
@@ -163,7 +177,10 @@ impl Validator<'_> {
     fn stmt(&self, s: &Stmt, in_loop: bool) -> R {
         match &s.kind {
             StmtKind::Let(l, e) => {
-                let t = self.scalar_local(*l)?;
+                // A private array's `let` gives every element the value.
+                let local = &self.f.locals[*l];
+                self.want(!local.is_work_group_array(), "a `let` of a local array")?;
+                let t = local.ty;
                 self.want(e.ty == t, "a `let` of another type")?;
                 self.expr(e)
             }
@@ -435,7 +452,13 @@ impl Validator<'_> {
                         && op.takes(elem)
                         && op.allows(*order)
                         && (statement || *op != AtomicOp::Store)
-                        && (matches!(base, Base::Param(_)) || *scope == MemoryScope::WorkGroup)
+                        && match base {
+                            Base::Param(_) => true,
+                            Base::Local(l) => {
+                                self.f.locals[*l].is_work_group_array()
+                                    && *scope == MemoryScope::WorkGroup
+                            }
+                        }
                         && elem == t
                         && index.ty == Scalar::Usize
                         && values.len() == op.values()

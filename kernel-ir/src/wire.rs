@@ -6,8 +6,8 @@
 //!
 //! The format (all `u32`; a change changes [`VERSION`]):
 //! - header: [`MAGIC`], [`VERSION`]; parameters (count, then kind 0 scalar / 1 slice, type,
-//!   mutable); result type ([`NONE`] for kernels); locals (count, then type and array
-//!   length, 0 for a scalar); the body (a block); a steps flag and, when set, the steps;
+//!   mutable); result type ([`NONE`] for kernels); locals (count, then type, array
+//!   length, 0 for a scalar, and array space, 0 work-group local, 1 private); the body (a block); a steps flag and, when set, the steps;
 //! - a block is a count and its statements; a statement, step, expression or bound starts
 //!   with a tag; an expression's second word is its type; a literal is its value's 64 bits
 //!   at that type (two words, low first), as is a bound's number;
@@ -25,7 +25,7 @@ use crate::ty::Scalar;
 /// "SYIR".
 pub const MAGIC: u32 = 0x5359_4952;
 /// The format's version.
-pub const VERSION: u32 = 13;
+pub const VERSION: u32 = 14;
 /// No value (a kernel's result type, an assignment without operator).
 pub const NONE: u32 = 0xFFFF_FFFF;
 /// How deep statements, expressions and bounds may nest: beyond any kernel a person writes
@@ -113,7 +113,11 @@ impl Writer {
         self.out.push(f.locals.len() as u32);
         for l in &f.locals {
             self.ty(l.ty);
-            self.out.push(l.array.unwrap_or(0));
+            self.out.push(l.len().unwrap_or(0));
+            self.out.push(match l.array.map(|a| a.space) {
+                None | Some(ArraySpace::WorkGroup) => 0,
+                Some(ArraySpace::Private) => 1,
+            });
         }
         self.block(&f.body);
         match &f.steps {
@@ -460,9 +464,16 @@ pub fn decode(words: &[u32], helpers: usize) -> Result<Function, WireError> {
     for _ in 0..n {
         let ty = r.ty()?;
         let len = r.word()?;
+        let array = match (len, r.word()?) {
+            (0, 0) => None,
+            (0, _) => return Err(r.bad("a scalar local with an array space")),
+            (len, 0) => Some(Array::work_group(len)),
+            (len, 1) => Some(Array::private(len)),
+            _ => return Err(r.bad("an unknown array space")),
+        };
         locals.push(Local {
             ty,
-            array: (len > 0).then_some(len),
+            array,
             info: (),
         });
     }

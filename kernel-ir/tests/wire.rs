@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
-use sycl_kernel_ir::validate::{Role, MAX_LOCAL_ARRAY};
+use sycl_kernel_ir::validate::{Role, MAX_LOCAL_ARRAY, MAX_PRIVATE_ARRAY};
 use sycl_kernel_ir::wire::{
     decode, decode_guards, encode, encode_guards, MAGIC, MAX_DEPTH, NONE, VERSION,
 };
@@ -130,14 +130,31 @@ impl Gen {
         self.rng.pick(&Scalar::ALL)
     }
 
+    /// Locals a `let` may give a value: scalars and private arrays.
+    fn let_locals(&self) -> Vec<usize> {
+        (0..self.locals.len())
+            .filter(|&l| !self.locals[l].is_work_group_array())
+            .collect()
+    }
+
     fn scalar_locals(&self, ok: impl Fn(Scalar) -> bool) -> Vec<usize> {
         (0..self.locals.len())
             .filter(|&l| self.locals[l].array.is_none() && ok(self.locals[l].ty))
             .collect()
     }
 
-    /// Slices and local arrays of element `elem` (any if `None`), writable ones only if
-    /// `write`.
+    /// Slices and work-group local arrays (what atomics update) of element `elem`.
+    fn atomic_bases(&self, elem: Scalar, write: bool) -> Vec<Base> {
+        self.bases(Some(elem), write)
+            .into_iter()
+            .filter(|b| match b {
+                Base::Local(l) => self.locals[*l].is_work_group_array(),
+                Base::Param(_) => true,
+            })
+            .collect()
+    }
+
+    /// Slices and arrays of element `elem` (any if `None`), writable ones only if `write`.
     fn bases(&self, elem: Option<Scalar>, write: bool) -> Vec<Base> {
         let fits = |t: Scalar| elem.is_none() || elem == Some(t);
         let params = self
@@ -404,7 +421,7 @@ impl Gen {
                         continue;
                     }
                     let op = self.rng.pick(&ops);
-                    let bases = self.bases(Some(t), op != AtomicOp::Load);
+                    let bases = self.atomic_bases(t, op != AtomicOp::Load);
                     if bases.is_empty() {
                         continue;
                     }
@@ -534,7 +551,7 @@ impl Gen {
         loop {
             return match self.rng.below(16) {
                 0 => {
-                    let ls = self.scalar_locals(|_| true);
+                    let ls = self.let_locals();
                     if ls.is_empty() {
                         continue;
                     }
@@ -631,7 +648,7 @@ impl Gen {
                     let t = self
                         .rng
                         .pick(&[Scalar::I32, Scalar::U32, Scalar::U64, Scalar::F32]);
-                    let bases = self.bases(Some(t), true);
+                    let bases = self.atomic_bases(t, true);
                     if bases.is_empty() {
                         continue;
                     }
@@ -739,15 +756,26 @@ fn function(seed: u64, role: Role, helpers: usize) -> Function {
         })
         .collect();
     let locals = (0..rng.below(9))
-        .map(|_| match group && rng.one_in(3) {
-            true => Local {
+        .map(|_| match (group && rng.one_in(3), rng.one_in(5)) {
+            (true, _) => Local {
                 ty: rng.pick(&NUMERIC),
-                // `1..=MAX_LOCAL_ARRAY` (and never `Some(0)`: the wire spells a scalar that
-                // way).
-                array: Some(rng.pick(&[1, 2, 256, 4096, MAX_LOCAL_ARRAY])),
+                // `1..=MAX_LOCAL_ARRAY` (and never a length of 0: the wire spells a scalar
+                // that way).
+                array: Some(Array::work_group(rng.pick(&[
+                    1,
+                    2,
+                    256,
+                    4096,
+                    MAX_LOCAL_ARRAY,
+                ]))),
                 info: (),
             },
-            false => Local {
+            (false, true) => Local {
+                ty: rng.pick(&NUMERIC),
+                array: Some(Array::private(rng.pick(&[1, 3, 64, MAX_PRIVATE_ARRAY]))),
+                info: (),
+            },
+            (false, false) => Local {
                 ty: rng.pick(&Scalar::ALL),
                 array: None,
                 info: (),
@@ -905,13 +933,16 @@ fn generator_covers_the_ir() {
         "Cond(",
         "step: Some(",
         "step: None",
-        "array: Some(1)",
-        "array: Some(65536)",
+        "array: Some(Array { len: 1, space: WorkGroup })",
+        "array: Some(Array { len: 65536, space: WorkGroup })",
+        "array: Some(Array { len: 1, space: Private })",
+        "array: Some(Array { len: 4096, space: Private })",
     ];
     for w in wanted {
         assert!(all.contains(w), "the generator never makes {w}");
     }
     assert_eq!(MAX_LOCAL_ARRAY, 65536);
+    assert_eq!(MAX_PRIVATE_ARRAY, 4096);
     // `Barrier` spells a statement and a step: each where it may be.
     let bodies: String = fs.iter().map(|f| format!("{:?}", f.body)).collect();
     let steps: String = fs.iter().map(|f| format!("{:?}", f.steps)).collect();
@@ -1271,7 +1302,7 @@ fn nested_bound(n: usize) -> Function {
     kernel(
         vec![Local {
             ty: Scalar::U32,
-            array: Some(64),
+            array: Some(Array::work_group(64)),
             info: (),
         }],
         vec![Stmt::new(store)],
@@ -1560,7 +1591,7 @@ fn base_kernel(body: Vec<Stmt>) -> Function {
             },
             Local {
                 ty: Scalar::F32,
-                array: Some(64),
+                array: Some(Array::work_group(64)),
                 info: (),
             },
         ],
@@ -2213,7 +2244,7 @@ fn the_validator_rejects_each_rule() {
             Function {
                 locals: vec![Local {
                     ty: U32,
-                    array: Some(4),
+                    array: Some(Array::work_group(4)),
                     info: (),
                 }],
                 ..helper.clone()
@@ -2233,13 +2264,13 @@ fn the_validator_rejects_each_rule() {
             Function {
                 locals: vec![Local {
                     ty: Bool,
-                    array: Some(4),
+                    array: Some(Array::work_group(4)),
                     info: (),
                 }],
                 ..f.clone()
             },
             Role::Kernel,
-            "a local array of a non-element type or an impossible length",
+            "an array of a non-element type or an impossible length",
         ),
         (
             // A `break` in a region leaves no loop, even inside a sync `for`.
@@ -2276,26 +2307,53 @@ fn the_validator_rejects_each_rule() {
         assert_eq!(err.what, format!("invalid kernel IR: {what}"), "{f:?}");
     }
 
-    // Local arrays: `1..=MAX_LOCAL_ARRAY` elements.
-    let array = |n| Function {
+    // Local arrays: `1..=MAX_LOCAL_ARRAY` elements; private ones `1..=MAX_PRIVATE_ARRAY`.
+    let array = |a| Function {
         locals: vec![Local {
             ty: F32,
-            array: Some(n),
+            array: Some(a),
             info: (),
         }],
         ..f.clone()
     };
-    for n in [1, MAX_LOCAL_ARRAY] {
-        assert_eq!(validate(&array(n), Role::Kernel), Ok(()), "{n}");
+    let (local, private) = (Array::work_group, Array::private);
+    for a in [
+        local(1),
+        local(MAX_LOCAL_ARRAY),
+        private(1),
+        private(MAX_PRIVATE_ARRAY),
+    ] {
+        assert_eq!(validate(&array(a), Role::Kernel), Ok(()), "{a:?}");
     }
-    for n in [0, MAX_LOCAL_ARRAY + 1, u32::MAX] {
-        let err = validate(&array(n), Role::Kernel).expect_err("an impossible length");
+    let impossible = [
+        local(0),
+        local(MAX_LOCAL_ARRAY + 1),
+        local(u32::MAX),
+        private(0),
+        private(MAX_PRIVATE_ARRAY + 1),
+    ];
+    for a in impossible {
+        let err = validate(&array(a), Role::Kernel).expect_err("an impossible length");
         assert_eq!(
-            err.what,
-            "invalid kernel IR: a local array of a non-element type or an impossible length",
-            "{n}"
+            err.what, "invalid kernel IR: an array of a non-element type or an impossible length",
+            "{a:?}"
         );
     }
+    // Private arrays may live in helpers, and take no atomics.
+    assert_eq!(
+        validate(
+            &Function {
+                locals: vec![Local {
+                    ty: U32,
+                    array: Some(private(4)),
+                    info: (),
+                }],
+                ..helper.clone()
+            },
+            Role::Helper
+        ),
+        Ok(())
+    );
 }
 
 /// Guard lists are decoded on the caller's thread (the runtime gives them no thread of their

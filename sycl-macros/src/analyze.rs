@@ -236,9 +236,9 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
     for l in &f.locals {
         let ty = f.ty(l.ty);
         a.info.fp64 |= ty == Ty::F64;
-        if let Some(len) = l.array {
+        if let Some(arr) = l.array.filter(|a| a.is_work_group()) {
             a.info.group = true;
-            a.info.local_bytes += len as usize * (ty.bits() as usize / 8);
+            a.info.local_bytes += arr.len as usize * (ty.bits() as usize / 8);
         }
     }
     let mut sync_seen = false;
@@ -402,7 +402,9 @@ impl StepBuilder<'_> {
                         });
                     } else {
                         self.no_sync_in_expr(e)?;
-                        if !self.f.locals[*id].info.mutable && self.uniform(e) {
+                        // A private array is each work-item's own, whatever fills it.
+                        let array = self.f.locals[*id].array.is_some();
+                        if !self.f.locals[*id].info.mutable && !array && self.uniform(e) {
                             flush(&mut region, &mut steps);
                             self.a.class[*id] = Class::Group;
                             steps.push(Step::GroupLet(*id, e.clone()));

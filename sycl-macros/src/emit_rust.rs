@@ -110,7 +110,7 @@ impl<'a> RustEmitter<'a> {
 
     fn local(&self, l: usize) -> TokenStream {
         let name = format_ident!("__sycl_v{}", l);
-        if self.f.locals[l].array.is_some() {
+        if self.f.locals[l].is_work_group_array() {
             return quote!(#name);
         }
         match (self.class[l], self.ctx) {
@@ -235,7 +235,7 @@ impl<'a> RustEmitter<'a> {
             }
             ExprKind::Len(Base::Local(l)) => {
                 let n =
-                    Literal::usize_suffixed(self.f.locals[*l].array.expect("an array") as usize);
+                    Literal::usize_suffixed(self.f.locals[*l].len().expect("an array") as usize);
                 quote!(#n)
             }
             ExprKind::Unary(UnOp::Neg, a) => {
@@ -474,9 +474,15 @@ impl<'a> RustEmitter<'a> {
         let rt = rt();
         match &s.kind {
             StmtKind::Let(l, e) => {
-                let v = self.expr(e);
+                let mut v = self.expr(e);
                 let local = &self.f.locals[*l];
-                let t = ty_tokens(local.ty);
+                let mut t = ty_tokens(local.ty);
+                // A private array: every element gets the value (evaluated once).
+                if let Some(len) = local.len() {
+                    let len = Literal::usize_unsuffixed(len as usize);
+                    v = quote!([#v; #len]);
+                    t = quote!([#t; #len]);
+                }
                 match (self.class[*l], self.ctx) {
                     (Class::Item, Ctx::Region) => {
                         let place = self.local(*l);
@@ -764,14 +770,29 @@ pub fn kernel_cpu(
         .locals
         .iter()
         .enumerate()
-        .filter(|(l, local)| local.array.is_none() && an.class[*l] == Class::Item)
+        .filter(|(l, local)| !local.is_work_group_array() && an.class[*l] == Class::Item)
         .map(|(l, local)| {
             let name = format_ident!("__sycl_v{}", l);
             let t = ty_tokens(local.ty);
-            quote!(#name: #t,)
+            match local.len() {
+                // A private array (`Default` is derived only up to 32 elements).
+                Some(len) => {
+                    let len = Literal::usize_unsuffixed(len as usize);
+                    (
+                        quote!(#name: [#t; #len],),
+                        quote!(#name: [<#t as ::core::default::Default>::default(); #len],),
+                    )
+                }
+                None => (
+                    quote!(#name: #t,),
+                    quote!(#name: <#t as ::core::default::Default>::default(),),
+                ),
+            }
         });
+    let (fields, defaults): (Vec<_>, Vec<_>) = fields.unzip();
     let arrays = f.locals.iter().enumerate().filter_map(|(l, local)| {
-        local.array.map(|len| {
+        local.array.filter(|a| a.is_work_group()).map(|arr| {
+            let len = arr.len;
             let name = format_ident!("__sycl_v{}", l);
             let t = ty_tokens(local.ty);
             let len = Literal::usize_unsuffixed(len as usize);
@@ -825,8 +846,13 @@ pub fn kernel_cpu(
             let __gr: [usize; 3] = __args.global_range();
             let __lr: [usize; 3] = __args.local_range();
             let __ngr: [usize; 3] = __args.group_range();
-            #[derive(Clone, Copy, Default)]
+            #[derive(Clone, Copy)]
             struct __SyclState { done: bool, #(#fields)* }
+            impl ::core::default::Default for __SyclState {
+                fn default() -> Self {
+                    __SyclState { done: false, #(#defaults)* }
+                }
+            }
             let mut __states: ::std::vec::Vec<__SyclState> =
                 ::std::vec![__SyclState::default(); __args.group_items()];
             #(#arrays)*

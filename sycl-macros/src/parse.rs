@@ -169,11 +169,11 @@ pub fn function(f: &syn::ItemFn, role: Role) -> Result<Function> {
                     ));
                 };
                 let elem = scalar_ty(&s.elem)
-                    .filter(|t| t.is_element())
+                    .filter(|t| t.is_element() && *t != Ty::Usize)
                     .ok_or_else(|| {
                         err(
                             s.elem.span(),
-                            "slice elements are i32, u32, i64, u64, f32 or f64",
+                            "slice elements are i32, u32, i64, u64, f32, f64, f16 or bf16 (for indices, `u64` and `as usize`)",
                         )
                     })?;
                 if role == Role::Helper {
@@ -248,6 +248,15 @@ fn check_resolved(f: &Function) -> Result<()> {
         ));
     }
     for l in &f.locals {
+        if l.array.is_some() && f.types.resolve(l.ty) == Some(Ty::Bool) {
+            return Err(err(
+                Span::call_site(),
+                format!(
+                    "`{}` is an array of `bool`: arrays hold numbers (use `u32` for flags)",
+                    l.info.name
+                ),
+            ));
+        }
         if f.types.resolve(l.ty).is_none() {
             return Err(err(
                 Span::call_site(),
@@ -294,7 +303,7 @@ impl Parser {
         self.scopes.iter().rev().find_map(|s| s.get(name).copied())
     }
 
-    fn new_local(&mut self, name: String, ty: TyId, mutable: bool, array: Option<u32>) -> usize {
+    fn new_local(&mut self, name: String, ty: TyId, mutable: bool, array: Option<Array>) -> usize {
         self.locals.push(Local {
             ty,
             array,
@@ -402,8 +411,19 @@ impl Parser {
                 ));
             }
             let ty = self.types.known(elem);
-            self.new_local(name, ty, false, Some(len as u32));
+            self.new_local(name, ty, false, Some(Array::work_group(len as u32)));
             return Ok(Vec::new());
+        }
+        // `let mut acc = [0.0f32; 8];`: a private array.
+        if let syn::Expr::Repeat(r) = strip_paren(&init.expr) {
+            let mutable = pi.mutability.is_some();
+            return self.private_array(name, mutable, annotated, r, l.span());
+        }
+        if let Some(syn::Type::Array(a)) = annotated {
+            return Err(err(
+                a.span(),
+                "a private array is declared with its value for every element: `let mut a = [0.0f32; 8];`",
+            ));
         }
         let annotated = annotated
             .map(|t| {
@@ -427,6 +447,65 @@ impl Parser {
         let id = self.new_local(name, value.ty, pi.mutability.is_some(), None);
         Ok(vec![Stmt {
             src: At(l.span()),
+            kind: StmtKind::Let(id, value),
+        }])
+    }
+
+    /// `let a = [v; N];` (`annotated`: the `let`'s type, `[T; N]` if given): a private array,
+    /// every element `v` (evaluated once).
+    fn private_array(
+        &mut self,
+        name: String,
+        mutable: bool,
+        annotated: Option<&syn::Type>,
+        r: &syn::ExprRepeat,
+        span: Span,
+    ) -> Result<Vec<Stmt>> {
+        let usage =
+            "a private array is `[v; N]`, N a literal length (or a product or sum of literals)";
+        let len = const_usize(&r.len).ok_or_else(|| err(r.len.span(), usage))?;
+        let max = sycl_kernel_ir::validate::MAX_PRIVATE_ARRAY as usize;
+        if len == 0 || len > max {
+            return Err(err(
+                r.len.span(),
+                format!("a private array holds 1 to {max} elements (use `local_array` or a slice for more)"),
+            ));
+        }
+        let value = self.expr(&r.expr)?;
+        if let Some(t) = annotated {
+            let elem = match t {
+                syn::Type::Array(a) => {
+                    if const_usize(&a.len) != Some(len) {
+                        return Err(err(
+                            a.len.span(),
+                            "the annotated length differs from the value's",
+                        ));
+                    }
+                    scalar_ty(&a.elem).ok_or_else(|| {
+                        err(
+                            a.elem.span(),
+                            "array elements are i32, u32, i64, u64, usize, f32, f64, f16 or bf16",
+                        )
+                    })?
+                }
+                other => {
+                    return Err(err(
+                        other.span(),
+                        "this `let` is an array: annotate it `[T; N]`",
+                    ))
+                }
+            };
+            self.expect_ty(&value, elem, "this array's elements")?;
+        }
+        if self.types.get(value.ty) == Some(Ty::Bool) {
+            return Err(err(
+                r.expr.span(),
+                "arrays hold numbers (use `u32` for flags)",
+            ));
+        }
+        let id = self.new_local(name, value.ty, mutable, Some(Array::private(len as u32)));
+        Ok(vec![Stmt {
+            src: At(span),
             kind: StmtKind::Let(id, value),
         }])
     }
@@ -828,6 +907,12 @@ impl Parser {
                 ParamKind::Scalar(_) => Err(err(p.span(), format!("`{name}` is not a slice"))),
             },
             Some(Binding::Local(l)) if self.locals[l].array.is_some() => {
+                if write && self.locals[l].is_private_array() && !self.locals[l].info.user_mut {
+                    return Err(err(
+                        p.span(),
+                        format!("`{name}` is not `mut`: declare it with `let mut`"),
+                    ));
+                }
                 Ok((Base::Local(l), self.locals[l].ty))
             }
             Some(Binding::Local(_)) => Err(err(p.span(), format!("`{name}` is not an array"))),
@@ -1001,7 +1086,7 @@ impl Parser {
                         src: At(span),
                     }),
                     Some(Binding::Local(_)) => {
-                        Err(err(span, format!("`{name}` is a local array: index it")))
+                        Err(err(span, format!("`{name}` is an array: index it (arrays are copied element by element)")))
                     }
                     None => Err(err(span, format!("cannot find `{name}` in this kernel"))),
                 }
@@ -1186,7 +1271,7 @@ impl Parser {
             syn::Expr::Tuple(t) => Err(err(t.span(), "tuples are not in the kernel language")),
             syn::Expr::Array(a) => Err(err(
                 a.span(),
-                "arrays are not in the kernel language (use `local_array` for work-group memory)",
+                "array lists are not in the kernel language: declare `let mut a = [0.0f32; N];` and assign the elements (`local_array` for work-group memory)",
             )),
             syn::Expr::Struct(s) => Err(err(s.span(), "structs are not in the kernel language")),
             syn::Expr::Field(f) => Err(err(f.span(), "fields are not in the kernel language")),
@@ -1630,6 +1715,14 @@ impl Parser {
         }
         let write = op != AtomicOp::Load;
         let (base, ty) = self.indexable(args[0], write)?;
+        if let Base::Local(l) = base {
+            if self.locals[l].is_private_array() {
+                return Err(err(
+                    args[0].span(),
+                    "a private array is the work-item's own: read and write it directly (atomics are for slices and local arrays)",
+                ));
+            }
+        }
         let index = self.index_expr(args[1])?;
         let mut values = Vec::new();
         for a in &args[2..fixed] {

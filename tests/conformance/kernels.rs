@@ -6162,3 +6162,232 @@ pub fn halves_in_groups_and_helpers(d: &Device) -> R {
     }
     Ok(())
 }
+
+// ---------------------------------------------------------------- 14. private arrays (issue 31, item 3)
+
+/// A private array: filled by its `let`, written and read at constant and data-dependent
+/// indices, refilled by a `let` inside a loop.
+#[sycl::kernel]
+fn private_plain(x: &[f32], n: &[u32], out: &mut [f32], oi: &mut [u32]) {
+    let g = global_id(0);
+    let mut acc = [0.0f32; 8];
+    for k in 0..8 {
+        acc[k] = x[g] * k as f32;
+    }
+    let mut s = 0.0f32;
+    for k in 0..8 {
+        s += acc[7 - k] * 0.5;
+    }
+    out[g] = s;
+    let mut hist = [0u32; 16];
+    for k in 0..4 {
+        hist[((n[g] >> (4 * k)) & 15) as usize] += 1;
+    }
+    let mut total = 0u32;
+    for r in 0..3 {
+        let mut t = [r as u32; 4];
+        t[r] += 5;
+        total += t[0] + t[1] + t[2] + t[3];
+    }
+    oi[g] = hist[0] + hist[1] * 10 + hist[15] * 100 + hist[g % 16] * 1000 + total * 10000;
+}
+
+/// Each work-item's private array keeps its values across barriers and a group collective
+/// (the native CPU keeps it per work-item between the steps), and one declared inside a
+/// synchronising loop is refilled at each iteration.
+#[sycl::kernel]
+fn private_across_barriers(x: &[u32], out: &mut [u32]) {
+    let tile = local_array::<u32, 64>();
+    let l = local_id(0);
+    let g = global_id(0);
+    let n = local_range(0);
+    let mut mine = [0u32; 5];
+    for k in 0..5 {
+        mine[k] = x[g] + k as u32;
+    }
+    tile[l] = mine[4];
+    barrier();
+    mine[0] = tile[(l + 1) % n];
+    let s = group_sum(mine[1]);
+    let mut acc = 0u32;
+    for r in 0..2 {
+        let mut p = [r as u32; 3];
+        p[l % 3] += mine[2];
+        barrier();
+        acc += p[0] + p[1] * 2 + p[2] * 3;
+    }
+    out[g] = mine[0] + mine[3] * 7 + s % 1000 + acc * 13;
+}
+
+/// Halves in a private array: stored as the `half` crate rounds them.
+#[sycl::kernel]
+fn private_halves(
+    x: &[sycl::half::bf16],
+    y: &[sycl::half::f16],
+    o: &mut [sycl::half::bf16],
+    p: &mut [sycl::half::f16],
+) {
+    let g = global_id(0);
+    let mut b = [sycl::half::bf16::from_f32(1.5); 4];
+    b[1] = b[0] + x[g];
+    b[g % 4] *= x[g];
+    o[g] = b[1] + b[3];
+    let mut h = [y[g]; 3];
+    h[2] = h[0] * sycl::half::f16::from_f32(0.1);
+    p[g] = h[2] - h[1];
+}
+
+/// A helper with a private array (Horner over four coefficients).
+#[sycl::kernel_fn]
+fn private_poly(x: f32) -> f32 {
+    let mut c = [1.0f32; 4];
+    c[2] = 0.5;
+    let mut r = 0.0f32;
+    for k in 0..4 {
+        r = r * x + c[k];
+    }
+    r
+}
+
+#[sycl::kernel]
+fn private_in_helper(x: &[f32], out: &mut [f32]) {
+    let g = global_id(0);
+    out[g] = private_poly(x[g]);
+}
+
+/// An index past a private array's end fails the work-item (`Errc::Kernel`).
+#[sycl::kernel]
+fn private_oob(idx: &[u64], out: &mut [u32]) {
+    let g = global_id(0);
+    let mut a = [0u32; 4];
+    a[idx[g] as usize] = 1;
+    out[g] = a[0] + a[1] + a[2] + a[3];
+}
+
+/// Private arrays (`let mut a = [v; N];`) as Rust computes them: plain kernels, work-group
+/// kernels across barriers and collectives, halves, helpers, and the bounds check.
+pub fn private_arrays(d: &Device) -> R {
+    use sycl::half::{bf16, f16};
+    let q = in_order(d)?;
+    let n = 256;
+    let mut rng = Rng(0x5eed_a77a);
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.25 - 7.0).collect();
+    let bits: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
+    let (dx, dn) = (upload(&q, &x)?, upload(&q, &bits)?);
+    let (out, oi) = (filled(&q, n, 0f32)?, filled(&q, n, 0u32)?);
+    run(&q, Range::d1(n), private_plain(&dx, &dn, &out, &oi))?;
+    let want: Vec<f32> = (0..n)
+        .map(|g| {
+            let acc: Vec<f32> = (0..8).map(|k| x[g] * k as f32).collect();
+            (0..8).fold(0.0f32, |s, k| s + acc[7 - k] * 0.5)
+        })
+        .collect();
+    compare_by(
+        &q.to_vec(&out).map_err(fail)?,
+        &want,
+        |g, w, _| same_float(g, w),
+        |g| format!("private_plain sum of item {g}"),
+    )?;
+    let want: Vec<u32> = (0..n)
+        .map(|g| {
+            let mut hist = [0u32; 16];
+            for k in 0..4 {
+                hist[((bits[g] >> (4 * k)) & 15) as usize] += 1;
+            }
+            let total: u32 = (0..3).map(|r| 4 * r as u32 + 5).sum();
+            hist[0] + hist[1] * 10 + hist[15] * 100 + hist[g % 16] * 1000 + total * 10000
+        })
+        .collect();
+    compare(&q.to_vec(&oi).map_err(fail)?, &want, |g| {
+        format!("private_plain histogram of item {g}")
+    })?;
+
+    // Work-groups of 1, 7 (3 does not divide it) and 64.
+    for local in [1usize, 7, 64] {
+        let n = local * 6;
+        let x: Vec<u32> = (0..n as u32).map(|i| i * 3 % 101).collect();
+        let dx = upload(&q, &x)?;
+        let out = filled(&q, n, 0u32)?;
+        run(
+            &q,
+            Range::d1(n).with_local([local, 1, 1]),
+            private_across_barriers(&dx, &out),
+        )?;
+        let want: Vec<u32> = (0..n)
+            .map(|g| {
+                let (grp, l) = (g / local * local, g % local);
+                let next = x[grp + (l + 1) % local] + 4;
+                let s: u32 = (0..local).map(|k| x[grp + k] + 1).sum();
+                let acc: u32 = (0..2u32)
+                    .map(|r| {
+                        let mut p = [r; 3];
+                        p[l % 3] += x[g] + 2;
+                        p[0] + p[1] * 2 + p[2] * 3
+                    })
+                    .sum();
+                next + (x[g] + 3) * 7 + s % 1000 + acc * 13
+            })
+            .collect();
+        compare(&q.to_vec(&out).map_err(fail)?, &want, |g| {
+            format!("private_across_barriers, groups of {local}, item {g}")
+        })?;
+    }
+
+    let xb: Vec<bf16> = (0..n)
+        .map(|i| bf16::from_f32(i as f32 * 0.37 - 40.0))
+        .collect();
+    let yh: Vec<f16> = (0..n)
+        .map(|i| f16::from_f32(i as f32 * 1.3 - 100.0))
+        .collect();
+    let (dxb, dyh) = (upload(&q, &xb)?, upload(&q, &yh)?);
+    let (ob, oh) = (filled(&q, n, bf16::ZERO)?, filled(&q, n, f16::ZERO)?);
+    run(&q, Range::d1(n), private_halves(&dxb, &dyh, &ob, &oh))?;
+    let (gb, gh) = (q.to_vec(&ob).map_err(fail)?, q.to_vec(&oh).map_err(fail)?);
+    for g in 0..n {
+        let mut b = [bf16::from_f32(1.5); 4];
+        b[1] = b[0] + xb[g];
+        b[g % 4] *= xb[g];
+        let want = b[1] + b[3];
+        check_eq!(
+            gb[g].to_bits(),
+            want.to_bits(),
+            "private_halves bf16 of item {g}"
+        );
+        let h2 = yh[g] * f16::from_f32(0.1);
+        check_eq!(
+            gh[g].to_bits(),
+            (h2 - yh[g]).to_bits(),
+            "private_halves f16 of item {g}"
+        );
+    }
+
+    let out = filled(&q, n, 0f32)?;
+    run(&q, Range::d1(n), private_in_helper(&dx, &out))?;
+    let want: Vec<f32> = x
+        .iter()
+        .map(|&v| {
+            [1.0f32, 1.0, 0.5, 1.0]
+                .iter()
+                .fold(0.0f32, |r, c| r * v + c)
+        })
+        .collect();
+    compare_by(
+        &q.to_vec(&out).map_err(fail)?,
+        &want,
+        |g, w, _| same_float(g, w),
+        |g| format!("private_poly of item {g}"),
+    )?;
+
+    let mut idx = vec![0u64; 64];
+    for (i, v) in idx.iter_mut().enumerate() {
+        *v = i as u64 % 4;
+    }
+    let (di, out) = (upload(&q, &idx)?, filled(&q, 64, 0u32)?);
+    run(&q, Range::d1(64), private_oob(&di, &out))?;
+    compare(&q.to_vec(&out).map_err(fail)?, &[1u32; 64], |g| {
+        format!("private_oob in bounds, item {g}")
+    })?;
+    idx[41] = 4;
+    let di = upload(&q, &idx)?;
+    fails_in_kernel(&q, Range::d1(64), private_oob(&di, &out), "private_oob")
+}

@@ -1355,6 +1355,11 @@ fn main() -> ExitCode {
             run: kernels::clamp,
         },
         DeviceTest {
+            name: "kernels::private_arrays",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::private_arrays,
+        },
+        DeviceTest {
             name: "kernels::casts",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::casts,

@@ -40,7 +40,8 @@ __device__ __forceinline__ sycl_u64 sycl_global_id(int a) { return sycl_group_id
 __device__ __forceinline__ void sycl_set_fail(unsigned int* f, unsigned int code) { if (*f == 0u) *f = code; }
 __device__ __noinline__ void sycl_report(unsigned int* status, unsigned int code) { atomicCAS(status, 0u, code); }
 
-// Bounds-checked loads and stores; a failed statement stores nothing.
+// Bounds-checked loads and stores (g: global, l: work-group local, p: private arrays); a
+// failed statement stores nothing.
 // The `c` forms take `proved`: a condition the macro proved implies `i < n` (a constant once
 // inlined, see below), which drops the check.
 #define SYCL_MEM(T, tag, sp) \
@@ -52,7 +53,7 @@ __device__ __forceinline__ T sycl_ldc_##sp##_##tag(const T* p, sycl_u64 n, sycl_
     if (proved || i < n) return p[i]; sycl_set_fail(f, SYCL_FAIL_BOUNDS); return (T)0; } \
 __device__ __forceinline__ void sycl_stc_##sp##_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f, bool proved) { \
     if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = v; }
-#define SYCL_MEM_BOTH(T, tag) SYCL_MEM(T, tag, g) SYCL_MEM(T, tag, l)
+#define SYCL_MEM_BOTH(T, tag) SYCL_MEM(T, tag, g) SYCL_MEM(T, tag, l) SYCL_MEM(T, tag, p)
 SYCL_MEM_BOTH(int, i32)
 SYCL_MEM_BOTH(unsigned int, u32)
 SYCL_MEM_BOTH(long long, i64)
@@ -78,7 +79,7 @@ __device__ __forceinline__ unsigned short sycl_f32_to_bf16(float x) {
     return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
 #define SYCL_HALF(tag) \
 __device__ __forceinline__ float sycl_round_##tag(float x) { return sycl_##tag##_to_f32(sycl_f32_to_##tag(x)); } \
-SYCL_HALF_MEM(tag, g) SYCL_HALF_MEM(tag, l)
+SYCL_HALF_MEM(tag, g) SYCL_HALF_MEM(tag, l) SYCL_HALF_MEM(tag, p)
 #define SYCL_HALF_MEM(tag, sp) \
 __device__ __forceinline__ float sycl_ld_##sp##_##tag(const unsigned short* p, sycl_u64 n, sycl_u64 i, unsigned int* f) { \
     if (i < n) return sycl_##tag##_to_f32(p[i]); sycl_set_fail(f, SYCL_FAIL_BOUNDS); return 0.0f; } \

@@ -53,7 +53,8 @@ typedef ulong sycl_u64;
 static inline void sycl_set_fail(uint* f, uint code) { if (*f == 0u) *f = code; }
 void sycl_report(__global uint* status, uint code) { atomic_cmpxchg((volatile __global uint*)status, 0u, code); }
 
-// Bounds-checked loads and stores; a failed statement stores nothing.
+// Bounds-checked loads and stores (g: global, l: work-group local, p: private arrays); a
+// failed statement stores nothing.
 // The `c` forms take `proved`: a condition the macro proved implies `i < n` (a constant once
 // inlined, see below), which drops the check.
 #define SYCL_MEM(T, tag, sp, SP) \
@@ -65,7 +66,7 @@ static inline T sycl_ldc_##sp##_##tag(SP const T* p, sycl_u64 n, sycl_u64 i, uin
     if (proved || i < n) return p[i]; sycl_set_fail(f, SYCL_FAIL_BOUNDS); return (T)0; } \
 static inline void sycl_stc_##sp##_##tag(SP T* p, sycl_u64 n, sycl_u64 i, T v, uint* f, bool proved) { \
     if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = v; }
-#define SYCL_MEM_BOTH(T, tag) SYCL_MEM(T, tag, g, __global) SYCL_MEM(T, tag, l, __local)
+#define SYCL_MEM_BOTH(T, tag) SYCL_MEM(T, tag, g, __global) SYCL_MEM(T, tag, l, __local) SYCL_MEM(T, tag, p, __private)
 SYCL_MEM_BOTH(int, i32)
 SYCL_MEM_BOTH(uint, u32)
 SYCL_MEM_BOTH(long, i64)
@@ -101,7 +102,7 @@ static inline void sycl_stc_##sp##_##tag(SP ushort* p, sycl_u64 n, sycl_u64 i, f
     if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = sycl_f32_to_##tag(v); }
 #define SYCL_HALF(tag) \
 static inline float sycl_round_##tag(float x) { return sycl_##tag##_to_f32(sycl_f32_to_##tag(x)); } \
-SYCL_HALF_MEM(tag, g, __global) SYCL_HALF_MEM(tag, l, __local)
+SYCL_HALF_MEM(tag, g, __global) SYCL_HALF_MEM(tag, l, __local) SYCL_HALF_MEM(tag, p, __private)
 SYCL_HALF(f16)
 SYCL_HALF(bf16)
 #ifdef SYCL_FP64

@@ -580,10 +580,23 @@ impl<'a> Printer<'a> {
         self.out.push_str(&sig);
         self.out.push_str("\n{\n");
         self.depth = 1;
+        self.private_arrays();
         let f = self.f;
         self.block_plain(&f.body);
         let _ = writeln!(self.out, "    return ({})0;\n}}", cty(d, ret));
         (format!("{sig};\n"), std::mem::take(&mut self.out))
+    }
+
+    /// The private arrays, declared at the top of the function (their `let`s fill them), so
+    /// that the jumps that end a region never cross a declaration. Elements are stored as
+    /// slices hold them (halves as 16-bit patterns).
+    fn private_arrays(&mut self) {
+        for (l, local) in self.f.locals.iter().enumerate() {
+            if let Some(len) = local.array.filter(|a| !a.is_work_group()).map(|a| a.len) {
+                let line = format!("{} a{l}[{len}];", elem_cty(self.d, local.ty));
+                self.line(&line);
+            }
+        }
     }
 
     fn kernel_fn(&mut self, name: &str) {
@@ -664,9 +677,10 @@ impl<'a> Printer<'a> {
             Dialect::Cuda => "unsigned int sycl_fail = 0;",
             Dialect::OpenCl => "uint sycl_fail = 0;",
         });
+        self.private_arrays();
         // Work-group local arrays (static shared memory; OpenCL: kernel-scope __local).
         for (l, local) in f.locals.iter().enumerate() {
-            if let Some(len) = local.array {
+            if let Some(len) = local.array.filter(|a| a.is_work_group()).map(|a| a.len) {
                 let t = elem_cty(d, local.ty);
                 let space = if d == Dialect::Cuda {
                     "__shared__"
@@ -1126,6 +1140,23 @@ impl<'a> Printer<'a> {
     fn stmt(&mut self, s: &Stmt) {
         let d = self.d;
         match &s.kind {
+            StmtKind::Let(l, e) if self.f.locals[*l].is_private_array() => {
+                // Every element gets the value, evaluated once.
+                let local = &self.f.locals[*l];
+                let (t, n) = (local.ty, local.len().unwrap_or(0));
+                let v = self.expr(e);
+                let v = if t.is_half() {
+                    format!("sycl_f32_to_{}({v})", tag(t))
+                } else {
+                    v
+                };
+                let (vn, k) = (self.fresh("v"), self.fresh("k"));
+                let line = format!(
+                    "{{ {} {vn} = {v}; for (unsigned int {k} = 0; {k} < {n}u; {k}++) a{l}[{k}] = {vn}; }}",
+                    elem_cty(d, t)
+                );
+                self.line(&line);
+            }
             StmtKind::Let(l, e) => {
                 let v = self.expr(e);
                 let line = if self.hoisted.contains(l) {
@@ -1304,8 +1335,12 @@ impl<'a> Printer<'a> {
             Base::Param(i) => (format!("p{i}"), format!("p{i}_len"), "g"),
             Base::Local(l) => (
                 format!("a{l}"),
-                format!("((sycl_u64){})", self.f.locals[l].array.unwrap_or(0)),
-                "l",
+                format!("((sycl_u64){})", self.f.locals[l].len().unwrap_or(0)),
+                if self.f.locals[l].is_private_array() {
+                    "p"
+                } else {
+                    "l"
+                },
             ),
         }
     }

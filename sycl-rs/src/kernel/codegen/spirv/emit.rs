@@ -724,8 +724,14 @@ impl Fx<'_> {
             };
             let id = match l.array {
                 None => self.var(ty),
-                Some(n) => {
-                    let len = self.m.u32c(n as u64);
+                // A private array: a `Function` variable of the array type.
+                Some(a) if !a.is_work_group() => {
+                    let len = self.m.u32c(a.len as u64);
+                    let arr = self.m.b.type_array(ty, len);
+                    self.var(arr)
+                }
+                Some(a) => {
+                    let len = self.m.u32c(a.len as u64);
                     let arr = self.m.b.type_array(ty, len);
                     let p = self.m.ptr(StorageClass::Workgroup, arr);
                     // Module scope (the function is not selected for it): kernel-scope
@@ -902,6 +908,26 @@ impl Fx<'_> {
 
     fn stmt(&mut self, s: &Stmt) -> Result<()> {
         match &s.kind {
+            StmtKind::Let(l, e) if self.f.locals[*l].is_private_array() => {
+                // Every element gets the value: one store of the array built from it.
+                let local = &self.f.locals[*l];
+                let (t, n) = (local.ty, local.len().unwrap_or(0));
+                let v = self.expr(e)?;
+                let elem = if t.is_half() {
+                    self.half_to_bits(t, v)?
+                } else {
+                    v
+                };
+                let mem = self.m.mem_ty(t);
+                let len = self.m.u32c(n as u64);
+                let arr = self.m.b.type_array(mem, len);
+                let whole = self
+                    .m
+                    .b
+                    .composite_construct(arr, None, vec![elem; n as usize])
+                    .map_err(build_err)?;
+                self.store(self.locals[*l], whole)
+            }
             StmtKind::Let(l, e) => {
                 let v = self.expr(e)?;
                 self.store(self.locals[*l], v)
@@ -1830,7 +1856,7 @@ impl Fx<'_> {
                 ParamVal::Scalar(_) => Err(bad("the length of a scalar")),
             },
             Base::Local(l) => {
-                let n = self.f.locals[l].array.ok_or_else(|| bad("not an array"))?;
+                let n = self.f.locals[l].len().ok_or_else(|| bad("not an array"))?;
                 Ok(self.m.u64c(n as u64))
             }
         }
@@ -1959,7 +1985,12 @@ impl Fx<'_> {
                 Ok((id, StorageClass::CrossWorkgroup, align))
             }
             Base::Local(l) => {
-                let pt = self.m.ptr(StorageClass::Workgroup, ty);
+                let class = if self.f.locals[l].is_private_array() {
+                    StorageClass::Function
+                } else {
+                    StorageClass::Workgroup
+                };
+                let pt = self.m.ptr(class, ty);
                 let arr = self.locals[l];
                 // A 32-bit index (exact: the access runs only in bounds, proved or behind its
                 // check, and a local array has at most 65536 elements) where the index is a
@@ -1978,7 +2009,7 @@ impl Fx<'_> {
                     .b
                     .in_bounds_access_chain(pt, None, arr, [i])
                     .map_err(build_err)?;
-                Ok((id, StorageClass::Workgroup, align))
+                Ok((id, class, align))
             }
         }
     }
