@@ -131,7 +131,7 @@ impl<S: Stage> Local<S> {
     }
 
     /// An array's length.
-    pub fn len(&self) -> Option<u32> {
+    pub fn array_len(&self) -> Option<u32> {
         self.array.map(|a| a.len)
     }
 }

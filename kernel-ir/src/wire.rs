@@ -113,7 +113,7 @@ impl Writer {
         self.out.push(f.locals.len() as u32);
         for l in &f.locals {
             self.ty(l.ty);
-            self.out.push(l.len().unwrap_or(0));
+            self.out.push(l.array_len().unwrap_or(0));
             self.out.push(match l.array.map(|a| a.space) {
                 None | Some(ArraySpace::WorkGroup) => 0,
                 Some(ArraySpace::Private) => 1,

@@ -350,7 +350,7 @@ impl<'a> Bounds<'a> {
                 (_, hi) => Proof::Guard(lt(hi.bound(), Bound::Len(p))),
             },
             Base::Local(l) => {
-                let n = self.f.locals[l].len().expect("an array") as u128;
+                let n = self.f.locals[l].array_len().expect("an array") as u128;
                 match &b.hi {
                     V::N(h) if *h < n => Proof::Always,
                     V::S(h, false) => Proof::When(lt(h.clone(), Bound::Num(n as u64))),
@@ -574,7 +574,7 @@ impl<'a> Bounds<'a> {
                 b
             }
             ExprKind::Len(Base::Local(l)) => {
-                let n = self.f.locals[*l].len().expect("an array") as u128;
+                let n = self.f.locals[*l].array_len().expect("an array") as u128;
                 self.in_type(t, V::N(n), V::N(n), None)
             }
             ExprKind::Query(Query::LocalId, d) => {

@@ -234,8 +234,9 @@ impl<'a> RustEmitter<'a> {
                 quote!(#p.len())
             }
             ExprKind::Len(Base::Local(l)) => {
-                let n =
-                    Literal::usize_suffixed(self.f.locals[*l].len().expect("an array") as usize);
+                let n = Literal::usize_suffixed(
+                    self.f.locals[*l].array_len().expect("an array") as usize
+                );
                 quote!(#n)
             }
             ExprKind::Unary(UnOp::Neg, a) => {
@@ -478,7 +479,7 @@ impl<'a> RustEmitter<'a> {
                 let local = &self.f.locals[*l];
                 let mut t = ty_tokens(local.ty);
                 // A private array: every element gets the value (evaluated once).
-                if let Some(len) = local.len() {
+                if let Some(len) = local.array_len() {
                     let len = Literal::usize_unsuffixed(len as usize);
                     v = quote!([#v; #len]);
                     t = quote!([#t; #len]);
@@ -774,7 +775,7 @@ pub fn kernel_cpu(
         .map(|(l, local)| {
             let name = format_ident!("__sycl_v{}", l);
             let t = ty_tokens(local.ty);
-            match local.len() {
+            match local.array_len() {
                 // A private array (`Default` is derived only up to 32 elements).
                 Some(len) => {
                     let len = Literal::usize_unsuffixed(len as usize);

@@ -1143,7 +1143,7 @@ impl<'a> Printer<'a> {
             StmtKind::Let(l, e) if self.f.locals[*l].is_private_array() => {
                 // Every element gets the value, evaluated once.
                 let local = &self.f.locals[*l];
-                let (t, n) = (local.ty, local.len().unwrap_or(0));
+                let (t, n) = (local.ty, local.array_len().unwrap_or(0));
                 let v = self.expr(e);
                 let v = if t.is_half() {
                     format!("sycl_f32_to_{}({v})", tag(t))
@@ -1335,7 +1335,7 @@ impl<'a> Printer<'a> {
             Base::Param(i) => (format!("p{i}"), format!("p{i}_len"), "g"),
             Base::Local(l) => (
                 format!("a{l}"),
-                format!("((sycl_u64){})", self.f.locals[l].len().unwrap_or(0)),
+                format!("((sycl_u64){})", self.f.locals[l].array_len().unwrap_or(0)),
                 if self.f.locals[l].is_private_array() {
                     "p"
                 } else {

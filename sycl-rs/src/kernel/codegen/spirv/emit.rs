@@ -911,7 +911,7 @@ impl Fx<'_> {
             StmtKind::Let(l, e) if self.f.locals[*l].is_private_array() => {
                 // Every element gets the value: one store of the array built from it.
                 let local = &self.f.locals[*l];
-                let (t, n) = (local.ty, local.len().unwrap_or(0));
+                let (t, n) = (local.ty, local.array_len().unwrap_or(0));
                 let v = self.expr(e)?;
                 let elem = if t.is_half() {
                     self.half_to_bits(t, v)?
@@ -1856,7 +1856,9 @@ impl Fx<'_> {
                 ParamVal::Scalar(_) => Err(bad("the length of a scalar")),
             },
             Base::Local(l) => {
-                let n = self.f.locals[l].len().ok_or_else(|| bad("not an array"))?;
+                let n = self.f.locals[l]
+                    .array_len()
+                    .ok_or_else(|| bad("not an array"))?;
                 Ok(self.m.u64c(n as u64))
             }
         }
