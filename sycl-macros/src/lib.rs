@@ -21,6 +21,7 @@ mod analyze;
 mod bounds;
 mod emit_rust;
 mod encode;
+mod generics;
 mod ir;
 mod parse;
 
@@ -106,8 +107,22 @@ fn helper_refs(paths: &[syn::Path]) -> TokenStream2 {
     quote!(&[#(#refs as fn() -> &'static ::sycl::kernel::__rt::HelperDef),*])
 }
 
-fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStream2> {
-    let f = parse::function(&item, parse::Role::Kernel)?;
+/// One kernel translated for concrete types: its `DefinitionParts` expression, its native CPU
+/// function, and its parameters as the macro read them.
+struct Instance {
+    parts: TokenStream2,
+    cpu: TokenStream2,
+    params: Vec<ParamKind>,
+}
+
+/// Translates a kernel without generic parameters (a generic kernel's instance has its types
+/// substituted); the native CPU function is named `cpu_name`.
+fn instance(
+    item: &syn::ItemFn,
+    options: &KernelOptions,
+    cpu_name: &proc_macro2::Ident,
+) -> syn::Result<Instance> {
+    let f = parse::function(item, parse::Role::Kernel)?;
     let an = analyze::kernel(&f)?;
     // The kernel's one bounds analysis: every form reads its proofs.
     let bounds = if options.proofs {
@@ -120,46 +135,23 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
     // The native CPU form drops exactly the checks of accesses proved under a guard.
     let guard = words(&sycl_kernel_ir::wire::encode_guards(&ir.access_guards()));
     let ir = words(&sycl_kernel_ir::wire::encode(&ir));
-    let name = &item.sig.ident;
-    let vis = &item.vis;
-    let attrs = &item.attrs;
-    let cpu_name = format_ident!("__sycl_cpu_{}", name);
-    let cpu = emit_rust::kernel_cpu(&checked, &f.params, &an, &cpu_name);
+    let cpu = emit_rust::kernel_cpu(&checked, &f.params, &an, cpu_name);
     let cpu_entry = if an.info.group {
         quote!(::sycl::kernel::__rt::CpuEntry::Groups(#cpu_name))
     } else {
         quote!(::sycl::kernel::__rt::CpuEntry::Items(#cpu_name))
     };
-
-    let mut ctor_params = Vec::new();
-    let mut ctor_args = Vec::new();
-    let mut specs = Vec::new();
-    for (p, input) in f.params.iter().zip(&item.sig.inputs) {
-        let syn::FnArg::Typed(pt) = input else {
-            unreachable!("the parser refused `self`")
-        };
-        let pat = &pt.pat;
-        match p.kind {
-            ParamKind::Scalar(t) => {
-                let tt = emit_rust::ty_tokens(t);
-                ctor_params.push(quote!(#pat: #tt));
-                ctor_args.push(quote!(::sycl::kernel::__rt::ArgValue::scalar::<#tt>(#pat)));
-                let st = scalar_ty(t);
-                specs.push(quote!(::sycl::kernel::__rt::ParamSpec::Scalar(#st)));
-            }
-            ParamKind::Slice { elem, mutable } => {
-                let tt = emit_rust::ty_tokens(elem);
-                ctor_params.push(quote!(#pat: &impl ::sycl::AsUsmRange<#tt>));
-                ctor_args
-                    .push(quote!(::sycl::kernel::__rt::ArgValue::slice::<#tt>(#pat, #mutable)));
-                let st = scalar_ty(elem);
-                specs.push(
-                    quote!(::sycl::kernel::__rt::ParamSpec::Slice { elem: #st, mutable: #mutable }),
-                );
-            }
+    let specs = f.params.iter().map(|p| match p.kind {
+        ParamKind::Scalar(t) => {
+            let st = scalar_ty(t);
+            quote!(::sycl::kernel::__rt::ParamSpec::Scalar(#st))
         }
-    }
-    let name_str = name.to_string();
+        ParamKind::Slice { elem, mutable } => {
+            let st = scalar_ty(elem);
+            quote!(::sycl::kernel::__rt::ParamSpec::Slice { elem: #st, mutable: #mutable })
+        }
+    });
+    let name_str = item.sig.ident.to_string();
     let helpers = helper_refs(&an.helpers);
     let dims = Literal::u8_unsuffixed(an.info.dims);
     let (group, nd, fp64, atomic64) = (
@@ -175,9 +167,83 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
     );
     let reduce_bytes = Literal::usize_unsuffixed(an.info.reduce_bytes);
     let local_bytes = Literal::usize_unsuffixed(an.info.local_bytes);
+    let parts = quote! {
+        ::sycl::kernel::__rt::DefinitionParts {
+            name: #name_str,
+            params: &[#(#specs),*],
+            guard: #guard,
+            ir: #ir,
+            helpers: #helpers,
+            info: ::sycl::kernel::__rt::KernelInfo {
+                dims: #dims,
+                group: #group,
+                nd_queries: #nd,
+                fp64: #fp64,
+                atomic64: #atomic64,
+                memory_orders: #memory_orders,
+                memory_scopes: #memory_scopes,
+                sub_groups: #sub_groups,
+                reduce_bytes: #reduce_bytes,
+                local_bytes: #local_bytes,
+            },
+            cpu: #cpu_entry,
+        }
+    };
+    Ok(Instance {
+        parts,
+        cpu,
+        params: f.params.iter().map(|p| p.kind).collect(),
+    })
+}
+
+/// A `static` definition from an instance's parts, as a function body.
+fn definition_static(parts: &TokenStream2) -> TokenStream2 {
+    quote! {
+        #[allow(unsafe_code)]
+        // SAFETY: the sources below are #[sycl::kernel]'s translation of this kernel, as is
+        // the CPU function.
+        static DEFINITION: ::sycl::kernel::__rt::Definition = unsafe {
+            ::sycl::kernel::__rt::Definition::new(#parts)
+        };
+        &DEFINITION
+    }
+}
+
+fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStream2> {
+    if !item.sig.generics.params.is_empty() || item.sig.generics.where_clause.is_some() {
+        return generics::kernel(item, options);
+    }
+    let name = &item.sig.ident;
+    let cpu_name = format_ident!("__sycl_cpu_{}", name);
+    let inst = instance(&item, &options, &cpu_name)?;
+    let vis = &item.vis;
+    let attrs = &item.attrs;
+    let mut ctor_params = Vec::new();
+    let mut ctor_args = Vec::new();
+    for (kind, input) in inst.params.iter().zip(&item.sig.inputs) {
+        let syn::FnArg::Typed(pt) = input else {
+            unreachable!("the parser refused `self`")
+        };
+        let pat = &pt.pat;
+        match *kind {
+            ParamKind::Scalar(t) => {
+                let tt = emit_rust::ty_tokens(t);
+                ctor_params.push(quote!(#pat: #tt));
+                ctor_args.push(quote!(::sycl::kernel::__rt::ArgValue::scalar::<#tt>(#pat)));
+            }
+            ParamKind::Slice { elem, mutable } => {
+                let tt = emit_rust::ty_tokens(elem);
+                ctor_params.push(quote!(#pat: &impl ::sycl::AsUsmRange<#tt>));
+                ctor_args
+                    .push(quote!(::sycl::kernel::__rt::ArgValue::slice::<#tt>(#pat, #mutable)));
+            }
+        }
+    }
     let doc_launch = format!(
         "A launch of kernel `{name}` for [`sycl::Queue::parallel_for`]; made by the function `{name}`."
     );
+    let cpu = &inst.cpu;
+    let definition = definition_static(&inst.parts);
     Ok(quote! {
         #[doc = #doc_launch]
         #[allow(non_camel_case_types)]
@@ -200,32 +266,7 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
 
             impl ::sycl::kernel::__rt::GeneratedKernel for #name {
                 fn definition() -> &'static ::sycl::kernel::__rt::Definition {
-                    #[allow(unsafe_code)]
-                    // SAFETY: the sources below are #[sycl::kernel]'s translation of this
-                    // kernel, as is the CPU function.
-                    static DEFINITION: ::sycl::kernel::__rt::Definition = unsafe {
-                        ::sycl::kernel::__rt::Definition::new(::sycl::kernel::__rt::DefinitionParts {
-                            name: #name_str,
-                            params: &[#(#specs),*],
-                            guard: #guard,
-                            ir: #ir,
-                            helpers: #helpers,
-                            info: ::sycl::kernel::__rt::KernelInfo {
-                                dims: #dims,
-                                group: #group,
-                                nd_queries: #nd,
-                                fp64: #fp64,
-                                atomic64: #atomic64,
-                                memory_orders: #memory_orders,
-                                memory_scopes: #memory_scopes,
-                                sub_groups: #sub_groups,
-                                reduce_bytes: #reduce_bytes,
-                                local_bytes: #local_bytes,
-                            },
-                            cpu: #cpu_entry,
-                        })
-                    };
-                    &DEFINITION
+                    #definition
                 }
             }
 

@@ -1306,13 +1306,17 @@ impl Parser {
                 return Err(err(span, format!("`{name}()` takes no argument")));
             }
             let a = self.expr(&m.receiver)?;
-            if !self.types.get(a.ty).is_some_and(Ty::is_half) {
+            // On halves the `half` crate's; on f32 and f64 `sycl::Float`'s (generic kernels).
+            let Some(from) = self.types.get(a.ty).filter(|t| t.is_float()) else {
                 return Err(err(
                     span,
-                    format!("`{name}()` converts an f16 or bf16 (annotate the receiver's type)"),
+                    format!("`{name}()` converts a float (annotate the receiver's type)"),
                 ));
-            }
+            };
             let to = if name == "to_f32" { Ty::F32 } else { Ty::F64 };
+            if from == to {
+                return Ok(a);
+            }
             let ty = self.types.known(to);
             return Ok(Expr {
                 kind: ExprKind::Cast(Box::new(a)),
@@ -1804,9 +1808,20 @@ impl Parser {
                     "f64" => (None, Ty::F64),
                     _ => return Ok(None),
                 },
+                // `sycl::Float::from_f32` on the full-width floats (generic kernels' instances).
+                (None, "from_f32") if n == 2 => match path.segments[0].ident.to_string().as_str() {
+                    "f32" => (Some(Ty::F32), Ty::F32),
+                    "f64" => (Some(Ty::F32), Ty::F64),
+                    _ => return Ok(None),
+                },
                 _ => return Ok(None),
             };
         let a = self.expr(arg)?;
+        if from == Some(to) {
+            // `f32::from_f32(x)`: `x` itself.
+            self.expect_ty(&a, to, &format!("`{func}`'s argument"))?;
+            return Ok(Some(a));
+        }
         match from {
             Some(f) => self.expect_ty(&a, f, &format!("`{func}`'s argument"))?,
             None => {

@@ -64,7 +64,9 @@ pub use event::Event;
 /// The `half` crate, whose `f16` and `bf16` kernels and USM take: name them through this
 /// re-export (`sycl::half::bf16`) so that the versions match.
 pub use half;
-pub use kernel::{Item, Kernel, KernelArg, KernelBundle, KernelFunctor, Range, Source};
+pub use kernel::{
+    Float, Int, Item, Kernel, KernelArg, KernelBundle, KernelFunctor, Range, Scalar, Source,
+};
 pub use platform::Platform;
 pub use queue::Queue;
 pub use runtime::{backend_load_failures, BackendLoadFailure};

@@ -6391,3 +6391,216 @@ pub fn private_arrays(d: &Device) -> R {
     let di = upload(&q, &idx)?;
     fails_in_kernel(&q, Range::d1(64), private_oob(&di, &out), "private_oob")
 }
+
+// ---------------------------------------------------------------- 15. generic kernels (issue 31, item 1)
+
+/// `y = a * x + y`, then a math function, through `from_f32` / `to_f32`, for every float.
+#[sycl::kernel]
+fn generic_axpy<T: sycl::Float>(a: T, x: &[T], y: &mut [T], w: &mut [f32]) {
+    let i = global_id(0);
+    let v = a * x[i] + y[i];
+    y[i] = v;
+    let half = T::from_f32(0.5);
+    w[i] = (v * half).abs().sqrt().to_f32() + 1.0;
+}
+
+/// Integer operations for every integer type; a private array and a local array of `T`.
+#[sycl::kernel]
+fn generic_bits<T: sycl::Int>(x: &[T], y: &mut [T]) {
+    let tile = local_array::<T, 64>();
+    let l = local_id(0);
+    let i = global_id(0);
+    let mut p = [x[i]; 3];
+    p[1] = (p[0] ^ 5) | 3;
+    tile[l] = p[1];
+    barrier();
+    let other = tile[(l + 1) % local_range(0)];
+    y[i] = other.rotate_left(3) + p[2].count_ones() as T + p[0] % 7;
+}
+
+/// Two type parameters; group reductions of `T`, which halves do not have (so
+/// `generic_reduce::<f16, _>` is no instance: its launch is a compile error).
+#[sycl::kernel]
+fn generic_reduce<T: sycl::Scalar, U: sycl::Int>(x: &[T], scale: U, out: &mut [T], n: &mut [U]) {
+    let i = global_id(0);
+    let s = group_sum(x[i]);
+    if local_id(0) == 0 {
+        out[group_id(0)] = s;
+        n[group_id(0)] = scale * local_range(0) as U;
+    }
+}
+
+fn generic_axpy_check<T: sycl::Float + Debug>(q: &Queue, n: usize) -> R {
+    let x: Vec<T> = (0..n).map(|i| T::from_f32(i as f32 * 0.5 - 20.0)).collect();
+    let y0: Vec<T> = (0..n).map(|i| T::from_f32(3.0 - i as f32 * 0.25)).collect();
+    let a = T::from_f32(1.25);
+    let (dx, dy, dw) = (upload(q, &x)?, upload(q, &y0)?, filled(q, n, 0f32)?);
+    run(q, Range::d1(n), generic_axpy(a, &dx, &dy, &dw))?;
+    let (gy, gw) = (q.to_vec(&dy).map_err(fail)?, q.to_vec(&dw).map_err(fail)?);
+    let name = std::any::type_name::<T>();
+    for i in 0..n {
+        // The host computes with the same type's arithmetic (the `half` crate's for halves).
+        let v = host_axpy(a, x[i], y0[i]);
+        check!(
+            bytemuck::bytes_of(&gy[i]) == bytemuck::bytes_of(&v),
+            "generic_axpy::<{name}> y[{i}]: got {:?}, want {v:?}",
+            gy[i]
+        );
+        let want = host_root(v) + 1.0;
+        // A device's f32 `sqrt` may be off by an ulp or two (OpenCL allows 3), which can move
+        // a half's rounding by one of its ulps.
+        let tol = match std::mem::size_of::<T>() {
+            2 => 1e-2,
+            _ => 1e-6,
+        };
+        check!(
+            close(gw[i], want, tol),
+            "generic_axpy::<{name}> w[{i}]: got {}, want {want}",
+            gw[i]
+        );
+    }
+    Ok(())
+}
+
+/// `a * x + y` in `T`'s own arithmetic.
+fn host_axpy<T: sycl::Float>(a: T, x: T, y: T) -> T {
+    use std::any::Any;
+    let any = |v: &dyn Any| -> Option<T> { v.downcast_ref::<T>().copied() };
+    if let (Some(a), Some(x), Some(y)) = (
+        (&a as &dyn Any).downcast_ref::<f32>(),
+        (&x as &dyn Any).downcast_ref::<f32>(),
+        (&y as &dyn Any).downcast_ref::<f32>(),
+    ) {
+        return any(&(a * x + y)).expect("f32");
+    }
+    if let (Some(a), Some(x), Some(y)) = (
+        (&a as &dyn Any).downcast_ref::<f64>(),
+        (&x as &dyn Any).downcast_ref::<f64>(),
+        (&y as &dyn Any).downcast_ref::<f64>(),
+    ) {
+        return any(&(a * x + y)).expect("f64");
+    }
+    if let (Some(a), Some(x), Some(y)) = (
+        (&a as &dyn Any).downcast_ref::<sycl::half::f16>(),
+        (&x as &dyn Any).downcast_ref::<sycl::half::f16>(),
+        (&y as &dyn Any).downcast_ref::<sycl::half::f16>(),
+    ) {
+        return any(&(*a * *x + *y)).expect("f16");
+    }
+    let (a, x, y) = (
+        *(&a as &dyn Any)
+            .downcast_ref::<sycl::half::bf16>()
+            .expect("bf16"),
+        *(&x as &dyn Any)
+            .downcast_ref::<sycl::half::bf16>()
+            .expect("bf16"),
+        *(&y as &dyn Any)
+            .downcast_ref::<sycl::half::bf16>()
+            .expect("bf16"),
+    );
+    any(&(a * x + y)).expect("bf16")
+}
+
+/// `sqrt(|v * 0.5|)` in `T`, as an `f32`.
+fn host_root<T: sycl::Float>(v: T) -> f32 {
+    use std::any::Any;
+    let any = &v as &dyn Any;
+    if let Some(v) = any.downcast_ref::<f32>() {
+        return (v * 0.5).abs().sqrt();
+    }
+    if let Some(v) = any.downcast_ref::<f64>() {
+        return ((v * 0.5).abs().sqrt()) as f32;
+    }
+    // Halves: the crate's product, then `abs` and `sqrt` computed in f32 and rounded.
+    if let Some(v) = any.downcast_ref::<sycl::half::f16>() {
+        let p = (*v * sycl::half::f16::from_f32(0.5)).to_f32().abs();
+        return sycl::half::f16::from_f32(p.sqrt()).to_f32();
+    }
+    let v = *any.downcast_ref::<sycl::half::bf16>().expect("bf16");
+    let p = (v * sycl::half::bf16::from_f32(0.5)).to_f32().abs();
+    sycl::half::bf16::from_f32(p.sqrt()).to_f32()
+}
+
+/// Generic kernels (`T: sycl::Float`, `sycl::Int`, `sycl::Scalar`): each instance computes as
+/// the same kernel written for that type.
+pub fn generic_kernels(d: &Device) -> R {
+    use sycl::half::{bf16, f16};
+    let q = in_order(d)?;
+    let fp64 = d.has(Aspect::Fp64);
+    let n = 200;
+    generic_axpy_check::<f32>(&q, n)?;
+    generic_axpy_check::<f16>(&q, n)?;
+    generic_axpy_check::<bf16>(&q, n)?;
+    if fp64 {
+        generic_axpy_check::<f64>(&q, n)?;
+    }
+
+    let local = max_group(d, 64);
+    let n = local * 4;
+    macro_rules! bits {
+        ($t:ty) => {{
+            let x: Vec<$t> = (0..n).map(|i| (i * 37 % 1000) as $t).collect();
+            let (dx, dy) = (upload(&q, &x)?, filled(&q, n, 0 as $t)?);
+            run(
+                &q,
+                Range::d1(n).with_local([local, 1, 1]),
+                generic_bits(&dx, &dy),
+            )?;
+            let want: Vec<$t> = (0..n)
+                .map(|i| {
+                    let (g, l) = (i / local * local, i % local);
+                    let o = x[g + (l + 1) % local];
+                    let p1 = (o ^ 5) | 3;
+                    p1.rotate_left(3)
+                        .wrapping_add(x[i].count_ones() as $t)
+                        .wrapping_add(x[i] % 7)
+                })
+                .collect();
+            compare(&q.to_vec(&dy).map_err(fail)?, &want, |i| {
+                format!("generic_bits::<{}> item {i}", stringify!($t))
+            })?;
+        }};
+    }
+    bits!(i32);
+    bits!(u32);
+    bits!(i64);
+    bits!(u64);
+
+    let x: Vec<u32> = (0..n as u32).map(|i| i % 17).collect();
+    let dx = upload(&q, &x)?;
+    let groups = n / local;
+    let (out, cnt) = (filled(&q, groups, 0u32)?, filled(&q, groups, 0i64)?);
+    run(
+        &q,
+        Range::d1(n).with_local([local, 1, 1]),
+        generic_reduce(&dx, 3i64, &out, &cnt),
+    )?;
+    let want: Vec<u32> = (0..groups)
+        .map(|g| x[g * local..(g + 1) * local].iter().sum())
+        .collect();
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |g| {
+        format!("generic_reduce::<u32, i64> group {g}")
+    })?;
+    compare(
+        &q.to_vec(&cnt).map_err(fail)?,
+        &vec![3 * local as i64; groups],
+        |g| format!("generic_reduce::<u32, i64> count of group {g}"),
+    )?;
+    let xf: Vec<f32> = (0..n).map(|i| (i % 5) as f32 - 2.0).collect();
+    let dxf = upload(&q, &xf)?;
+    let (out, cnt) = (filled(&q, groups, 0f32)?, filled(&q, groups, 0u32)?);
+    run(
+        &q,
+        Range::d1(n).with_local([local, 1, 1]),
+        generic_reduce(&dxf, 2u32, &out, &cnt),
+    )?;
+    let want: Vec<f32> = (0..groups)
+        .map(|g| xf[g * local..(g + 1) * local].iter().sum())
+        .collect();
+    compare_by(
+        &q.to_vec(&out).map_err(fail)?,
+        &want,
+        |g, w, _| same_float(g, w),
+        |g| format!("generic_reduce::<f32, u32> group {g}"),
+    )
+}

@@ -96,6 +96,35 @@
 //! assert_eq!(q.to_vec(&y)?, vec![bf16::from_f32(3.25); 4]);
 //! # Ok::<(), sycl::Error>(())
 //! ```
+//!
+//! # Generic kernels
+//!
+//! A kernel may take type parameters bounded by [`Float`] (f32, f64, f16, bf16), [`Int`]
+//! (i32, u32, i64, u64) or [`Scalar`] (all eight). The macro builds one instance per type the
+//! bound admits, each checked and translated like a kernel without generics; an instance that
+//! is not in the language (an atomic on halves, say) is left out, and launching it is a
+//! compile error whose message says why. Literals take the parameter's type; [`Float`]
+//! converts with `T::from_f32(x)` and `v.to_f32()`.
+//!
+//! ```
+//! use sycl::kernel::*;
+//!
+//! /// `y = a * x + y` for any float type.
+//! #[sycl::kernel]
+//! fn axpy<T: sycl::Float>(a: T, x: &[T], y: &mut [T]) {
+//!     let i = global_id(0);
+//!     y[i] = a * x[i] + y[i];
+//! }
+//!
+//! let q = sycl::Queue::in_order(&sycl::Device::native_cpu())?;
+//! let x = sycl::malloc_shared::<f64>(4, &q)?;
+//! let y = sycl::malloc_shared::<f64>(4, &q)?;
+//! q.write(&x, &[1.5; 4])?;
+//! q.write(&y, &[0.25; 4])?;
+//! q.parallel_for(Range::d1(4), &[], axpy(2.0f64, &x, &y))?.wait()?;
+//! assert_eq!(q.to_vec(&y)?, vec![3.25; 4]);
+//! # Ok::<(), sycl::Error>(())
+//! ```
 
 use std::sync::Arc;
 
@@ -116,6 +145,64 @@ pub use launch::{KernelIr, KERNEL_IR_ENV};
 /// Memory orders of atomics and fences in kernels: Rust's (`Ordering::Acquire`).
 pub use std::sync::atomic::Ordering;
 pub use sycl_kernel_ir::MemoryScope;
+
+/// A number type of the kernel language: what a generic kernel's type parameter bounded by
+/// `Scalar` may be (i32, u32, i64, u64, f32, f64, f16, bf16). Sealed.
+pub trait Scalar: __rt::Element + Pod {}
+/// A float type of the kernel language (f32, f64, f16, bf16). Sealed.
+pub trait Float: Scalar {
+    /// `x` rounded to this type (nearest, ties to even), as `half`'s `from_f32`.
+    fn from_f32(x: f32) -> Self;
+    /// This value as an `f32` (`f64` rounds to nearest).
+    fn to_f32(self) -> f32;
+}
+/// An integer type of the kernel language (i32, u32, i64, u64). Sealed.
+pub trait Int: Scalar {}
+
+impl Scalar for i32 {}
+impl Scalar for u32 {}
+impl Scalar for i64 {}
+impl Scalar for u64 {}
+impl Scalar for f32 {}
+impl Scalar for f64 {}
+impl Scalar for half::f16 {}
+impl Scalar for half::bf16 {}
+impl Int for i32 {}
+impl Int for u32 {}
+impl Int for i64 {}
+impl Int for u64 {}
+impl Float for f32 {
+    fn from_f32(x: f32) -> Self {
+        x
+    }
+    fn to_f32(self) -> f32 {
+        self
+    }
+}
+impl Float for f64 {
+    fn from_f32(x: f32) -> Self {
+        x as f64
+    }
+    fn to_f32(self) -> f32 {
+        self as f32
+    }
+}
+impl Float for half::f16 {
+    fn from_f32(x: f32) -> Self {
+        half::f16::from_f32(x)
+    }
+    fn to_f32(self) -> f32 {
+        half::f16::to_f32(self)
+    }
+}
+impl Float for half::bf16 {
+    fn from_f32(x: f32) -> Self {
+        half::bf16::from_f32(x)
+    }
+    fn to_f32(self) -> f32 {
+        half::bf16::to_f32(self)
+    }
+}
 
 /// What [`Queue::parallel_for`] runs: a closure over [`Item`]s (native CPU devices), or a
 /// launch made by a [`macro@crate::kernel`] function (every device).

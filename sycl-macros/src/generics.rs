@@ -1,0 +1,338 @@
+//! Generic kernels: `fn saxpy<T: sycl::Float>(a: T, x: &[T], y: &mut [T])`.
+//!
+//! The kernel language has a closed set of element types, so the macro monomorphizes: it
+//! substitutes each type a parameter's bound admits (`sycl::Float`: f32, f64, f16, bf16;
+//! `sycl::Int`: i32, u32, i64, u64; `sycl::Scalar`: all eight) and translates every
+//! combination like a kernel without generics, each with its own definition (built once per
+//! context and cached, as any kernel's) and native CPU function. The launch type is generic
+//! and picks its instance's definition by the type arguments' [`ScalarTy`]s.
+//!
+//! An instance that does not translate (a collective or an atomic on halves, say) is left out:
+//! making its launch is a compile error (an inline `const` panics when the constructor is
+//! monomorphized, so generic host code needs no bound beyond `T: sycl::Float`), whose message
+//! gives the reason. If no instance translates, the first error is the kernel's, at its span.
+//!
+//! [`ScalarTy`]: sycl_kernel_ir::Scalar
+
+use std::collections::HashMap;
+
+use proc_macro2::{Group, Ident, Span, TokenStream as TokenStream2, TokenTree};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use crate::ir::ParamKind;
+use crate::{definition_static, instance, KernelOptions};
+
+/// The most instances one generic kernel may have (each is translated at build time).
+const MAX_INSTANCES: usize = 64;
+
+/// What a type parameter's bound admits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    Float,
+    Int,
+    Scalar,
+}
+
+impl Bound {
+    fn from_path(p: &syn::Path) -> Option<Bound> {
+        let last = p.segments.last()?;
+        if !last.arguments.is_none() {
+            return None;
+        }
+        // `Float`, `sycl::Float`, `sycl::kernel::Float`.
+        let prefix_ok = p
+            .segments
+            .iter()
+            .take(p.segments.len() - 1)
+            .all(|s| s.ident == "sycl" || s.ident == "kernel");
+        if !prefix_ok {
+            return None;
+        }
+        match last.ident.to_string().as_str() {
+            "Float" => Some(Bound::Float),
+            "Int" => Some(Bound::Int),
+            "Scalar" => Some(Bound::Scalar),
+            _ => None,
+        }
+    }
+
+    /// The admitted types' names, in the order instances are made.
+    fn types(self) -> &'static [&'static str] {
+        match self {
+            Bound::Float => &["f32", "f64", "f16", "bf16"],
+            Bound::Int => &["i32", "u32", "i64", "u64"],
+            Bound::Scalar => &["i32", "u32", "i64", "u64", "f32", "f64", "f16", "bf16"],
+        }
+    }
+}
+
+/// A type's tokens, spanned at the parameter it replaces.
+fn type_tokens(name: &str, span: Span) -> TokenStream2 {
+    match name {
+        "f16" => quote_spanned!(span=> ::sycl::half::f16),
+        "bf16" => quote_spanned!(span=> ::sycl::half::bf16),
+        other => {
+            let id = Ident::new(other, span);
+            quote!(#id)
+        }
+    }
+}
+
+/// `tokens` with each identifier in `map` replaced by its type (spanned where it stood).
+fn substitute(tokens: TokenStream2, map: &HashMap<String, &str>) -> TokenStream2 {
+    tokens
+        .into_iter()
+        .flat_map(|t| -> Vec<TokenTree> {
+            match t {
+                TokenTree::Ident(id) => match map.get(&id.to_string()) {
+                    Some(name) => type_tokens(name, id.span()).into_iter().collect(),
+                    None => vec![TokenTree::Ident(id)],
+                },
+                TokenTree::Group(g) => {
+                    let mut ng = Group::new(g.delimiter(), substitute(g.stream(), map));
+                    ng.set_span(g.span());
+                    vec![TokenTree::Group(ng)]
+                }
+                other => vec![other],
+            }
+        })
+        .collect()
+}
+
+fn err(span: Span, msg: impl std::fmt::Display) -> syn::Error {
+    syn::Error::new(span, msg)
+}
+
+/// The type parameters and what each admits; anything else a generic kernel may not have is
+/// an error at its span.
+fn type_params(g: &syn::Generics) -> syn::Result<Vec<(Ident, Bound)>> {
+    if let Some(w) = &g.where_clause {
+        return Err(err(
+            w.span(),
+            "a generic kernel bounds its parameters in place (`T: sycl::Float`), without `where`",
+        ));
+    }
+    let usage = "a kernel's type parameter has one bound: `sycl::Float` (f32, f64, f16, bf16), `sycl::Int` (i32, u32, i64, u64) or `sycl::Scalar` (all of them)";
+    let mut out = Vec::new();
+    for p in &g.params {
+        match p {
+            syn::GenericParam::Type(t) => {
+                if t.default.is_some() {
+                    return Err(err(t.span(), "a kernel's type parameter has no default"));
+                }
+                let bounds: Vec<_> = t.bounds.iter().collect();
+                let [syn::TypeParamBound::Trait(tb)] = bounds[..] else {
+                    return Err(err(t.span(), usage));
+                };
+                if tb.lifetimes.is_some() || !matches!(tb.modifier, syn::TraitBoundModifier::None) {
+                    return Err(err(tb.span(), usage));
+                }
+                let b = Bound::from_path(&tb.path).ok_or_else(|| err(tb.span(), usage))?;
+                out.push((t.ident.clone(), b));
+            }
+            syn::GenericParam::Lifetime(l) => {
+                return Err(err(l.span(), "kernels take no lifetime parameters"))
+            }
+            syn::GenericParam::Const(c) => return Err(err(
+                c.span(),
+                "const generic parameters are not in the kernel language yet: use a literal length",
+            )),
+        }
+    }
+    Ok(out)
+}
+
+/// Every combination of the parameters' types.
+fn combinations(params: &[(Ident, Bound)]) -> Vec<Vec<&'static str>> {
+    let mut out = vec![Vec::new()];
+    for (_, b) in params {
+        out = out
+            .into_iter()
+            .flat_map(|c| {
+                b.types().iter().map(move |t| {
+                    let mut c = c.clone();
+                    c.push(*t);
+                    c
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// `#[sycl::kernel]` on a generic function.
+pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStream2> {
+    let params = type_params(&item.sig.generics)?;
+    let combos = combinations(&params);
+    if combos.len() > MAX_INSTANCES {
+        return Err(err(
+            item.sig.generics.span(),
+            format!(
+                "this kernel has {} instances (every combination of its parameters' types); at most {MAX_INSTANCES}: narrow a bound",
+                combos.len()
+            ),
+        ));
+    }
+    let name = &item.sig.ident;
+    let mut plain = item.clone();
+    plain.sig.generics = syn::Generics::default();
+    let plain_tokens = quote!(#plain);
+
+    let mut built = Vec::new();
+    let mut failed: Vec<(&Vec<&str>, String, syn::Error)> = Vec::new();
+    for (k, combo) in combos.iter().enumerate() {
+        let map: HashMap<String, &str> = params
+            .iter()
+            .zip(combo)
+            .map(|((id, _), t)| (id.to_string(), *t))
+            .collect();
+        let shown = format!("{name}::<{}>", combo.join(", "));
+        let one: syn::ItemFn = syn::parse2(substitute(plain_tokens.clone(), &map))?;
+        let cpu_name = format_ident!("__sycl_cpu_{}_{}", name, k);
+        match instance(&one, &options, &cpu_name) {
+            Ok(inst) => built.push((combo, inst)),
+            Err(e) => failed.push((combo, shown, e)),
+        }
+    }
+    if built.is_empty() {
+        // The first instance's errors, each saying which instance it is.
+        let (_, shown, e) = failed.swap_remove(0);
+        let mut all: Option<syn::Error> = None;
+        for one in e {
+            let one = err(one.span(), format!("in `{shown}`: {one}"));
+            match &mut all {
+                Some(a) => a.combine(one),
+                None => all = Some(one),
+            }
+        }
+        return Err(all.expect("an error"));
+    }
+
+    let vis = &item.vis;
+    let attrs = &item.attrs;
+    let tys: Vec<&Ident> = params.iter().map(|(id, _)| id).collect();
+    let generics = &item.sig.generics;
+    let tuple = quote!((#(#tys,)*));
+
+    // The constructor, from the signature as written (its types name the parameters).
+    let kinds = &built[0].1.params;
+    let mut ctor_params = Vec::new();
+    let mut ctor_args = Vec::new();
+    for (kind, input) in kinds.iter().zip(&item.sig.inputs) {
+        let syn::FnArg::Typed(pt) = input else {
+            unreachable!("the parser refused `self`")
+        };
+        let pat = &pt.pat;
+        match (*kind, &*pt.ty) {
+            (ParamKind::Scalar(_), ty) => {
+                ctor_params.push(quote!(#pat: #ty));
+                ctor_args.push(quote!(::sycl::kernel::__rt::ArgValue::scalar::<#ty>(#pat)));
+            }
+            (ParamKind::Slice { mutable, .. }, syn::Type::Reference(r)) => {
+                let syn::Type::Slice(s) = &*r.elem else {
+                    unreachable!("the parser took a slice")
+                };
+                let elem = &s.elem;
+                ctor_params.push(quote!(#pat: &impl ::sycl::AsUsmRange<#elem>));
+                ctor_args
+                    .push(quote!(::sycl::kernel::__rt::ArgValue::slice::<#elem>(#pat, #mutable)));
+            }
+            (ParamKind::Slice { .. }, other) => {
+                return Err(err(
+                    other.span(),
+                    "a slice parameter is `&[T]` or `&mut [T]`",
+                ))
+            }
+        }
+    }
+
+    let cpus = built.iter().map(|(_, inst)| &inst.cpu);
+    // The type arguments as scalar types, matched against each instance's.
+    let scalar = quote!(::sycl::kernel::__rt::ScalarTy);
+    let key = quote!((#(<#tys as ::sycl::kernel::__rt::Scalar>::TY,)*));
+    let pattern = |combo: &[&str]| {
+        let vs = combo.iter().map(|t| {
+            let v = format_ident!(
+                "{}",
+                match *t {
+                    "i32" => "I32",
+                    "u32" => "U32",
+                    "i64" => "I64",
+                    "u64" => "U64",
+                    "f32" => "F32",
+                    "f64" => "F64",
+                    "f16" => "F16",
+                    _ => "Bf16",
+                }
+            );
+            quote!(#scalar::#v)
+        });
+        quote!((#(#vs,)*))
+    };
+    let arms = built.iter().map(|(combo, inst)| {
+        let pat = pattern(combo);
+        let definition = definition_static(&inst.parts);
+        quote!(#pat => { #definition })
+    });
+    // A left-out instance is a compile error where it is made (after monomorphization, so
+    // generic host code needs no bound beyond the kernel's own).
+    let refusals = failed.iter().map(|(combo, shown, e)| {
+        let pat = pattern(combo);
+        let msg = format!("kernel `{shown}` is not in the kernel language: {e}");
+        quote!(if matches!(#key, #pat) {
+            ::core::panic!(#msg)
+        })
+    });
+    let doc_launch = format!(
+        "A launch of the generic kernel `{name}` for [`sycl::Queue::parallel_for`]; made by the function `{name}`."
+    );
+    let bounds = params
+        .iter()
+        .map(|(id, _)| quote!(#id: ::sycl::kernel::Scalar));
+    let bounds2 = bounds.clone();
+    Ok(quote! {
+        #[doc = #doc_launch]
+        #[allow(non_camel_case_types)]
+        #vis struct #name<#(#tys),*> {
+            #[doc(hidden)]
+            pub __sycl_args: ::sycl::kernel::__rt::Args,
+            __sycl_types: ::core::marker::PhantomData<fn() -> #tuple>,
+        }
+
+        #(#attrs)*
+        #[allow(non_snake_case, clippy::too_many_arguments)]
+        #[must_use = "a kernel launch does nothing until it is passed to `Queue::parallel_for`"]
+        #vis fn #name #generics (#(#ctor_params),*) -> #name<#(#tys),*> {
+            const { #(#refusals)* }
+            #name {
+                __sycl_args: ::sycl::kernel::__rt::Args::new(::std::vec![#(#ctor_args),*]),
+                __sycl_types: ::core::marker::PhantomData,
+            }
+        }
+
+        const _: () = {
+            #(#cpus)*
+
+            impl<#(#bounds),*> ::sycl::kernel::__rt::GeneratedKernel for #name<#(#tys),*> {
+                fn definition() -> &'static ::sycl::kernel::__rt::Definition {
+                    match #key {
+                        #(#arms)*
+                        _ => ::core::unreachable!("the constructor refuses types without an instance"),
+                    }
+                }
+            }
+
+            impl<#(#bounds2),*> ::sycl::KernelFunctor for #name<#(#tys),*> {
+                fn submit(
+                    self,
+                    queue: &::sycl::Queue,
+                    range: ::sycl::Range,
+                    deps: &[&::sycl::Event],
+                ) -> ::sycl::Result<::sycl::Event> {
+                    ::sycl::kernel::__rt::submit::<Self>(queue, range, deps, self.__sycl_args)
+                }
+            }
+        };
+    })
+}
