@@ -83,6 +83,9 @@ pub struct Array {
     pub len: u32,
     /// Work-group local memory or the work-item's own.
     pub space: ArraySpace,
+    /// In a const-generic kernel's template: the const parameter that is its length (`len`
+    /// is then 1 until [`instantiate`](crate::instantiate) sets it).
+    pub len_param: Option<usize>,
 }
 
 /// Where an array local lives.
@@ -102,6 +105,7 @@ impl Array {
         Array {
             len,
             space: ArraySpace::WorkGroup,
+            len_param: None,
         }
     }
 
@@ -110,6 +114,7 @@ impl Array {
         Array {
             len,
             space: ArraySpace::Private,
+            len_param: None,
         }
     }
 
@@ -223,6 +228,10 @@ pub enum ExprKind<S: Stage = Resolved> {
     Call(S::Callee, Vec<Expr<S>>),
     /// `if c { a } else { b }` as a value.
     Select(Box<Expr<S>>, Box<Expr<S>>, Box<Expr<S>>),
+    /// The value of a kernel's const generic parameter (its index), at the expression's
+    /// integer type. Only in a const-generic kernel's template, which the runtime
+    /// instantiates ([`instantiate`](crate::instantiate)) before it validates or reads it.
+    ConstParam(usize),
 }
 
 /// A `for` loop's header: `for var in start..end` (`..=end`, `.step_by(step)`).
@@ -508,7 +517,8 @@ pub fn walk_expr<'a, S: Stage>(e: &'a Expr<S>, f: &mut dyn FnMut(&'a Expr<S>)) {
         | ExprKind::Param(_)
         | ExprKind::Len(_)
         | ExprKind::Query(..)
-        | ExprKind::SubGroupQuery(_) => {}
+        | ExprKind::SubGroupQuery(_)
+        | ExprKind::ConstParam(_) => {}
     }
 }
 

@@ -11,6 +11,7 @@
 //! - [`map`]: a function carried from one stage to another ([`map::map_function`]: the
 //!   structure walked once, each node's payload from a [`map::StageMap`]).
 //! - [`info`]: what a kernel needs of a device ([`KernelInfo`]).
+//! - [`instantiate`](mod@instantiate): a const-generic kernel's template with its values.
 //! - [`wire`]: the words the macro embeds in the program (encode and decode, one
 //!   [`wire::MAGIC`] and [`wire::VERSION`]), and [`validate`](fn@crate::validate) of a decoded module.
 //!
@@ -19,6 +20,7 @@
 
 pub mod bound;
 pub mod info;
+pub mod instantiate;
 pub mod ir;
 pub mod map;
 pub mod ops;
@@ -28,6 +30,7 @@ pub mod wire;
 
 pub use bound::{Bound, BoundCmp, BoundFn, Check};
 pub use info::KernelInfo;
+pub use instantiate::instantiate;
 pub use ir::*;
 pub use ops::*;
 pub use ty::Scalar;

@@ -52,6 +52,9 @@ pub fn validate(f: &Function, role: Role) -> Result<(), WireError> {
         return v.bad("a helper taking a slice");
     }
     for l in &f.locals {
+        if l.array.is_some_and(|a| a.len_param.is_some()) {
+            return v.bad("a const-generic template (instantiate it first)");
+        }
         match l.array {
             Some(a)
                 if !l.ty.is_element()
@@ -438,6 +441,7 @@ impl Validator<'_> {
             ExprKind::Query(..) | ExprKind::SubGroupQuery(_) => {
                 self.want(t == Scalar::Usize, "a query that is not a `usize`")
             }
+            ExprKind::ConstParam(_) => self.bad("a const-generic template (instantiate it first)"),
             ExprKind::Atomic {
                 op,
                 base,

@@ -7,7 +7,8 @@
 //! The format (all `u32`; a change changes [`VERSION`]):
 //! - header: [`MAGIC`], [`VERSION`]; parameters (count, then kind 0 scalar / 1 slice, type,
 //!   mutable); result type ([`NONE`] for kernels); locals (count, then type, array
-//!   length, 0 for a scalar, and array space, 0 work-group local, 1 private); the body (a block); a steps flag and, when set, the steps;
+//!   length, 0 for a scalar, array space, 0 work-group local, 1 private, and the const
+//!   parameter that is the length, [`NONE`] if none); the body (a block); a steps flag and, when set, the steps;
 //! - a block is a count and its statements; a statement, step, expression or bound starts
 //!   with a tag; an expression's second word is its type; a literal is its value's 64 bits
 //!   at that type (two words, low first), as is a bound's number;
@@ -25,7 +26,9 @@ use crate::ty::Scalar;
 /// "SYIR".
 pub const MAGIC: u32 = 0x5359_4952;
 /// The format's version.
-pub const VERSION: u32 = 14;
+pub const VERSION: u32 = 15;
+/// The most const generic parameters a kernel may have.
+pub const MAX_CONST_PARAMS: usize = 16;
 /// No value (a kernel's result type, an assignment without operator).
 pub const NONE: u32 = 0xFFFF_FFFF;
 /// How deep statements, expressions and bounds may nest: beyond any kernel a person writes
@@ -118,6 +121,8 @@ impl Writer {
                 None | Some(ArraySpace::WorkGroup) => 0,
                 Some(ArraySpace::Private) => 1,
             });
+            self.out
+                .push(l.array.and_then(|a| a.len_param).map_or(NONE, |p| p as u32));
         }
         self.block(&f.body);
         match &f.steps {
@@ -414,6 +419,10 @@ impl Writer {
                 head(self, 14);
                 self.out.push(code(&SubGroupQuery::ALL, q));
             }
+            ExprKind::ConstParam(i) => {
+                head(self, 16);
+                self.out.push(*i as u32);
+            }
             ExprKind::SubGroup(op, args) => {
                 head(self, 15);
                 self.out.push(code(&SubGroupOp::all(), op));
@@ -464,13 +473,20 @@ pub fn decode(words: &[u32], helpers: usize) -> Result<Function, WireError> {
     for _ in 0..n {
         let ty = r.ty()?;
         let len = r.word()?;
-        let array = match (len, r.word()?) {
+        let mut array = match (len, r.word()?) {
             (0, 0) => None,
             (0, _) => return Err(r.bad("a scalar local with an array space")),
             (len, 0) => Some(Array::work_group(len)),
             (len, 1) => Some(Array::private(len)),
             _ => return Err(r.bad("an unknown array space")),
         };
+        match (r.word()?, &mut array) {
+            (NONE, _) => {}
+            (p, Some(a)) if (p as usize) < MAX_CONST_PARAMS && a.len == 1 => {
+                a.len_param = Some(p as usize)
+            }
+            _ => return Err(r.bad("an array length's const parameter")),
+        }
         locals.push(Local {
             ty,
             array,
@@ -888,6 +904,7 @@ impl Reader<'_> {
                 let op = self.of(&SubGroupOp::all(), "sub-group operation")?;
                 ExprKind::SubGroup(op, self.exprs()?)
             }
+            16 => ExprKind::ConstParam(self.index(MAX_CONST_PARAMS, "const parameter")?),
             _ => return Err(self.bad("expression")),
         };
         self.depth -= 1;

@@ -933,10 +933,10 @@ fn generator_covers_the_ir() {
         "Cond(",
         "step: Some(",
         "step: None",
-        "array: Some(Array { len: 1, space: WorkGroup })",
-        "array: Some(Array { len: 65536, space: WorkGroup })",
-        "array: Some(Array { len: 1, space: Private })",
-        "array: Some(Array { len: 4096, space: Private })",
+        "array: Some(Array { len: 1, space: WorkGroup, len_param: None })",
+        "array: Some(Array { len: 65536, space: WorkGroup, len_param: None })",
+        "array: Some(Array { len: 1, space: Private, len_param: None })",
+        "array: Some(Array { len: 4096, space: Private, len_param: None })",
     ];
     for w in wanted {
         assert!(all.contains(w), "the generator never makes {w}");
@@ -2385,4 +2385,79 @@ fn guards_at_the_limit_fit_a_default_thread_stack() {
     t.expect("a thread")
         .join()
         .expect("no stack overflow, no panic");
+}
+
+/// A const-generic template: `let mut a = [c1; C0]; a[i] = c1 as ..;` encodes and decodes,
+/// is refused by the validator until instantiated, and each instance has its values (a
+/// private array of `C0` elements, `C1` as an `i32` literal); a value a type cannot hold, a
+/// missing value and an impossible length are errors.
+#[test]
+fn const_templates_instantiate() {
+    use Scalar::*;
+    let template = Function {
+        params: vec![Param::Slice {
+            elem: I32,
+            mutable: true,
+        }],
+        ret: None,
+        locals: vec![Local {
+            ty: I32,
+            array: Some(Array {
+                len_param: Some(0),
+                ..Array::private(1)
+            }),
+            info: (),
+        }],
+        body: vec![
+            Stmt::new(StmtKind::Let(0, e(I32, ExprKind::ConstParam(1)))),
+            Stmt::new(StmtKind::Store {
+                base: Base::Param(0),
+                check: Check::Checked,
+                index_fits_i32: Check::Checked,
+                op: None,
+                index: e(Usize, ExprKind::ConstParam(0)),
+                value: e(
+                    I32,
+                    ExprKind::Load {
+                        base: Base::Local(0),
+                        check: Check::Checked,
+                        index_fits_i32: Check::Checked,
+                        index: Box::new(lit(Usize, 0)),
+                    },
+                ),
+            }),
+        ],
+        steps: None,
+    };
+    let words = encode(&template);
+    assert_eq!(decode(&words, 0).as_ref(), Ok(&template));
+    let err = validate(&template, Role::Kernel).expect_err("a template");
+    assert!(err.what.contains("const-generic template"), "{}", err.what);
+
+    let one = instantiate(&template, &[8, (-3i64) as u64]).expect("an instance");
+    assert_eq!(validate(&one, Role::Kernel), Ok(()));
+    assert_eq!(one.locals[0].array, Some(Array::private(8)));
+    let StmtKind::Let(_, v) = &one.body[0].kind else {
+        panic!("a let")
+    };
+    assert_eq!(v.kind, ExprKind::Lit((-3i32) as u32 as u64));
+    let StmtKind::Store { index, .. } = &one.body[1].kind else {
+        panic!("a store")
+    };
+    assert_eq!(index.kind, ExprKind::Lit(8));
+    assert_eq!(decode(&encode(&one), 0), Ok(one));
+
+    for (values, what) in [
+        (vec![8, 1 << 40], "no value that a `i32` holds"),
+        (vec![8], "no value that a `i32` holds"),
+        (vec![], "no value for const parameter 0"),
+        (vec![0, 1], "an array length of 0"),
+        (
+            vec![MAX_PRIVATE_ARRAY as u64 + 1, 1],
+            "an array length of 4097",
+        ),
+    ] {
+        let err = instantiate(&template, &values).expect_err(what);
+        assert!(err.what.contains(what), "{values:?}: {}", err.what);
+    }
 }

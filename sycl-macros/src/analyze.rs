@@ -494,6 +494,7 @@ impl StepBuilder<'_> {
             ok &= match &x.kind {
                 ExprKind::Lit(_)
                 | ExprKind::Param(_)
+                | ExprKind::ConstParam(_)
                 | ExprKind::Len(_)
                 | ExprKind::Unary(..)
                 | ExprKind::Binary(..)

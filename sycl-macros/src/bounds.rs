@@ -349,6 +349,15 @@ impl<'a> Bounds<'a> {
                 (_, V::N(h)) if *h >= u64::MAX as u128 => Proof::No,
                 (_, hi) => Proof::Guard(lt(hi.bound(), Bound::Len(p))),
             },
+            // A const parameter's length is not known here: the check stays (instances see
+            // the length, and their compilers drop the checks that loops make redundant).
+            Base::Local(l)
+                if self.f.locals[l]
+                    .array
+                    .is_some_and(|a| a.len_param.is_some()) =>
+            {
+                Proof::No
+            }
             Base::Local(l) => {
                 let n = self.f.locals[l].array_len().expect("an array") as u128;
                 match &b.hi {
@@ -573,10 +582,19 @@ impl<'a> Bounds<'a> {
                 b.len = Some((Rel::Len(*p), false));
                 b
             }
+            ExprKind::Len(Base::Local(l))
+                if self.f.locals[*l]
+                    .array
+                    .is_some_and(|a| a.len_param.is_some()) =>
+            {
+                full(t)
+            }
             ExprKind::Len(Base::Local(l)) => {
                 let n = self.f.locals[*l].array_len().expect("an array") as u128;
                 self.in_type(t, V::N(n), V::N(n), None)
             }
+            // Any value of its type, until the runtime instantiates the kernel.
+            ExprKind::ConstParam(_) => full(t),
             ExprKind::Query(Query::LocalId, d) => {
                 let r = V::S(Bound::LocalRange(*d), false);
                 self.in_type(t, V::N(0), sub(&r, &V::N(1)), None)
@@ -883,7 +901,8 @@ fn guarded_expr<'a>(
         | ExprKind::Param(_)
         | ExprKind::Len(_)
         | ExprKind::Query(..)
-        | ExprKind::SubGroupQuery(_) => {}
+        | ExprKind::SubGroupQuery(_)
+        | ExprKind::ConstParam(_) => {}
     }
 }
 

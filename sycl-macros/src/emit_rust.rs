@@ -234,10 +234,12 @@ impl<'a> RustEmitter<'a> {
                 quote!(#p.len())
             }
             ExprKind::Len(Base::Local(l)) => {
-                let n = Literal::usize_suffixed(
-                    self.f.locals[*l].array_len().expect("an array") as usize
-                );
-                quote!(#n)
+                let n = array_len(self.f.locals[*l].array.expect("an array"));
+                quote!((#n as usize))
+            }
+            ExprKind::ConstParam(i) => {
+                let c = const_ident(*i);
+                quote!(#c)
             }
             ExprKind::Unary(UnOp::Neg, a) => {
                 let v = self.expr(a);
@@ -479,8 +481,8 @@ impl<'a> RustEmitter<'a> {
                 let local = &self.f.locals[*l];
                 let mut t = ty_tokens(local.ty);
                 // A private array: every element gets the value (evaluated once).
-                if let Some(len) = local.array_len() {
-                    let len = Literal::usize_unsuffixed(len as usize);
+                if let Some(arr) = local.array {
+                    let len = array_len(arr);
                     v = quote!([#v; #len]);
                     t = quote!([#t; #len]);
                 }
@@ -724,14 +726,49 @@ fn bind_params(params: &[Param]) -> TokenStream {
 
 /// The native CPU entry of a kernel: `fn(&CpuArgs, Range<usize>)` over work-items (flat) or
 /// work-groups (group kernels).
+/// The Rust name of const generic parameter `i` in the native CPU functions.
+fn const_ident(i: usize) -> proc_macro2::Ident {
+    format_ident!("__SYCL_C{}", i)
+}
+
+/// An array's length: a literal, or its const parameter.
+fn array_len(a: sycl_kernel_ir::Array) -> TokenStream {
+    match a.len_param {
+        Some(p) => {
+            let c = const_ident(p);
+            quote!(#c)
+        }
+        None => {
+            let n = Literal::usize_unsuffixed(a.len as usize);
+            quote!(#n)
+        }
+    }
+}
+
+/// `consts`' generic parameters (`const __SYCL_C0: usize, ..`), and their arguments.
+fn const_generics(consts: &[Ty]) -> (Vec<TokenStream>, Vec<proc_macro2::Ident>) {
+    consts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let (c, t) = (const_ident(i), ty_tokens(*t));
+            (quote!(const #c: #t), c)
+        })
+        .unzip()
+}
+
+/// The native CPU form of a kernel; `consts`: its const generic parameters' types (the
+/// functions take them as const generics, named `__SYCL_C0`, ..).
 pub fn kernel_cpu(
     f: &Function,
     param_names: &[Param],
     an: &Analysis,
     fn_name: &proc_macro2::Ident,
+    consts: &[Ty],
 ) -> TokenStream {
     let params = bind_params(param_names);
     let rt = rt();
+    let (cparams, cargs) = const_generics(consts);
     if !an.info.group {
         let e = RustEmitter::new(f, param_names, Some(an), Ctx::Flat);
         let body = e.block(&f.body);
@@ -744,16 +781,16 @@ pub fn kernel_cpu(
         let inner = format_ident!("{}_with", fn_name);
         return quote! {
             #[allow(unused, unused_mut, unused_variables, unreachable_code, clippy::all)]
-            fn #fn_name(__args: &#rt::CpuArgs, __chunk: ::core::ops::Range<usize>) {
+            fn #fn_name<#(#cparams),*>(__args: &#rt::CpuArgs, __chunk: ::core::ops::Range<usize>) {
                 if __args.guarded() {
-                    #inner::<true>(__args, __chunk)
+                    #inner::<true, #(#cargs),*>(__args, __chunk)
                 } else {
-                    #inner::<false>(__args, __chunk)
+                    #inner::<false, #(#cargs),*>(__args, __chunk)
                 }
             }
             /// `__G`: the kernel's run-time guard held for this launch.
             #[allow(unused, unused_mut, unused_variables, unreachable_code, clippy::all)]
-            fn #inner<const __G: bool>(__args: &#rt::CpuArgs, __chunk: ::core::ops::Range<usize>) {
+            fn #inner<const __G: bool, #(#cparams),*>(__args: &#rt::CpuArgs, __chunk: ::core::ops::Range<usize>) {
                 #params
                 let __gr: [usize; 3] = __args.global_range();
                 let __lr: [usize; 3] = __args.local_range();
@@ -775,10 +812,10 @@ pub fn kernel_cpu(
         .map(|(l, local)| {
             let name = format_ident!("__sycl_v{}", l);
             let t = ty_tokens(local.ty);
-            match local.array_len() {
+            match local.array {
                 // A private array (`Default` is derived only up to 32 elements).
-                Some(len) => {
-                    let len = Literal::usize_unsuffixed(len as usize);
+                Some(arr) => {
+                    let len = array_len(arr);
                     (
                         quote!(#name: [#t; #len],),
                         quote!(#name: [<#t as ::core::default::Default>::default(); #len],),
@@ -793,10 +830,9 @@ pub fn kernel_cpu(
     let (fields, defaults): (Vec<_>, Vec<_>) = fields.unzip();
     let arrays = f.locals.iter().enumerate().filter_map(|(l, local)| {
         local.array.filter(|a| a.is_work_group()).map(|arr| {
-            let len = arr.len;
             let name = format_ident!("__sycl_v{}", l);
             let t = ty_tokens(local.ty);
-            let len = Literal::usize_unsuffixed(len as usize);
+            let len = array_len(arr);
             quote!(let mut #name: ::std::vec::Vec<#t> = ::std::vec![<#t as ::core::default::Default>::default(); #len];)
         })
     });
@@ -833,36 +869,42 @@ pub fn kernel_cpu(
     };
     quote! {
         #[allow(unused, unused_mut, unused_variables, unreachable_code, non_snake_case, clippy::all)]
-        fn #fn_name(__args: &#rt::CpuArgs, __groups: ::core::ops::Range<usize>) {
+        fn #fn_name<#(#cparams),*>(__args: &#rt::CpuArgs, __groups: ::core::ops::Range<usize>) {
             if __args.guarded() {
-                #inner::<true>(__args, __groups)
+                #inner::<true, #(#cargs),*>(__args, __groups)
             } else {
-                #inner::<false>(__args, __groups)
+                #inner::<false, #(#cargs),*>(__args, __groups)
             }
         }
         /// `__G`: the kernel's run-time guard held for this launch.
         #[allow(unused, unused_mut, unused_variables, unreachable_code, non_snake_case, clippy::all)]
-        fn #inner<const __G: bool>(__args: &#rt::CpuArgs, __groups: ::core::ops::Range<usize>) {
+        fn #inner<const __G: bool, #(#cparams),*>(__args: &#rt::CpuArgs, __groups: ::core::ops::Range<usize>) {
             #params
             let __gr: [usize; 3] = __args.global_range();
             let __lr: [usize; 3] = __args.local_range();
             let __ngr: [usize; 3] = __args.group_range();
-            #[derive(Clone, Copy)]
-            struct __SyclState { done: bool, #(#fields)* }
-            impl ::core::default::Default for __SyclState {
+            // Generic over the kernel's const parameters, which an inner item cannot use.
+            struct __SyclState<#(#cparams),*> { done: bool, #(#fields)* }
+            impl<#(#cparams),*> ::core::clone::Clone for __SyclState<#(#cargs),*> {
+                fn clone(&self) -> Self {
+                    *self
+                }
+            }
+            impl<#(#cparams),*> ::core::marker::Copy for __SyclState<#(#cargs),*> {}
+            impl<#(#cparams),*> ::core::default::Default for __SyclState<#(#cargs),*> {
                 fn default() -> Self {
                     __SyclState { done: false, #(#defaults)* }
                 }
             }
-            let mut __states: ::std::vec::Vec<__SyclState> =
-                ::std::vec![__SyclState::default(); __args.group_items()];
+            let mut __states: ::std::vec::Vec<__SyclState<#(#cargs),*>> =
+                ::std::vec![__SyclState::<#(#cargs),*>::default(); __args.group_items()];
             #(#arrays)*
             #single
             #(#buffers)*
             '__sycl_groups: for __g in __groups {
                 let __grp: [usize; 3] = __args.group_coords(__g);
                 for __s in __states.iter_mut() {
-                    *__s = __SyclState::default();
+                    *__s = __SyclState::<#(#cargs),*>::default();
                 }
                 #steps
             }
@@ -889,11 +931,11 @@ fn steps(f: &Function, params: &[Param], an: &Analysis, steps_: &[Step]) -> Toke
                     // ends (`return` leaves the inner closure): a local that LLVM keeps in
                     // registers, where stores through `__st` would stay in the loop (the
                     // relaxed atomic loads of slices keep LLVM from promoting them).
-                    __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
+                    __args.for_each_group_item(&__grp, &mut __states, |__st: &mut _, __lid: [usize; 3], __gid: [usize; 3]| {
                         if __st.done {
                             return;
                         }
-                        let mut __sv: __SyclState = *__st;
+                        let mut __sv = *__st;
                         (|| {
                             #body
                         })();
@@ -924,11 +966,11 @@ fn steps(f: &Function, params: &[Param], an: &Analysis, steps_: &[Step]) -> Toke
                 let compute = quote! {
                     {
                         let mut __acc: #tt = #ident;
-                        __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
+                        __args.for_each_group_item(&__grp, &mut __states, |__st: &mut _, __lid: [usize; 3], __gid: [usize; 3]| {
                             if __st.done {
                                 return;
                             }
-                            let __sv: __SyclState = *__st;
+                            let __sv = *__st;
                             let __x: #tt = #v;
                             __acc = #combine;
                         });
@@ -1002,7 +1044,7 @@ fn steps(f: &Function, params: &[Param], an: &Analysis, steps_: &[Step]) -> Toke
                         {
                             #gather
                             let mut __next: usize = 0;
-                            __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
+                            __args.for_each_group_item(&__grp, &mut __states, |__st: &mut _, __lid: [usize; 3], __gid: [usize; 3]| {
                                 let __item = __next;
                                 __next += 1;
                                 if !__st.done {
@@ -1051,13 +1093,13 @@ fn steps(f: &Function, params: &[Param], an: &Analysis, steps_: &[Step]) -> Toke
                         #values
                         #combine
                         let mut __next: usize = 0;
-                        __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
+                        __args.for_each_group_item(&__grp, &mut __states, |__st: &mut _, __lid: [usize; 3], __gid: [usize; 3]| {
                             let __item = __next;
                             __next += 1;
                             if __st.done {
                                 return;
                             }
-                            let __sv: __SyclState = *__st;
+                            let __sv = *__st;
                             let __r: #tt = #result;
                             __st.#name = __r;
                         });
@@ -1086,11 +1128,11 @@ fn steps(f: &Function, params: &[Param], an: &Analysis, steps_: &[Step]) -> Toke
 fn gather(buf: &proc_macro2::Ident, offered: &TokenStream, v: &TokenStream) -> TokenStream {
     quote! {
         let mut __item: usize = 0;
-        __args.for_each_group_item(&__grp, &mut __states, |__st: &mut __SyclState, __lid: [usize; 3], __gid: [usize; 3]| {
+        __args.for_each_group_item(&__grp, &mut __states, |__st: &mut _, __lid: [usize; 3], __gid: [usize; 3]| {
             #buf[__item] = if __st.done {
                 #offered
             } else {
-                let __sv: __SyclState = *__st;
+                let __sv = *__st;
                 #v
             };
             __item += 1;

@@ -12,7 +12,15 @@
 //! monomorphized, so generic host code needs no bound beyond `T: sycl::Float`), whose message
 //! gives the reason. If no instance translates, the first error is the kernel's, at its span.
 //!
+//! Const parameters (`const TILE: usize`) cannot be enumerated: each instance is encoded as a
+//! template whose IR reads them ([`ExprKind::ConstParam`], an array's `len_param`), analysed
+//! without their values (so its proofs hold for every value), and its native CPU form takes
+//! them as const generics. The runtime instantiates the template with the launch type's
+//! values, once per values (`__rt::instantiate`); array lengths out of the language's limits
+//! are refused when the constructor is monomorphized.
+//!
 //! [`ScalarTy`]: sycl_kernel_ir::Scalar
+//! [`ExprKind::ConstParam`]: sycl_kernel_ir::ExprKind::ConstParam
 
 use std::collections::HashMap;
 
@@ -134,10 +142,8 @@ fn type_params(g: &syn::Generics) -> syn::Result<Vec<(Ident, Bound)>> {
             syn::GenericParam::Lifetime(l) => {
                 return Err(err(l.span(), "kernels take no lifetime parameters"))
             }
-            syn::GenericParam::Const(c) => return Err(err(
-                c.span(),
-                "const generic parameters are not in the kernel language yet: use a literal length",
-            )),
+            // Checked by the parser; instances keep them (the runtime instantiates).
+            syn::GenericParam::Const(_) => {}
         }
     }
     Ok(out)
@@ -175,8 +181,16 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
         ));
     }
     let name = &item.sig.ident;
+    // Each instance keeps the const parameters.
     let mut plain = item.clone();
-    plain.sig.generics = syn::Generics::default();
+    plain.sig.generics.params = item
+        .sig
+        .generics
+        .params
+        .iter()
+        .filter(|p| matches!(p, syn::GenericParam::Const(_)))
+        .cloned()
+        .collect();
     let plain_tokens = quote!(#plain);
 
     let mut built = Vec::new();
@@ -198,6 +212,10 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
     if built.is_empty() {
         // The first instance's errors, each saying which instance it is.
         let (_, shown, e) = failed.swap_remove(0);
+        if params.is_empty() {
+            // Only const parameters: one instance, the kernel itself.
+            return Err(e);
+        }
         let mut all: Option<syn::Error> = None;
         for one in e {
             let one = err(one.span(), format!("in `{shown}`: {one}"));
@@ -272,8 +290,44 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
     };
     let arms = built.iter().map(|(combo, inst)| {
         let pat = pattern(combo);
-        let definition = definition_static(&inst.parts);
-        quote!(#pat => { #definition })
+        if inst.consts.is_empty() {
+            let definition = definition_static(&inst.parts);
+            return quote!(#pat => { #definition });
+        }
+        // A template, instantiated with the const arguments.
+        let parts = &inst.parts;
+        let entry = &inst.entry;
+        let values = inst.consts.iter().map(|(n, _)| {
+            let c = format_ident!("{}", n);
+            quote!(#c as u64)
+        });
+        quote!(#pat => {
+            #[allow(unsafe_code)]
+            // SAFETY: the sources below are #[sycl::kernel]'s translation of this kernel (a
+            // template: its native CPU form is `entry`, given at instantiation).
+            static TEMPLATE: ::sycl::kernel::__rt::Definition = unsafe {
+                ::sycl::kernel::__rt::Definition::new(#parts)
+            };
+            ::sycl::kernel::__rt::instantiate(&TEMPLATE, &[#(#values),*], #entry)
+        })
+    });
+    // Arrays whose length is a const parameter: 1 to the language's limit.
+    let mut len_checks: Vec<(usize, u32, String)> = Vec::new();
+    for (_, inst) in &built {
+        for c in &inst.len_checks {
+            if !len_checks.contains(c) {
+                len_checks.push(c.clone());
+            }
+        }
+    }
+    let consts = built[0].1.consts.clone();
+    let len_refusals = len_checks.iter().map(|(p, max, what)| {
+        let c = format_ident!("{}", consts[*p].0);
+        let msg = format!(
+            "kernel `{name}`: `{}` is the length of {what}: 1 to {max}",
+            consts[*p].0
+        );
+        quote!(if (#c as u64) == 0 || (#c as u64) > #max as u64 { ::core::panic!(#msg) })
     });
     // A left-out instance is a compile error where it is made (after monomorphization, so
     // generic host code needs no bound beyond the kernel's own).
@@ -287,14 +341,49 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
     let doc_launch = format!(
         "A launch of the generic kernel `{name}` for [`sycl::Queue::parallel_for`]; made by the function `{name}`."
     );
-    let bounds = params
+    // Every generic parameter, as the struct and the impls declare it, and as arguments.
+    let gparams = &item.sig.generics.params;
+    let decls: Vec<TokenStream2> = gparams
         .iter()
-        .map(|(id, _)| quote!(#id: ::sycl::kernel::Scalar));
-    let bounds2 = bounds.clone();
+        .map(|p| match p {
+            syn::GenericParam::Const(c) => {
+                let (id, ty) = (&c.ident, &c.ty);
+                quote!(const #id: #ty)
+            }
+            syn::GenericParam::Type(t) => {
+                let id = &t.ident;
+                quote!(#id)
+            }
+            syn::GenericParam::Lifetime(_) => unreachable!("refused above"),
+        })
+        .collect();
+    let args: Vec<TokenStream2> = gparams
+        .iter()
+        .map(|p| match p {
+            // Braced: a bare name in a generic argument is read as a type first.
+            syn::GenericParam::Const(c) => {
+                let id = &c.ident;
+                quote!({ #id })
+            }
+            syn::GenericParam::Type(t) => {
+                let id = &t.ident;
+                quote!(#id)
+            }
+            syn::GenericParam::Lifetime(_) => unreachable!("refused above"),
+        })
+        .collect();
+    let bounds: Vec<TokenStream2> = gparams
+        .iter()
+        .zip(&decls)
+        .map(|(p, d)| match p {
+            syn::GenericParam::Type(_) => quote!(#d: ::sycl::kernel::Scalar),
+            _ => d.clone(),
+        })
+        .collect();
     Ok(quote! {
         #[doc = #doc_launch]
         #[allow(non_camel_case_types)]
-        #vis struct #name<#(#tys),*> {
+        #vis struct #name<#(#decls),*> {
             #[doc(hidden)]
             pub __sycl_args: ::sycl::kernel::__rt::Args,
             __sycl_types: ::core::marker::PhantomData<fn() -> #tuple>,
@@ -303,8 +392,11 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
         #(#attrs)*
         #[allow(non_snake_case, clippy::too_many_arguments)]
         #[must_use = "a kernel launch does nothing until it is passed to `Queue::parallel_for`"]
-        #vis fn #name #generics (#(#ctor_params),*) -> #name<#(#tys),*> {
-            const { #(#refusals)* }
+        #vis fn #name #generics (#(#ctor_params),*) -> #name<#(#args),*> {
+            const {
+                #(#refusals)*
+                #(#len_refusals)*
+            }
             #name {
                 __sycl_args: ::sycl::kernel::__rt::Args::new(::std::vec![#(#ctor_args),*]),
                 __sycl_types: ::core::marker::PhantomData,
@@ -314,7 +406,7 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
         const _: () = {
             #(#cpus)*
 
-            impl<#(#bounds),*> ::sycl::kernel::__rt::GeneratedKernel for #name<#(#tys),*> {
+            impl<#(#bounds),*> ::sycl::kernel::__rt::GeneratedKernel for #name<#(#args),*> {
                 fn definition() -> &'static ::sycl::kernel::__rt::Definition {
                     match #key {
                         #(#arms)*
@@ -323,7 +415,7 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
                 }
             }
 
-            impl<#(#bounds2),*> ::sycl::KernelFunctor for #name<#(#tys),*> {
+            impl<#(#bounds),*> ::sycl::KernelFunctor for #name<#(#args),*> {
                 fn submit(
                     self,
                     queue: &::sycl::Queue,

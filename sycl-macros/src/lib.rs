@@ -113,6 +113,14 @@ struct Instance {
     parts: TokenStream2,
     cpu: TokenStream2,
     params: Vec<ParamKind>,
+    /// Its const generic parameters' names (as written) and types; with any, `parts` is a
+    /// template (`CpuEntry::Template`), which `entry` instantiates.
+    consts: Vec<(String, Ty)>,
+    /// The native CPU entry, generic arguments given as the const parameters' names.
+    entry: TokenStream2,
+    /// Arrays whose length is a const parameter: the parameter, the length's limit, and
+    /// what the array is.
+    len_checks: Vec<(usize, u32, String)>,
 }
 
 /// Translates a kernel without generic parameters (a generic kernel's instance has its types
@@ -123,6 +131,7 @@ fn instance(
     cpu_name: &proc_macro2::Ident,
 ) -> syn::Result<Instance> {
     let f = parse::function(item, parse::Role::Kernel)?;
+    let consts = parse::const_params(&item.sig.generics)?;
     let an = analyze::kernel(&f)?;
     // The kernel's one bounds analysis: every form reads its proofs.
     let bounds = if options.proofs {
@@ -135,12 +144,37 @@ fn instance(
     // The native CPU form drops exactly the checks of accesses proved under a guard.
     let guard = words(&sycl_kernel_ir::wire::encode_guards(&ir.access_guards()));
     let ir = words(&sycl_kernel_ir::wire::encode(&ir));
-    let cpu = emit_rust::kernel_cpu(&checked, &f.params, &an, cpu_name);
-    let cpu_entry = if an.info.group {
-        quote!(::sycl::kernel::__rt::CpuEntry::Groups(#cpu_name))
+    let const_tys: Vec<Ty> = consts.iter().map(|(_, t)| *t).collect();
+    let cpu = emit_rust::kernel_cpu(&checked, &f.params, &an, cpu_name, &const_tys);
+    // Braced: a bare name in a generic argument is read as a type first.
+    let const_args = consts.iter().map(|(n, _)| {
+        let c = format_ident!("{}", n);
+        quote!({ #c })
+    });
+    let entry = if an.info.group {
+        quote!(::sycl::kernel::__rt::CpuEntry::Groups(#cpu_name::<#(#const_args),*>))
     } else {
-        quote!(::sycl::kernel::__rt::CpuEntry::Items(#cpu_name))
+        quote!(::sycl::kernel::__rt::CpuEntry::Items(#cpu_name::<#(#const_args),*>))
     };
+    let cpu_entry = if consts.is_empty() {
+        entry.clone()
+    } else {
+        quote!(::sycl::kernel::__rt::CpuEntry::Template)
+    };
+    let len_checks = f
+        .locals
+        .iter()
+        .filter_map(|l| {
+            let a = l.array?;
+            let p = a.len_param?;
+            let (max, what) = if a.is_work_group() {
+                (sycl_kernel_ir::validate::MAX_LOCAL_ARRAY, "local array")
+            } else {
+                (sycl_kernel_ir::validate::MAX_PRIVATE_ARRAY, "private array")
+            };
+            Some((p, max, format!("{what} `{}`", l.info.name)))
+        })
+        .collect();
     let specs = f.params.iter().map(|p| match p.kind {
         ParamKind::Scalar(t) => {
             let st = scalar_ty(t);
@@ -193,6 +227,9 @@ fn instance(
         parts,
         cpu,
         params: f.params.iter().map(|p| p.kind).collect(),
+        consts,
+        entry,
+        len_checks,
     })
 }
 

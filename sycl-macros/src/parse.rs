@@ -30,12 +30,56 @@ struct Parser {
     /// Loops enclosing the current statement.
     loop_depth: usize,
     ret: Option<TyId>,
+    /// The const generic parameters' types.
+    consts: Vec<Ty>,
 }
 
 #[derive(Clone, Copy)]
 enum Binding {
     Param(usize),
     Local(usize),
+    /// A const generic parameter.
+    Const(usize),
+}
+
+/// A kernel's const generic parameters (`const TILE: usize`), in order: their names and
+/// types (`usize`, `u32`, `i32`, `u64` or `i64`).
+pub fn const_params(g: &syn::Generics) -> Result<Vec<(String, Ty)>> {
+    let mut out = Vec::new();
+    for p in &g.params {
+        match p {
+            syn::GenericParam::Const(c) => {
+                let ty = scalar_ty(&c.ty)
+                    .filter(|t| matches!(t, Ty::Usize | Ty::U32 | Ty::I32 | Ty::U64 | Ty::I64))
+                    .ok_or_else(|| {
+                        err(
+                            c.ty.span(),
+                            "a kernel's const parameter is a `usize`, `u32`, `i32`, `u64` or `i64`",
+                        )
+                    })?;
+                if c.default.is_some() {
+                    return Err(err(c.span(), "a kernel's const parameter has no default"));
+                }
+                out.push((c.ident.to_string(), ty));
+            }
+            other => {
+                return Err(err(
+                    other.span(),
+                    "kernel helpers cannot be generic, and a kernel's type parameters are bounded by `sycl::Float`, `sycl::Int` or `sycl::Scalar`",
+                ))
+            }
+        }
+    }
+    if out.len() > sycl_kernel_ir::wire::MAX_CONST_PARAMS {
+        return Err(err(
+            g.span(),
+            format!(
+                "at most {} const parameters",
+                sycl_kernel_ir::wire::MAX_CONST_PARAMS
+            ),
+        ));
+    }
+    Ok(out)
 }
 
 fn err(span: Span, msg: impl std::fmt::Display) -> Error {
@@ -107,11 +151,12 @@ fn half_path(path: &syn::Path) -> Option<Ty> {
 /// Parses `f` as a kernel or a helper.
 pub fn function(f: &syn::ItemFn, role: Role) -> Result<Function> {
     let sig = &f.sig;
-    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        return Err(err(
-            sig.generics.span(),
-            "kernels and kernel helpers cannot be generic",
-        ));
+    if let Some(w) = &sig.generics.where_clause {
+        return Err(err(w.span(), "kernels take no `where` clause"));
+    }
+    let consts = const_params(&sig.generics)?;
+    if role == Role::Helper && !consts.is_empty() {
+        return Err(err(sig.generics.span(), "kernel helpers cannot be generic"));
     }
     if let Some(t) = &sig.asyncness {
         return Err(err(t.span(), "kernels cannot be async"));
@@ -135,7 +180,11 @@ pub fn function(f: &syn::ItemFn, role: Role) -> Result<Function> {
         unsafe_depth: 0,
         loop_depth: 0,
         ret: None,
+        consts: consts.iter().map(|(_, t)| *t).collect(),
     };
+    for (i, (name, _)) in consts.iter().enumerate() {
+        p.scopes[0].insert(name.clone(), Binding::Const(i));
+    }
     for input in &sig.inputs {
         let syn::FnArg::Typed(pt) = input else {
             return Err(err(input.span(), "kernels take no `self`"));
@@ -397,7 +446,8 @@ impl Parser {
             return Err(err(l.span(), "`let .. else` is not supported in kernels"));
         }
         // `let tile = local_array::<f32, 256>();`
-        if let Some((elem, len)) = local_array_call(&init.expr)? {
+        if let Some((elem, len, len_param)) = local_array_call(&init.expr, &|e| self.array_len(e))?
+        {
             if self.role == Role::Helper {
                 return Err(err(
                     init.expr.span(),
@@ -411,7 +461,11 @@ impl Parser {
                 ));
             }
             let ty = self.types.known(elem);
-            self.new_local(name, ty, false, Some(Array::work_group(len as u32)));
+            let array = Array {
+                len_param,
+                ..Array::work_group(len as u32)
+            };
+            self.new_local(name, ty, false, Some(array));
             return Ok(Vec::new());
         }
         // `let mut acc = [0.0f32; 8];`: a private array.
@@ -461,9 +515,10 @@ impl Parser {
         r: &syn::ExprRepeat,
         span: Span,
     ) -> Result<Vec<Stmt>> {
-        let usage =
-            "a private array is `[v; N]`, N a literal length (or a product or sum of literals)";
-        let len = const_usize(&r.len).ok_or_else(|| err(r.len.span(), usage))?;
+        let usage = "a private array is `[v; N]`, N a literal length (or a product or sum of literals) or a `usize` const parameter";
+        let (len, len_param) = self
+            .array_len(&r.len)
+            .ok_or_else(|| err(r.len.span(), usage))?;
         let max = sycl_kernel_ir::validate::MAX_PRIVATE_ARRAY as usize;
         if len == 0 || len > max {
             return Err(err(
@@ -475,7 +530,7 @@ impl Parser {
         if let Some(t) = annotated {
             let elem = match t {
                 syn::Type::Array(a) => {
-                    if const_usize(&a.len) != Some(len) {
+                    if self.array_len(&a.len) != Some((len, len_param)) {
                         return Err(err(
                             a.len.span(),
                             "the annotated length differs from the value's",
@@ -503,7 +558,11 @@ impl Parser {
                 "arrays hold numbers (use `u32` for flags)",
             ));
         }
-        let id = self.new_local(name, value.ty, mutable, Some(Array::private(len as u32)));
+        let array = Array {
+            len_param,
+            ..Array::private(len as u32)
+        };
+        let id = self.new_local(name, value.ty, mutable, Some(array));
         Ok(vec![Stmt {
             src: At(span),
             kind: StmtKind::Let(id, value),
@@ -836,6 +895,9 @@ impl Parser {
                         p.span(),
                         format!("parameter `{name}` is immutable: copy it into a `let mut` local"),
                     )),
+                    Some(Binding::Const(_)) => {
+                        Err(err(p.span(), format!("`{name}` is a const parameter")))
+                    }
                     None => Err(err(
                         p.span(),
                         format!("cannot find `{name}` in this kernel"),
@@ -870,6 +932,26 @@ impl Parser {
                 other.span(),
                 "assign to a `let mut` local or to an element (`x[i] = ..`)",
             )),
+        }
+    }
+
+    /// An array length: a literal expression (`None` parameter), or a `usize` const
+    /// parameter (its index, the length 1 standing for it until the runtime instantiates).
+    fn array_len(&self, e: &syn::Expr) -> Option<(usize, Option<usize>)> {
+        if let Some(n) = const_usize(e) {
+            return Some((n, None));
+        }
+        let mut e = strip_paren(e);
+        // `{ TILE }`, as Rust writes a const argument.
+        if let syn::Expr::Block(b) = e {
+            if let [syn::Stmt::Expr(inner, None)] = b.block.stmts.as_slice() {
+                e = strip_paren(inner);
+            }
+        }
+        let syn::Expr::Path(p) = e else { return None };
+        match self.lookup(&p.path.get_ident()?.to_string())? {
+            Binding::Const(i) if self.consts[i] == Ty::Usize => Some((1, Some(i))),
+            _ => None,
         }
     }
 
@@ -915,7 +997,9 @@ impl Parser {
                 }
                 Ok((Base::Local(l), self.locals[l].ty))
             }
-            Some(Binding::Local(_)) => Err(err(p.span(), format!("`{name}` is not an array"))),
+            Some(Binding::Local(_) | Binding::Const(_)) => {
+                Err(err(p.span(), format!("`{name}` is not an array")))
+            }
             None => Err(err(
                 p.span(),
                 format!("cannot find `{name}` in this kernel"),
@@ -1087,6 +1171,14 @@ impl Parser {
                     }),
                     Some(Binding::Local(_)) => {
                         Err(err(span, format!("`{name}` is an array: index it (arrays are copied element by element)")))
+                    }
+                    Some(Binding::Const(i)) => {
+                        let ty = self.types.known(self.consts[i]);
+                        Ok(Expr {
+                            kind: ExprKind::ConstParam(i),
+                            ty,
+                            src: At(span),
+                        })
                     }
                     None => Err(err(span, format!("cannot find `{name}` in this kernel"))),
                 }
@@ -1947,8 +2039,12 @@ fn is_builtin_path_call(c: &syn::ExprCall, name: &str) -> bool {
     }
 }
 
-/// `local_array::<T, N>()` → (T, N).
-fn local_array_call(e: &syn::Expr) -> Result<Option<(Ty, usize)>> {
+/// `local_array::<T, N>()` → (T, N, N's const parameter); `len` reads N.
+#[allow(clippy::type_complexity)]
+fn local_array_call(
+    e: &syn::Expr,
+    len: &dyn Fn(&syn::Expr) -> Option<(usize, Option<usize>)>,
+) -> Result<Option<(Ty, usize, Option<usize>)>> {
     let syn::Expr::Call(c) = strip_paren(e) else {
         return Ok(None);
     };
@@ -1958,27 +2054,32 @@ fn local_array_call(e: &syn::Expr) -> Result<Option<(Ty, usize)>> {
     if !is_builtin_path(&p.path) || call_name(&p.path) != "local_array" {
         return Ok(None);
     }
-    let usage = "`local_array::<T, N>()`: T an element type, N a literal length";
+    let usage = "`local_array::<T, N>()`: T an element type, N a literal length or a `usize` const parameter";
     let syn::PathArguments::AngleBracketed(ab) =
         &p.path.segments.last().expect("a segment").arguments
     else {
         return Err(err(p.span(), usage));
     };
     let args: Vec<_> = ab.args.iter().collect();
-    let (Some(syn::GenericArgument::Type(t)), Some(len)) = (args.first(), args.get(1)) else {
+    let (Some(syn::GenericArgument::Type(t)), Some(len_arg)) = (args.first(), args.get(1)) else {
         return Err(err(ab.span(), usage));
     };
     let elem = scalar_ty(t)
         .filter(|t| t.is_element())
         .ok_or_else(|| err(t.span(), usage))?;
-    let len_expr = match len {
+    let len_expr = match len_arg {
         syn::GenericArgument::Const(e) => e.clone(),
-        syn::GenericArgument::Type(syn::Type::Path(tp)) => {
-            return Err(err(tp.span(), usage));
+        // A const parameter's name parses as a type.
+        syn::GenericArgument::Type(syn::Type::Path(tp)) if tp.qself.is_none() => {
+            syn::Expr::Path(syn::ExprPath {
+                attrs: Vec::new(),
+                qself: None,
+                path: tp.path.clone(),
+            })
         }
         other => return Err(err(other.span(), usage)),
     };
-    let len = const_usize(&len_expr).ok_or_else(|| err(len_expr.span(), usage))?;
+    let (len, param) = len(&len_expr).ok_or_else(|| err(len_expr.span(), usage))?;
     if len == 0 || len > 1 << 16 {
         return Err(err(
             len_expr.span(),
@@ -1988,7 +2089,7 @@ fn local_array_call(e: &syn::Expr) -> Result<Option<(Ty, usize)>> {
     if !c.args.is_empty() {
         return Err(err(c.span(), usage));
     }
-    Ok(Some((elem, len)))
+    Ok(Some((elem, len, param)))
 }
 
 /// A constant length: a literal, `{ a * b }` of literals, or a product/sum of literals.

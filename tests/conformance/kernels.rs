@@ -6604,3 +6604,141 @@ pub fn generic_kernels(d: &Device) -> R {
         |g| format!("generic_reduce::<f32, u32> group {g}"),
     )
 }
+
+/// A private array and loops sized by a const parameter, which the expressions read too.
+#[sycl::kernel]
+fn const_tile<const TILE: usize>(x: &[f32], out: &mut [f32], idx: &[u64]) {
+    let g = global_id(0);
+    let mut acc = [0.0f32; TILE];
+    for k in 0..TILE {
+        acc[k] = x[(g + k) % x.len()];
+    }
+    let mut s = 0.0f32;
+    for k in 0..acc.len() {
+        s += acc[k] * (k + 1) as f32;
+    }
+    // A data-dependent index: checked against TILE.
+    out[g] = s + TILE as f32 + acc[idx[g] as usize];
+}
+
+/// A local array sized by one const parameter, a synchronising loop bounded by another
+/// (`u32`), and a private array in the work-group kernel's state.
+#[sycl::kernel]
+fn const_local<const N: usize, const R: u32>(x: &[u32], out: &mut [u32]) {
+    let tile = local_array::<u32, N>();
+    let l = local_id(0);
+    let mut mine = [0u32; N];
+    mine[l % N] = x[global_id(0)];
+    if l < N {
+        tile[l] = x[global_id(0)];
+    }
+    barrier();
+    let mut acc = 0u32;
+    for r in 0..R {
+        acc += tile[(l + r as usize) % N] + mine[l % N];
+        barrier();
+    }
+    out[global_id(0)] = acc;
+}
+
+/// Type and const parameters together.
+#[sycl::kernel]
+fn generic_tile<T: sycl::Float, const K: usize>(x: &[T], out: &mut [T]) {
+    let g = global_id(0);
+    let mut a = [T::from_f32(1.0); K];
+    for k in 1..K {
+        a[k] = a[k - 1] * x[g];
+    }
+    out[g] = a[K - 1];
+}
+
+/// Const generic kernels: each instance computes with its values (private arrays of 1, 8
+/// and 40 elements, local arrays, loops), an index past a const-length array fails, and the
+/// instances are separate definitions.
+#[allow(clippy::modulo_one)] // The instances of 1 element are the edge cases.
+pub fn const_generic_kernels(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = 128;
+    let x: Vec<f32> = (0..n).map(|i| (i % 13) as f32 - 6.0).collect();
+    let dx = upload(&q, &x)?;
+    macro_rules! tile {
+        ($t:literal) => {{
+            let idx: Vec<u64> = (0..n as u64).map(|i| i % $t).collect();
+            let (di, out) = (upload(&q, &idx)?, filled(&q, n, 0f32)?);
+            run(&q, Range::d1(n), const_tile::<$t>(&dx, &out, &di))?;
+            let want: Vec<f32> = (0..n)
+                .map(|g| {
+                    let acc: Vec<f32> = (0..$t).map(|k| x[(g + k) % n]).collect();
+                    let s = (0..$t).fold(0.0f32, |s, k| s + acc[k] * (k + 1) as f32);
+                    s + $t as f32 + acc[idx[g] as usize]
+                })
+                .collect();
+            compare_by(
+                &q.to_vec(&out).map_err(fail)?,
+                &want,
+                |g, w, _| same_float(g, w),
+                |g| format!("const_tile::<{}> item {g}", $t),
+            )?;
+            // One index past the end.
+            let mut bad = idx.clone();
+            bad[77] = $t;
+            let di = upload(&q, &bad)?;
+            fails_in_kernel(
+                &q,
+                Range::d1(n),
+                const_tile::<$t>(&dx, &out, &di),
+                "const_tile",
+            )?;
+        }};
+    }
+    tile!(1);
+    tile!(8);
+    tile!(40);
+
+    let local = max_group(d, 64).min(32);
+    let groups = 3;
+    let xs: Vec<u32> = (0..(local * groups) as u32).map(|i| i * 7 % 31).collect();
+    let dxs = upload(&q, &xs)?;
+    macro_rules! local {
+        ($n:literal, $r:literal) => {{
+            let out = filled(&q, local * groups, 0u32)?;
+            run(
+                &q,
+                Range::d1(local * groups).with_local([local, 1, 1]),
+                const_local::<$n, $r>(&dxs, &out),
+            )?;
+            let want: Vec<u32> = (0..local * groups)
+                .map(|g| {
+                    let (base, l) = (g / local * local, g % local);
+                    // Slot k of `tile` holds work-item k's value.
+                    (0..$r as usize)
+                        .map(|r| xs[base + (l + r) % $n] + xs[g])
+                        .sum::<u32>()
+                })
+                .collect();
+            compare(&q.to_vec(&out).map_err(fail)?, &want, |g| {
+                format!("const_local::<{}, {}> item {g}", $n, $r)
+            })?;
+        }};
+    }
+    if local == 32 {
+        local!(32, 3);
+    }
+    local!(1, 1);
+    local!(4, 6);
+
+    let xf: Vec<f32> = (0..n).map(|i| 1.0 + (i % 5) as f32 * 0.25).collect();
+    let dxf = upload(&q, &xf)?;
+    let out = filled(&q, n, 0f32)?;
+    run(&q, Range::d1(n), generic_tile::<f32, 5>(&dxf, &out))?;
+    let want: Vec<f32> = xf
+        .iter()
+        .map(|&v| (1..5).fold(1.0f32, |a, _| a * v))
+        .collect();
+    compare_by(
+        &q.to_vec(&out).map_err(fail)?,
+        &want,
+        |g, w, _| same_float(g, w),
+        |g| format!("generic_tile::<f32, 5> item {g}"),
+    )
+}

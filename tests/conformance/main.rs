@@ -1365,6 +1365,11 @@ fn main() -> ExitCode {
             run: kernels::generic_kernels,
         },
         DeviceTest {
+            name: "kernels::const_generic_kernels",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::const_generic_kernels,
+        },
+        DeviceTest {
             name: "kernels::casts",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::casts,

@@ -457,6 +457,10 @@ fn submit_cpu(
                 .inner
                 .parallel_for_work_groups(count, kernel, &raw_deps)
         }
+        CpuEntry::Template => Err(sycl_backend::Error::new(
+            Errc::Build,
+            format!("kernel `{name}`: a const-generic template launched without its values"),
+        )),
     })
 }
 

@@ -106,6 +106,14 @@
 //! compile error whose message says why. Literals take the parameter's type; [`Float`]
 //! converts with `T::from_f32(x)` and `v.to_f32()`.
 //!
+//! Const parameters (`const TILE: usize`, also `u32`, `i32`, `u64`, `i64`) are values in
+//! expressions and loop bounds, and a `usize` one may be the length of a private array
+//! (`[0.0f32; TILE]`, a register tile) or a local array (`local_array::<f32, TILE>()`). Each
+//! value is a separate program, built with the value as a constant (loops over it unroll as
+//! in hand-written code), once per context like any kernel. Accesses to arrays of a const
+//! length stay checked in the source; the device compilers drop the checks the loops make
+//! redundant.
+//!
 //! ```
 //! use sycl::kernel::*;
 //!

@@ -781,6 +781,9 @@ pub enum CpuEntry {
     Items(fn(&CpuArgs, Range<usize>)),
     /// Called with chunks of linear work-group indices.
     Groups(fn(&CpuArgs, Range<usize>)),
+    /// A const-generic kernel's template, which is never launched: [`instantiate`] gives each
+    /// instance its function.
+    Template,
 }
 
 /// What the macro knows about a kernel, for [`Definition::new`].
@@ -824,6 +827,57 @@ impl Definition {
     pub const unsafe fn new(parts: DefinitionParts) -> Definition {
         Definition { parts }
     }
+}
+
+/// The instance of a const-generic kernel's `template` for the const parameters `values`
+/// (their bits, sign-extended), whose native CPU form is `cpu`: made once per template and
+/// values for the life of the program (definitions are statics to the runtime), with the IR's
+/// const parameters replaced by the values and the work-group local memory recomputed. A
+/// template whose instance is not valid IR gives a definition with the template's words,
+/// which the runtime refuses when it validates them (the launch fails with `Errc::Build`).
+pub fn instantiate(
+    template: &'static Definition,
+    values: &[u64],
+    cpu: CpuEntry,
+) -> &'static Definition {
+    use parking_lot::Mutex;
+    use std::collections::HashMap;
+    use std::sync::OnceLock;
+    type Key = (usize, Vec<u64>);
+    static INSTANCES: OnceLock<Mutex<HashMap<Key, &'static Definition>>> = OnceLock::new();
+    let key = (template as *const Definition as usize, values.to_vec());
+    let map = INSTANCES.get_or_init(Default::default);
+    let mut map = map.lock();
+    if let Some(d) = map.get(&key) {
+        return d;
+    }
+    let t = &template.parts;
+    let mut parts = DefinitionParts { cpu, ..*t };
+    // Decoding recurses: on a deep stack, as every reader of the IR.
+    let instance = super::codegen::on_deep_stack(|| {
+        let f = sycl_kernel_ir::wire::decode(t.ir, t.helpers.len())
+            .and_then(|f| sycl_kernel_ir::instantiate(&f, values))
+            .map_err(|e| crate::Error::new(crate::Errc::Build, e.to_string()))?;
+        let local_bytes = f
+            .locals
+            .iter()
+            .filter_map(|l| {
+                let a = l.array.filter(|a| a.is_work_group())?;
+                Some(a.len as usize * (l.ty.bits() as usize / 8))
+            })
+            .sum::<usize>();
+        Ok((sycl_kernel_ir::wire::encode(&f), local_bytes))
+    });
+    if let Ok((words, local_bytes)) = instance {
+        parts.ir = Box::leak(words.into_boxed_slice());
+        parts.info.local_bytes = local_bytes;
+    }
+    // SAFETY: the instance's IR is the template's, which the macro translated from the same
+    // kernel as `cpu` (its native form for these values), with each const parameter replaced
+    // by the value `cpu` takes: accesses stay as checked as the template's.
+    let d: &'static Definition = Box::leak(Box::new(unsafe { Definition::new(parts) }));
+    map.insert(key, d);
+    d
 }
 
 /// What the macro knows about a helper, for [`HelperDef::new`].

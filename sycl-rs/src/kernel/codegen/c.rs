@@ -1395,6 +1395,8 @@ impl<'a> Printer<'a> {
         let t = e.ty;
         match &e.kind {
             ExprKind::Lit(bits) => self.lit(*bits, t),
+            // (Validation refuses templates: `__rt::instantiate` replaced it.)
+            ExprKind::ConstParam(_) => unreachable!("a validated function has no const parameter"),
             ExprKind::Local(l) => self.local_name(*l),
             ExprKind::Param(i) => format!("p{i}"),
             ExprKind::Load {

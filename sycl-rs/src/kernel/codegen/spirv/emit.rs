@@ -2364,7 +2364,8 @@ impl Fx<'_> {
             | ExprKind::Param(_)
             | ExprKind::Len(_)
             | ExprKind::Query(..)
-            | ExprKind::SubGroupQuery(_) => true,
+            | ExprKind::SubGroupQuery(_)
+            | ExprKind::ConstParam(_) => true,
             ExprKind::Load { .. }
             | ExprKind::Atomic { .. }
             | ExprKind::Group(..)
@@ -2437,6 +2438,8 @@ impl Fx<'_> {
     fn expr(&mut self, e: &Expr) -> Result<Word> {
         let t = e.ty;
         match &e.kind {
+            // (Validation refuses templates: `__rt::instantiate` replaced it.)
+            ExprKind::ConstParam(_) => Err(bad("an uninstantiated const parameter")),
             // A half's value is exact in `f32`.
             ExprKind::Lit(bits) if t == ScalarTy::F16 => Ok(self.m.konst(
                 t,
