@@ -88,6 +88,9 @@ pub enum Bound {
     Param(usize),
     /// A slice parameter's length in elements (run time, the same in a launch).
     Len(usize),
+    /// A const generic parameter's value: only in a const-generic kernel's template, whose
+    /// instances replace it with the number ([`instantiate`](crate::instantiate)).
+    Const(usize),
     /// A saturating operation.
     Fn(BoundFn, Box<Bound>, Box<Bound>),
     /// `wrap_lo(hi, lo, max)`: 0 when `hi >= max` (the value it bounds may have wrapped),
@@ -122,7 +125,8 @@ impl Bound {
             | Bound::GroupRange(_)
             | Bound::GlobalRange(_)
             | Bound::Param(_)
-            | Bound::Len(_) => leaf(self)?,
+            | Bound::Len(_)
+            | Bound::Const(_) => leaf(self)?,
             Bound::Fn(f, a, b) => f.apply(a.eval(leaf)?, b.eval(leaf)?),
             Bound::WrapLo(hi, lo, max) => {
                 let (hi, lo, max) = (hi.eval(leaf)?, lo.eval(leaf)?, max.eval(leaf)?);
@@ -141,7 +145,7 @@ impl Bound {
     }
 
     /// Whether its value is known when a program is built for a work-group size: its only
-    /// leaves are numbers and local ranges.
+    /// leaves are numbers, local ranges and (in a template) const parameters.
     pub fn is_build_time(&self) -> bool {
         let mut build_time = true;
         self.visit(&mut |b| {

@@ -4,6 +4,7 @@
 //! validates or reads the IR. The template's facts and proofs were made without the values,
 //! so they hold for every instance.
 
+use crate::bound::{Bound, Check};
 use crate::ir::*;
 use crate::ty::Scalar;
 use crate::validate::{MAX_LOCAL_ARRAY, MAX_PRIVATE_ARRAY};
@@ -35,35 +36,213 @@ pub fn instantiate(f: &Function, values: &[u64]) -> Result<Function, WireError> 
         }
         a.len = v as u32;
     }
-    let mut err = None;
-    let mut set = |e: &mut Expr| {
-        if let ExprKind::ConstParam(p) = e.kind {
-            match literal(e.ty, values.get(p).copied()) {
-                Some(bits) => e.kind = ExprKind::Lit(bits),
-                None => {
-                    err.get_or_insert_with(|| {
-                        bad(format!(
-                            "const parameter {p} has no value that a `{}` holds",
-                            e.ty.name()
-                        ))
-                    });
-                }
-            }
-        }
-    };
-    stmts_mut(&mut out.body, &mut set);
+    let mut sub = Substitution { values, err: None };
+    sub.stmts(&mut out.body);
     if let Some(steps) = &mut out.steps {
-        steps_mut(steps, &mut set);
+        sub.steps(steps);
     }
-    match err {
+    match sub.err {
         Some(e) => Err(e),
         None => Ok(out),
     }
 }
 
+/// A template's guard list (`wire::decode_guards`) for the values: each [`Bound::Const`]
+/// becomes its number.
+pub fn instantiate_guards(guards: &[Bound], values: &[u64]) -> Result<Vec<Bound>, WireError> {
+    let mut sub = Substitution { values, err: None };
+    let out = guards.iter().map(|g| sub.bound(g)).collect();
+    match sub.err {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// Replaces const parameters with values, remembering the first one it has no value for.
+struct Substitution<'a> {
+    values: &'a [u64],
+    err: Option<WireError>,
+}
+
+impl Substitution<'_> {
+    fn value(&mut self, p: usize) -> u64 {
+        match self.values.get(p) {
+            Some(v) => *v,
+            None => {
+                self.err.get_or_insert_with(|| WireError {
+                    what: format!("no value for const parameter {p}"),
+                    at: 0,
+                });
+                0
+            }
+        }
+    }
+
+    fn bound(&mut self, b: &Bound) -> Bound {
+        let mut sub = |x: &Bound| Box::new(self.bound(x));
+        match b {
+            Bound::Const(p) => Bound::Num(self.value(*p)),
+            Bound::Fn(f, a, c) => {
+                let a = sub(a);
+                Bound::op(*f, *a, *sub(c))
+            }
+            Bound::WrapLo(a, b2, c) => {
+                let (a, b2) = (sub(a), sub(b2));
+                Bound::WrapLo(a, b2, sub(c))
+            }
+            Bound::Cmp(op, a, c) => {
+                let a = sub(a);
+                Bound::Cmp(*op, a, sub(c))
+            }
+            Bound::Cond(a, b2, c) => {
+                let (a, b2) = (sub(a), sub(b2));
+                Bound::Cond(a, b2, sub(c))
+            }
+            leaf => leaf.clone(),
+        }
+    }
+
+    fn check(&mut self, c: &mut Check) {
+        match c {
+            Check::When(b) | Check::Guard(b) => *b = self.bound(b),
+            Check::Checked | Check::Proved => {}
+        }
+    }
+
+    fn expr(&mut self, e: &mut Expr) {
+        match &mut e.kind {
+            ExprKind::Load {
+                index,
+                check,
+                index_fits_i32,
+                ..
+            } => {
+                self.check(check);
+                self.check(index_fits_i32);
+                self.expr(index);
+            }
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) => self.expr(a),
+            ExprKind::Binary(_, a, b, fact) => {
+                self.check(fact);
+                self.expr(a);
+                self.expr(b);
+            }
+            ExprKind::Math(_, args)
+            | ExprKind::Call(_, args)
+            | ExprKind::SubGroup(_, args)
+            | ExprKind::Group(_, args) => args.iter_mut().for_each(|a| self.expr(a)),
+            ExprKind::Atomic { index, values, .. } => {
+                self.expr(index);
+                values.iter_mut().for_each(|a| self.expr(a));
+            }
+            ExprKind::Select(c, a, b) => {
+                self.expr(c);
+                self.expr(a);
+                self.expr(b);
+            }
+            ExprKind::ConstParam(p) => {
+                let p = *p;
+                let v = self.value(p);
+                match literal(e.ty, v) {
+                    Some(bits) => e.kind = ExprKind::Lit(bits),
+                    None => {
+                        self.err.get_or_insert_with(|| WireError {
+                            what: format!(
+                                "const parameter {p} has no value that a `{}` holds",
+                                e.ty.name()
+                            ),
+                            at: 0,
+                        });
+                    }
+                }
+            }
+            ExprKind::Lit(_)
+            | ExprKind::Local(_)
+            | ExprKind::Param(_)
+            | ExprKind::Len(_)
+            | ExprKind::Query(..)
+            | ExprKind::SubGroupQuery(_) => {}
+        }
+    }
+
+    fn for_header(&mut self, h: &mut For) {
+        self.expr(&mut h.start);
+        self.expr(&mut h.end);
+        if let Some(s) = &mut h.step {
+            self.expr(s);
+        }
+        for c in [
+            &mut h.counts_below_half,
+            &mut h.start_below_half,
+            &mut h.counts_in_u32,
+            &mut h.counts_in_u64,
+        ] {
+            self.check(c);
+        }
+    }
+
+    fn stmts(&mut self, body: &mut [Stmt]) {
+        for s in body {
+            match &mut s.kind {
+                StmtKind::Let(_, e)
+                | StmtKind::AssignLocal(_, _, e)
+                | StmtKind::Expr(e)
+                | StmtKind::Return(Some(e)) => self.expr(e),
+                StmtKind::Store {
+                    index,
+                    value,
+                    check,
+                    index_fits_i32,
+                    ..
+                } => {
+                    self.check(check);
+                    self.check(index_fits_i32);
+                    self.expr(index);
+                    self.expr(value);
+                }
+                StmtKind::If(c, a, b) => {
+                    self.expr(c);
+                    self.stmts(a);
+                    self.stmts(b);
+                }
+                StmtKind::While(c, b) => {
+                    self.expr(c);
+                    self.stmts(b);
+                }
+                StmtKind::Loop(b) => self.stmts(b),
+                StmtKind::For(h, b) => {
+                    self.for_header(h);
+                    self.stmts(b);
+                }
+                StmtKind::Break
+                | StmtKind::Continue
+                | StmtKind::Return(None)
+                | StmtKind::Barrier
+                | StmtKind::Fence(..) => {}
+            }
+        }
+    }
+
+    fn steps(&mut self, steps: &mut [Step]) {
+        for s in steps {
+            match s {
+                Step::Region(stmts) => self.stmts(stmts),
+                Step::GroupLet(_, e) => self.expr(e),
+                Step::Barrier => {}
+                Step::Group { args, .. } | Step::SubGroup { args, .. } => {
+                    args.iter_mut().for_each(|a| self.expr(a))
+                }
+                Step::SyncFor(h, body) => {
+                    self.for_header(h);
+                    self.steps(body);
+                }
+            }
+        }
+    }
+}
+
 /// A literal's bits at type `t` for `value` (sign-extended for signed types), if `t` holds it.
-fn literal(t: Scalar, value: Option<u64>) -> Option<u64> {
-    let v = value?;
+fn literal(t: Scalar, v: u64) -> Option<u64> {
     match t {
         Scalar::U32 => (v <= u32::MAX as u64).then_some(v),
         Scalar::I32 => {
@@ -72,96 +251,5 @@ fn literal(t: Scalar, value: Option<u64>) -> Option<u64> {
         }
         Scalar::U64 | Scalar::Usize | Scalar::I64 => Some(v),
         _ => None,
-    }
-}
-
-fn expr_mut(e: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
-    match &mut e.kind {
-        ExprKind::Load { index, .. } => expr_mut(index, f),
-        ExprKind::Unary(_, a) | ExprKind::Cast(a) => expr_mut(a, f),
-        ExprKind::Binary(_, a, b, _) => {
-            expr_mut(a, f);
-            expr_mut(b, f);
-        }
-        ExprKind::Math(_, args)
-        | ExprKind::Call(_, args)
-        | ExprKind::SubGroup(_, args)
-        | ExprKind::Group(_, args) => args.iter_mut().for_each(|a| expr_mut(a, f)),
-        ExprKind::Atomic { index, values, .. } => {
-            expr_mut(index, f);
-            values.iter_mut().for_each(|a| expr_mut(a, f));
-        }
-        ExprKind::Select(c, a, b) => {
-            expr_mut(c, f);
-            expr_mut(a, f);
-            expr_mut(b, f);
-        }
-        ExprKind::Lit(_)
-        | ExprKind::Local(_)
-        | ExprKind::Param(_)
-        | ExprKind::Len(_)
-        | ExprKind::Query(..)
-        | ExprKind::SubGroupQuery(_)
-        | ExprKind::ConstParam(_) => {}
-    }
-    f(e);
-}
-
-fn for_mut(h: &mut For, f: &mut dyn FnMut(&mut Expr)) {
-    expr_mut(&mut h.start, f);
-    expr_mut(&mut h.end, f);
-    if let Some(s) = &mut h.step {
-        expr_mut(s, f);
-    }
-}
-
-fn stmts_mut(body: &mut [Stmt], f: &mut dyn FnMut(&mut Expr)) {
-    for s in body {
-        match &mut s.kind {
-            StmtKind::Let(_, e)
-            | StmtKind::AssignLocal(_, _, e)
-            | StmtKind::Expr(e)
-            | StmtKind::Return(Some(e)) => expr_mut(e, f),
-            StmtKind::Store { index, value, .. } => {
-                expr_mut(index, f);
-                expr_mut(value, f);
-            }
-            StmtKind::If(c, a, b) => {
-                expr_mut(c, f);
-                stmts_mut(a, f);
-                stmts_mut(b, f);
-            }
-            StmtKind::While(c, b) => {
-                expr_mut(c, f);
-                stmts_mut(b, f);
-            }
-            StmtKind::Loop(b) => stmts_mut(b, f),
-            StmtKind::For(h, b) => {
-                for_mut(h, f);
-                stmts_mut(b, f);
-            }
-            StmtKind::Break
-            | StmtKind::Continue
-            | StmtKind::Return(None)
-            | StmtKind::Barrier
-            | StmtKind::Fence(..) => {}
-        }
-    }
-}
-
-fn steps_mut(steps: &mut [Step], f: &mut dyn FnMut(&mut Expr)) {
-    for s in steps {
-        match s {
-            Step::Region(stmts) => stmts_mut(stmts, f),
-            Step::GroupLet(_, e) => expr_mut(e, f),
-            Step::Barrier => {}
-            Step::Group { args, .. } | Step::SubGroup { args, .. } => {
-                args.iter_mut().for_each(|a| expr_mut(a, f))
-            }
-            Step::SyncFor(h, body) => {
-                for_mut(h, f);
-                steps_mut(body, f);
-            }
-        }
     }
 }

@@ -30,7 +30,7 @@ pub mod wire;
 
 pub use bound::{Bound, BoundCmp, BoundFn, Check};
 pub use info::KernelInfo;
-pub use instantiate::instantiate;
+pub use instantiate::{instantiate, instantiate_guards};
 pub use ir::*;
 pub use ops::*;
 pub use ty::Scalar;

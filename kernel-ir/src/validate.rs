@@ -517,11 +517,13 @@ fn bound_leaves(b: &Bound, params: &[Param]) -> Result<(), WireError> {
         let ok = match *n {
             Bound::Param(i) => matches!(params.get(i), Some(Param::Scalar(t)) if t.is_unsigned()),
             Bound::Len(i) => matches!(params.get(i), Some(Param::Slice { .. })),
+            Bound::Const(_) => false,
             _ => true,
         };
         if !ok && bad.is_none() {
             bad = Some(match n {
                 Bound::Param(_) => "a bound over a parameter that is not an unsigned scalar",
+                Bound::Const(_) => "a const-generic template (instantiate it first)",
                 _ => "a bound over the length of a scalar",
             });
         }

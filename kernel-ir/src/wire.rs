@@ -167,6 +167,7 @@ impl Writer {
             Bound::GlobalRange(d) => self.out.extend([3, *d as u32]),
             Bound::Param(i) => self.out.extend([4, *i as u32]),
             Bound::Len(i) => self.out.extend([5, *i as u32]),
+            Bound::Const(i) => self.out.extend([10, *i as u32]),
             Bound::Fn(f, a, c) => {
                 self.out.extend([6, code(&BoundFn::ALL, f)]);
                 self.bound(a);
@@ -661,6 +662,7 @@ impl Reader<'_> {
             3 => Bound::GlobalRange(self.dim()?),
             4 => Bound::Param(self.param()?),
             5 => Bound::Len(self.param()?),
+            10 => Bound::Const(self.index(MAX_CONST_PARAMS, "const parameter")?),
             6 => {
                 let f = self.of(&BoundFn::ALL, "bound function")?;
                 let a = sub(self)?;

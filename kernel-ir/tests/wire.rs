@@ -2449,7 +2449,7 @@ fn const_templates_instantiate() {
 
     for (values, what) in [
         (vec![8, 1 << 40], "no value that a `i32` holds"),
-        (vec![8], "no value that a `i32` holds"),
+        (vec![8], "no value for const parameter 1"),
         (vec![], "no value for const parameter 0"),
         (vec![0, 1], "an array length of 0"),
         (

@@ -349,14 +349,16 @@ impl<'a> Bounds<'a> {
                 (_, V::N(h)) if *h >= u64::MAX as u128 => Proof::No,
                 (_, hi) => Proof::Guard(lt(hi.bound(), Bound::Len(p))),
             },
-            // A const parameter's length is not known here: the check stays (instances see
-            // the length, and their compilers drop the checks that loops make redundant).
-            Base::Local(l)
-                if self.f.locals[l]
-                    .array
-                    .is_some_and(|a| a.len_param.is_some()) =>
-            {
-                Proof::No
+            // A const parameter's length: a condition over it, which each instance knows
+            // when it is built (the runtime replaces the parameter by its number).
+            Base::Local(l) if self.const_len(l).is_some() => {
+                let n = Bound::Const(self.const_len(l).expect("a const length"));
+                match &b.hi {
+                    V::N(h) if *h <= u64::MAX as u128 => Proof::When(lt(Bound::Num(*h as u64), n)),
+                    V::S(h, false) => Proof::When(lt(h.clone(), n)),
+                    V::S(h, true) => Proof::Guard(lt(h.clone(), n)),
+                    _ => Proof::No,
+                }
             }
             Base::Local(l) => {
                 let n = self.f.locals[l].array_len().expect("an array") as u128;
@@ -536,6 +538,11 @@ impl<'a> Bounds<'a> {
         }
     }
 
+    /// The const parameter that is array `l`'s length, if one is.
+    fn const_len(&self, l: usize) -> Option<usize> {
+        self.f.locals[l].array.and_then(|a| a.len_param)
+    }
+
     fn local(&self, l: usize) -> B {
         let t = self.f.ty(self.f.locals[l].ty);
         if !matches!(t, Ty::U32 | Ty::U64 | Ty::Usize) {
@@ -582,19 +589,23 @@ impl<'a> Bounds<'a> {
                 b.len = Some((Rel::Len(*p), false));
                 b
             }
-            ExprKind::Len(Base::Local(l))
-                if self.f.locals[*l]
-                    .array
-                    .is_some_and(|a| a.len_param.is_some()) =>
-            {
-                full(t)
+            ExprKind::Len(Base::Local(l)) if self.const_len(*l).is_some() => {
+                let v = V::S(
+                    Bound::Const(self.const_len(*l).expect("a const length")),
+                    false,
+                );
+                self.in_type(t, v.clone(), v, None)
             }
             ExprKind::Len(Base::Local(l)) => {
                 let n = self.f.locals[*l].array_len().expect("an array") as u128;
                 self.in_type(t, V::N(n), V::N(n), None)
             }
-            // Any value of its type, until the runtime instantiates the kernel.
-            ExprKind::ConstParam(_) => full(t),
+            // Its value: known when each instance is built (the runtime replaces the
+            // parameter by its number before anything reads the proofs).
+            ExprKind::ConstParam(p) => {
+                let v = V::S(Bound::Const(*p), false);
+                self.in_type(t, v.clone(), v, None)
+            }
             ExprKind::Query(Query::LocalId, d) => {
                 let r = V::S(Bound::LocalRange(*d), false);
                 self.in_type(t, V::N(0), sub(&r, &V::N(1)), None)

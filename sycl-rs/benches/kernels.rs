@@ -277,6 +277,122 @@ fn matmul_unchecked(a: &[f32], b: &[f32], c: &mut [f32]) {
     }
 }
 
+/// sgemm's register tile side (each work-item computes TM x TM elements of C) and its
+/// elements (Rust's const generics cannot compute `TM * TM` as a length: the launch names
+/// both).
+const TM: usize = 4;
+const TT: usize = TM * TM;
+
+// C = A * B, n x n row-major (n a multiple of 16 * TM): 16 x 16 work-items per group, each
+// computing a TM x TM register tile from 16-deep local tiles of A (stored transposed) and B;
+// every work-item loads TM elements of each tile per step.
+#[sycl::kernel]
+fn sgemm<const TM: usize, const TT: usize>(a: &[f32], b: &[f32], c: &mut [f32]) {
+    let at = local_array::<f32, 1024>();
+    let bt = local_array::<f32, 1024>();
+    let n = global_range(0) * TM;
+    let ty = local_id(0);
+    let tx = local_id(1);
+    let bm = 16 * TM;
+    let row0 = group_id(0) * bm;
+    let col0 = group_id(1) * bm;
+    let lin = ty * 16 + tx;
+    let mut acc = [0.0f32; TT];
+    let mut ar = [0.0f32; TM];
+    let mut br = [0.0f32; TM];
+    for kb in (0..n).step_by(16) {
+        for i in 0..TM {
+            let e = lin + i * 256;
+            let r = e / 16;
+            let k = e % 16;
+            at[k * 64 + r] = a[(row0 + r) * n + kb + k];
+            let k2 = e / bm;
+            let cc = e % bm;
+            bt[k2 * 64 + cc] = b[(kb + k2) * n + col0 + cc];
+        }
+        barrier();
+        for k in 0..16 {
+            for i in 0..TM {
+                ar[i] = at[k * 64 + ty * TM + i];
+                br[i] = bt[k * 64 + tx * TM + i];
+            }
+            for i in 0..TM {
+                for j in 0..TM {
+                    acc[i * TM + j] = ar[i].mul_add(br[j], acc[i * TM + j]);
+                }
+            }
+        }
+        barrier();
+    }
+    for i in 0..TM {
+        for j in 0..TM {
+            c[(row0 + ty * TM + i) * n + col0 + tx * TM + j] = acc[i * TM + j];
+        }
+    }
+}
+
+#[sycl::kernel]
+fn sgemm_unchecked<const TM: usize, const TT: usize>(a: &[f32], b: &[f32], c: &mut [f32]) {
+    let at = local_array::<f32, 1024>();
+    let bt = local_array::<f32, 1024>();
+    let n = global_range(0) * TM;
+    let ty = local_id(0);
+    let tx = local_id(1);
+    let bm = 16 * TM;
+    let row0 = group_id(0) * bm;
+    let col0 = group_id(1) * bm;
+    let lin = ty * 16 + tx;
+    let mut acc = [0.0f32; TT];
+    let mut ar = [0.0f32; TM];
+    let mut br = [0.0f32; TM];
+    for kb in (0..n).step_by(16) {
+        for i in 0..TM {
+            let e = lin + i * 256;
+            let r = e / 16;
+            let k = e % 16;
+            let k2 = e / bm;
+            let cc = e % bm;
+            // SAFETY: e < 256 * TM = 16 * bm, so r < bm <= 64, k, k2 < 16, cc < bm; the
+            // blocks lie inside the n x n matrices (n a multiple of bm).
+            unsafe {
+                *at.get_unchecked_mut(k * 64 + r) = *a.get_unchecked((row0 + r) * n + kb + k);
+                *bt.get_unchecked_mut(k2 * 64 + cc) = *b.get_unchecked((kb + k2) * n + col0 + cc);
+            }
+        }
+        barrier();
+        for k in 0..16 {
+            for i in 0..TM {
+                // SAFETY: k < 16, ty * TM + i, tx * TM + i < 16 * TM <= 64.
+                unsafe {
+                    *ar.get_unchecked_mut(i) = *at.get_unchecked(k * 64 + ty * TM + i);
+                    *br.get_unchecked_mut(i) = *bt.get_unchecked(k * 64 + tx * TM + i);
+                }
+            }
+            for i in 0..TM {
+                for j in 0..TM {
+                    // SAFETY: i, j < TM and TT = TM * TM.
+                    unsafe {
+                        let x = *ar.get_unchecked(i);
+                        let y = *br.get_unchecked(j);
+                        let v = *acc.get_unchecked(i * TM + j);
+                        *acc.get_unchecked_mut(i * TM + j) = x.mul_add(y, v);
+                    }
+                }
+            }
+        }
+        barrier();
+    }
+    for i in 0..TM {
+        for j in 0..TM {
+            // SAFETY: the tile lies inside C, and i * TM + j < TT.
+            unsafe {
+                *c.get_unchecked_mut((row0 + ty * TM + i) * n + col0 + tx * TM + j) =
+                    *acc.get_unchecked(i * TM + j);
+            }
+        }
+    }
+}
+
 // Row-wise softmax of bf16 rows (f32 arithmetic): three strided passes over the row (its
 // maximum, the sum of exponentials, the results), two group reductions. On GPUs and OpenCL
 // groups of 256 share a row; on the native CPU a group of one work-item walks it in order.
@@ -531,6 +647,45 @@ __kernel void matmul(__global const float* restrict a, __global const float* res
     c[row * n + col] = acc;
 }
 
+#define TMR 4
+#define BM (16 * TMR)
+__kernel void sgemm(__global const float* restrict a, __global const float* restrict b,
+                    __global float* restrict c, int n)
+{
+    __local float at[16 * 64];
+    __local float bt[16 * 64];
+    int tx = get_local_id(0), ty = get_local_id(1);
+    int row0 = get_group_id(1) * BM, col0 = get_group_id(0) * BM;
+    int lin = ty * 16 + tx;
+    float acc[TMR * TMR];
+    float ar[TMR], br[TMR];
+    for (int i = 0; i < TMR * TMR; ++i)
+        acc[i] = 0.0f;
+    for (int kb = 0; kb < n; kb += 16) {
+        for (int i = 0; i < TMR; ++i) {
+            int e = lin + i * 256;
+            int r = e / 16, k = e % 16;
+            at[k * 64 + r] = a[(row0 + r) * n + kb + k];
+            int k2 = e / BM, cc = e % BM;
+            bt[k2 * 64 + cc] = b[(kb + k2) * n + col0 + cc];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int k = 0; k < 16; ++k) {
+            for (int i = 0; i < TMR; ++i) {
+                ar[i] = at[k * 64 + ty * TMR + i];
+                br[i] = bt[k * 64 + tx * TMR + i];
+            }
+            for (int i = 0; i < TMR; ++i)
+                for (int j = 0; j < TMR; ++j)
+                    acc[i * TMR + j] = fma(ar[i], br[j], acc[i * TMR + j]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int i = 0; i < TMR; ++i)
+        for (int j = 0; j < TMR; ++j)
+            c[(row0 + ty * TMR + i) * n + col0 + tx * TMR + j] = acc[i * TMR + j];
+}
+
 static inline float bf2f(ushort h) { return as_float(((uint)h) << 16); }
 static inline ushort f2bf(float x) {
     uint u = as_uint(x);
@@ -697,6 +852,53 @@ extern "C" __global__ void matmul(const float* __restrict__ a, const float* __re
         __syncthreads();
     }
     c[row * n + col] = acc;
+}
+
+#define TMR 4
+#define BM (16 * TMR)
+extern "C" __global__ void sgemm(const float* __restrict__ a, const float* __restrict__ b,
+                                 float* __restrict__ c, int n)
+{
+    __shared__ float at[16 * 64];
+    __shared__ float bt[16 * 64];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int row0 = blockIdx.y * BM, col0 = blockIdx.x * BM;
+    int lin = ty * 16 + tx;
+    float acc[TMR * TMR];
+    float ar[TMR], br[TMR];
+#pragma unroll
+    for (int i = 0; i < TMR * TMR; ++i)
+        acc[i] = 0.0f;
+    for (int kb = 0; kb < n; kb += 16) {
+#pragma unroll
+        for (int i = 0; i < TMR; ++i) {
+            int e = lin + i * 256;
+            int r = e / 16, k = e % 16;
+            at[k * 64 + r] = a[(row0 + r) * n + kb + k];
+            int k2 = e / BM, cc = e % BM;
+            bt[k2 * 64 + cc] = b[(kb + k2) * n + col0 + cc];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < 16; ++k) {
+#pragma unroll
+            for (int i = 0; i < TMR; ++i) {
+                ar[i] = at[k * 64 + ty * TMR + i];
+                br[i] = bt[k * 64 + tx * TMR + i];
+            }
+#pragma unroll
+            for (int i = 0; i < TMR; ++i)
+#pragma unroll
+                for (int j = 0; j < TMR; ++j)
+                    acc[i * TMR + j] = fmaf(ar[i], br[j], acc[i * TMR + j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < TMR; ++i)
+#pragma unroll
+        for (int j = 0; j < TMR; ++j)
+            c[(row0 + ty * TMR + i) * n + col0 + tx * TMR + j] = acc[i * TMR + j];
 }
 
 __device__ __forceinline__ float bf2f(unsigned short h) { return __uint_as_float(((unsigned)h) << 16); }
@@ -1305,6 +1507,7 @@ struct HandKernels {
     reduce: Kernel,
     stencil: Kernel,
     matmul: Kernel,
+    sgemm: Kernel,
     softmax: Kernel,
     histogram: Kernel,
     scan: Kernel,
@@ -2036,6 +2239,97 @@ impl Bench<'_> {
         };
         self.push(rows, "matmul", &t, 2.0 * (n as f64).powi(3), "GF/s");
     }
+
+    /// sgemm: the register-tiled kernel (`TM` x `TM` per work-item, from const generics)
+    /// beside the same algorithm hand-written (native CPU: the rayon matmul).
+    fn sgemm(&self, rows: &mut Vec<Row>) {
+        let q = self.q;
+        let n = self.sizes.mat;
+        assert_eq!(
+            n % (16 * TM),
+            0,
+            "sgemm's matrices are multiples of 16 * TM"
+        );
+        let avals: Vec<f32> = (0..n * n).map(|i| ((i * 3) % 5) as f32).collect();
+        let bvals: Vec<f32> = (0..n * n).map(|i| ((i * 7) % 9) as f32 - 4.0).collect();
+        let a = upload(q, &avals);
+        let b = upload(q, &bvals);
+        let c = upload(q, &vec![-1.0f32; n * n]);
+        let range = Range::d2(n / TM, n / TM).with_local([16, 16, 1]);
+        let ours_c = || {
+            q.parallel_for(range, &[], sgemm::<TM, TT>(&a, &b, &c))
+                .expect("launch sgemm")
+        };
+        let ours_u = || {
+            q.parallel_for(range, &[], sgemm_unchecked::<TM, TT>(&a, &b, &c))
+                .expect("launch sgemm_unchecked")
+        };
+        for (name, f) in [
+            ("checked", &ours_c as &dyn Fn() -> Event),
+            ("unchecked", &ours_u),
+        ] {
+            q.fill(&c, -1.0f32, &[]).unwrap().wait().unwrap();
+            f().wait().expect("sgemm failed");
+            check_matmul(
+                &q.to_vec(&c).unwrap(),
+                &avals,
+                &bvals,
+                n,
+                &format!("{}: sgemm {name}", self.label),
+            );
+        }
+        let t = match &self.hand {
+            Hand::Rayon => {
+                let ar = upload_host(q, &avals);
+                let br = upload_host(q, &bvals);
+                let mut cr = upload_host(q, &vec![-1.0f32; n * n]);
+                let hand = || rayon_matmul(&ar, &br, &mut cr, n);
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    host_side(self.clock, hand),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+            Hand::Source {
+                kernels, control, ..
+            } => {
+                let ch = upload(q, &vec![-1.0f32; n * n]);
+                let ni = n as i32;
+                let hand_on = |k: &Kernel, c: &Usm<f32>| {
+                    let args = [
+                        KernelArg::usm(&a),
+                        KernelArg::usm(&b),
+                        KernelArg::usm(c),
+                        KernelArg::scalar(&ni),
+                    ];
+                    // SAFETY: sgemm(const float*, const float*, float*, int n): the arguments
+                    // match; over this range it touches the matrices below n * n.
+                    unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand sgemm")
+                };
+                hand_on(&kernels.sgemm, &ch)
+                    .wait()
+                    .expect("hand sgemm failed");
+                check_matmul(
+                    &q.to_vec(&ch).unwrap(),
+                    &avals,
+                    &bvals,
+                    n,
+                    &format!("{}: sgemm hand-written", self.label),
+                );
+                let hand = || hand_on(&kernels.sgemm, &c);
+                let again = || hand_on(&control.sgemm, &c);
+                let mut sides = [
+                    device_side(q, self.clock, ours_c),
+                    device_side(q, self.clock, ours_u),
+                    device_side(q, self.clock, hand),
+                    device_side(q, self.clock, again),
+                ];
+                measure(&mut sides, self.reps, self.budget)
+            }
+        };
+        self.push(rows, "sgemm", &t, 2.0 * (n as f64).powi(3), "GF/s");
+    }
 }
 
 fn hand_kernels(q: &Queue, kind: Kind) -> Hand {
@@ -2071,6 +2365,7 @@ fn hand_kernels(q: &Queue, kind: Kind) -> Hand {
             reduce: k("reduce"),
             stencil: k("stencil"),
             matmul: k("matmul"),
+            sgemm: k("sgemm"),
             softmax: k("softmax"),
             histogram: k("histogram"),
             scan: k("scan"),
@@ -2165,6 +2460,9 @@ fn run_device(
             if algos.contains(&"matmul") {
                 bench.matmul(&mut run);
             }
+            if algos.contains(&"sgemm") {
+                bench.sgemm(&mut run);
+            }
             if algos.contains(&"softmax") {
                 bench.softmax(&mut run);
             }
@@ -2208,6 +2506,8 @@ fn dump(dir: &str) {
             ("stencil_unchecked", src::<stencil_unchecked>(b, d2)),
             ("matmul", src::<matmul>(b, d2)),
             ("matmul_unchecked", src::<matmul_unchecked>(b, d2)),
+            ("sgemm", src::<sgemm<TM, TT>>(b, d2)),
+            ("sgemm_unchecked", src::<sgemm_unchecked<TM, TT>>(b, d2)),
             ("softmax", src::<softmax>(b, d1)),
             ("softmax_unchecked", src::<softmax_unchecked>(b, d1)),
             ("histogram", src::<histogram>(b, d1)),
@@ -2251,6 +2551,7 @@ fn main() {
             "reduce",
             "stencil",
             "matmul",
+            "sgemm",
             "softmax",
             "histogram",
             "scan",

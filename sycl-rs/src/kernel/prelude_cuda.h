@@ -41,19 +41,21 @@ __device__ __forceinline__ void sycl_set_fail(unsigned int* f, unsigned int code
 __device__ __noinline__ void sycl_report(unsigned int* status, unsigned int code) { atomicCAS(status, 0u, code); }
 
 // Bounds-checked loads and stores (g: global, l: work-group local, p: private arrays); a
-// failed statement stores nothing.
+// failed statement stores nothing. After a failure a work-item's stores to memory others see
+// are skipped (LIVE); a private array is its own, so its in-bounds stores go on, without a
+// branch in the loops that fill register tiles.
 // The `c` forms take `proved`: a condition the macro proved implies `i < n` (a constant once
 // inlined, see below), which drops the check.
-#define SYCL_MEM(T, tag, sp) \
+#define SYCL_MEM(T, tag, sp, LIVE) \
 __device__ __forceinline__ T sycl_ld_##sp##_##tag(const T* p, sycl_u64 n, sycl_u64 i, unsigned int* f) { \
     if (i < n) return p[i]; sycl_set_fail(f, SYCL_FAIL_BOUNDS); return (T)0; } \
 __device__ __forceinline__ void sycl_st_##sp##_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f) { \
-    if (i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = v; } \
+    if (i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (LIVE) p[i] = v; } \
 __device__ __forceinline__ T sycl_ldc_##sp##_##tag(const T* p, sycl_u64 n, sycl_u64 i, unsigned int* f, bool proved) { \
     if (proved || i < n) return p[i]; sycl_set_fail(f, SYCL_FAIL_BOUNDS); return (T)0; } \
 __device__ __forceinline__ void sycl_stc_##sp##_##tag(T* p, sycl_u64 n, sycl_u64 i, T v, unsigned int* f, bool proved) { \
-    if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = v; }
-#define SYCL_MEM_BOTH(T, tag) SYCL_MEM(T, tag, g) SYCL_MEM(T, tag, l) SYCL_MEM(T, tag, p)
+    if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (LIVE) p[i] = v; }
+#define SYCL_MEM_BOTH(T, tag) SYCL_MEM(T, tag, g, *f == 0u) SYCL_MEM(T, tag, l, *f == 0u) SYCL_MEM(T, tag, p, 1)
 SYCL_MEM_BOTH(int, i32)
 SYCL_MEM_BOTH(unsigned int, u32)
 SYCL_MEM_BOTH(long long, i64)
@@ -79,16 +81,16 @@ __device__ __forceinline__ unsigned short sycl_f32_to_bf16(float x) {
     return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
 #define SYCL_HALF(tag) \
 __device__ __forceinline__ float sycl_round_##tag(float x) { return sycl_##tag##_to_f32(sycl_f32_to_##tag(x)); } \
-SYCL_HALF_MEM(tag, g) SYCL_HALF_MEM(tag, l) SYCL_HALF_MEM(tag, p)
-#define SYCL_HALF_MEM(tag, sp) \
+SYCL_HALF_MEM(tag, g, *f == 0u) SYCL_HALF_MEM(tag, l, *f == 0u) SYCL_HALF_MEM(tag, p, 1)
+#define SYCL_HALF_MEM(tag, sp, LIVE) \
 __device__ __forceinline__ float sycl_ld_##sp##_##tag(const unsigned short* p, sycl_u64 n, sycl_u64 i, unsigned int* f) { \
     if (i < n) return sycl_##tag##_to_f32(p[i]); sycl_set_fail(f, SYCL_FAIL_BOUNDS); return 0.0f; } \
 __device__ __forceinline__ void sycl_st_##sp##_##tag(unsigned short* p, sycl_u64 n, sycl_u64 i, float v, unsigned int* f) { \
-    if (i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = sycl_f32_to_##tag(v); } \
+    if (i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (LIVE) p[i] = sycl_f32_to_##tag(v); } \
 __device__ __forceinline__ float sycl_ldc_##sp##_##tag(const unsigned short* p, sycl_u64 n, sycl_u64 i, unsigned int* f, bool proved) { \
     if (proved || i < n) return sycl_##tag##_to_f32(p[i]); sycl_set_fail(f, SYCL_FAIL_BOUNDS); return 0.0f; } \
 __device__ __forceinline__ void sycl_stc_##sp##_##tag(unsigned short* p, sycl_u64 n, sycl_u64 i, float v, unsigned int* f, bool proved) { \
-    if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = sycl_f32_to_##tag(v); }
+    if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (LIVE) p[i] = sycl_f32_to_##tag(v); }
 SYCL_HALF(f16)
 SYCL_HALF(bf16)
 

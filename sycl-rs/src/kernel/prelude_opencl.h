@@ -54,19 +54,21 @@ static inline void sycl_set_fail(uint* f, uint code) { if (*f == 0u) *f = code; 
 void sycl_report(__global uint* status, uint code) { atomic_cmpxchg((volatile __global uint*)status, 0u, code); }
 
 // Bounds-checked loads and stores (g: global, l: work-group local, p: private arrays); a
-// failed statement stores nothing.
+// failed statement stores nothing. After a failure a work-item's stores to memory others see
+// are skipped (LIVE); a private array is its own, so its in-bounds stores go on, without a
+// branch in the loops that fill register tiles.
 // The `c` forms take `proved`: a condition the macro proved implies `i < n` (a constant once
 // inlined, see below), which drops the check.
-#define SYCL_MEM(T, tag, sp, SP) \
+#define SYCL_MEM(T, tag, sp, SP, LIVE) \
 static inline T sycl_ld_##sp##_##tag(SP const T* p, sycl_u64 n, sycl_u64 i, uint* f) { \
     if (i < n) return p[i]; sycl_set_fail(f, SYCL_FAIL_BOUNDS); return (T)0; } \
 static inline void sycl_st_##sp##_##tag(SP T* p, sycl_u64 n, sycl_u64 i, T v, uint* f) { \
-    if (i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = v; } \
+    if (i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (LIVE) p[i] = v; } \
 static inline T sycl_ldc_##sp##_##tag(SP const T* p, sycl_u64 n, sycl_u64 i, uint* f, bool proved) { \
     if (proved || i < n) return p[i]; sycl_set_fail(f, SYCL_FAIL_BOUNDS); return (T)0; } \
 static inline void sycl_stc_##sp##_##tag(SP T* p, sycl_u64 n, sycl_u64 i, T v, uint* f, bool proved) { \
-    if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = v; }
-#define SYCL_MEM_BOTH(T, tag) SYCL_MEM(T, tag, g, __global) SYCL_MEM(T, tag, l, __local) SYCL_MEM(T, tag, p, __private)
+    if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (LIVE) p[i] = v; }
+#define SYCL_MEM_BOTH(T, tag) SYCL_MEM(T, tag, g, __global, *f == 0u) SYCL_MEM(T, tag, l, __local, *f == 0u) SYCL_MEM(T, tag, p, __private, 1)
 SYCL_MEM_BOTH(int, i32)
 SYCL_MEM_BOTH(uint, u32)
 SYCL_MEM_BOTH(long, i64)
@@ -91,18 +93,18 @@ static inline ushort sycl_f32_to_bf16(float x) {
     uint u = as_uint(x);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);
     return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
-#define SYCL_HALF_MEM(tag, sp, SP) \
+#define SYCL_HALF_MEM(tag, sp, SP, LIVE) \
 static inline float sycl_ld_##sp##_##tag(SP const ushort* p, sycl_u64 n, sycl_u64 i, uint* f) { \
     if (i < n) return sycl_##tag##_to_f32(p[i]); sycl_set_fail(f, SYCL_FAIL_BOUNDS); return 0.0f; } \
 static inline void sycl_st_##sp##_##tag(SP ushort* p, sycl_u64 n, sycl_u64 i, float v, uint* f) { \
-    if (i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = sycl_f32_to_##tag(v); } \
+    if (i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (LIVE) p[i] = sycl_f32_to_##tag(v); } \
 static inline float sycl_ldc_##sp##_##tag(SP const ushort* p, sycl_u64 n, sycl_u64 i, uint* f, bool proved) { \
     if (proved || i < n) return sycl_##tag##_to_f32(p[i]); sycl_set_fail(f, SYCL_FAIL_BOUNDS); return 0.0f; } \
 static inline void sycl_stc_##sp##_##tag(SP ushort* p, sycl_u64 n, sycl_u64 i, float v, uint* f, bool proved) { \
-    if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (*f == 0u) p[i] = sycl_f32_to_##tag(v); }
+    if (!proved && i >= n) sycl_set_fail(f, SYCL_FAIL_BOUNDS); else if (LIVE) p[i] = sycl_f32_to_##tag(v); }
 #define SYCL_HALF(tag) \
 static inline float sycl_round_##tag(float x) { return sycl_##tag##_to_f32(sycl_f32_to_##tag(x)); } \
-SYCL_HALF_MEM(tag, g, __global) SYCL_HALF_MEM(tag, l, __local) SYCL_HALF_MEM(tag, p, __private)
+SYCL_HALF_MEM(tag, g, __global, *f == 0u) SYCL_HALF_MEM(tag, l, __local, *f == 0u) SYCL_HALF_MEM(tag, p, __private, 1)
 SYCL_HALF(f16)
 SYCL_HALF(bf16)
 #ifdef SYCL_FP64

@@ -855,9 +855,20 @@ pub fn instantiate(
     let mut parts = DefinitionParts { cpu, ..*t };
     // Decoding recurses: on a deep stack, as every reader of the IR.
     let instance = super::codegen::on_deep_stack(|| {
+        let build =
+            |e: sycl_kernel_ir::WireError| crate::Error::new(crate::Errc::Build, e.to_string());
         let f = sycl_kernel_ir::wire::decode(t.ir, t.helpers.len())
             .and_then(|f| sycl_kernel_ir::instantiate(&f, values))
-            .map_err(|e| crate::Error::new(crate::Errc::Build, e.to_string()))?;
+            .map_err(build)?;
+        // The native CPU form's guards may bound by const parameters too.
+        let guards = if t.guard.is_empty() {
+            Vec::new()
+        } else {
+            let g = sycl_kernel_ir::wire::decode_guards(t.guard, t.params.len())
+                .and_then(|g| sycl_kernel_ir::instantiate_guards(&g, values))
+                .map_err(build)?;
+            sycl_kernel_ir::wire::encode_guards(&g)
+        };
         let local_bytes = f
             .locals
             .iter()
@@ -866,10 +877,13 @@ pub fn instantiate(
                 Some(a.len as usize * (l.ty.bits() as usize / 8))
             })
             .sum::<usize>();
-        Ok((sycl_kernel_ir::wire::encode(&f), local_bytes))
+        Ok((sycl_kernel_ir::wire::encode(&f), guards, local_bytes))
     });
-    if let Ok((words, local_bytes)) = instance {
+    if let Ok((words, guards, local_bytes)) = instance {
         parts.ir = Box::leak(words.into_boxed_slice());
+        if !guards.is_empty() {
+            parts.guard = Box::leak(guards.into_boxed_slice());
+        }
         parts.info.local_bytes = local_bytes;
     }
     // SAFETY: the instance's IR is the template's, which the macro translated from the same

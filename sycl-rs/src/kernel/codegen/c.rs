@@ -451,6 +451,8 @@ impl<'a> Printer<'a> {
             Bound::GlobalRange(d) => return format!("sycl_r{d}"),
             Bound::Param(i) => return format!("((sycl_u64)p{i})"),
             Bound::Len(i) => return format!("p{i}_len"),
+            // (Validation refuses templates: `__rt::instantiate` replaced it.)
+            Bound::Const(_) => unreachable!("a validated function has no const parameter"),
             _ if self.bound_names.contains_key(b) => return self.bound_names[b].clone(),
             Bound::Fn(f, x, y) => {
                 let name = match f {
@@ -1234,14 +1236,19 @@ impl<'a> Printer<'a> {
                         tag(elem),
                         self.failp()
                     ),
-                    // In bounds, but still nothing after a failure.
+                    // In bounds, but still nothing after a failure (except in a private
+                    // array, which nothing else sees).
                     Access::Unchecked => {
                         let new = if elem.is_half() {
                             format!("sycl_f32_to_{}({new})", tag(elem))
                         } else {
                             new
                         };
-                        format!("if (!{}) {ptr}[{iname}] = {new};", self.failed())
+                        if space == "p" {
+                            format!("{ptr}[{iname}] = {new};")
+                        } else {
+                            format!("if (!{}) {ptr}[{iname}] = {new};", self.failed())
+                        }
                     }
                 };
                 self.line(&line);

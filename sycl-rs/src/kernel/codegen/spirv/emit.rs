@@ -2160,9 +2160,19 @@ impl Fx<'_> {
 
     /// `base[i] = v`: nothing after a failure; checked unless proved.
     fn store_elem(&mut self, base: Base, proved: bool, i: Index, v: Word) -> Result<()> {
-        let go = if proved {
+        // After a failure, stores others could see are skipped; a private array is the
+        // work-item's own, so its in-bounds stores go on (no branch in register-tile loops).
+        let private = matches!(base, Base::Local(l) if self.f.locals[l].is_private_array());
+        let go = if proved && private {
+            self.m.konst(ScalarTy::Bool, 1)
+        } else if proved {
             let failed = self.failed()?;
             self.op(Op::LogicalNot, ScalarTy::Bool, &[failed])?
+        } else if private {
+            let n = self.len(base)?;
+            let ok = self.op(Op::ULessThan, ScalarTy::Bool, &[i.wide, n])?;
+            self.set_fail_unless(ok, FAIL_BOUNDS)?;
+            ok
         } else {
             let n = self.len(base)?;
             let ok = self.op(Op::ULessThan, ScalarTy::Bool, &[i.wide, n])?;
