@@ -102,10 +102,20 @@ impl Substitution<'_> {
         }
     }
 
+    /// A check with its bound's const parameters replaced; a bound that is then a number
+    /// decides it (as the macro decides a literal's): proved when it holds, else checked.
     fn check(&mut self, c: &mut Check) {
-        match c {
-            Check::When(b) | Check::Guard(b) => *b = self.bound(b),
-            Check::Checked | Check::Proved => {}
+        let folded = match c {
+            Check::When(b) | Check::Guard(b) => {
+                *b = self.bound(b);
+                b.eval(&|_| None)
+            }
+            Check::Checked | Check::Proved => None,
+        };
+        match folded {
+            Some(0) => *c = Check::Checked,
+            Some(_) => *c = Check::Proved,
+            None => {}
         }
     }
 

@@ -350,12 +350,15 @@ fn sgemm_unchecked<const TM: usize, const TT: usize>(a: &[f32], b: &[f32], c: &m
             let e = lin + i * 256;
             let r = e / 16;
             let k = e % 16;
-            let k2 = e / bm;
-            let cc = e % bm;
-            // SAFETY: e < 256 * TM = 16 * bm, so r < bm <= 64, k, k2 < 16, cc < bm; the
-            // blocks lie inside the n x n matrices (n a multiple of bm).
+            // SAFETY: e < 256 * TM = 16 * bm, so r < bm <= 64, k < 16; the block lies inside
+            // the n x n matrix (n a multiple of bm).
             unsafe {
                 *at.get_unchecked_mut(k * 64 + r) = *a.get_unchecked((row0 + r) * n + kb + k);
+            }
+            let k2 = e / bm;
+            let cc = e % bm;
+            // SAFETY: as above, k2 < 16 and cc < bm.
+            unsafe {
                 *bt.get_unchecked_mut(k2 * 64 + cc) = *b.get_unchecked((kb + k2) * n + col0 + cc);
             }
         }
@@ -372,10 +375,8 @@ fn sgemm_unchecked<const TM: usize, const TT: usize>(a: &[f32], b: &[f32], c: &m
                 for j in 0..TM {
                     // SAFETY: i, j < TM and TT = TM * TM.
                     unsafe {
-                        let x = *ar.get_unchecked(i);
-                        let y = *br.get_unchecked(j);
-                        let v = *acc.get_unchecked(i * TM + j);
-                        *acc.get_unchecked_mut(i * TM + j) = x.mul_add(y, v);
+                        *acc.get_unchecked_mut(i * TM + j) = (*ar.get_unchecked(i))
+                            .mul_add(*br.get_unchecked(j), *acc.get_unchecked(i * TM + j));
                     }
                 }
             }
