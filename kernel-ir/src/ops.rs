@@ -153,11 +153,18 @@ pub enum MathFn {
     Pow,
     /// `x.clamp(min, max)`: fails where `min > max` or either is NaN, as Rust panics.
     Clamp,
+    /// `x.rsqrt()`, `1 / sqrt(x)` (not a std method: DPC++'s `rsqrt`): the device's reciprocal
+    /// square root (CUDA `rsqrtf`, OpenCL `rsqrt`: within 2 ulp), correctly rounded
+    /// `1.0 / x.sqrt()` on the native CPU.
+    Rsqrt,
+    /// `x.erf()`, the error function (not a std method on stable): CUDA `erff` (2 ulp),
+    /// OpenCL `erf` (16 ulp allowed), `libm::erf` on the native CPU (1 ulp).
+    Erf,
 }
 
 impl MathFn {
     /// Every function, in wire-code order.
-    pub const ALL: [MathFn; 35] = {
+    pub const ALL: [MathFn; 37] = {
         use MathFn::*;
         [
             Sqrt,
@@ -195,6 +202,8 @@ impl MathFn {
             RotateRight,
             Pow,
             Clamp,
+            Rsqrt,
+            Erf,
         ]
     };
 
@@ -264,6 +273,8 @@ impl MathFn {
             MathFn::RotateRight => "rotate_right",
             MathFn::Pow => "pow",
             MathFn::Clamp => "clamp",
+            MathFn::Rsqrt => "rsqrt",
+            MathFn::Erf => "erf",
         }
     }
 

@@ -294,6 +294,9 @@ impl<'a> RustEmitter<'a> {
                 let recv = &vs[0];
                 let rest = &vs[1..];
                 let name = format_ident!("{}", m.name());
+                if matches!(m, MathFn::Rsqrt | MathFn::Erf) {
+                    return quote!(#half::from_f32(::sycl::kernel::__rt::KernelMath::#name(#recv)));
+                }
                 if m.fixed_result().is_some() {
                     quote!((#recv).#name(#(#rest),*))
                 } else {
@@ -304,6 +307,10 @@ impl<'a> RustEmitter<'a> {
                 let vs: Vec<TokenStream> = args.iter().map(|a| self.expr(a)).collect();
                 let recv = &vs[0];
                 let rest = &vs[1..];
+                if matches!(m, MathFn::Rsqrt | MathFn::Erf) {
+                    let name = format_ident!("{}", m.name());
+                    return quote!(::sycl::kernel::__rt::KernelMath::#name(#recv));
+                }
                 let name = if t.is_int() && *m == MathFn::Abs {
                     format_ident!("wrapping_abs")
                 } else if *m == MathFn::Pow {

@@ -821,7 +821,7 @@ fn f32_then_f64(d: &Device, f32_check: fn(&Queue) -> R, f64_check: fn(&Queue) ->
 }
 
 /// The functions `math_more` computes, in order (the receiver `x`, the argument `y`).
-const MATH_MORE: [&str; 14] = [
+const MATH_MORE: [&str; 16] = [
     "tanh",
     "exp2",
     "log2",
@@ -836,6 +836,8 @@ const MATH_MORE: [&str; 14] = [
     "powi",
     "is_nan",
     "is_finite",
+    "rsqrt",
+    "erf",
 ];
 
 macro_rules! math_more {
@@ -845,7 +847,7 @@ macro_rules! math_more {
             let i = global_id(0);
             let x = a[i];
             let y = b[i];
-            let o = i * 14;
+            let o = i * 16;
             out[o] = x.tanh();
             out[o + 1] = x.exp2();
             out[o + 2] = x.log2();
@@ -860,6 +862,8 @@ macro_rules! math_more {
             out[o + 11] = x.powi((y as i32) % 5);
             out[o + 12] = if x.is_nan() { 1.0 } else { 0.0 };
             out[o + 13] = if x.is_finite() { 1.0 } else { 0.0 };
+            out[o + 14] = x.rsqrt();
+            out[o + 15] = x.erf();
         }
 
         fn $check(q: &Queue) -> R {
@@ -909,6 +913,8 @@ macro_rules! math_more {
                         x.powi((y as i32) % 5),
                         if x.is_nan() { 1.0 } else { 0.0 },
                         if x.is_finite() { 1.0 } else { 0.0 },
+                        1.0 / x.sqrt(),
+                        <$t as Erf>::erf(x),
                     ]
                 },
             )
@@ -6741,4 +6747,21 @@ pub fn const_generic_kernels(d: &Device) -> R {
         |g, w, _| same_float(g, w),
         |g| format!("generic_tile::<f32, 5> item {g}"),
     )
+}
+
+/// The host's error function (libm), per float type.
+trait Erf {
+    fn erf(self) -> Self;
+}
+
+impl Erf for f32 {
+    fn erf(self) -> f32 {
+        libm::erff(self)
+    }
+}
+
+impl Erf for f64 {
+    fn erf(self) -> f64 {
+        libm::erf(self)
+    }
 }

@@ -39,7 +39,8 @@
 //!   ranges, `break`, `continue`, `return`; calls of [`macro@crate::kernel_fn`] helpers; the
 //!   methods `sqrt`, `exp`, `ln`, `sin`, `cos`, `powf`, `mul_add`, `min`, `max`, `abs`,
 //!   `floor`, `ceil`, `tanh`, `exp2`, `log2`, `log10`, `trunc`, `round`, `copysign`, `atan2`,
-//!   `hypot`, `recip`, `fract`, `powi`, `is_nan`, `is_finite`, and on integers
+//!   `hypot`, `recip`, `fract`, `powi`, `is_nan`, `is_finite`, `clamp`, `rsqrt` and `erf`
+//!   (not std methods: the device's, within 2 and 16 ulp; spec/kernels.md), and on integers
 //!   `saturating_add`, `saturating_sub`, `wrapping_add`, `wrapping_sub`, `wrapping_mul`,
 //!   `rotate_left`, `rotate_right`, `count_ones`, `leading_zeros`, `trailing_zeros`; `len` of
 //!   slices;

@@ -133,6 +133,36 @@ element!(half::bf16, AtomicU16, u16, |x| x.to_bits(), |y| {
     half::bf16::from_bits(y)
 });
 
+/// The kernel language's float methods std lacks, on the native CPU.
+pub trait KernelMath: Copy {
+    /// `1.0 / self.sqrt()`, each operation correctly rounded.
+    fn rsqrt(self) -> Self;
+    /// The error function (`libm`, within an ulp).
+    fn erf(self) -> Self;
+}
+
+impl KernelMath for f32 {
+    #[inline(always)]
+    fn rsqrt(self) -> Self {
+        1.0 / self.sqrt()
+    }
+    #[inline(always)]
+    fn erf(self) -> Self {
+        libm::erff(self)
+    }
+}
+
+impl KernelMath for f64 {
+    #[inline(always)]
+    fn rsqrt(self) -> Self {
+        1.0 / self.sqrt()
+    }
+    #[inline(always)]
+    fn erf(self) -> Self {
+        libm::erf(self)
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn out_of_bounds(index: usize, len: usize) -> ! {

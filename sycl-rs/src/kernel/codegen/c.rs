@@ -1757,6 +1757,8 @@ impl<'a> Printer<'a> {
             // `y.atan2(x)`: the receiver is C's first argument.
             MathFn::Atan2 => "atan2",
             MathFn::Hypot => "hypot",
+            MathFn::Rsqrt => "rsqrt",
+            MathFn::Erf => "erf",
             // Rust's `recip` is `1.0 / x`, rounded like `/`.
             MathFn::Recip => {
                 let one = if t == Ty::F32 { "1.0f" } else { "1.0" };

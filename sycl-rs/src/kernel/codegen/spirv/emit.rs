@@ -2950,6 +2950,8 @@ impl Fx<'_> {
             MathFn::Floor => OpenclStd100Op::floor,
             MathFn::Ceil => OpenclStd100Op::ceil,
             MathFn::Tanh => OpenclStd100Op::tanh,
+            MathFn::Rsqrt => OpenclStd100Op::rsqrt,
+            MathFn::Erf => OpenclStd100Op::erf,
             MathFn::Exp2 => OpenclStd100Op::exp2,
             MathFn::Log2 => OpenclStd100Op::log2,
             MathFn::Log10 => OpenclStd100Op::log10,
