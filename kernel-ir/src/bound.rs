@@ -89,7 +89,7 @@ pub enum Bound {
     /// A slice parameter's length in elements (run time, the same in a launch).
     Len(usize),
     /// A const generic parameter's value: only in a const-generic kernel's template, whose
-    /// instances replace it with the number ([`instantiate`](crate::instantiate)).
+    /// instances replace it with the number ([`instantiate`](crate::instantiate())).
     Const(usize),
     /// A saturating operation.
     Fn(BoundFn, Box<Bound>, Box<Bound>),

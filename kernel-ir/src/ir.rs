@@ -84,7 +84,7 @@ pub struct Array {
     /// Work-group local memory or the work-item's own.
     pub space: ArraySpace,
     /// In a const-generic kernel's template: the const parameter that is its length (`len`
-    /// is then 1 until [`instantiate`](crate::instantiate) sets it).
+    /// is then 1 until [`instantiate`](crate::instantiate()) sets it).
     pub len_param: Option<usize>,
 }
 
@@ -230,7 +230,7 @@ pub enum ExprKind<S: Stage = Resolved> {
     Select(Box<Expr<S>>, Box<Expr<S>>, Box<Expr<S>>),
     /// The value of a kernel's const generic parameter (its index), at the expression's
     /// integer type. Only in a const-generic kernel's template, which the runtime
-    /// instantiates ([`instantiate`](crate::instantiate)) before it validates or reads it.
+    /// instantiates ([`instantiate`](crate::instantiate())) before it validates or reads it.
     ConstParam(usize),
 }
 

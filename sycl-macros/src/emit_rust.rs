@@ -731,8 +731,6 @@ fn bind_params(params: &[Param]) -> TokenStream {
     quote!(#(#binds)*)
 }
 
-/// The native CPU entry of a kernel: `fn(&CpuArgs, Range<usize>)` over work-items (flat) or
-/// work-groups (group kernels).
 /// The Rust name of const generic parameter `i` in the native CPU functions.
 fn const_ident(i: usize) -> proc_macro2::Ident {
     format_ident!("__SYCL_C{}", i)
@@ -764,8 +762,9 @@ fn const_generics(consts: &[Ty]) -> (Vec<TokenStream>, Vec<proc_macro2::Ident>) 
         .unzip()
 }
 
-/// The native CPU form of a kernel; `consts`: its const generic parameters' types (the
-/// functions take them as const generics, named `__SYCL_C0`, ..).
+/// The native CPU entry of a kernel: `fn(&CpuArgs, Range<usize>)` over work-items (flat) or
+/// work-groups (group kernels); `consts`: its const generic parameters' types (the functions
+/// take them as const generics, named `__SYCL_C0`, ..).
 pub fn kernel_cpu(
     f: &Function,
     param_names: &[Param],
