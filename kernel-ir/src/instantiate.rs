@@ -171,7 +171,8 @@ impl Substitution<'_> {
             | ExprKind::Param(_)
             | ExprKind::Len(_)
             | ExprKind::Query(..)
-            | ExprKind::SubGroupQuery(_) => {}
+            | ExprKind::SubGroupQuery(_)
+            | ExprKind::SliceArg(_) => {}
         }
     }
 

@@ -228,6 +228,11 @@ pub enum ExprKind<S: Stage = Resolved> {
     Call(S::Callee, Vec<Expr<S>>),
     /// `if c { a } else { b }` as a value.
     Select(Box<Expr<S>>, Box<Expr<S>>, Box<Expr<S>>),
+    /// A slice parameter of the caller (its index) passed whole to a helper: only as a call's
+    /// argument; its type is the element type. The helper's parameter is `&[T]` or, where
+    /// the caller's slice is written, `&mut [T]` (no other argument of the call is that
+    /// slice then).
+    SliceArg(usize),
     /// The value of a kernel's const generic parameter (its index), at the expression's
     /// integer type. Only in a const-generic kernel's template, which the runtime
     /// instantiates ([`instantiate`](crate::instantiate())) before it validates or reads it.
@@ -518,7 +523,8 @@ pub fn walk_expr<'a, S: Stage>(e: &'a Expr<S>, f: &mut dyn FnMut(&'a Expr<S>)) {
         | ExprKind::Len(_)
         | ExprKind::Query(..)
         | ExprKind::SubGroupQuery(_)
-        | ExprKind::ConstParam(_) => {}
+        | ExprKind::ConstParam(_)
+        | ExprKind::SliceArg(_) => {}
     }
 }
 

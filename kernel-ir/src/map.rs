@@ -219,6 +219,7 @@ impl<M> Mapper<'_, M> {
             ExprKind::Group(op, args) => ExprKind::Group(*op, self.exprs(args)),
             ExprKind::SubGroupQuery(q) => ExprKind::SubGroupQuery(*q),
             ExprKind::ConstParam(i) => ExprKind::ConstParam(*i),
+            ExprKind::SliceArg(p) => ExprKind::SliceArg(*p),
             ExprKind::SubGroup(op, args) => ExprKind::SubGroup(*op, self.exprs(args)),
             ExprKind::Call(c, args) => ExprKind::Call(self.0.callee(c), self.exprs(args)),
             ExprKind::Select(c, a, b) => ExprKind::Select(

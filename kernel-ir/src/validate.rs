@@ -48,9 +48,6 @@ pub fn validate(f: &Function, role: Role) -> Result<(), WireError> {
         Role::Helper if f.steps.is_some() => return v.bad("a helper with steps"),
         _ => {}
     }
-    if role == Role::Helper && f.params.iter().any(|p| !matches!(p, Param::Scalar(_))) {
-        return v.bad("a helper taking a slice");
-    }
     for l in &f.locals {
         if l.array.is_some_and(|a| a.len_param.is_some()) {
             return v.bad("a const-generic template (instantiate it first)");
@@ -489,7 +486,21 @@ impl Validator<'_> {
                 args.iter().try_for_each(|a| self.expr(a))
             }
             // (Argument types are checked against the callee where the program is linked.)
-            ExprKind::Call(_, args) => args.iter().try_for_each(|a| self.expr(a)),
+            // A slice argument is checked against the caller's parameters here and against
+            // the callee's when the program is linked (`validate_call`).
+            ExprKind::Call(_, args) => args.iter().try_for_each(|a| match a.kind {
+                ExprKind::SliceArg(p) => self.want(
+                    matches!(self.f.params.get(p), Some(Param::Slice { elem, .. }) if *elem == a.ty)
+                        && !args.iter().any(|b| {
+                            !std::ptr::eq(a, b)
+                                && b.kind == ExprKind::SliceArg(p)
+                                && matches!(self.f.params[p], Param::Slice { mutable: true, .. })
+                        }),
+                    "a slice argument of another type, or a written slice passed twice",
+                ),
+                _ => self.expr(a),
+            }),
+            ExprKind::SliceArg(_) => self.bad("a slice argument outside a call"),
             ExprKind::Select(c, a, b) => {
                 self.want(
                     c.ty == Scalar::Bool && a.ty == t && b.ty == t,
@@ -538,13 +549,22 @@ fn bound_leaves(b: &Bound, params: &[Param]) -> Result<(), WireError> {
 }
 
 /// Checks that a call passes the callee's parameter types and returns its result type.
-pub fn validate_call(args: &[Expr], ret: Scalar, callee: &Function) -> Result<(), WireError> {
+pub fn validate_call(
+    args: &[Expr],
+    ret: Scalar,
+    caller: &[Param],
+    callee: &Function,
+) -> Result<(), WireError> {
     let ok = callee.ret == Some(ret)
         && args.len() == callee.params.len()
-        && args
-            .iter()
-            .zip(&callee.params)
-            .all(|(a, p)| *p == Param::Scalar(a.ty));
+        && args.iter().zip(&callee.params).all(|(a, p)| match (&a.kind, *p) {
+            // A slice: the same element type, written only where the caller may write it.
+            (ExprKind::SliceArg(s), Param::Slice { elem, mutable }) => {
+                matches!(caller.get(*s), Some(Param::Slice { elem: e, mutable: m }) if *e == elem && (*m || !mutable))
+            }
+            (ExprKind::SliceArg(_), _) | (_, Param::Slice { .. }) => false,
+            (_, p) => p == Param::Scalar(a.ty),
+        });
     if ok {
         Ok(())
     } else {

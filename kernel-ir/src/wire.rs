@@ -26,7 +26,7 @@ use crate::ty::Scalar;
 /// "SYIR".
 pub const MAGIC: u32 = 0x5359_4952;
 /// The format's version.
-pub const VERSION: u32 = 15;
+pub const VERSION: u32 = 16;
 /// The most const generic parameters a kernel may have.
 pub const MAX_CONST_PARAMS: usize = 16;
 /// No value (a kernel's result type, an assignment without operator).
@@ -423,6 +423,10 @@ impl Writer {
             ExprKind::ConstParam(i) => {
                 head(self, 16);
                 self.out.push(*i as u32);
+            }
+            ExprKind::SliceArg(p) => {
+                head(self, 17);
+                self.out.push(*p as u32);
             }
             ExprKind::SubGroup(op, args) => {
                 head(self, 15);
@@ -907,6 +911,7 @@ impl Reader<'_> {
                 ExprKind::SubGroup(op, self.exprs()?)
             }
             16 => ExprKind::ConstParam(self.index(MAX_CONST_PARAMS, "const parameter")?),
+            17 => ExprKind::SliceArg(self.param()?),
             _ => return Err(self.bad("expression")),
         };
         self.depth -= 1;

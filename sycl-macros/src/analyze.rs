@@ -495,6 +495,7 @@ impl StepBuilder<'_> {
                 ExprKind::Lit(_)
                 | ExprKind::Param(_)
                 | ExprKind::ConstParam(_)
+                | ExprKind::SliceArg(_)
                 | ExprKind::Len(_)
                 | ExprKind::Unary(..)
                 | ExprKind::Binary(..)

@@ -913,7 +913,8 @@ fn guarded_expr<'a>(
         | ExprKind::Len(_)
         | ExprKind::Query(..)
         | ExprKind::SubGroupQuery(_)
-        | ExprKind::ConstParam(_) => {}
+        | ExprKind::ConstParam(_)
+        | ExprKind::SliceArg(_) => {}
     }
 }
 

@@ -419,10 +419,33 @@ impl<'a> RustEmitter<'a> {
                 SubGroupQuery::Id => quote!(#rt::sub_group_id(__lid, __lr)),
                 SubGroupQuery::Range => quote!(#rt::sub_group_range(__lr)),
             },
+            // A slice passes whole: by `&mut` where the caller writes it (a helper taking
+            // `&[T]` gets it reborrowed as shared).
             ExprKind::Call(path, args) => {
-                let vs: Vec<TokenStream> = args.iter().map(|a| self.expr(a)).collect();
+                let vs: Vec<TokenStream> = args
+                    .iter()
+                    .map(|a| match a.kind {
+                        // A kernel's slices are values; a helper's are references already
+                        // (reborrowed).
+                        ExprKind::SliceArg(p) => {
+                            let s = self.param(p);
+                            let mutable = matches!(
+                                self.params[p].kind,
+                                ParamKind::Slice { mutable: true, .. }
+                            );
+                            match (self.ctx == Ctx::Helper, mutable) {
+                                (false, true) => quote!(&mut #s),
+                                (false, false) => quote!(&#s),
+                                (true, true) => quote!(&mut *#s),
+                                (true, false) => quote!(&*#s),
+                            }
+                        }
+                        _ => self.expr(a),
+                    })
+                    .collect();
                 quote!(#path(#(#vs),*))
             }
+            ExprKind::SliceArg(_) => unreachable!("the parser makes slice arguments in calls only"),
             ExprKind::Select(c, a, b) => {
                 let (c, a, b) = (self.expr(c), self.expr(a), self.expr(b));
                 quote!((if #c { #a } else { #b }))
@@ -721,7 +744,8 @@ fn bind_params(params: &[Param]) -> TokenStream {
             ParamKind::Slice { elem, mutable } => {
                 let t = ty_tokens(elem);
                 if mutable {
-                    quote!(let #name = __args.slice_mut::<#t>(#i);)
+                    // `mut`: a helper call takes it as `&mut`.
+                    quote!(let mut #name = __args.slice_mut::<#t>(#i);)
                 } else {
                     quote!(let #name = __args.slice::<#t>(#i);)
                 }
@@ -1200,14 +1224,34 @@ pub fn helper_fn(f: &Function, param_names: &[Param], item: &syn::ItemFn) -> Tok
     let attrs = &item.attrs;
     let vis = &item.vis;
     let name = &item.sig.ident;
-    let params = param_names.iter().map(|p| {
-        let ParamKind::Scalar(t) = p.kind else {
-            unreachable!("helpers take scalars")
-        };
-        let user = format_ident!("{}", p.name, span = Span::call_site());
-        let t = ty_tokens(t);
-        quote!(#user: #t)
-    });
+    // A slice parameter is generic: a kernel passes its `KernelSlice`/`KernelSliceMut`, host
+    // code a `[T]` or `Vec<T>` (`sycl::kernel::SliceRef`/`SliceMutRef`).
+    let rt = rt();
+    let mut generics = Vec::new();
+    let params: Vec<TokenStream> = param_names
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let user = format_ident!("{}", p.name, span = Span::call_site());
+            match p.kind {
+                ParamKind::Scalar(t) => {
+                    let t = ty_tokens(t);
+                    quote!(#user: #t)
+                }
+                ParamKind::Slice { elem, mutable } => {
+                    let g = format_ident!("__SyclS{}", i);
+                    let t = ty_tokens(elem);
+                    if mutable {
+                        generics.push(quote!(#g: #rt::SliceMutRef<#t> + ?Sized));
+                        quote!(#user: &mut #g)
+                    } else {
+                        generics.push(quote!(#g: #rt::SliceRef<#t> + ?Sized));
+                        quote!(#user: &#g)
+                    }
+                }
+            }
+        })
+        .collect();
     let binds = param_names.iter().map(|p| {
         let user = format_ident!("{}", p.name);
         let inner = param_ident(p);
@@ -1217,7 +1261,9 @@ pub fn helper_fn(f: &Function, param_names: &[Param], item: &syn::ItemFn) -> Tok
     quote! {
         #(#attrs)*
         #[allow(unused, unused_mut, unused_variables, unreachable_code, clippy::all)]
-        #vis fn #name(#(#params),*) -> #ret {
+        #vis fn #name<#(#generics),*>(#(#params),*) -> #ret {
+            #[allow(unused_imports)]
+            use #rt::{SliceMutRef as _, SliceRef as _};
             #(#binds)*
             #body
             #[allow(unreachable_code)]

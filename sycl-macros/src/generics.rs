@@ -338,6 +338,12 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
             ::core::panic!(#msg)
         })
     });
+    // Without type parameters the one arm matches `()`.
+    let fallback = if params.is_empty() {
+        quote!()
+    } else {
+        quote!(_ => ::core::unreachable!("the constructor refuses types without an instance"),)
+    };
     let doc_launch = format!(
         "A launch of the generic kernel `{name}` for [`sycl::Queue::parallel_for`]; made by the function `{name}`."
     );
@@ -386,6 +392,7 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
         #vis struct #name<#(#decls),*> {
             #[doc(hidden)]
             pub __sycl_args: ::sycl::kernel::__rt::Args,
+            #[allow(dead_code)]
             __sycl_types: ::core::marker::PhantomData<fn() -> #tuple>,
         }
 
@@ -410,7 +417,7 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
                 fn definition() -> &'static ::sycl::kernel::__rt::Definition {
                     match #key {
                         #(#arms)*
-                        _ => ::core::unreachable!("the constructor refuses types without an instance"),
+                        #fallback
                     }
                 }
             }

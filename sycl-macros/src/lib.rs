@@ -325,11 +325,12 @@ fn helper_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
     let f = parse::function(&item, parse::Role::Helper)?;
     analyze::check_common(&f)?;
     let mut paths: Vec<syn::Path> = Vec::new();
-    let mut fp64 = f
-        .params
-        .iter()
-        .any(|p| p.kind == ParamKind::Scalar(Ty::F64))
-        || f.ret == Some(Ty::F64);
+    let mut fp64 = f.params.iter().any(|p| {
+        matches!(
+            p.kind,
+            ParamKind::Scalar(Ty::F64) | ParamKind::Slice { elem: Ty::F64, .. }
+        )
+    }) || f.ret == Some(Ty::F64);
     analyze::visit_exprs(&f.body, &mut |e| {
         fp64 |= f.types.resolve(e.ty) == Some(Ty::F64);
         if let ir::ExprKind::Call(path, _) = &e.kind {

@@ -225,12 +225,6 @@ pub fn function(f: &syn::ItemFn, role: Role) -> Result<Function> {
                             "slice elements are i32, u32, i64, u64, f32, f64, f16 or bf16 (for indices, `u64` and `as usize`)",
                         )
                     })?;
-                if role == Role::Helper {
-                    return Err(err(
-                        pt.ty.span(),
-                        "kernel helpers take scalars only (pass the element, or do the indexing in the kernel)",
-                    ));
-                }
                 ParamKind::Slice {
                     elem,
                     mutable: r.mutability.is_some(),
@@ -1603,18 +1597,80 @@ impl Parser {
         if generic_args {
             return Err(err(span, "helpers take no generic arguments"));
         }
-        // A helper marked #[sycl::kernel_fn]: its result type comes from the use.
-        let args = c
-            .args
-            .iter()
-            .map(|a| self.expr(a))
-            .collect::<Result<Vec<_>>>()?;
+        // A helper marked #[sycl::kernel_fn]: its result type comes from the use. A slice
+        // parameter passes whole (`dot(x, y)`); a written one at most once per call, as
+        // Rust's borrows allow.
+        let mut args = Vec::new();
+        for a in &c.args {
+            match self.slice_arg(a)? {
+                Some(e) => {
+                    let ExprKind::SliceArg(p) = e.kind else {
+                        unreachable!("slice_arg makes slice arguments")
+                    };
+                    let written =
+                        matches!(self.params[p].kind, ParamKind::Slice { mutable: true, .. });
+                    let again = args
+                        .iter()
+                        .any(|b: &Expr| matches!(b.kind, ExprKind::SliceArg(q) if q == p));
+                    if again && written {
+                        return Err(err(
+                            a.span(),
+                            format!(
+                                "`{}` is written (`&mut`): it can be passed once per call",
+                                self.params[p].name
+                            ),
+                        ));
+                    }
+                    args.push(e);
+                }
+                None => args.push(self.expr(a)?),
+            }
+        }
         let ty = self.types.unknown();
         Ok(Expr {
             kind: ExprKind::Call(path.clone(), args),
             ty,
             src: At(span),
         })
+    }
+
+    /// A slice parameter named as a call argument (`x`, `&x`, `&mut y`, `&*x`), passed whole.
+    fn slice_arg(&mut self, a: &syn::Expr) -> Result<Option<Expr>> {
+        let mut e = strip_paren(a);
+        let mut by_mut_ref = false;
+        if let syn::Expr::Reference(r) = e {
+            by_mut_ref = r.mutability.is_some();
+            e = strip_paren(&r.expr);
+            if let syn::Expr::Unary(u) = e {
+                if matches!(u.op, syn::UnOp::Deref(_)) {
+                    e = strip_paren(&u.expr);
+                }
+            }
+        }
+        let syn::Expr::Path(p) = e else {
+            return Ok(None);
+        };
+        let Some(name) = p.path.get_ident().map(|i| i.to_string()) else {
+            return Ok(None);
+        };
+        let Some(Binding::Param(i)) = self.lookup(&name) else {
+            return Ok(None);
+        };
+        let ParamKind::Slice { elem, mutable } = self.params[i].kind else {
+            return Ok(None);
+        };
+        if by_mut_ref && !mutable {
+            return Err(err(
+                a.span(),
+                format!("`{name}` is `&[T]`: declare it `&mut [T]` to pass it as `&mut`"),
+            ));
+        }
+        let ty = self.types.known(elem);
+        Ok(Some(Expr {
+            kind: ExprKind::SliceArg(i),
+            ty,
+            src: At(a.span()),
+        }))
     }
 
     /// A query's value: a `usize`.

@@ -6765,3 +6765,144 @@ impl Erf for f64 {
         libm::erf(self)
     }
 }
+
+// ---------------------------------------------------------------- 16. helpers taking slices (issue 31, item 7)
+
+/// Reads two slices.
+#[sycl::kernel_fn]
+fn h_dot_from(a: &[f32], b: &[f32], start: usize, n: usize) -> f32 {
+    let mut s = 0.0f32;
+    for k in start..start + n {
+        s += a[k] * b[k];
+    }
+    s
+}
+
+/// Writes a slice.
+#[sycl::kernel_fn]
+fn h_scale_range(y: &mut [f32], start: usize, n: usize, f: f32) -> u32 {
+    for k in start..start + n {
+        y[k] *= f;
+    }
+    n as u32
+}
+
+/// A loop over a slice's length (proved in bounds there).
+#[sycl::kernel_fn]
+fn h_sum_all(x: &[u64]) -> u64 {
+    let mut s = 0u64;
+    for i in 0..x.len() {
+        s = s.wrapping_add(x[i]);
+    }
+    s
+}
+
+/// Passes its slices on: one read, one written.
+#[sycl::kernel_fn]
+fn h_nested(x: &[u64], y: &mut [u64], i: usize) -> u64 {
+    y[i] = h_sum_all(x) + i as u64;
+    y[i]
+}
+
+/// A half slice.
+#[sycl::kernel_fn]
+fn h_half_at(x: &[sycl::half::bf16], i: usize) -> f32 {
+    x[i].to_f32()
+}
+
+#[sycl::kernel]
+fn use_slice_helpers(
+    a: &[f32],
+    b: &[f32],
+    y: &mut [f32],
+    x: &[u64],
+    z: &mut [u64],
+    h: &[sycl::half::bf16],
+    out: &mut [f32],
+) {
+    let g = global_id(0);
+    // (A helper's parameter types are not known where it is called: literals are typed.)
+    let d: f32 = h_dot_from(a, b, g, 4usize);
+    let c: u32 = h_scale_range(y, g * 4, 4usize, 2.0f32);
+    let w: u64 = h_nested(x, z, g);
+    out[g] = d + c as f32 + (w % 1000) as f32 + h_half_at(h, g);
+}
+
+/// An index past a helper's slice fails the work-item.
+#[sycl::kernel_fn]
+fn h_at(x: &[f32], i: usize) -> f32 {
+    x[i]
+}
+
+#[sycl::kernel]
+fn helper_slice_oob(x: &[f32], idx: &[u64], out: &mut [f32]) {
+    let g = global_id(0);
+    out[g] = h_at(x, idx[g] as usize);
+}
+
+/// Helpers taking `&[T]` and `&mut [T]` (passing them on to other helpers), as the same code
+/// on the host computes; the helpers run on the host too (`[T]` and `Vec<T>` arguments); an
+/// index past a helper's slice fails the work-item.
+pub fn helpers_with_slices(d: &Device) -> R {
+    use sycl::half::bf16;
+    let q = in_order(d)?;
+    let n = 64;
+    let a: Vec<f32> = (0..n + 4).map(|i| (i % 7) as f32 - 3.0).collect();
+    let b: Vec<f32> = (0..n + 4).map(|i| (i % 5) as f32 * 0.5).collect();
+    let y0: Vec<f32> = (0..4 * n).map(|i| i as f32).collect();
+    let x: Vec<u64> = (0..n as u64).map(|i| i * i + 1).collect();
+    let hv: Vec<bf16> = (0..n).map(|i| bf16::from_f32(i as f32 * 0.25)).collect();
+    let (da, db, dy, dx) = (
+        upload(&q, &a)?,
+        upload(&q, &b)?,
+        upload(&q, &y0)?,
+        upload(&q, &x)?,
+    );
+    let (dz, dh, out) = (filled(&q, n, 0u64)?, upload(&q, &hv)?, filled(&q, n, 0f32)?);
+    run(
+        &q,
+        Range::d1(n),
+        use_slice_helpers(&da, &db, &dy, &dx, &dz, &dh, &out),
+    )?;
+    let total = x.iter().fold(0u64, |s, v| s.wrapping_add(*v));
+    let want: Vec<f32> = (0..n)
+        .map(|g| {
+            // The host runs the same helpers.
+            let d = h_dot_from(&a[..], &b, g, 4);
+            d + 4.0 + ((total + g as u64) % 1000) as f32 + hv[g].to_f32()
+        })
+        .collect();
+    compare_by(
+        &q.to_vec(&out).map_err(fail)?,
+        &want,
+        |g, w, _| same_float(g, w),
+        |g| format!("use_slice_helpers item {g}"),
+    )?;
+    let mut y_host = y0.clone();
+    for g in 0..n {
+        h_scale_range(&mut y_host[..], g * 4, 4, 2.0);
+    }
+    compare(&q.to_vec(&dy).map_err(fail)?, &y_host, |i| {
+        format!("the written slice y[{i}]")
+    })?;
+    let z_want: Vec<u64> = (0..n as u64).map(|g| total + g).collect();
+    compare(&q.to_vec(&dz).map_err(fail)?, &z_want, |i| {
+        format!("the nested helper's z[{i}]")
+    })?;
+
+    let idx: Vec<u64> = (0..n as u64).collect();
+    let (di, out) = (upload(&q, &idx)?, filled(&q, n, 0f32)?);
+    run(&q, Range::d1(n), helper_slice_oob(&da, &di, &out))?;
+    compare(&q.to_vec(&out).map_err(fail)?, &a[..n], |i| {
+        format!("h_at item {i}")
+    })?;
+    let mut bad = idx.clone();
+    bad[9] = (n + 4) as u64;
+    let di = upload(&q, &bad)?;
+    fails_in_kernel(
+        &q,
+        Range::d1(n),
+        helper_slice_oob(&da, &di, &out),
+        "helper_slice_oob",
+    )
+}

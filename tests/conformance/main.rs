@@ -1370,6 +1370,11 @@ fn main() -> ExitCode {
             run: kernels::const_generic_kernels,
         },
         DeviceTest {
+            name: "kernels::helpers_with_slices",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::helpers_with_slices,
+        },
+        DeviceTest {
             name: "kernels::casts",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::casts,

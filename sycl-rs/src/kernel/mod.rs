@@ -36,7 +36,9 @@
 //!   `&UsmRange<T>`) for either;
 //! - `let`, `let mut`, arithmetic (integers wrap; division by zero fails), bit operations,
 //!   comparisons, `as`, `if`/`else` (also as a value), `while`, `loop`, `for` over integer
-//!   ranges, `break`, `continue`, `return`; calls of [`macro@crate::kernel_fn`] helpers; the
+//!   ranges, `break`, `continue`, `return`; calls of [`macro@crate::kernel_fn`] helpers (scalar
+//!   and slice parameters: `dot(x, y)` passes the slices whole; host code calls them with a
+//!   `[T]` or `Vec<T>`, see [`SliceRef`]); private arrays `let mut a = [0.0f32; 8];`; the
 //!   methods `sqrt`, `exp`, `ln`, `sin`, `cos`, `powf`, `mul_add`, `min`, `max`, `abs`,
 //!   `floor`, `ceil`, `tanh`, `exp2`, `log2`, `log10`, `trunc`, `round`, `copysign`, `atan2`,
 //!   `hypot`, `recip`, `fract`, `powi`, `is_nan`, `is_finite`, `clamp`, `rsqrt` and `erf`
@@ -149,6 +151,9 @@ pub mod __rt;
 mod codegen;
 mod launch;
 
+/// What a `#[sycl::kernel_fn]` helper's slice parameters take: a kernel's slices, or on the
+/// host a `[T]` or `Vec<T>` (`dot(&x[..], &y[..])`).
+pub use __rt::{SliceMutRef, SliceRef};
 pub(crate) use launch::{KernelCache, KernelStatus};
 pub use launch::{KernelIr, KERNEL_IR_ENV};
 /// Memory orders of atomics and fences in kernels: Rust's (`Ordering::Acquire`).

@@ -28,6 +28,7 @@ pub use sycl_kernel_ir::KernelInfo;
 
 mod sealed {
     pub trait Sealed {}
+    pub trait SliceSealed {}
 }
 
 /// A scalar a kernel takes by value.
@@ -282,6 +283,142 @@ impl<T: Element> KernelSliceMut<'_, T> {
     pub unsafe fn store_unchecked(&self, i: usize, v: T) {
         // SAFETY: the caller guarantees `i < len`.
         unsafe { T::store(self.ptr.add(i), v) }
+    }
+}
+
+/// A slice a `#[sycl::kernel_fn]` helper reads (`&[T]` parameter): on the native CPU a
+/// kernel passes its [`KernelSlice`] or [`KernelSliceMut`], host code a `[T]` or `Vec<T>`.
+/// Sealed: the helper's proofs trust `len`.
+pub trait SliceRef<T: Element>: sealed::SliceSealed {
+    /// Number of elements.
+    fn len(&self) -> usize;
+    /// Whether it has no element.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Element `i`; panics when out of bounds.
+    fn load(&self, i: usize) -> T;
+    /// Element `i` without the bounds check.
+    ///
+    /// # Safety
+    /// `i < self.len()`.
+    unsafe fn load_unchecked(&self, i: usize) -> T;
+}
+
+/// A slice a helper writes (`&mut [T]` parameter): a kernel's [`KernelSliceMut`], or a host
+/// `[T]` or `Vec<T>`. Sealed.
+pub trait SliceMutRef<T: Element>: SliceRef<T> {
+    /// Writes element `i`; panics when out of bounds.
+    fn store(&mut self, i: usize, v: T);
+    /// Writes element `i` without the bounds check.
+    ///
+    /// # Safety
+    /// `i < self.len()`.
+    unsafe fn store_unchecked(&mut self, i: usize, v: T);
+}
+
+impl<T> sealed::SliceSealed for [T] {}
+impl<T> sealed::SliceSealed for Vec<T> {}
+impl<T> sealed::SliceSealed for KernelSlice<'_, T> {}
+impl<T> sealed::SliceSealed for KernelSliceMut<'_, T> {}
+
+impl<T: Element> SliceRef<T> for [T] {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        <[T]>::len(self)
+    }
+    #[inline(always)]
+    fn load(&self, i: usize) -> T {
+        self[i]
+    }
+    #[inline(always)]
+    unsafe fn load_unchecked(&self, i: usize) -> T {
+        // SAFETY: the caller guarantees `i < len`.
+        unsafe { *self.get_unchecked(i) }
+    }
+}
+
+impl<T: Element> SliceMutRef<T> for [T] {
+    #[inline(always)]
+    fn store(&mut self, i: usize, v: T) {
+        self[i] = v;
+    }
+    #[inline(always)]
+    unsafe fn store_unchecked(&mut self, i: usize, v: T) {
+        // SAFETY: the caller guarantees `i < len`.
+        unsafe { *self.get_unchecked_mut(i) = v }
+    }
+}
+
+impl<T: Element> SliceRef<T> for Vec<T> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+    #[inline(always)]
+    fn load(&self, i: usize) -> T {
+        self[i]
+    }
+    #[inline(always)]
+    unsafe fn load_unchecked(&self, i: usize) -> T {
+        // SAFETY: the caller guarantees `i < len`.
+        unsafe { *self.get_unchecked(i) }
+    }
+}
+
+impl<T: Element> SliceMutRef<T> for Vec<T> {
+    #[inline(always)]
+    fn store(&mut self, i: usize, v: T) {
+        self[i] = v;
+    }
+    #[inline(always)]
+    unsafe fn store_unchecked(&mut self, i: usize, v: T) {
+        // SAFETY: the caller guarantees `i < len`.
+        unsafe { *self.get_unchecked_mut(i) = v }
+    }
+}
+
+impl<T: Element> SliceRef<T> for KernelSlice<'_, T> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        KernelSlice::len(self)
+    }
+    #[inline(always)]
+    fn load(&self, i: usize) -> T {
+        KernelSlice::load(self, i)
+    }
+    #[inline(always)]
+    unsafe fn load_unchecked(&self, i: usize) -> T {
+        // SAFETY: forwarded contract.
+        unsafe { KernelSlice::load_unchecked(self, i) }
+    }
+}
+
+impl<T: Element> SliceRef<T> for KernelSliceMut<'_, T> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        KernelSliceMut::len(self)
+    }
+    #[inline(always)]
+    fn load(&self, i: usize) -> T {
+        KernelSliceMut::load(self, i)
+    }
+    #[inline(always)]
+    unsafe fn load_unchecked(&self, i: usize) -> T {
+        // SAFETY: forwarded contract.
+        unsafe { KernelSliceMut::load_unchecked(self, i) }
+    }
+}
+
+impl<T: Element> SliceMutRef<T> for KernelSliceMut<'_, T> {
+    #[inline(always)]
+    fn store(&mut self, i: usize, v: T) {
+        KernelSliceMut::store(self, i, v)
+    }
+    #[inline(always)]
+    unsafe fn store_unchecked(&mut self, i: usize, v: T) {
+        // SAFETY: forwarded contract.
+        unsafe { KernelSliceMut::store_unchecked(self, i, v) }
     }
 }
 

@@ -571,9 +571,26 @@ impl<'a> Printer<'a> {
         let ret = self.f.ret.unwrap_or(Ty::I32);
         let _ = write!(sig, "{} {}(", cty(d, ret), helper_name(i));
         for (i, p) in self.f.params.iter().enumerate() {
-            // (Validated: helpers take scalars.)
-            let (Param::Scalar(t) | Param::Slice { elem: t, .. }) = *p;
-            let _ = write!(sig, "{} p{i}, ", cty(d, t));
+            match *p {
+                Param::Scalar(t) => {
+                    let _ = write!(sig, "{} p{i}, ", cty(d, t));
+                }
+                // A slice: its pointer and length, as the kernel has them (no `restrict`:
+                // a caller may pass one slice as two read-only arguments).
+                Param::Slice { elem, mutable } => {
+                    let c = if mutable { "" } else { "const " };
+                    let space = if d == Dialect::OpenCl {
+                        "__global "
+                    } else {
+                        ""
+                    };
+                    let _ = write!(
+                        sig,
+                        "{space}{c}{}* p{i}, sycl_u64 p{i}_len, ",
+                        elem_cty(d, elem)
+                    );
+                }
+            }
         }
         sig.push_str(match d {
             Dialect::Cuda => "unsigned int* sycl_failp)",
@@ -1404,6 +1421,8 @@ impl<'a> Printer<'a> {
             ExprKind::Lit(bits) => self.lit(*bits, t),
             // (Validation refuses templates: `__rt::instantiate` replaced it.)
             ExprKind::ConstParam(_) => unreachable!("a validated function has no const parameter"),
+            // (Validation keeps slice arguments in calls, printed there.)
+            ExprKind::SliceArg(_) => unreachable!("a slice argument outside a call"),
             ExprKind::Local(l) => self.local_name(*l),
             ExprKind::Param(i) => format!("p{i}"),
             ExprKind::Load {
@@ -1564,7 +1583,13 @@ impl<'a> Printer<'a> {
             }
             .into(),
             ExprKind::Call(k, args) => {
-                let mut vs: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
+                let mut vs: Vec<String> = args
+                    .iter()
+                    .map(|a| match a.kind {
+                        ExprKind::SliceArg(p) => format!("p{p}, p{p}_len"),
+                        _ => self.expr(a),
+                    })
+                    .collect();
                 vs.push(self.failp().to_owned());
                 // (Decoded against the caller's helper count, so `k` is in range.)
                 let callee = self.calls.get(*k).copied().unwrap_or(usize::MAX);

@@ -109,7 +109,7 @@ fn check_calls(f: &Function, calls: &[usize], helpers: &[(Function, Vec<usize>)]
     let mut visit = |e: &sycl_kernel_ir::Expr| {
         if let (ExprKind::Call(k, args), Ok(())) = (&e.kind, &r) {
             let callee = &helpers[calls[*k]].0;
-            r = validate_call(args, e.ty, callee).map_err(malformed);
+            r = validate_call(args, e.ty, &f.params, callee).map_err(malformed);
         }
     };
     sycl_kernel_ir::ir::visit_exprs(&f.body, &mut visit);

@@ -462,22 +462,45 @@ fn helper(m: &mut Module, f: &Function, callees: Vec<Word>, p: &Program<'_>) -> 
     let ret_ty = fx.m.ty(ret);
     let u32t = fx.m.ty(ScalarTy::U32);
     let failp_ty = fx.m.ptr(StorageClass::Function, u32t);
+    let u64t = fx.m.ty(ScalarTy::U64);
     let mut param_tys = Vec::new();
     for param in &f.params {
         match param {
             Param::Scalar(t) => param_tys.push(fx.m.ty(*t)),
-            Param::Slice { .. } => return Err(bad("a helper with a slice parameter")),
+            // A slice: its pointer and length, as the kernel has them.
+            Param::Slice { elem, .. } => {
+                let e = fx.m.mem_ty(*elem);
+                param_tys.push(fx.m.ptr(StorageClass::CrossWorkgroup, e));
+                param_tys.push(u64t);
+            }
         }
     }
+    let n_raw = param_tys.len();
     param_tys.push(failp_ty);
     let fty = fx.m.b.type_function(ret_ty, param_tys.clone());
     let id =
         fx.m.b
             .begin_function(ret_ty, None, FunctionControl::NONE, fty)
             .map_err(build_err)?;
-    for ty in &param_tys[..f.params.len()] {
-        let v = fx.m.b.function_parameter(*ty).map_err(build_err)?;
-        fx.params.push(ParamVal::Scalar(v));
+    let mut raw = Vec::new();
+    for ty in &param_tys[..n_raw] {
+        raw.push(fx.m.b.function_parameter(*ty).map_err(build_err)?);
+    }
+    let mut at = 0;
+    for param in &f.params {
+        match param {
+            Param::Scalar(_) => {
+                fx.params.push(ParamVal::Scalar(raw[at]));
+                at += 1;
+            }
+            Param::Slice { .. } => {
+                fx.params.push(ParamVal::Slice {
+                    ptr: raw[at],
+                    len: raw[at + 1],
+                });
+                at += 2;
+            }
+        }
     }
     let failp = fx.m.b.function_parameter(failp_ty).map_err(build_err)?;
     fx.fail = failp;
@@ -2375,7 +2398,8 @@ impl Fx<'_> {
             | ExprKind::Len(_)
             | ExprKind::Query(..)
             | ExprKind::SubGroupQuery(_)
-            | ExprKind::ConstParam(_) => true,
+            | ExprKind::ConstParam(_)
+            | ExprKind::SliceArg(_) => true,
             ExprKind::Load { .. }
             | ExprKind::Atomic { .. }
             | ExprKind::Group(..)
@@ -2450,6 +2474,7 @@ impl Fx<'_> {
         match &e.kind {
             // (Validation refuses templates: `__rt::instantiate` replaced it.)
             ExprKind::ConstParam(_) => Err(bad("an uninstantiated const parameter")),
+            ExprKind::SliceArg(_) => Err(bad("a slice argument outside a call")),
             // A half's value is exact in `f32`.
             ExprKind::Lit(bits) if t == ScalarTy::F16 => Ok(self.m.konst(
                 t,
@@ -2601,10 +2626,16 @@ impl Fx<'_> {
                 self.op(Op::UConvert, ScalarTy::Usize, &[v])
             }
             ExprKind::Call(k, args) => {
-                let mut vs = args
-                    .iter()
-                    .map(|a| self.expr(a))
-                    .collect::<Result<Vec<_>>>()?;
+                let mut vs = Vec::new();
+                for a in args {
+                    match a.kind {
+                        ExprKind::SliceArg(p) => match self.params.get(p) {
+                            Some(ParamVal::Slice { ptr, len }) => vs.extend([*ptr, *len]),
+                            _ => return Err(bad("a slice argument that is no slice")),
+                        },
+                        _ => vs.push(self.expr(a)?),
+                    }
+                }
                 vs.push(self.failp());
                 let callee = *self.callees.get(*k).ok_or_else(|| bad("helper index"))?;
                 let ty = self.m.ty(t);
