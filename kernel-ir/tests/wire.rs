@@ -2153,12 +2153,39 @@ fn the_validator_rejects_each_rule() {
         ),
         (f.clone(), Role::Helper, "a helper without a result"),
         (
+            // A written slice (parameter 3) passed twice to one helper.
             Function {
-                ret: Some(U32),
+                body: vec![Stmt::new(StmtKind::Expr(e(
+                    U32,
+                    ExprKind::Call(
+                        0,
+                        vec![e(U32, ExprKind::SliceArg(3)), e(U32, ExprKind::SliceArg(3))],
+                    ),
+                )))],
                 ..f.clone()
             },
-            Role::Helper,
-            "a helper taking a slice",
+            Role::Kernel,
+            "a slice argument of another type, or a written slice passed twice",
+        ),
+        (
+            // A slice argument of another element type (parameter 2 holds f32s).
+            Function {
+                body: vec![Stmt::new(StmtKind::Expr(e(
+                    U32,
+                    ExprKind::Call(0, vec![e(U32, ExprKind::SliceArg(2))]),
+                )))],
+                ..f.clone()
+            },
+            Role::Kernel,
+            "a slice argument of another type, or a written slice passed twice",
+        ),
+        (
+            Function {
+                body: vec![Stmt::new(StmtKind::Let(0, e(U32, ExprKind::SliceArg(3))))],
+                ..f.clone()
+            },
+            Role::Kernel,
+            "a slice argument outside a call",
         ),
         (
             Function {
@@ -2460,4 +2487,43 @@ fn const_templates_instantiate() {
         let err = instantiate(&template, &values).expect_err(what);
         assert!(err.what.contains(what), "{values:?}: {}", err.what);
     }
+}
+
+/// A call's slice arguments against the callee: the element type, and a written parameter
+/// only from a slice the caller may write.
+#[test]
+fn calls_pass_slices_as_the_callee_takes_them() {
+    use sycl_kernel_ir::validate::validate_call;
+    use Scalar::*;
+    let callee = |mutable| Function {
+        params: vec![Param::Slice { elem: F32, mutable }, Param::Scalar(U32)],
+        ret: Some(F32),
+        locals: vec![],
+        body: vec![],
+        steps: None,
+    };
+    let caller = [
+        Param::Slice {
+            elem: F32,
+            mutable: false,
+        },
+        Param::Slice {
+            elem: F32,
+            mutable: true,
+        },
+        Param::Slice {
+            elem: U32,
+            mutable: true,
+        },
+    ];
+    let args = |s| vec![e(F32, ExprKind::SliceArg(s)), lit(U32, 1)];
+    let ok = |s, m| validate_call(&args(s), F32, &caller, &callee(m)).is_ok();
+    assert!(ok(0, false), "read-only to &[T]");
+    assert!(ok(1, false), "written to &[T]");
+    assert!(ok(1, true), "written to &mut [T]");
+    assert!(!ok(0, true), "read-only to &mut [T]");
+    assert!(!ok(2, false), "u32s to &[f32]");
+    // A scalar where the callee takes a slice, and the other way round.
+    let swapped = vec![lit(U32, 1), e(F32, ExprKind::SliceArg(0))];
+    assert!(validate_call(&swapped, F32, &caller, &callee(false)).is_err());
 }
