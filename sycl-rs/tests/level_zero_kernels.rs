@@ -59,6 +59,31 @@ fn scale_halves(a: sycl::half::bf16, x: &[sycl::half::f16], y: &mut [sycl::half:
 
 /// Group scans, votes and a broadcast (scratch-based and core forms), and sub-group scans by
 /// shuffles.
+/// A helper taking a slice.
+#[sycl::kernel_fn]
+fn first_of(x: &[f32], k: usize) -> f32 {
+    x[k % x.len()]
+}
+
+/// A const-generic kernel with a private array (a template instantiated at launch), calling
+/// a helper that takes a slice.
+#[sycl::kernel]
+fn tiled<const K: usize>(x: &[f32], y: &mut [f32]) {
+    let i = global_id(0);
+    let mut acc = [0.0f32; K];
+    for k in 0..K {
+        acc[k] = first_of(x, i + k);
+    }
+    y[i] = acc[K - 1];
+}
+
+/// A generic kernel: one instance per float type.
+#[sycl::kernel]
+fn axpy<T: sycl::Float>(a: T, x: &[T], y: &mut [T]) {
+    let i = global_id(0);
+    y[i] = a * x[i] + y[i];
+}
+
 #[sycl::kernel]
 fn prefix_sums(x: &[u32], out: &mut [u32]) {
     let v = x[global_id(0)];
@@ -284,6 +309,25 @@ fn generated_kernels_reach_level_zero_as_spirv_with_the_launch_layout() {
     let a = sycl::half::bf16::from_f32(1.5);
     let l =
         launch_module::<scale_halves>(&q, &mock, "scale_halves", flat, scale_halves(a, &xh, &yh));
+    assert_eq!(l.sizes, [2, 8, 8, 8, 8, 8, 8, 8, 8], "argument sizes");
+    assert_eq!(l.values[0], a.to_bits() as u64);
+
+    // A const-generic kernel (instantiated for K = 4) with a private array and a helper
+    // taking a slice; its module is the instance's.
+    let x = sycl::malloc_device::<f32>(256, &q).expect("x");
+    let y = sycl::malloc_device::<f32>(256, &q).expect("y");
+    let l = launch_module::<tiled<4>>(&q, &mock, "tiled", flat, tiled::<4>(&x, &y));
+    assert_eq!(l.sizes, [8; 8], "argument sizes");
+    assert_eq!((l.values[0], l.values[2]), (x.as_ptr(), y.as_ptr()));
+
+    // A generic kernel's f32 and bf16 instances (the mock has no fp64): each its own module,
+    // scalars at their width.
+    let l = launch_module::<axpy<f32>>(&q, &mock, "axpy_f32", flat, axpy(2.0f32, &x, &y));
+    assert_eq!(l.sizes, [4, 8, 8, 8, 8, 8, 8, 8, 8], "argument sizes");
+    assert_eq!(l.values[0], 2.0f32.to_bits() as u64);
+    let xb = sycl::malloc_device::<sycl::half::bf16>(256, &q).expect("x");
+    let l =
+        launch_module::<axpy<sycl::half::bf16>>(&q, &mock, "axpy_bf16", flat, axpy(a, &xb, &yh));
     assert_eq!(l.sizes, [2, 8, 8, 8, 8, 8, 8, 8, 8], "argument sizes");
     assert_eq!(l.values[0], a.to_bits() as u64);
 }
