@@ -29,7 +29,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use crate::ir::ParamKind;
-use crate::{definition_static, instance, KernelOptions};
+use crate::{definition_static, functor_impl, instance, KernelOptions};
 
 /// The most instances one generic kernel may have (each is translated at build time).
 const MAX_INSTANCES: usize = 64;
@@ -386,6 +386,7 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
             _ => d.clone(),
         })
         .collect();
+    let functor = functor_impl(quote!(<#(#bounds),*>), quote!(#name<#(#args),*>));
     Ok(quote! {
         #[doc = #doc_launch]
         #[allow(non_camel_case_types)]
@@ -422,16 +423,7 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
                 }
             }
 
-            impl<#(#bounds),*> ::sycl::KernelFunctor for #name<#(#args),*> {
-                fn submit(
-                    self,
-                    queue: &::sycl::Queue,
-                    range: ::sycl::Range,
-                    deps: &[&::sycl::Event],
-                ) -> ::sycl::Result<::sycl::Event> {
-                    ::sycl::kernel::__rt::submit::<Self>(queue, range, deps, self.__sycl_args)
-                }
-            }
+            #functor
         };
     })
 }

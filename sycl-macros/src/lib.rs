@@ -281,6 +281,7 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
     );
     let cpu = &inst.cpu;
     let definition = definition_static(&inst.parts);
+    let functor = functor_impl(quote!(), quote!(#name));
     Ok(quote! {
         #[doc = #doc_launch]
         #[allow(non_camel_case_types)]
@@ -307,18 +308,26 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
                 }
             }
 
-            impl ::sycl::KernelFunctor for #name {
-                fn submit(
-                    self,
-                    queue: &::sycl::Queue,
-                    range: ::sycl::Range,
-                    deps: &[&::sycl::Event],
-                ) -> ::sycl::Result<::sycl::Event> {
-                    ::sycl::kernel::__rt::submit::<#name>(queue, range, deps, self.__sycl_args)
-                }
-            }
+            #functor
         };
     })
+}
+
+/// `impl KernelFunctor` for a launch type (`generics`: the impl's parameters, `ty`: the type):
+/// submitting it launches its definition.
+fn functor_impl(generics: TokenStream2, ty: TokenStream2) -> TokenStream2 {
+    quote! {
+        impl #generics ::sycl::KernelFunctor for #ty {
+            fn submit(
+                self,
+                queue: &::sycl::Queue,
+                range: ::sycl::Range,
+                deps: &[&::sycl::Event],
+            ) -> ::sycl::Result<::sycl::Event> {
+                ::sycl::kernel::__rt::submit::<Self>(queue, range, deps, self.__sycl_args)
+            }
+        }
+    }
 }
 
 fn helper_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {

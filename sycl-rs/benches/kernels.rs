@@ -2149,6 +2149,51 @@ impl Bench<'_> {
     }
 
     fn matmul(&self, rows: &mut Vec<Row>) {
+        let n = self.sizes.mat;
+        let range = Range::d2(n, n).with_local([TS, TS, 1]);
+        self.product(
+            rows,
+            "matmul",
+            range,
+            |q, a, b, c| q.parallel_for(range, &[], matmul(a, b, c)),
+            |q, a, b, c| q.parallel_for(range, &[], matmul_unchecked(a, b, c)),
+            |k| &k.matmul,
+        );
+    }
+
+    /// sgemm: the register-tiled kernel (`TM` x `TM` per work-item, from const generics)
+    /// beside the same algorithm hand-written (native CPU: the rayon matmul).
+    fn sgemm(&self, rows: &mut Vec<Row>) {
+        let n = self.sizes.mat;
+        assert_eq!(
+            n % (16 * TM),
+            0,
+            "sgemm's matrices are multiples of 16 * TM"
+        );
+        let range = Range::d2(n / TM, n / TM).with_local([16, 16, 1]);
+        self.product(
+            rows,
+            "sgemm",
+            range,
+            |q, a, b, c| q.parallel_for(range, &[], sgemm::<TM, TT>(a, b, c)),
+            |q, a, b, c| q.parallel_for(range, &[], sgemm_unchecked::<TM, TT>(a, b, c)),
+            |k| &k.sgemm,
+        );
+    }
+
+    /// A square matrix product `name` (C = A * B, n = `Sizes::mat`): our checked and unchecked
+    /// kernels (launched by `checked`/`unchecked` over `range`), each checked against the
+    /// host first, beside the hand-written kernel `hand` picks (the same range, `int n` last)
+    /// or, on the native CPU, the rayon matmul.
+    fn product(
+        &self,
+        rows: &mut Vec<Row>,
+        name: &'static str,
+        range: Range,
+        checked: impl Fn(&Queue, &Usm<f32>, &Usm<f32>, &Usm<f32>) -> sycl::Result<Event>,
+        unchecked: impl Fn(&Queue, &Usm<f32>, &Usm<f32>, &Usm<f32>) -> sycl::Result<Event>,
+        hand: impl Fn(&HandKernels) -> &Kernel,
+    ) {
         let q = self.q;
         let n = self.sizes.mat;
         let avals: Vec<f32> = (0..n * n).map(|i| ((i * 3) % 5) as f32).collect();
@@ -2156,27 +2201,21 @@ impl Bench<'_> {
         let a = upload(q, &avals);
         let b = upload(q, &bvals);
         let c = upload(q, &vec![-1.0f32; n * n]);
-        let range = Range::d2(n, n).with_local([TS, TS, 1]);
-        let ours_c = || {
-            q.parallel_for(range, &[], matmul(&a, &b, &c))
-                .expect("launch matmul")
-        };
-        let ours_u = || {
-            q.parallel_for(range, &[], matmul_unchecked(&a, &b, &c))
-                .expect("launch matmul_unchecked")
-        };
-        for (name, f) in [
+        let ours_c = || checked(q, &a, &b, &c).unwrap_or_else(|e| panic!("launch {name}: {e}"));
+        let ours_u = || unchecked(q, &a, &b, &c).unwrap_or_else(|e| panic!("launch {name}: {e}"));
+        for (mode, f) in [
             ("checked", &ours_c as &dyn Fn() -> Event),
             ("unchecked", &ours_u),
         ] {
             q.fill(&c, -1.0f32, &[]).unwrap().wait().unwrap();
-            f().wait().expect("matmul failed");
+            f().wait()
+                .unwrap_or_else(|e| panic!("{name} {mode} failed: {e}"));
             check_matmul(
                 &q.to_vec(&c).unwrap(),
                 &avals,
                 &bvals,
                 n,
-                &format!("{}: matmul {name}", self.label),
+                &format!("{}: {name} {mode}", self.label),
             );
         }
         let t = match &self.hand {
@@ -2190,13 +2229,13 @@ impl Bench<'_> {
                     &avals,
                     &bvals,
                     n,
-                    &format!("{}: matmul rayon", self.label),
+                    &format!("{}: {name} rayon", self.label),
                 );
-                let hand = || rayon_matmul(&ar, &br, &mut cr, n);
+                let rayon = || rayon_matmul(&ar, &br, &mut cr, n);
                 let mut sides = [
                     device_side(q, self.clock, ours_c),
                     device_side(q, self.clock, ours_u),
-                    host_side(self.clock, hand),
+                    host_side(self.clock, rayon),
                 ];
                 measure(&mut sides, self.reps, self.budget)
             }
@@ -2212,124 +2251,35 @@ impl Bench<'_> {
                         KernelArg::usm(c),
                         KernelArg::scalar(&ni),
                     ];
-                    // SAFETY: matmul(const float*, const float*, float*, int n): the arguments
-                    // match; it touches the matrices below n * n, which they hold.
-                    unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand matmul")
+                    // SAFETY: matmul and sgemm take (const float*, const float*, float*,
+                    // int n): the arguments match; over `range` they touch the matrices below
+                    // n * n, which they hold.
+                    unsafe { q.launch(k, range, &args, &[]) }
+                        .unwrap_or_else(|e| panic!("launch hand {name}: {e}"))
                 };
-                hand_on(&kernels.matmul, &ch)
+                hand_on(hand(kernels), &ch)
                     .wait()
-                    .expect("hand matmul failed");
+                    .unwrap_or_else(|e| panic!("hand {name} failed: {e}"));
                 check_matmul(
                     &q.to_vec(&ch).unwrap(),
                     &avals,
                     &bvals,
                     n,
-                    &format!("{}: matmul hand-written", self.label),
+                    &format!("{}: {name} hand-written", self.label),
                 );
                 // Timed on our kernels' output, as saxpy is.
-                let hand = || hand_on(&kernels.matmul, &c);
-                let again = || hand_on(&control.matmul, &c);
+                let theirs = || hand_on(hand(kernels), &c);
+                let again = || hand_on(hand(control), &c);
                 let mut sides = [
                     device_side(q, self.clock, ours_c),
                     device_side(q, self.clock, ours_u),
-                    device_side(q, self.clock, hand),
+                    device_side(q, self.clock, theirs),
                     device_side(q, self.clock, again),
                 ];
                 measure(&mut sides, self.reps, self.budget)
             }
         };
-        self.push(rows, "matmul", &t, 2.0 * (n as f64).powi(3), "GF/s");
-    }
-
-    /// sgemm: the register-tiled kernel (`TM` x `TM` per work-item, from const generics)
-    /// beside the same algorithm hand-written (native CPU: the rayon matmul).
-    fn sgemm(&self, rows: &mut Vec<Row>) {
-        let q = self.q;
-        let n = self.sizes.mat;
-        assert_eq!(
-            n % (16 * TM),
-            0,
-            "sgemm's matrices are multiples of 16 * TM"
-        );
-        let avals: Vec<f32> = (0..n * n).map(|i| ((i * 3) % 5) as f32).collect();
-        let bvals: Vec<f32> = (0..n * n).map(|i| ((i * 7) % 9) as f32 - 4.0).collect();
-        let a = upload(q, &avals);
-        let b = upload(q, &bvals);
-        let c = upload(q, &vec![-1.0f32; n * n]);
-        let range = Range::d2(n / TM, n / TM).with_local([16, 16, 1]);
-        let ours_c = || {
-            q.parallel_for(range, &[], sgemm::<TM, TT>(&a, &b, &c))
-                .expect("launch sgemm")
-        };
-        let ours_u = || {
-            q.parallel_for(range, &[], sgemm_unchecked::<TM, TT>(&a, &b, &c))
-                .expect("launch sgemm_unchecked")
-        };
-        for (name, f) in [
-            ("checked", &ours_c as &dyn Fn() -> Event),
-            ("unchecked", &ours_u),
-        ] {
-            q.fill(&c, -1.0f32, &[]).unwrap().wait().unwrap();
-            f().wait().expect("sgemm failed");
-            check_matmul(
-                &q.to_vec(&c).unwrap(),
-                &avals,
-                &bvals,
-                n,
-                &format!("{}: sgemm {name}", self.label),
-            );
-        }
-        let t = match &self.hand {
-            Hand::Rayon => {
-                let ar = upload_host(q, &avals);
-                let br = upload_host(q, &bvals);
-                let mut cr = upload_host(q, &vec![-1.0f32; n * n]);
-                let hand = || rayon_matmul(&ar, &br, &mut cr, n);
-                let mut sides = [
-                    device_side(q, self.clock, ours_c),
-                    device_side(q, self.clock, ours_u),
-                    host_side(self.clock, hand),
-                ];
-                measure(&mut sides, self.reps, self.budget)
-            }
-            Hand::Source {
-                kernels, control, ..
-            } => {
-                let ch = upload(q, &vec![-1.0f32; n * n]);
-                let ni = n as i32;
-                let hand_on = |k: &Kernel, c: &Usm<f32>| {
-                    let args = [
-                        KernelArg::usm(&a),
-                        KernelArg::usm(&b),
-                        KernelArg::usm(c),
-                        KernelArg::scalar(&ni),
-                    ];
-                    // SAFETY: sgemm(const float*, const float*, float*, int n): the arguments
-                    // match; over this range it touches the matrices below n * n.
-                    unsafe { q.launch(k, range, &args, &[]) }.expect("launch hand sgemm")
-                };
-                hand_on(&kernels.sgemm, &ch)
-                    .wait()
-                    .expect("hand sgemm failed");
-                check_matmul(
-                    &q.to_vec(&ch).unwrap(),
-                    &avals,
-                    &bvals,
-                    n,
-                    &format!("{}: sgemm hand-written", self.label),
-                );
-                let hand = || hand_on(&kernels.sgemm, &c);
-                let again = || hand_on(&control.sgemm, &c);
-                let mut sides = [
-                    device_side(q, self.clock, ours_c),
-                    device_side(q, self.clock, ours_u),
-                    device_side(q, self.clock, hand),
-                    device_side(q, self.clock, again),
-                ];
-                measure(&mut sides, self.reps, self.budget)
-            }
-        };
-        self.push(rows, "sgemm", &t, 2.0 * (n as f64).powi(3), "GF/s");
+        self.push(rows, name, &t, 2.0 * (n as f64).powi(3), "GF/s");
     }
 }
 

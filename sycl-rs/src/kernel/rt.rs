@@ -357,24 +357,24 @@ impl<T: Element> SliceRef<T> for Vec<T> {
     }
     #[inline(always)]
     fn load(&self, i: usize) -> T {
-        self[i]
+        SliceRef::load(self.as_slice(), i)
     }
     #[inline(always)]
     unsafe fn load_unchecked(&self, i: usize) -> T {
-        // SAFETY: the caller guarantees `i < len`.
-        unsafe { *self.get_unchecked(i) }
+        // SAFETY: forwarded contract.
+        unsafe { SliceRef::load_unchecked(self.as_slice(), i) }
     }
 }
 
 impl<T: Element> SliceMutRef<T> for Vec<T> {
     #[inline(always)]
     fn store(&mut self, i: usize, v: T) {
-        self[i] = v;
+        SliceMutRef::store(self.as_mut_slice(), i, v)
     }
     #[inline(always)]
     unsafe fn store_unchecked(&mut self, i: usize, v: T) {
-        // SAFETY: the caller guarantees `i < len`.
-        unsafe { *self.get_unchecked_mut(i) = v }
+        // SAFETY: forwarded contract.
+        unsafe { SliceMutRef::store_unchecked(self.as_mut_slice(), i, v) }
     }
 }
 
