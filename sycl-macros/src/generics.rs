@@ -347,45 +347,28 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
     let doc_launch = format!(
         "A launch of the generic kernel `{name}` for [`sycl::Queue::parallel_for`]; made by the function `{name}`."
     );
-    // Every generic parameter, as the struct and the impls declare it, and as arguments.
-    let gparams = &item.sig.generics.params;
-    let decls: Vec<TokenStream2> = gparams
-        .iter()
-        .map(|p| match p {
+    // Every generic parameter as the struct declares it, as the impls bound it, and as an
+    // argument (a const one braced: a bare name in a generic argument is read as a type).
+    let mut decls = Vec::new();
+    let mut bounds = Vec::new();
+    let mut args = Vec::new();
+    for p in &item.sig.generics.params {
+        match p {
             syn::GenericParam::Const(c) => {
                 let (id, ty) = (&c.ident, &c.ty);
-                quote!(const #id: #ty)
+                decls.push(quote!(const #id: #ty));
+                bounds.push(quote!(const #id: #ty));
+                args.push(quote!({ #id }));
             }
             syn::GenericParam::Type(t) => {
                 let id = &t.ident;
-                quote!(#id)
+                decls.push(quote!(#id));
+                bounds.push(quote!(#id: ::sycl::kernel::Scalar));
+                args.push(quote!(#id));
             }
             syn::GenericParam::Lifetime(_) => unreachable!("refused above"),
-        })
-        .collect();
-    let args: Vec<TokenStream2> = gparams
-        .iter()
-        .map(|p| match p {
-            // Braced: a bare name in a generic argument is read as a type first.
-            syn::GenericParam::Const(c) => {
-                let id = &c.ident;
-                quote!({ #id })
-            }
-            syn::GenericParam::Type(t) => {
-                let id = &t.ident;
-                quote!(#id)
-            }
-            syn::GenericParam::Lifetime(_) => unreachable!("refused above"),
-        })
-        .collect();
-    let bounds: Vec<TokenStream2> = gparams
-        .iter()
-        .zip(&decls)
-        .map(|(p, d)| match p {
-            syn::GenericParam::Type(_) => quote!(#d: ::sycl::kernel::Scalar),
-            _ => d.clone(),
-        })
-        .collect();
+        }
+    }
     let functor = functor_impl(quote!(<#(#bounds),*>), quote!(#name<#(#args),*>));
     Ok(quote! {
         #[doc = #doc_launch]

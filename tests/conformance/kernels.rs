@@ -6436,7 +6436,7 @@ fn generic_reduce<T: sycl::Scalar, U: sycl::Int>(x: &[T], scale: U, out: &mut [T
     }
 }
 
-fn generic_axpy_check<T: sycl::Float + Debug>(q: &Queue, n: usize) -> R {
+fn generic_axpy_check<T: HostAxpy + Debug>(q: &Queue, n: usize) -> R {
     let x: Vec<T> = (0..n).map(|i| T::from_f32(i as f32 * 0.5 - 20.0)).collect();
     let y0: Vec<T> = (0..n).map(|i| T::from_f32(3.0 - i as f32 * 0.25)).collect();
     let a = T::from_f32(1.25);
@@ -6446,13 +6446,13 @@ fn generic_axpy_check<T: sycl::Float + Debug>(q: &Queue, n: usize) -> R {
     let name = std::any::type_name::<T>();
     for i in 0..n {
         // The host computes with the same type's arithmetic (the `half` crate's for halves).
-        let v = host_axpy(a, x[i], y0[i]);
+        let v = T::axpy(a, x[i], y0[i]);
         check!(
             bytemuck::bytes_of(&gy[i]) == bytemuck::bytes_of(&v),
             "generic_axpy::<{name}> y[{i}]: got {:?}, want {v:?}",
             gy[i]
         );
-        let want = host_root(v) + 1.0;
+        let want = T::root(v) + 1.0;
         // A device's f32 `sqrt` may be off by an ulp or two (OpenCL allows 3), which can move
         // a half's rounding by one of its ulps.
         let tol = match std::mem::size_of::<T>() {
@@ -6468,64 +6468,46 @@ fn generic_axpy_check<T: sycl::Float + Debug>(q: &Queue, n: usize) -> R {
     Ok(())
 }
 
-/// `a * x + y` in `T`'s own arithmetic.
-fn host_axpy<T: sycl::Float>(a: T, x: T, y: T) -> T {
-    use std::any::Any;
-    let any = |v: &dyn Any| -> Option<T> { v.downcast_ref::<T>().copied() };
-    if let (Some(a), Some(x), Some(y)) = (
-        (&a as &dyn Any).downcast_ref::<f32>(),
-        (&x as &dyn Any).downcast_ref::<f32>(),
-        (&y as &dyn Any).downcast_ref::<f32>(),
-    ) {
-        return any(&(a * x + y)).expect("f32");
-    }
-    if let (Some(a), Some(x), Some(y)) = (
-        (&a as &dyn Any).downcast_ref::<f64>(),
-        (&x as &dyn Any).downcast_ref::<f64>(),
-        (&y as &dyn Any).downcast_ref::<f64>(),
-    ) {
-        return any(&(a * x + y)).expect("f64");
-    }
-    if let (Some(a), Some(x), Some(y)) = (
-        (&a as &dyn Any).downcast_ref::<sycl::half::f16>(),
-        (&x as &dyn Any).downcast_ref::<sycl::half::f16>(),
-        (&y as &dyn Any).downcast_ref::<sycl::half::f16>(),
-    ) {
-        return any(&(*a * *x + *y)).expect("f16");
-    }
-    let (a, x, y) = (
-        *(&a as &dyn Any)
-            .downcast_ref::<sycl::half::bf16>()
-            .expect("bf16"),
-        *(&x as &dyn Any)
-            .downcast_ref::<sycl::half::bf16>()
-            .expect("bf16"),
-        *(&y as &dyn Any)
-            .downcast_ref::<sycl::half::bf16>()
-            .expect("bf16"),
-    );
-    any(&(a * x + y)).expect("bf16")
+/// The host's `generic_axpy` in `T`'s own arithmetic (the `half` crate's for halves).
+trait HostAxpy: sycl::Float {
+    /// `a * x + y`.
+    fn axpy(a: Self, x: Self, y: Self) -> Self;
+    /// `sqrt(|v * 0.5|)` as an `f32` (halves: the crate's product, then `abs` and `sqrt`
+    /// computed in f32 and rounded, as kernels compute math on halves).
+    fn root(v: Self) -> f32;
 }
 
-/// `sqrt(|v * 0.5|)` in `T`, as an `f32`.
-fn host_root<T: sycl::Float>(v: T) -> f32 {
-    use std::any::Any;
-    let any = &v as &dyn Any;
-    if let Some(v) = any.downcast_ref::<f32>() {
-        return (v * 0.5).abs().sqrt();
-    }
-    if let Some(v) = any.downcast_ref::<f64>() {
-        return ((v * 0.5).abs().sqrt()) as f32;
-    }
-    // Halves: the crate's product, then `abs` and `sqrt` computed in f32 and rounded.
-    if let Some(v) = any.downcast_ref::<sycl::half::f16>() {
-        let p = (*v * sycl::half::f16::from_f32(0.5)).to_f32().abs();
-        return sycl::half::f16::from_f32(p.sqrt()).to_f32();
-    }
-    let v = *any.downcast_ref::<sycl::half::bf16>().expect("bf16");
-    let p = (v * sycl::half::bf16::from_f32(0.5)).to_f32().abs();
-    sycl::half::bf16::from_f32(p.sqrt()).to_f32()
+macro_rules! host_axpy_full {
+    ($t:ty) => {
+        impl HostAxpy for $t {
+            fn axpy(a: Self, x: Self, y: Self) -> Self {
+                a * x + y
+            }
+            fn root(v: Self) -> f32 {
+                (v * 0.5).abs().sqrt() as f32
+            }
+        }
+    };
 }
+
+macro_rules! host_axpy_half {
+    ($t:ty) => {
+        impl HostAxpy for $t {
+            fn axpy(a: Self, x: Self, y: Self) -> Self {
+                a * x + y
+            }
+            fn root(v: Self) -> f32 {
+                let p = (v * <$t>::from_f32(0.5)).to_f32().abs();
+                <$t>::from_f32(p.sqrt()).to_f32()
+            }
+        }
+    };
+}
+
+host_axpy_full!(f32);
+host_axpy_full!(f64);
+host_axpy_half!(sycl::half::f16);
+host_axpy_half!(sycl::half::bf16);
 
 /// Generic kernels (`T: sycl::Float`, `sycl::Int`, `sycl::Scalar`): each instance computes as
 /// the same kernel written for that type.

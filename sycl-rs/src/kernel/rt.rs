@@ -1007,14 +1007,26 @@ pub fn instantiate(
     values: &[u64],
     cpu: CpuEntry,
 ) -> &'static Definition {
-    use parking_lot::Mutex;
+    use parking_lot::RwLock;
     use std::collections::HashMap;
     use std::sync::OnceLock;
-    type Key = (usize, Vec<u64>);
-    static INSTANCES: OnceLock<Mutex<HashMap<Key, &'static Definition>>> = OnceLock::new();
-    let key = (template as *const Definition as usize, values.to_vec());
+    use sycl_kernel_ir::wire::MAX_CONST_PARAMS;
+    // Every launch of a const-generic kernel asks: a read lock and a key without allocation.
+    type Key = (usize, [u64; MAX_CONST_PARAMS]);
+    static INSTANCES: OnceLock<RwLock<HashMap<Key, &'static Definition>>> = OnceLock::new();
+    if values.len() > MAX_CONST_PARAMS {
+        // (The macro allows no more.) The template itself: launching it is refused.
+        return template;
+    }
+    let mut padded = [0u64; MAX_CONST_PARAMS];
+    padded[..values.len()].copy_from_slice(values);
+    let key = (template as *const Definition as usize, padded);
     let map = INSTANCES.get_or_init(Default::default);
-    let mut map = map.lock();
+    if let Some(d) = map.read().get(&key) {
+        return d;
+    }
+    // The first launch of these values: built once, under the write lock.
+    let mut map = map.write();
     if let Some(d) = map.get(&key) {
         return d;
     }

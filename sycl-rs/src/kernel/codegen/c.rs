@@ -1261,7 +1261,7 @@ impl<'a> Printer<'a> {
                         } else {
                             new
                         };
-                        if space == "p" {
+                        if matches!(base, Base::Local(l) if self.f.locals[*l].is_private_array()) {
                             format!("{ptr}[{iname}] = {new};")
                         } else {
                             format!("if (!{}) {ptr}[{iname}] = {new};", self.failed())
