@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-examples="vector_add reduction stencil2d matmul softmax layer_norm histogram scan sgemm transpose share_across_ranks"
+examples="vector_add reduction stencil2d matmul softmax layer_norm histogram scan sgemm transpose nbody share_across_ranks"
 bin=${SYCL_RS_EXAMPLES_BIN:-}
 if [ -z "$bin" ]; then
     cargo build -q --release -p sycl-rs --bin sycl-ls --examples

@@ -119,17 +119,26 @@ impl Substitution<'_> {
         }
     }
 
+    fn field(&mut self, field: &mut Option<Box<Field>>) {
+        if let Some(item) = field.as_mut().and_then(|x| x.item.as_mut()) {
+            self.check(&mut item.check);
+            self.expr(&mut item.index);
+        }
+    }
+
     fn expr(&mut self, e: &mut Expr) {
         match &mut e.kind {
             ExprKind::Load {
                 index,
                 check,
                 index_fits_i32,
+                field,
                 ..
             } => {
                 self.check(check);
                 self.check(index_fits_i32);
                 self.expr(index);
+                self.field(field);
             }
             ExprKind::Unary(_, a) | ExprKind::Cast(a) => self.expr(a),
             ExprKind::Binary(_, a, b, fact) => {
@@ -204,12 +213,14 @@ impl Substitution<'_> {
                     value,
                     check,
                     index_fits_i32,
+                    field,
                     ..
                 } => {
                     self.check(check);
                     self.check(index_fits_i32);
                     self.expr(index);
                     self.expr(value);
+                    self.field(field);
                 }
                 StmtKind::If(c, a, b) => {
                     self.expr(c);

@@ -63,6 +63,53 @@ pub enum Param {
         /// Written by the kernel.
         mutable: bool,
     },
+    /// `&[S]` or `&mut [S]` of a `#[repr(C)]` struct of scalars and scalar arrays: USM memory
+    /// and its length in structs, read and written a field at a time ([`Field`]).
+    Structs {
+        /// The struct's size in bytes (a multiple of every field's size).
+        size: u32,
+        /// Written by the kernel.
+        mutable: bool,
+    },
+}
+
+impl Param {
+    /// Whether it is a slice of scalars or of structs.
+    pub fn is_slice(&self) -> bool {
+        !matches!(self, Param::Scalar(_))
+    }
+
+    /// Whether it is a slice the function may write.
+    pub fn is_mutable_slice(&self) -> bool {
+        matches!(
+            self,
+            Param::Slice { mutable: true, .. } | Param::Structs { mutable: true, .. }
+        )
+    }
+}
+
+/// The field of a struct slice's element that an access reaches: `p[i].mass` (the element
+/// index is the access's), `p[i].pos[k]` (an array field's item).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Field<S: Stage = Resolved> {
+    /// Its scalar type (an array field's element type).
+    pub ty: S::Ty,
+    /// Its byte offset in the struct: a multiple of the access type's size (`repr(C)` aligns
+    /// every field to its scalars' size, and the struct's size to the largest).
+    pub offset: u32,
+    /// For an array field, the item it reaches.
+    pub item: Option<FieldItem<S>>,
+}
+
+/// The item of an array field an access reaches.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FieldItem<S: Stage = Resolved> {
+    /// The array's length.
+    pub len: u32,
+    /// Whether the index needs its bounds check (against `len`).
+    pub check: S::Access,
+    /// The index (`usize`), computed after the element's.
+    pub index: Expr<S>,
 }
 
 /// A local variable, or an array of `ty` elements (work-group local or private).
@@ -184,8 +231,11 @@ pub enum ExprKind<S: Stage = Resolved> {
         index_fits_i32: S::Fact,
         /// The index (`usize`).
         index: Box<Expr<S>>,
+        /// On a struct slice, the field it reads (the expression's type is the field's
+        /// scalar); `None` elsewhere.
+        field: Option<Box<Field<S>>>,
     },
-    /// A slice's or local array's length (`usize`).
+    /// A slice's or local array's length (`usize`; a struct slice's in structs).
     Len(Base),
     /// A unary operator.
     Unary(UnOp, Box<Expr<S>>),
@@ -316,6 +366,9 @@ pub enum StmtKind<S: Stage = Resolved> {
         index: Expr<S>,
         /// The value (computed before the index, as Rust does).
         value: Expr<S>,
+        /// As [`ExprKind::Load`]'s: the field of a struct slice's element it writes, whose
+        /// type the value has.
+        field: Option<Box<Field<S>>>,
     },
     /// An expression for its effects.
     Expr(Expr<S>),
@@ -442,13 +495,21 @@ fn node_checks<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Check)) {
         ExprKind::Load {
             check,
             index_fits_i32,
+            field,
             ..
         } => {
             f(check);
             f(index_fits_i32);
+            field_checks(field, f);
         }
         ExprKind::Binary(_, _, _, no_wrap) => f(no_wrap),
         _ => {}
+    }
+}
+
+fn field_checks<'a>(field: &'a Option<Box<Field>>, f: &mut dyn FnMut(&'a Check)) {
+    if let Some(item) = field.as_ref().and_then(|x| x.item.as_ref()) {
+        f(&item.check);
     }
 }
 
@@ -463,10 +524,12 @@ pub fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check)) {
         StmtKind::Store {
             check,
             index_fits_i32,
+            field,
             ..
         } => {
             f(check);
             f(index_fits_i32);
+            field_checks(field, f);
         }
         StmtKind::For(h, _) => {
             f(&h.counts_below_half);
@@ -498,7 +561,12 @@ pub fn visit_stmts<'a, S: Stage>(body: &'a [Stmt<S>], f: &mut dyn FnMut(&'a Stmt
 pub fn walk_expr<'a, S: Stage>(e: &'a Expr<S>, f: &mut dyn FnMut(&'a Expr<S>)) {
     f(e);
     match &e.kind {
-        ExprKind::Load { index, .. } => walk_expr(index, f),
+        ExprKind::Load { index, field, .. } => {
+            walk_expr(index, f);
+            if let Some(item) = field.as_ref().and_then(|x| x.item.as_ref()) {
+                walk_expr(&item.index, f);
+            }
+        }
         ExprKind::Unary(_, a) | ExprKind::Cast(a) => walk_expr(a, f),
         ExprKind::Binary(_, a, b, _) => {
             walk_expr(a, f);
@@ -563,9 +631,17 @@ pub fn stmt_roots<'a, S: Stage>(s: &'a Stmt<S>, f: &mut dyn FnMut(&'a Expr<S>)) 
         | StmtKind::AssignLocal(_, _, e)
         | StmtKind::Expr(e)
         | StmtKind::Return(Some(e)) => f(e),
-        StmtKind::Store { index, value, .. } => {
+        StmtKind::Store {
+            index,
+            value,
+            field,
+            ..
+        } => {
             f(index);
             f(value);
+            if let Some(item) = field.as_ref().and_then(|x| x.item.as_ref()) {
+                f(&item.index);
+            }
         }
         StmtKind::If(c, ..) | StmtKind::While(c, _) => f(c),
         StmtKind::For(h, _) => {
@@ -651,7 +727,13 @@ impl Expr<Resolved> {
         let mut any = false;
         walk_expr(self, &mut |x| {
             any |= match &x.kind {
-                ExprKind::Load { check, .. } => *check != Check::Proved,
+                ExprKind::Load { check, field, .. } => {
+                    *check != Check::Proved
+                        || field
+                            .as_ref()
+                            .and_then(|x| x.item.as_ref())
+                            .is_some_and(|i| i.check != Check::Proved)
+                }
                 ExprKind::Atomic { .. } | ExprKind::Call(..) => true,
                 ExprKind::Math(m, _) => m.can_fail(),
                 ExprKind::Binary(BinOp::Div | BinOp::Rem, a, _, _) => a.ty.is_int(),
@@ -675,25 +757,31 @@ impl Function<Resolved> {
                 }
             }
         };
+        let mut add_access = |check: &Check, field: &Option<Box<Field>>| {
+            add(check);
+            if let Some(item) = field.as_ref().and_then(|x| x.item.as_ref()) {
+                add(&item.check);
+            }
+        };
         visit_stmts(&self.body, &mut |s| {
-            if let StmtKind::Store { check, .. } = &s.kind {
-                add(check);
+            if let StmtKind::Store { check, field, .. } = &s.kind {
+                add_access(check, field);
             }
         });
         visit_exprs(&self.body, &mut |e| {
-            if let ExprKind::Load { check, .. } = &e.kind {
-                add(check);
+            if let ExprKind::Load { check, field, .. } = &e.kind {
+                add_access(check, field);
             }
         });
         if let Some(steps) = &self.steps {
             visit_step_exprs(steps, &mut |e| {
-                if let ExprKind::Load { check, .. } = &e.kind {
-                    add(check);
+                if let ExprKind::Load { check, field, .. } = &e.kind {
+                    add_access(check, field);
                 }
             });
             visit_step_stmts(steps, &mut |s| {
-                if let StmtKind::Store { check, .. } = &s.kind {
-                    add(check);
+                if let StmtKind::Store { check, field, .. } = &s.kind {
+                    add_access(check, field);
                 }
             });
         }

@@ -38,6 +38,8 @@ pub trait StageMap<A: Stage, B: Stage> {
         check: &A::Access,
         fits_i32: &A::Fact,
     ) -> (B::Access, B::Fact);
+    /// An array field item's check (`item` is the whole item, its index in stage `A`).
+    fn field_item(&mut self, item: &FieldItem<A>) -> B::Access;
     /// The fact of binary operation `e`.
     fn binary(&mut self, e: &Expr<A>, fact: &A::Fact) -> B::Fact;
     /// The facts of loop header `h`.
@@ -110,6 +112,7 @@ impl<M> Mapper<'_, M> {
                 op,
                 index,
                 value,
+                field,
             } => {
                 let (check, index_fits_i32) = self.0.access(*base, index, check, index_fits_i32);
                 StmtKind::Store {
@@ -119,6 +122,7 @@ impl<M> Mapper<'_, M> {
                     op: *op,
                     index: self.expr(index),
                     value: self.expr(value),
+                    field: self.field(field),
                 }
             }
             StmtKind::Expr(e) => StmtKind::Expr(self.expr(e)),
@@ -163,6 +167,22 @@ impl<M> Mapper<'_, M> {
             .collect()
     }
 
+    fn field<A: Stage, B: Stage>(&mut self, f: &Option<Box<Field<A>>>) -> Option<Box<Field<B>>>
+    where
+        M: StageMap<A, B>,
+    {
+        let f = f.as_ref()?;
+        Some(Box::new(Field {
+            ty: self.0.ty(&f.ty),
+            offset: f.offset,
+            item: f.item.as_ref().map(|item| FieldItem {
+                len: item.len,
+                check: self.0.field_item(item),
+                index: self.expr(&item.index),
+            }),
+        }))
+    }
+
     fn exprs<A: Stage, B: Stage>(&mut self, es: &[Expr<A>]) -> Vec<Expr<B>>
     where
         M: StageMap<A, B>,
@@ -183,6 +203,7 @@ impl<M> Mapper<'_, M> {
                 check,
                 index_fits_i32,
                 index,
+                field,
             } => {
                 let (check, index_fits_i32) = self.0.access(*base, index, check, index_fits_i32);
                 ExprKind::Load {
@@ -190,6 +211,7 @@ impl<M> Mapper<'_, M> {
                     check,
                     index_fits_i32,
                     index: Box::new(self.expr(index)),
+                    field: self.field(field),
                 }
             }
             ExprKind::Len(b) => ExprKind::Len(*b),

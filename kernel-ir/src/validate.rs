@@ -46,6 +46,9 @@ pub fn validate(f: &Function, role: Role) -> Result<(), WireError> {
         Role::Kernel if f.ret.is_some() => return v.bad("a kernel with a result"),
         Role::Helper if f.ret.is_none() => return v.bad("a helper without a result"),
         Role::Helper if f.steps.is_some() => return v.bad("a helper with steps"),
+        Role::Helper if f.params.iter().any(|p| matches!(p, Param::Structs { .. })) => {
+            return v.bad("a helper with a struct slice")
+        }
         _ => {}
     }
     for l in &f.locals {
@@ -103,11 +106,12 @@ impl Validator<'_> {
         }
     }
 
-    /// The element type of a base, and whether it may be written.
+    /// The element type of a base (not a struct slice), and whether it may be written.
     fn base(&self, b: Base) -> Result<(Scalar, bool), WireError> {
         match b {
             Base::Param(i) => match self.f.params[i] {
                 Param::Slice { elem, mutable } => Ok((elem, mutable)),
+                Param::Structs { .. } => self.bad("a struct slice accessed without a field"),
                 Param::Scalar(_) => self.bad("an element of a scalar parameter"),
             },
             Base::Local(l) => match self.f.locals[l] {
@@ -117,6 +121,48 @@ impl Validator<'_> {
                 _ => self.bad("an element of a scalar local"),
             },
         }
+    }
+
+    /// An element access (`field`: the struct field it reaches): the element's type and
+    /// whether it may be written. A field lies inside the struct at its type's alignment, so
+    /// every access stays inside the element the index reaches.
+    fn access(&self, b: Base, field: &Option<Box<Field>>) -> Result<(Scalar, bool), WireError> {
+        let structs = match b {
+            Base::Param(i) => match self.f.params[i] {
+                Param::Structs { size, mutable } => Some((size, mutable)),
+                _ => None,
+            },
+            Base::Local(_) => None,
+        };
+        let (Some((size, mutable)), Some(field)) = (structs, field) else {
+            self.want(
+                field.is_none(),
+                "a field of an element that is not a struct",
+            )?;
+            return self.base(b);
+        };
+        let t = field.ty;
+        let width = t.size() as u64;
+        let len = field.item.as_ref().map_or(1, |i| i.len as u64);
+        self.want(
+            t.is_element()
+                && t != Scalar::Usize
+                && size > 0
+                && size as u64 % width == 0
+                && field.offset as u64 % width == 0
+                && len > 0
+                && field.offset as u64 + width * len <= size as u64,
+            "a field outside its struct or misaligned",
+        )?;
+        if let Some(item) = &field.item {
+            self.want(
+                item.index.ty == Scalar::Usize,
+                "a field index that is not a `usize`",
+            )?;
+            self.check(&item.check)?;
+            self.expr(&item.index)?;
+        }
+        Ok((t, mutable))
     }
 
     fn scalar_local(&self, l: usize) -> Result<Scalar, WireError> {
@@ -196,8 +242,9 @@ impl Validator<'_> {
                 op,
                 index,
                 value,
+                field,
             } => {
-                let (elem, writable) = self.base(*base)?;
+                let (elem, writable) = self.access(*base, field)?;
                 self.want(writable, "a store to a read-only slice")?;
                 self.want(index.ty == Scalar::Usize, "an index that is not a `usize`")?;
                 self.assign(elem, *op, value)?;
@@ -368,8 +415,9 @@ impl Validator<'_> {
                 check,
                 index_fits_i32,
                 index,
+                field,
             } => {
-                let (elem, _) = self.base(*base)?;
+                let (elem, _) = self.access(*base, field)?;
                 self.want(elem == t, "an element read at another type")?;
                 self.want(index.ty == Scalar::Usize, "an index that is not a `usize`")?;
                 self.check(check)?;
@@ -377,7 +425,10 @@ impl Validator<'_> {
                 self.expr(index)
             }
             ExprKind::Len(base) => {
-                self.base(*base)?;
+                let structs = matches!(base, Base::Param(i) if matches!(self.f.params[*i], Param::Structs { .. }));
+                if !structs {
+                    self.base(*base)?;
+                }
                 self.want(t == Scalar::Usize, "a length that is not a `usize`")
             }
             ExprKind::Unary(op, a) => {
@@ -527,7 +578,7 @@ fn bound_leaves(b: &Bound, params: &[Param]) -> Result<(), WireError> {
     b.visit(&mut |n| {
         let ok = match *n {
             Bound::Param(i) => matches!(params.get(i), Some(Param::Scalar(t)) if t.is_unsigned()),
-            Bound::Len(i) => matches!(params.get(i), Some(Param::Slice { .. })),
+            Bound::Len(i) => params.get(i).is_some_and(Param::is_slice),
             Bound::Const(_) => false,
             _ => true,
         };
@@ -562,7 +613,7 @@ pub fn validate_call(
             (ExprKind::SliceArg(s), Param::Slice { elem, mutable }) => {
                 matches!(caller.get(*s), Some(Param::Slice { elem: e, mutable: m }) if *e == elem && (*m || !mutable))
             }
-            (ExprKind::SliceArg(_), _) | (_, Param::Slice { .. }) => false,
+            (ExprKind::SliceArg(_), _) | (_, Param::Slice { .. } | Param::Structs { .. }) => false,
             (_, p) => p == Param::Scalar(a.ty),
         });
     if ok {

@@ -6,12 +6,14 @@
 //!
 //! The format (all `u32`; a change changes [`VERSION`]):
 //! - header: [`MAGIC`], [`VERSION`]; parameters (count, then kind 0 scalar / 1 slice, type,
-//!   mutable); result type ([`NONE`] for kernels); locals (count, then type, array
+//!   mutable / 2 struct slice, size in bytes, mutable); result type ([`NONE`] for kernels); locals (count, then type, array
 //!   length, 0 for a scalar, array space, 0 work-group local, 1 private, and the const
 //!   parameter that is the length, [`NONE`] if none); the body (a block); a steps flag and, when set, the steps;
 //! - a block is a count and its statements; a statement, step, expression or bound starts
 //!   with a tag; an expression's second word is its type; a literal is its value's 64 bits
 //!   at that type (two words, low first), as is a bound's number;
+//! - an element access ends with its [`Field`]: [`NONE`], or the offset, the type, then 0, or 1 and
+//!   the item's length, check and index;
 //! - a [`Check`] is 0 checked, 1 proved, 2 and a bound (`When`), 3 and a bound (`Guard`);
 //! - enumerations are their index in the `ALL` list of their type.
 //!
@@ -26,7 +28,7 @@ use crate::ty::Scalar;
 /// "SYIR".
 pub const MAGIC: u32 = 0x5359_4952;
 /// The format's version.
-pub const VERSION: u32 = 16;
+pub const VERSION: u32 = 17;
 /// The most const generic parameters a kernel may have.
 pub const MAX_CONST_PARAMS: usize = 16;
 /// No value (a kernel's result type, an assignment without operator).
@@ -107,6 +109,9 @@ impl Writer {
                     self.ty(elem);
                     self.out.push(mutable as u32);
                 }
+                Param::Structs { size, mutable } => {
+                    self.out.extend([2, size, mutable as u32]);
+                }
             }
         }
         match f.ret {
@@ -138,6 +143,23 @@ impl Writer {
         match b {
             Base::Param(i) => self.out.extend([0, i as u32]),
             Base::Local(l) => self.out.extend([1, l as u32]),
+        }
+    }
+
+    fn field(&mut self, f: &Option<Box<Field>>) {
+        let Some(f) = f else {
+            self.out.push(NONE);
+            return;
+        };
+        self.out.push(f.offset);
+        self.ty(f.ty);
+        match &f.item {
+            None => self.out.push(0),
+            Some(item) => {
+                self.out.extend([1, item.len]);
+                self.check(&item.check);
+                self.expr(&item.index);
+            }
         }
     }
 
@@ -236,6 +258,7 @@ impl Writer {
                 op,
                 index,
                 value,
+                field,
             } => {
                 self.out.push(2);
                 self.base(*base);
@@ -244,6 +267,7 @@ impl Writer {
                 self.opt_op(op);
                 self.expr(index);
                 self.expr(value);
+                self.field(field);
             }
             StmtKind::Expr(e) => {
                 self.out.push(3);
@@ -345,12 +369,14 @@ impl Writer {
                 check,
                 index_fits_i32,
                 index,
+                field,
             } => {
                 head(self, 3);
                 self.base(*base);
                 self.check(check);
                 self.check(index_fits_i32);
                 self.expr(index);
+                self.field(field);
             }
             ExprKind::Len(b) => {
                 head(self, 4);
@@ -460,11 +486,22 @@ pub fn decode(words: &[u32], helpers: usize) -> Result<Function, WireError> {
     let mut params = Vec::with_capacity(n);
     for _ in 0..n {
         let kind = r.word()?;
-        let t = r.ty()?;
-        let mutable = r.flag()?;
-        params.push(match (kind, mutable) {
-            (0, false) => Param::Scalar(t),
-            (1, _) => Param::Slice { elem: t, mutable },
+        params.push(match kind {
+            0 | 1 => {
+                let t = r.ty()?;
+                match (kind, r.flag()?) {
+                    (0, false) => Param::Scalar(t),
+                    (1, mutable) => Param::Slice { elem: t, mutable },
+                    _ => return Err(r.bad("parameter")),
+                }
+            }
+            2 => {
+                let size = r.word()?;
+                Param::Structs {
+                    size,
+                    mutable: r.flag()?,
+                }
+            }
             _ => return Err(r.bad("parameter")),
         });
     }
@@ -646,6 +683,28 @@ impl Reader<'_> {
         }
     }
 
+    fn field(&mut self) -> Result<Option<Box<Field>>, WireError> {
+        let offset = self.word()?;
+        if offset == NONE {
+            return Ok(None);
+        }
+        let ty = self.ty()?;
+        let item = match self.word()? {
+            0 => None,
+            1 => {
+                let len = self.word()?;
+                let check = self.check()?;
+                Some(FieldItem {
+                    len,
+                    check,
+                    index: self.expr()?,
+                })
+            }
+            _ => return Err(self.bad("field item")),
+        };
+        Ok(Some(Box::new(Field { ty, offset, item })))
+    }
+
     fn check(&mut self) -> Result<Check, WireError> {
         Ok(match self.word()? {
             0 => Check::Checked,
@@ -753,13 +812,15 @@ impl Reader<'_> {
                 let index_fits_i32 = self.check()?;
                 let op = self.opt_op()?;
                 let index = self.expr()?;
+                let value = self.expr()?;
                 StmtKind::Store {
                     base,
                     check,
                     index_fits_i32,
                     op,
                     index,
-                    value: self.expr()?,
+                    value,
+                    field: self.field()?,
                 }
             }
             3 => StmtKind::Expr(self.expr()?),
@@ -850,11 +911,13 @@ impl Reader<'_> {
                 let base = self.base()?;
                 let check = self.check()?;
                 let index_fits_i32 = self.check()?;
+                let index = b(self.expr()?);
                 ExprKind::Load {
                     base,
                     check,
                     index_fits_i32,
-                    index: b(self.expr()?),
+                    index,
+                    field: self.field()?,
                 }
             }
             4 => ExprKind::Len(self.base()?),

@@ -145,8 +145,9 @@ impl Gen {
 
     /// Slices and work-group local arrays (what atomics update) of element `elem`.
     fn atomic_bases(&self, elem: Scalar, write: bool) -> Vec<Base> {
-        self.bases(Some(elem), write)
-            .into_iter()
+        let mut b = self.bases(Some(elem), write);
+        b.retain(|b| self.struct_size(*b).is_none());
+        b.into_iter()
             .filter(|b| match b {
                 Base::Local(l) => self.locals[*l].is_work_group_array(),
                 Base::Param(_) => true,
@@ -163,6 +164,11 @@ impl Gen {
             .enumerate()
             .filter_map(|(i, p)| match *p {
                 Param::Slice { elem, mutable } if fits(elem) && (mutable || !write) => {
+                    Some(Base::Param(i))
+                }
+                Param::Structs { size, mutable }
+                    if (mutable || !write) && elem.map_or(true, |t| field_fits(t, size)) =>
+                {
                     Some(Base::Param(i))
                 }
                 _ => None,
@@ -186,14 +192,57 @@ impl Gen {
         (self.rng.pick(&orders), scope)
     }
 
-    fn elem(&self, b: Base) -> Scalar {
+    /// The element type of `b`: a struct slice's is a field type picked here.
+    fn elem(&mut self, b: Base) -> Scalar {
         match b {
             Base::Param(i) => match self.params[i] {
                 Param::Slice { elem, .. } => elem,
+                Param::Structs { size, .. } => {
+                    let fits: Vec<Scalar> = Scalar::ALL
+                        .into_iter()
+                        .filter(|t| field_fits(*t, size))
+                        .collect();
+                    self.rng.pick(&fits)
+                }
                 Param::Scalar(_) => unreachable!("bases() gives slices"),
             },
             Base::Local(l) => self.locals[l].ty,
         }
+    }
+
+    fn struct_size(&self, b: Base) -> Option<u32> {
+        match b {
+            Base::Param(i) => match self.params[i] {
+                Param::Structs { size, .. } => Some(size),
+                _ => None,
+            },
+            Base::Local(_) => None,
+        }
+    }
+
+    /// The field of type `t` an access of `b` reaches (`None` unless a struct slice): an
+    /// aligned offset inside the struct, sometimes an array field's item.
+    fn field(&mut self, b: Base, t: Scalar, depth: usize) -> Option<Box<Field>> {
+        let size = self.struct_size(b)?;
+        let width = t.size() as u32;
+        let slots = size / width;
+        let start = self.rng.below(slots as usize) as u32;
+        let item = match self.rng.one_in(2) {
+            true => {
+                let len = 1 + self.rng.below((slots - start) as usize) as u32;
+                Some(FieldItem {
+                    len,
+                    check: self.check(),
+                    index: self.expr(Scalar::Usize, depth),
+                })
+            }
+            false => None,
+        };
+        Some(Box::new(Field {
+            ty: t,
+            offset: start * width,
+            item,
+        }))
     }
 
     /// A bound; over the work-group size and numbers only unless `run_time` (what `When`
@@ -211,7 +260,7 @@ impl Gen {
                 for (i, p) in self.params.iter().enumerate() {
                     match *p {
                         Param::Scalar(t) if t.is_unsigned() => leaves.push(Bound::Param(i)),
-                        Param::Slice { .. } => leaves.push(Bound::Len(i)),
+                        Param::Slice { .. } | Param::Structs { .. } => leaves.push(Bound::Len(i)),
                         Param::Scalar(_) => {}
                     }
                 }
@@ -299,11 +348,13 @@ impl Gen {
                     if bases.is_empty() {
                         continue;
                     }
+                    let base = self.rng.pick(&bases);
                     ExprKind::Load {
-                        base: self.rng.pick(&bases),
+                        base,
                         check: self.check(),
                         index_fits_i32: self.check(),
                         index: b(self.expr(Scalar::Usize, d)),
+                        field: self.field(base, t, d),
                     }
                 }
                 1 => {
@@ -595,6 +646,7 @@ impl Gen {
                         op,
                         index: self.expr(Scalar::Usize, e),
                         value: self.expr(vt, e),
+                        field: self.field(base, elem, e),
                     })
                 }
                 3 | 4 => {
@@ -747,12 +799,16 @@ fn function(seed: u64, role: Role, helpers: usize) -> Function {
     // memory) and group operations in its body.
     let group = kernel && rng.one_in(2);
     let params = (0..rng.below(6))
-        .map(|_| match kernel && rng.one_in(2) {
-            true => Param::Slice {
+        .map(|_| match (kernel && rng.one_in(2), rng.one_in(4)) {
+            (true, false) => Param::Slice {
                 elem: rng.pick(&NUMERIC),
                 mutable: rng.one_in(2),
             },
-            false => Param::Scalar(rng.pick(&Scalar::ALL)),
+            (true, true) => Param::Structs {
+                size: rng.pick(&[2, 4, 8, 12, 24, 40]),
+                mutable: rng.one_in(2),
+            },
+            (false, _) => Param::Scalar(rng.pick(&Scalar::ALL)),
         })
         .collect();
     let locals = (0..rng.below(9))
@@ -842,6 +898,11 @@ fn guards(seed: u64, params: usize) -> Vec<Bound> {
     (0..g.rng.below(5)).map(|_| g.bound(4, true)).collect()
 }
 
+/// Whether a struct of `size` bytes can have a field of type `t` (its size divides it).
+fn field_fits(t: Scalar, size: u32) -> bool {
+    t.is_element() && t != Scalar::Usize && size % t.size() as u32 == 0
+}
+
 // ---- 1. the generator makes valid functions, of every kind of node
 
 #[test]
@@ -866,6 +927,9 @@ fn generator_covers_the_ir() {
         "kind: Local(",
         "kind: Param(",
         "kind: Load {",
+        "field: Some(Field { ty: F16",
+        "item: Some(FieldItem {",
+        "Structs { size: 40, mutable: true }",
         "kind: Len(",
         "kind: Unary(Neg",
         "kind: Unary(Not",
@@ -1018,6 +1082,9 @@ impl map::StageMap<Resolved, Resolved> for Same {
     fn local_info(&mut self, _: &Local) {}
     fn access(&mut self, _: Base, _: &Expr, c: &Check, fits: &Check) -> (Check, Check) {
         (c.clone(), fits.clone())
+    }
+    fn field_item(&mut self, item: &FieldItem) -> Check {
+        item.check.clone()
     }
     fn binary(&mut self, _: &Expr, fact: &Check) -> Check {
         fact.clone()
@@ -1298,6 +1365,7 @@ fn nested_bound(n: usize) -> Function {
             kind: ExprKind::Lit(7),
             src: (),
         },
+        field: None,
     };
     kernel(
         vec![Local {
@@ -1501,9 +1569,11 @@ fn huge_counts() {
 
 #[test]
 fn out_of_range_indices_and_codes() {
-    let cases: [(&[u32], &str); 10] = [
-        // a parameter of kind 2
-        (&[MAGIC, VERSION, 1, 2, 0, 0], "parameter"),
+    let cases: [(&[u32], &str); 11] = [
+        // a parameter of kind 3
+        (&[MAGIC, VERSION, 1, 3, 0, 0], "parameter"),
+        // a struct slice whose mutable flag is 2
+        (&[MAGIC, VERSION, 1, 2, 8, 2], "flag"),
         // a scalar parameter marked mutable
         (&[MAGIC, VERSION, 1, 0, 0, 1], "parameter"),
         // a type code past the last type
@@ -1542,6 +1612,49 @@ fn out_of_range_indices_and_codes() {
         let e = decode(words, 0).unwrap_err();
         assert_eq!(e.what, what, "{words:?}: {e}");
     }
+}
+
+#[test]
+fn a_field_item_word_past_its_codes() {
+    // `let v0 = x[0].f` (an `f32` at offset 4 of an 8-byte struct): its last words are the
+    // field's offset, type and item word.
+    let f = Function {
+        params: vec![Param::Structs {
+            size: 8,
+            mutable: false,
+        }],
+        ret: None,
+        locals: vec![Local {
+            ty: Scalar::F32,
+            array: None,
+            info: (),
+        }],
+        body: vec![Stmt::new(StmtKind::Let(
+            0,
+            e(
+                Scalar::F32,
+                ExprKind::Load {
+                    base: Base::Param(0),
+                    check: Check::Checked,
+                    index_fits_i32: Check::Checked,
+                    index: Box::new(usize0()),
+                    field: Some(Box::new(Field {
+                        ty: Scalar::F32,
+                        offset: 4,
+                        item: None,
+                    })),
+                },
+            ),
+        ))],
+        steps: None,
+    };
+    let mut words = encode(&f);
+    assert_eq!(decode(&words, 0).as_ref(), Ok(&f));
+    assert_eq!(validate(&f, Role::Kernel), Ok(()));
+    let at = words.len() - 2; // (the steps flag follows)
+    assert_eq!(words[at - 2..=at], [4, 6, 0]);
+    words[at] = 2;
+    assert_eq!(decode(&words, 0).unwrap_err().what, "field item");
 }
 
 // ---- what the validator rejects
@@ -1608,6 +1721,7 @@ fn load(base: Base, ty: Scalar, check: Check, index: Expr) -> Expr {
             check,
             index_fits_i32: Check::Checked,
             index: Box::new(index),
+            field: None,
         },
     )
 }
@@ -1620,6 +1734,7 @@ fn store(base: Base, index: Expr, value: Expr) -> Stmt {
         op: None,
         index,
         value,
+        field: None,
     })
 }
 
@@ -1693,7 +1808,88 @@ fn compound_store(base: Base, op: BinOp, value: Expr) -> Stmt {
         op: Some(op),
         index: usize0(),
         value,
+        field: None,
     })
+}
+
+#[test]
+fn the_validator_checks_struct_fields() {
+    use Scalar::*;
+    // `base_kernel` and parameter 4, `&[S]` of a 12-byte struct.
+    let kernel = |body: Vec<Stmt>| {
+        let mut f = base_kernel(body);
+        f.params.push(Param::Structs {
+            size: 12,
+            mutable: false,
+        });
+        f
+    };
+    let field = |ty, offset, item: Option<u32>| {
+        Some(Box::new(Field {
+            ty,
+            offset,
+            item: item.map(|len| FieldItem {
+                len,
+                check: Check::Checked,
+                index: usize0(),
+            }),
+        }))
+    };
+    let read = |base, ty, field| {
+        Stmt::new(StmtKind::Expr(e(
+            ty,
+            ExprKind::Load {
+                base,
+                check: Check::Checked,
+                index_fits_i32: Check::Checked,
+                index: Box::new(usize0()),
+                field,
+            },
+        )))
+    };
+    let s = Base::Param(4);
+    for ok in [
+        read(s, F32, field(F32, 8, None)),
+        read(s, F16, field(F16, 2, Some(5))),
+        read(s, U32, field(U32, 0, Some(3))),
+        Stmt::new(StmtKind::Expr(e(Usize, ExprKind::Len(s)))),
+    ] {
+        assert_eq!(
+            validate(&kernel(vec![ok.clone()]), Role::Kernel),
+            Ok(()),
+            "{ok:?}"
+        );
+    }
+    let cases = [
+        (read(s, F32, field(F32, 12, None)), "outside"),
+        (read(s, F32, field(F32, 2, None)), "misaligned"),
+        (read(s, F64, field(F64, 0, None)), "outside"),
+        (read(s, Usize, field(Usize, 0, None)), "outside"),
+        (read(s, U32, field(U32, 4, Some(3))), "outside"),
+        (read(s, U32, field(U32, 4, Some(0))), "outside"),
+        (read(s, F32, field(U32, 0, None)), "another type"),
+        (read(s, F32, None), "without a field"),
+        (
+            read(Base::Param(2), F32, field(F32, 0, None)),
+            "not a struct",
+        ),
+        (
+            Stmt::new(StmtKind::Store {
+                base: s,
+                check: Check::Checked,
+                index_fits_i32: Check::Checked,
+                op: None,
+                index: usize0(),
+                value: lit(U32, 1),
+                field: field(U32, 0, None),
+            }),
+            "read-only",
+        ),
+    ];
+    for (stmt, why) in cases {
+        let err = validate(&kernel(vec![stmt.clone()]), Role::Kernel).unwrap_err();
+        assert!(err.what.contains(why), "{stmt:?}: {err}");
+    }
 }
 
 #[test]
@@ -2450,8 +2646,10 @@ fn const_templates_instantiate() {
                         check: Check::Checked,
                         index_fits_i32: Check::Checked,
                         index: Box::new(lit(Usize, 0)),
+                        field: None,
                     },
                 ),
+                field: None,
             }),
         ],
         steps: None,

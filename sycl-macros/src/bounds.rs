@@ -336,6 +336,17 @@ impl<'a> Bounds<'a> {
         self.access(base, index)
     }
 
+    /// Whether an array field's item index is below the field's length `len`.
+    pub fn item(&self, index: &Expr, len: u32) -> Proof {
+        let n = len as u128;
+        self.gate(match &self.bounds(index).hi {
+            V::N(h) if *h < n => Proof::Always,
+            V::S(h, false) => Proof::When(lt(h.clone(), Bound::Num(n as u64))),
+            V::S(h, true) => Proof::Guard(lt(h.clone(), Bound::Num(n as u64))),
+            _ => Proof::No,
+        })
+    }
+
     fn access_proof(&self, base: Base, index: &Expr) -> Proof {
         let b = self.bounds(index);
         match base {
@@ -930,7 +941,7 @@ mod tests {
 
     fn kernel(src: &str) -> Function {
         let item: syn::ItemFn = syn::parse_str(src).expect("Rust");
-        parse::function(&item, parse::Role::Kernel).expect("a kernel")
+        parse::function(&item, parse::Role::Kernel, &Default::default()).expect("a kernel")
     }
 
     /// Every element access of `f` (loads and stores), in source order.

@@ -108,6 +108,30 @@ impl<'a> RustEmitter<'a> {
         !a.unchecked_in_source && self.ctx != Ctx::Helper && matches!(a.check, Check::Guard(_))
     }
 
+    /// A field access's element index, item index (0 for a scalar field), and which form
+    /// its checks allow.
+    fn field_parts(
+        &self,
+        index: &Expr,
+        check: &AccessCheck,
+        field: &kir::Field<Checked>,
+    ) -> (TokenStream, TokenStream, FieldForm) {
+        let i = self.expr(index);
+        let (k, item_check) = match &field.item {
+            Some(item) => (self.expr(&item.index), Some(&item.check)),
+            None => (quote!(0usize), None),
+        };
+        let mut checks = std::iter::once(check).chain(item_check);
+        let form = if checks.clone().all(|c| self.proved(c)) {
+            FieldForm::Proved
+        } else if checks.all(|c| self.proved(c) || self.guarded(c)) {
+            FieldForm::Guarded
+        } else {
+            FieldForm::Checked
+        };
+        (i, k, form)
+    }
+
     fn local(&self, l: usize) -> TokenStream {
         let name = format_ident!("__sycl_v{}", l);
         if self.f.locals[l].is_work_group_array() {
@@ -171,6 +195,31 @@ impl<'a> RustEmitter<'a> {
             }
             ExprKind::Local(l) => self.local(*l),
             ExprKind::Param(i) => self.param(*i),
+            ExprKind::Load {
+                base,
+                index,
+                check,
+                field: Some(field),
+                ..
+            } => {
+                let Base::Param(p) = base else {
+                    unreachable!("fields are of struct slices")
+                };
+                let (i, k, form) = self.field_parts(index, check, field);
+                let p = self.param(*p);
+                let generics = field_generics(field);
+                let unchecked = quote!(unsafe { #p.load_unchecked::<#generics>(__i, __k) });
+                let checked = quote!(#p.load::<#generics>(__i, __k));
+                let access = match form {
+                    // SAFETY: the bounds analysis proved both indices in bounds.
+                    FieldForm::Proved => unchecked,
+                    // SAFETY: with `__G`, the kernel's run-time guard held, under which the
+                    // analysis proved the indices in bounds.
+                    FieldForm::Guarded => quote!(if __G { #unchecked } else { #checked }),
+                    FieldForm::Checked => checked,
+                };
+                quote!({ let __i: usize = #i; let __k: usize = #k; #access })
+            }
             ExprKind::Load {
                 base, index, check, ..
             } => {
@@ -549,6 +598,46 @@ impl<'a> RustEmitter<'a> {
                 op,
                 index,
                 value: e,
+                field: Some(field),
+                ..
+            } => {
+                let Base::Param(p) = base else {
+                    unreachable!("fields are of struct slices")
+                };
+                let v = self.expr(e);
+                let (i, k, form) = self.field_parts(index, check, field);
+                let p = self.param(*p);
+                let generics = field_generics(field);
+                // SAFETY (each `unsafe` below): the bounds analysis proved both indices in
+                // bounds (with `__G`: under the run-time guard that held).
+                let (load, store) = (
+                    quote!(unsafe { #p.load_unchecked::<#generics>(__i, __k) }),
+                    quote!(unsafe { #p.store_unchecked::<#generics>(__i, __k, __new) }),
+                );
+                let (cload, cstore) = (
+                    quote!(#p.load::<#generics>(__i, __k)),
+                    quote!(#p.store::<#generics>(__i, __k, __new)),
+                );
+                let (load, store) = match form {
+                    FieldForm::Proved => (load, store),
+                    FieldForm::Guarded => (
+                        quote!(if __G { #load } else { #cload }),
+                        quote!(if __G { #store } else { #cstore }),
+                    ),
+                    FieldForm::Checked => (cload, cstore),
+                };
+                let new = match op {
+                    None => quote!(__v),
+                    Some(op) => binary(*op, field.ty, load, quote!(__v)),
+                };
+                quote!({ let __v = #v; let __i: usize = #i; let __k: usize = #k; let __new = #new; #store; })
+            }
+            StmtKind::Store {
+                base,
+                check,
+                op,
+                index,
+                value: e,
                 ..
             } => {
                 let checked = &!check.unchecked_in_source;
@@ -558,6 +647,7 @@ impl<'a> RustEmitter<'a> {
                     Base::Param(p) => match self.f.params[*p] {
                         ParamKind::Slice { elem, .. } => elem,
                         ParamKind::Scalar(t) => t,
+                        ParamKind::Structs { .. } => unreachable!("struct fields are stored above"),
                     },
                     Base::Local(l) => self.f.locals[*l].ty,
                 };
@@ -731,6 +821,23 @@ fn binary(op: BinOp, t: Ty, x: TokenStream, y: TokenStream) -> TokenStream {
     }
 }
 
+/// Which form a struct field access takes.
+enum FieldForm {
+    /// Both indices proved in bounds: unchecked.
+    Proved,
+    /// In bounds under the run-time guard (`__G`).
+    Guarded,
+    Checked,
+}
+
+/// `KernelStructs::load`'s generic arguments for a field: its type, byte offset and items.
+fn field_generics(field: &kir::Field<Checked>) -> TokenStream {
+    let t = ty_tokens(field.ty);
+    let offset = Literal::usize_unsuffixed(field.offset as usize);
+    let items = Literal::usize_unsuffixed(field.item.as_ref().map_or(1, |i| i.len as usize));
+    quote!(#t, #offset, #items)
+}
+
 /// The prologue that binds a kernel's parameters from the runtime's argument list.
 fn bind_params(params: &[Param]) -> TokenStream {
     let binds = params.iter().enumerate().map(|(i, p)| {
@@ -748,6 +855,14 @@ fn bind_params(params: &[Param]) -> TokenStream {
                     quote!(let mut #name = __args.slice_mut::<#t>(#i);)
                 } else {
                     quote!(let #name = __args.slice::<#t>(#i);)
+                }
+            }
+            ParamKind::Structs { size, mutable } => {
+                let size = Literal::usize_unsuffixed(size as usize);
+                if mutable {
+                    quote!(let #name = __args.structs_mut::<#size>(#i);)
+                } else {
+                    quote!(let #name = __args.structs::<#size>(#i);)
                 }
             }
         }
@@ -1249,6 +1364,7 @@ pub fn helper_fn(f: &Function, param_names: &[Param], item: &syn::ItemFn) -> Tok
                         quote!(#user: &#g)
                     }
                 }
+                ParamKind::Structs { .. } => unreachable!("helpers take no struct slices"),
             }
         })
         .collect();

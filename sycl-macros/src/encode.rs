@@ -168,6 +168,14 @@ impl StageMap<Parsed, Checked> for ToChecked<'_> {
         )
     }
 
+    /// Whether an array field's item index needs its check against the field's length.
+    fn field_item(&mut self, item: &kir::FieldItem<Parsed>) -> AccessCheck {
+        AccessCheck {
+            check: check(self.bounds.item(&item.index, item.len)),
+            unchecked_in_source: false,
+        }
+    }
+
     /// For `u32` `+ - *` only: whether the operation has no signed overflow either.
     fn binary(&mut self, e: &Expr, _: &()) -> Check {
         if self.bounds.u32_arith(e).is_some() {
@@ -249,6 +257,10 @@ impl StageMap<Checked, kir::Resolved> for ToResolved<'_> {
         fits: &Check,
     ) -> (Check, Check) {
         (a.check.clone(), fits.clone())
+    }
+
+    fn field_item(&mut self, item: &kir::FieldItem<Checked>) -> Check {
+        item.check.check.clone()
     }
 
     fn binary(&mut self, _: &kir::Expr<Checked>, fact: &Check) -> Check {

@@ -28,7 +28,6 @@ use proc_macro2::{Group, Ident, Span, TokenStream as TokenStream2, TokenTree};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use crate::ir::ParamKind;
 use crate::{definition_static, functor_impl, instance, KernelOptions};
 
 /// The most instances one generic kernel may have (each is translated at build time).
@@ -168,7 +167,11 @@ fn combinations(params: &[(Ident, Bound)]) -> Vec<Vec<&'static str>> {
 }
 
 /// `#[sycl::kernel]` on a generic function.
-pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStream2> {
+pub fn kernel(
+    item: syn::ItemFn,
+    options: KernelOptions,
+    structs: &crate::structs::Known,
+) -> syn::Result<TokenStream2> {
     let params = type_params(&item.sig.generics)?;
     let combos = combinations(&params);
     if combos.len() > MAX_INSTANCES {
@@ -204,7 +207,7 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
         let shown = format!("{name}::<{}>", combo.join(", "));
         let one: syn::ItemFn = syn::parse2(substitute(plain_tokens.clone(), &map))?;
         let cpu_name = format_ident!("__sycl_cpu_{}_{}", name, k);
-        match instance(&one, &options, &cpu_name) {
+        match instance(&one, &options, &cpu_name, structs) {
             Ok(inst) => built.push((combo, inst)),
             Err(e) => failed.push((combo, shown, e)),
         }
@@ -234,36 +237,7 @@ pub fn kernel(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStr
     let tuple = quote!((#(#tys,)*));
 
     // The constructor, from the signature as written (its types name the parameters).
-    let kinds = &built[0].1.params;
-    let mut ctor_params = Vec::new();
-    let mut ctor_args = Vec::new();
-    for (kind, input) in kinds.iter().zip(&item.sig.inputs) {
-        let syn::FnArg::Typed(pt) = input else {
-            unreachable!("the parser refused `self`")
-        };
-        let pat = &pt.pat;
-        match (*kind, &*pt.ty) {
-            (ParamKind::Scalar(_), ty) => {
-                ctor_params.push(quote!(#pat: #ty));
-                ctor_args.push(quote!(::sycl::kernel::__rt::ArgValue::scalar::<#ty>(#pat)));
-            }
-            (ParamKind::Slice { mutable, .. }, syn::Type::Reference(r)) => {
-                let syn::Type::Slice(s) = &*r.elem else {
-                    unreachable!("the parser took a slice")
-                };
-                let elem = &s.elem;
-                ctor_params.push(quote!(#pat: &impl ::sycl::AsUsmRange<#elem>));
-                ctor_args
-                    .push(quote!(::sycl::kernel::__rt::ArgValue::slice::<#elem>(#pat, #mutable)));
-            }
-            (ParamKind::Slice { .. }, other) => {
-                return Err(err(
-                    other.span(),
-                    "a slice parameter is `&[T]` or `&mut [T]`",
-                ))
-            }
-        }
-    }
+    let (ctor_params, ctor_args) = crate::constructor(&built[0].1, &item)?;
 
     let cpus = built.iter().map(|(_, inst)| &inst.cpu);
     // The type arguments as scalar types, matched against each instance's.

@@ -10,8 +10,8 @@ use sycl_kernel_ir as kir;
 pub use sycl_kernel_ir::Param as ParamKind;
 pub use sycl_kernel_ir::Scalar as Ty;
 pub use sycl_kernel_ir::{
-    Array, AtomicOp, Base, BinOp, Collective, GroupOp, MathFn, MemoryOrder, MemoryScope, Query,
-    Reduce, SubGroupOp, SubGroupQuery, UnOp,
+    Array, AtomicOp, Base, BinOp, Collective, Field, FieldItem, GroupOp, MathFn, MemoryOrder,
+    MemoryScope, Query, Reduce, SubGroupOp, SubGroupQuery, UnOp,
 };
 
 /// A type while parsing: an index into [`Types`].
@@ -230,6 +230,20 @@ pub struct LocalInfo {
 pub struct Param {
     pub name: String,
     pub kind: ParamKind,
+    /// A struct slice's element type (its name in scope).
+    pub strukt: Option<String>,
+}
+
+/// A parameter of the kernel's signature and the IR parameters it is passed as.
+#[derive(Clone, Debug)]
+pub enum SigParam {
+    /// A scalar or a slice: one IR parameter (its index).
+    Plain(usize),
+    /// A struct by value: passed as the next IR scalar parameters, one per scalar (in field
+    /// order, arrays item by item).
+    Struct {
+        def: std::rc::Rc<crate::structs::StructDef>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -268,6 +282,8 @@ pub fn for_header(
 /// A parsed kernel or helper.
 pub struct Function {
     pub params: Vec<Param>,
+    /// The signature's parameters, in order, as IR parameters.
+    pub signature: Vec<SigParam>,
     /// Helpers return a scalar; kernels nothing.
     pub ret: Option<Ty>,
     pub locals: Vec<Local>,

@@ -24,8 +24,9 @@ mod encode;
 mod generics;
 mod ir;
 mod parse;
+mod structs;
 
-use ir::{ParamKind, Ty};
+use ir::{ParamKind, SigParam, Ty};
 
 /// Makes a function a kernel for every device. See `sycl::kernel`.
 #[proc_macro_attribute]
@@ -33,19 +34,69 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     let attr = TokenStream2::from(attr);
     // `__no_proofs` (testing only, undocumented for users): every access stays checked and
     // every code form general, the twin the differential test compares each kernel with.
-    let options = if attr.to_string() == "__no_proofs" {
-        KernelOptions { proofs: false }
-    } else if attr.is_empty() {
-        KernelOptions { proofs: true }
-    } else {
+    let Some(options) = kernel_options(&attr) else {
         return no_arguments(attr);
     };
     match syn::parse::<syn::ItemFn>(item) {
-        Ok(func) => kernel_impl(func, options)
+        Ok(func) => with_structs(func, options, attr, &[])
             .unwrap_or_else(|e| e.to_compile_error())
             .into(),
         Err(e) => e.to_compile_error().into(),
     }
+}
+
+/// The options a `#[sycl::kernel(..)]` attribute's tokens give.
+fn kernel_options(attr: &TokenStream2) -> Option<KernelOptions> {
+    match attr.to_string().as_str() {
+        "__no_proofs" => Some(KernelOptions { proofs: false }),
+        "" => Some(KernelOptions { proofs: true }),
+        _ => None,
+    }
+}
+
+/// Translates a kernel once every struct its signature names has a layout; before that,
+/// asks the first unknown one for its layout (`structs`), which calls
+/// [`__kernel_with_types`] back.
+fn with_structs(
+    func: syn::ItemFn,
+    options: KernelOptions,
+    attr: TokenStream2,
+    layouts: &[(syn::Ident, syn::FieldsNamed)],
+) -> syn::Result<TokenStream2> {
+    let known = structs::known(layouts)?;
+    let missing = structs::named_structs(&func)
+        .into_iter()
+        .find(|(n, _)| !known.contains_key(n));
+    match missing {
+        Some((name, span)) => Ok(structs::ask(&name, span, layouts, &attr, &func)),
+        None => kernel_impl(func, options, &known),
+    }
+}
+
+/// `#[derive(sycl::KernelType)]`: a `#[repr(C)]` struct kernels take by value and in slices.
+/// See `sycl::KernelType`.
+#[proc_macro_derive(KernelType)]
+pub fn derive_kernel_type(item: TokenStream) -> TokenStream {
+    match syn::parse::<syn::DeriveInput>(item) {
+        Ok(item) => structs::derive(item)
+            .unwrap_or_else(|e| e.to_compile_error())
+            .into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// A kernel with the layouts of structs it names, from their derives' macros (not for users).
+#[doc(hidden)]
+#[proc_macro]
+pub fn __kernel_with_types(input: TokenStream) -> TokenStream {
+    let run = || -> syn::Result<TokenStream2> {
+        let w: structs::WithTypes = syn::parse(input)?;
+        let options = kernel_options(&w.attr)
+            .ok_or_else(|| syn::Error::new_spanned(&w.attr, "this attribute takes no arguments"))?;
+        let func: syn::ItemFn = syn::parse2(w.item)?;
+        with_structs(func, options, w.attr, &w.layouts)
+    };
+    run().unwrap_or_else(|e| e.to_compile_error()).into()
 }
 
 /// Makes a function callable from kernels (and from host code). See `sycl::kernel`.
@@ -56,7 +107,7 @@ pub fn kernel_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
         return no_arguments(attr);
     }
     match syn::parse::<syn::ItemFn>(item) {
-        Ok(func) => helper_impl(func)
+        Ok(func) => helper_impl(func, &structs::Known::new())
             .unwrap_or_else(|e| e.to_compile_error())
             .into(),
         Err(e) => e.to_compile_error().into(),
@@ -113,6 +164,8 @@ struct Instance {
     parts: TokenStream2,
     cpu: TokenStream2,
     params: Vec<ParamKind>,
+    /// The signature's parameters as IR parameters.
+    signature: Vec<SigParam>,
     /// Its const generic parameters' names (as written) and types; with any, `parts` is a
     /// template (`CpuEntry::Template`), which `entry` instantiates.
     consts: Vec<(String, Ty)>,
@@ -129,8 +182,9 @@ fn instance(
     item: &syn::ItemFn,
     options: &KernelOptions,
     cpu_name: &proc_macro2::Ident,
+    structs: &structs::Known,
 ) -> syn::Result<Instance> {
-    let f = parse::function(item, parse::Role::Kernel)?;
+    let f = parse::function(item, parse::Role::Kernel, structs)?;
     let consts = parse::const_params(&item.sig.generics)?;
     let an = analyze::kernel(&f)?;
     // The kernel's one bounds analysis: every form reads its proofs.
@@ -184,6 +238,13 @@ fn instance(
             let st = scalar_ty(elem);
             quote!(::sycl::kernel::__rt::ParamSpec::Slice { elem: #st, mutable: #mutable })
         }
+        ParamKind::Structs { size, mutable } => {
+            let parts = structs
+                .get(p.strukt.as_deref().expect("a struct slice names its struct"))
+                .map(structs::parts_key)
+                .expect("a known struct");
+            quote!(::sycl::kernel::__rt::ParamSpec::Structs { size: #size, parts: #parts, mutable: #mutable })
+        }
     });
     let name_str = item.sig.ident.to_string();
     let helpers = helper_refs(&an.helpers);
@@ -227,6 +288,7 @@ fn instance(
         parts,
         cpu,
         params: f.params.iter().map(|p| p.kind).collect(),
+        signature: f.signature.clone(),
         consts,
         entry,
         len_checks,
@@ -246,36 +308,20 @@ fn definition_static(parts: &TokenStream2) -> TokenStream2 {
     }
 }
 
-fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenStream2> {
+fn kernel_impl(
+    item: syn::ItemFn,
+    options: KernelOptions,
+    structs: &structs::Known,
+) -> syn::Result<TokenStream2> {
     if !item.sig.generics.params.is_empty() || item.sig.generics.where_clause.is_some() {
-        return generics::kernel(item, options);
+        return generics::kernel(item, options, structs);
     }
     let name = &item.sig.ident;
     let cpu_name = format_ident!("__sycl_cpu_{}", name);
-    let inst = instance(&item, &options, &cpu_name)?;
+    let inst = instance(&item, &options, &cpu_name, structs)?;
     let vis = &item.vis;
     let attrs = &item.attrs;
-    let mut ctor_params = Vec::new();
-    let mut ctor_args = Vec::new();
-    for (kind, input) in inst.params.iter().zip(&item.sig.inputs) {
-        let syn::FnArg::Typed(pt) = input else {
-            unreachable!("the parser refused `self`")
-        };
-        let pat = &pt.pat;
-        match *kind {
-            ParamKind::Scalar(t) => {
-                let tt = emit_rust::ty_tokens(t);
-                ctor_params.push(quote!(#pat: #tt));
-                ctor_args.push(quote!(::sycl::kernel::__rt::ArgValue::scalar::<#tt>(#pat)));
-            }
-            ParamKind::Slice { elem, mutable } => {
-                let tt = emit_rust::ty_tokens(elem);
-                ctor_params.push(quote!(#pat: &impl ::sycl::AsUsmRange<#tt>));
-                ctor_args
-                    .push(quote!(::sycl::kernel::__rt::ArgValue::slice::<#tt>(#pat, #mutable)));
-            }
-        }
-    }
+    let (ctor_params, ctor_args) = constructor(&inst, &item)?;
     let doc_launch = format!(
         "A launch of kernel `{name}` for [`sycl::Queue::parallel_for`]; made by the function `{name}`."
     );
@@ -313,6 +359,70 @@ fn kernel_impl(item: syn::ItemFn, options: KernelOptions) -> syn::Result<TokenSt
     })
 }
 
+/// The launch constructor's parameters and the argument list it builds, from the signature as
+/// written (its types name the parameters: a generic kernel's are its type parameters).
+fn constructor(
+    inst: &Instance,
+    item: &syn::ItemFn,
+) -> syn::Result<(Vec<TokenStream2>, Vec<TokenStream2>)> {
+    let rt = quote!(::sycl::kernel::__rt);
+    let mut ctor_params = Vec::new();
+    let mut ctor_args = Vec::new();
+    for (sig, input) in inst.signature.iter().zip(&item.sig.inputs) {
+        let syn::FnArg::Typed(pt) = input else {
+            unreachable!("the parser refused `self`")
+        };
+        let pat = &pt.pat;
+        let ty = &pt.ty;
+        let slice_elem = || match &**ty {
+            syn::Type::Reference(r) => match &*r.elem {
+                syn::Type::Slice(s) => Ok(&s.elem),
+                other => Err(syn::Error::new_spanned(
+                    other,
+                    "a slice parameter is `&[T]` or `&mut [T]`",
+                )),
+            },
+            other => Err(syn::Error::new_spanned(
+                other,
+                "a slice parameter is `&[T]` or `&mut [T]`",
+            )),
+        };
+        match sig {
+            SigParam::Plain(i) => match inst.params[*i] {
+                ParamKind::Scalar(_) => {
+                    ctor_params.push(quote!(#pat: #ty));
+                    ctor_args.push(quote!(#rt::ArgValue::scalar::<#ty>(#pat)));
+                }
+                ParamKind::Slice { mutable, .. } => {
+                    let elem = slice_elem()?;
+                    ctor_params.push(quote!(#pat: &impl ::sycl::AsUsmRange<#elem>));
+                    ctor_args.push(quote!(#rt::ArgValue::slice::<#elem>(#pat, #mutable)));
+                }
+                ParamKind::Structs { mutable, .. } => {
+                    let elem = slice_elem()?;
+                    ctor_params.push(quote!(#pat: &impl ::sycl::AsUsmRange<#elem>));
+                    ctor_args.push(quote!(#rt::ArgValue::structs::<#elem>(#pat, #mutable)));
+                }
+            },
+            SigParam::Struct { def, .. } => {
+                ctor_params.push(quote!(#pat: #ty));
+                for f in &def.fields {
+                    let field = format_ident!("{}", f.name);
+                    let t = emit_rust::ty_tokens(f.ty);
+                    match f.len {
+                        None => ctor_args.push(quote!(#rt::ArgValue::scalar::<#t>(#pat.#field))),
+                        Some(len) => ctor_args.extend(
+                            (0..len as usize)
+                                .map(|k| quote!(#rt::ArgValue::scalar::<#t>(#pat.#field[#k]))),
+                        ),
+                    }
+                }
+            }
+        }
+    }
+    Ok((ctor_params, ctor_args))
+}
+
 /// `impl KernelFunctor` for a launch type (`generics`: the impl's parameters, `ty`: the type):
 /// submitting it launches its definition.
 fn functor_impl(generics: TokenStream2, ty: TokenStream2) -> TokenStream2 {
@@ -330,8 +440,8 @@ fn functor_impl(generics: TokenStream2, ty: TokenStream2) -> TokenStream2 {
     }
 }
 
-fn helper_impl(item: syn::ItemFn) -> syn::Result<TokenStream2> {
-    let f = parse::function(&item, parse::Role::Helper)?;
+fn helper_impl(item: syn::ItemFn, structs: &structs::Known) -> syn::Result<TokenStream2> {
+    let f = parse::function(&item, parse::Role::Helper, structs)?;
     analyze::check_common(&f)?;
     let mut paths: Vec<syn::Path> = Vec::new();
     let mut fp64 = f.params.iter().any(|p| {

@@ -4,12 +4,18 @@
 //! and `f64`).
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::{Error, Result};
 
 use crate::ir::*;
+use crate::structs::{Known, StructDef};
+
+mod fields;
+
+use fields::StructValue;
 
 /// What a function is being parsed as.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -32,6 +38,10 @@ struct Parser {
     ret: Option<TyId>,
     /// The const generic parameters' types.
     consts: Vec<Ty>,
+    /// The kernel structs the kernel may name, by name.
+    structs: HashMap<String, Rc<StructDef>>,
+    /// Struct values (locals and by-value parameters).
+    struct_values: Vec<StructValue>,
 }
 
 #[derive(Clone, Copy)]
@@ -40,6 +50,8 @@ enum Binding {
     Local(usize),
     /// A const generic parameter.
     Const(usize),
+    /// A struct value (its index in `struct_values`).
+    Struct(usize),
 }
 
 /// A kernel's const generic parameters (`const TILE: usize`), in order: their names and
@@ -86,25 +98,59 @@ fn err(span: Span, msg: impl std::fmt::Display) -> Error {
     Error::new(span, msg)
 }
 
-/// Where an assignment stores, before it becomes a statement.
+/// Where an assignment stores (or, read, what a field access reads), before it becomes a
+/// statement.
 enum Place {
     Local(usize),
+    /// A by-value struct parameter's field: read only.
+    Param(usize),
     Elem {
         base: Base,
         index: Expr,
         /// `false`: `get_unchecked_mut` inside `unsafe`.
         checked: bool,
+        /// The field of a struct slice's element.
+        field: Option<Box<Field<Parsed>>>,
     },
+}
+
+impl Place {
+    /// The place read as a value of type `ty`.
+    fn read(self, ty: TyId, span: Span) -> Expr {
+        let kind = match self {
+            Place::Local(l) => ExprKind::Local(l),
+            Place::Param(i) => ExprKind::Param(i),
+            Place::Elem {
+                base,
+                index,
+                checked,
+                field,
+            } => ExprKind::Load {
+                base,
+                check: checked,
+                index_fits_i32: (),
+                index: Box::new(index),
+                field,
+            },
+        };
+        Expr {
+            kind,
+            ty,
+            src: At(span),
+        }
+    }
 }
 
 /// `place op= value;` as a statement.
 fn assign(place: Place, op: Option<BinOp>, value: Expr) -> StmtKind {
     match place {
         Place::Local(l) => StmtKind::AssignLocal(l, op, value),
+        Place::Param(_) => unreachable!("parameters are refused as places"),
         Place::Elem {
             base,
             index,
             checked,
+            field,
         } => StmtKind::Store {
             base,
             check: checked,
@@ -112,6 +158,7 @@ fn assign(place: Place, op: Option<BinOp>, value: Expr) -> StmtKind {
             op,
             index,
             value,
+            field,
         },
     }
 }
@@ -119,7 +166,7 @@ fn assign(place: Place, op: Option<BinOp>, value: Expr) -> StmtKind {
 /// The kernel language in a sentence, for error messages.
 const SUBSET: &str = "see the kernel language in spec/kernels.md";
 
-fn scalar_ty(ty: &syn::Type) -> Option<Ty> {
+pub fn scalar_ty(ty: &syn::Type) -> Option<Ty> {
     match ty {
         syn::Type::Path(p) if p.qself.is_none() => half_path(&p.path).or_else(|| {
             let seg = p.path.segments.last()?;
@@ -148,8 +195,8 @@ fn half_path(path: &syn::Path) -> Option<Ty> {
     }
 }
 
-/// Parses `f` as a kernel or a helper.
-pub fn function(f: &syn::ItemFn, role: Role) -> Result<Function> {
+/// Parses `f` as a kernel or a helper; `structs`: the kernel structs it may name.
+pub fn function(f: &syn::ItemFn, role: Role, structs: &Known) -> Result<Function> {
     let sig = &f.sig;
     if let Some(w) = &sig.generics.where_clause {
         return Err(err(w.span(), "kernels take no `where` clause"));
@@ -181,7 +228,14 @@ pub fn function(f: &syn::ItemFn, role: Role) -> Result<Function> {
         loop_depth: 0,
         ret: None,
         consts: consts.iter().map(|(_, t)| *t).collect(),
+        structs: structs
+            .iter()
+            .map(|(k, v)| (k.clone(), Rc::new(v.clone())))
+            .collect(),
+        struct_values: Vec::new(),
     };
+    let mut signature = Vec::new();
+    let mut prologue = Vec::new();
     for (i, (name, _)) in consts.iter().enumerate() {
         p.scopes[0].insert(name.clone(), Binding::Const(i));
     }
@@ -206,6 +260,30 @@ pub fn function(f: &syn::ItemFn, role: Role) -> Result<Function> {
                 ))
             }
         };
+        if p.scopes[0].contains_key(&name) {
+            return Err(err(pt.pat.span(), "parameter names must be distinct"));
+        }
+        // (Helpers are translated without struct layouts.)
+        let named = match &*pt.ty {
+            syn::Type::Reference(r) => match &*r.elem {
+                syn::Type::Slice(s) => &*s.elem,
+                other => other,
+            },
+            other => other,
+        };
+        if role == Role::Helper && scalar_ty(named).is_none() && struct_name(named).is_some() {
+            return Err(err(
+                named.span(),
+                "kernel helpers take no structs: pass the fields the helper needs",
+            ));
+        }
+        // A struct by value: a scalar parameter per scalar.
+        if let Some(def) = struct_name(&pt.ty).and_then(|n| p.structs.get(&n).cloned()) {
+            prologue.extend(p.struct_value_param(&name, def.clone(), pt.span()));
+            signature.push(SigParam::Struct { def });
+            continue;
+        }
+        let mut strukt = None;
         let kind = match &*pt.ty {
             syn::Type::Reference(r) => {
                 if r.lifetime.is_some() {
@@ -217,6 +295,10 @@ pub fn function(f: &syn::ItemFn, role: Role) -> Result<Function> {
                         "a reference parameter must be a slice: `&[T]` (read) or `&mut [T]` (written)",
                     ));
                 };
+                if let Some((kind, n)) = p.struct_slice_param(&s.elem, r.mutability.is_some()) {
+                    strukt = Some(n);
+                    kind
+                } else {
                 let elem = scalar_ty(&s.elem)
                     .filter(|t| t.is_element() && *t != Ty::Usize)
                     .ok_or_else(|| {
@@ -229,22 +311,23 @@ pub fn function(f: &syn::ItemFn, role: Role) -> Result<Function> {
                     elem,
                     mutable: r.mutability.is_some(),
                 }
+                }
             }
             other => ParamKind::Scalar(scalar_ty(other).ok_or_else(|| {
                 err(
                     other.span(),
-                    "kernel parameters are bool, i32, u32, i64, u64, usize, f32, f64 or slices of them",
+                    "kernel parameters are bool, i32, u32, i64, u64, usize, f32, f64, structs that derive `sycl::KernelType`, or slices of them",
                 )
             })?),
         };
-        if p.scopes[0].contains_key(&name) {
-            return Err(err(pt.pat.span(), "parameter names must be distinct"));
-        }
         let ty = match kind {
             ParamKind::Scalar(t) | ParamKind::Slice { elem: t, .. } => p.types.known(t),
+            // (Read a field at a time: the parameter itself has no scalar type.)
+            ParamKind::Structs { .. } => p.types.unknown(),
         };
+        signature.push(SigParam::Plain(p.params.len()));
         p.scopes[0].insert(name.clone(), Binding::Param(p.params.len()));
-        p.params.push(Param { name, kind });
+        p.params.push(Param { name, kind, strukt });
         p.param_ty.push(ty);
     }
     let ret = match (&sig.output, role) {
@@ -263,9 +346,11 @@ pub fn function(f: &syn::ItemFn, role: Role) -> Result<Function> {
         }
     };
     p.ret = ret.map(|t| p.types.known(t));
-    let body = p.block_body(&f.block, role == Role::Helper)?;
+    let mut body = prologue;
+    body.extend(p.block_body(&f.block, role == Role::Helper)?);
     let function = Function {
         params: p.params,
+        signature,
         ret,
         locals: p.locals,
         body,
@@ -273,6 +358,14 @@ pub fn function(f: &syn::ItemFn, role: Role) -> Result<Function> {
     };
     check_resolved(&function)?;
     Ok(function)
+}
+
+/// The single name a type is (`Particle`), if it is one.
+fn struct_name(ty: &syn::Type) -> Option<String> {
+    match ty {
+        syn::Type::Path(p) if p.qself.is_none() => p.path.get_ident().map(|i| i.to_string()),
+        _ => None,
+    }
 }
 
 /// Every type must be decided once the whole function is read (a helper call whose result no
@@ -462,6 +555,17 @@ impl Parser {
             self.new_local(name, ty, false, Some(array));
             return Ok(Vec::new());
         }
+        // `let q = p[i];`, `let q = Particle { .. };`: a struct value.
+        let annotated_struct = annotated
+            .and_then(struct_name)
+            .is_some_and(|n| self.structs.contains_key(&n));
+        if annotated_struct || self.is_struct_expr(&init.expr) {
+            return self.struct_let(name, pi.mutability.is_some(), annotated, &init.expr);
+        }
+        // `let a = [x, y, z];`: a private array of the values.
+        if let syn::Expr::Array(a) = strip_paren(&init.expr) {
+            return self.array_list(name, pi.mutability.is_some(), annotated, a, l.span());
+        }
         // `let mut acc = [0.0f32; 8];`: a private array.
         if let syn::Expr::Repeat(r) = strip_paren(&init.expr) {
             let mutable = pi.mutability.is_some();
@@ -497,6 +601,71 @@ impl Parser {
             src: At(l.span()),
             kind: StmtKind::Let(id, value),
         }])
+    }
+
+    /// `let a = [x, y, z];`: a private array whose elements are the values (each evaluated
+    /// once, in order, into temporaries; then the array filled from them).
+    fn array_list(
+        &mut self,
+        name: String,
+        mutable: bool,
+        annotated: Option<&syn::Type>,
+        a: &syn::ExprArray,
+        span: Span,
+    ) -> Result<Vec<Stmt>> {
+        let max = sycl_kernel_ir::validate::MAX_PRIVATE_ARRAY as usize;
+        let len = a.elems.len();
+        if len == 0 || len > 64 {
+            return Err(err(
+                a.span(),
+                format!("an array list holds 1 to 64 values (`[v; N]` makes up to {max})"),
+            ));
+        }
+        let mut out = Vec::new();
+        let mut temps = Vec::new();
+        let mut ty = None;
+        for x in &a.elems {
+            let v = self.expr(x)?;
+            if let Some(t) = ty {
+                self.unify(v.ty, t, x.span(), "this array's elements")?;
+            }
+            ty = Some(v.ty);
+            let (t, st) = self.temp(v, x.span());
+            out.push(st);
+            temps.push(t);
+        }
+        let ty = ty.expect("one element at least");
+        if let Some(t) = annotated {
+            let syn::Type::Array(at) = t else {
+                return Err(err(
+                    t.span(),
+                    "this `let` is an array: annotate it `[T; N]`",
+                ));
+            };
+            if self.array_len(&at.len) != Some((len, None)) {
+                return Err(err(
+                    at.len.span(),
+                    "the annotated length differs from the value's",
+                ));
+            }
+            let elem = scalar_ty(&at.elem).ok_or_else(|| {
+                err(
+                    at.elem.span(),
+                    "array elements are i32, u32, i64, u64, usize, f32, f64, f16 or bf16",
+                )
+            })?;
+            let e = self.types.known(elem);
+            self.unify(ty, e, a.span(), "this array's elements")?;
+        }
+        if self.types.get(ty) == Some(Ty::Bool) {
+            return Err(err(a.span(), "arrays hold numbers (use `u32` for flags)"));
+        }
+        let id = self.new_local(name, ty, mutable, Some(Array::private(len as u32)));
+        // (Filled by stores after its `let`.)
+        self.locals[id].info.mutable = true;
+        let gets: Vec<fields::Get> = temps.iter().map(|t| fields::Get::Temp(*t)).collect();
+        out.extend(self.fill_array(id, &gets, span));
+        Ok(out)
     }
 
     /// `let a = [v; N];` (`annotated`: the `let`'s type, `[T; N]` if given): a private array,
@@ -671,6 +840,9 @@ impl Parser {
         };
         match e {
             syn::Expr::Assign(a) => {
+                if let Some(stmts) = self.struct_assign(&a.left, &a.right)? {
+                    return Ok(stmts);
+                }
                 let value = self.expr(&a.right)?;
                 let (place, ty) = self.place(&a.left)?;
                 self.unify(value.ty, ty, a.span(), "this assignment")?;
@@ -892,13 +1064,29 @@ impl Parser {
                     Some(Binding::Const(_)) => {
                         Err(err(p.span(), format!("`{name}` is a const parameter")))
                     }
+                    Some(Binding::Struct(_)) => Err(self.whole_struct_error(p.span())),
                     None => Err(err(
                         p.span(),
                         format!("cannot find `{name}` in this kernel"),
                     )),
                 }
             }
+            syn::Expr::Field(f) => self
+                .field_access(&f.base, &f.member, None, true, f.span())?
+                .ok_or_else(|| {
+                    err(
+                        f.span(),
+                        "fields are of struct slices' elements (`p[i].x`) and struct locals",
+                    )
+                }),
             syn::Expr::Index(ix) => {
+                if let syn::Expr::Field(f) = strip_paren(&ix.expr) {
+                    if let Some(place) =
+                        self.field_access(&f.base, &f.member, Some(&ix.index), true, ix.span())?
+                    {
+                        return Ok(place);
+                    }
+                }
                 let (base, ty) = self.indexable(&ix.expr, true)?;
                 let index = self.index_expr(&ix.index)?;
                 Ok((
@@ -906,6 +1094,7 @@ impl Parser {
                         base,
                         index,
                         checked: true,
+                        field: None,
                     },
                     ty,
                 ))
@@ -918,6 +1107,7 @@ impl Parser {
                         base,
                         index,
                         checked: false,
+                        field: None,
                     },
                     ty,
                 ))
@@ -980,6 +1170,10 @@ impl Parser {
                     }
                     Ok((Base::Param(i), self.param_ty[i]))
                 }
+                ParamKind::Structs { .. } => Err(err(
+                    p.span(),
+                    format!("`{name}` holds structs: read and write a field (`{name}[i].x`), or copy a whole one (`let q = {name}[i];`)"),
+                )),
                 ParamKind::Scalar(_) => Err(err(p.span(), format!("`{name}` is not a slice"))),
             },
             Some(Binding::Local(l)) if self.locals[l].array.is_some() => {
@@ -991,7 +1185,7 @@ impl Parser {
                 }
                 Ok((Base::Local(l), self.locals[l].ty))
             }
-            Some(Binding::Local(_) | Binding::Const(_)) => {
+            Some(Binding::Local(_) | Binding::Const(_) | Binding::Struct(_)) => {
                 Err(err(p.span(), format!("`{name}` is not an array")))
             }
             None => Err(err(
@@ -1151,13 +1345,14 @@ impl Parser {
                             ty: self.param_ty[i],
                             src: At(span),
                         }),
-                        ParamKind::Slice { .. } => Err(err(
+                        ParamKind::Slice { .. } | ParamKind::Structs { .. } => Err(err(
                             span,
                             format!(
                                 "`{name}` is a slice: index it (`{name}[i]`) or take its `len()`"
                             ),
                         )),
                     },
+                    Some(Binding::Struct(_)) => Err(self.whole_struct_error(span)),
                     Some(Binding::Local(l)) if self.locals[l].array.is_none() => Ok(Expr {
                         kind: ExprKind::Local(l),
                         ty: self.locals[l].ty,
@@ -1244,6 +1439,7 @@ impl Parser {
                             index: Box::new(index),
                             check: false,
                             index_fits_i32: (),
+                            field: None,
                         },
                         ty,
                         src: At(span),
@@ -1279,6 +1475,16 @@ impl Parser {
                 })
             }
             syn::Expr::Index(ix) => {
+                if let syn::Expr::Field(f) = strip_paren(&ix.expr) {
+                    if let Some((place, ty)) =
+                        self.field_access(&f.base, &f.member, Some(&ix.index), false, span)?
+                    {
+                        return Ok(place.read(ty, span));
+                    }
+                }
+                if self.is_struct_expr(e) {
+                    return Err(self.whole_struct_error(span));
+                }
                 let (base, ty) = self.indexable(&ix.expr, false)?;
                 let index = self.index_expr(&ix.index)?;
                 Ok(Expr {
@@ -1287,11 +1493,21 @@ impl Parser {
                         index: Box::new(index),
                         check: true,
                         index_fits_i32: (),
+                        field: None,
                     },
                     ty,
                     src: At(span),
                 })
             }
+            syn::Expr::Field(f) => {
+                let (place, ty) = self
+                    .field_access(&f.base, &f.member, None, false, span)?
+                    .ok_or_else(|| {
+                        err(span, "fields are of struct slices' elements (`p[i].x`) and struct locals")
+                    })?;
+                Ok(place.read(ty, span))
+            }
+            syn::Expr::Struct(_) => Err(self.whole_struct_error(span)),
             syn::Expr::MethodCall(m) => self.method(m),
             syn::Expr::Call(c) => self.call(c),
             syn::Expr::If(i) => {
@@ -1357,10 +1573,8 @@ impl Parser {
             syn::Expr::Tuple(t) => Err(err(t.span(), "tuples are not in the kernel language")),
             syn::Expr::Array(a) => Err(err(
                 a.span(),
-                "array lists are not in the kernel language: declare `let mut a = [0.0f32; N];` and assign the elements (`local_array` for work-group memory)",
+                "an array list is a `let`'s value only: `let a = [x, y, z];` (or `let mut a = [0.0f32; N];`)",
             )),
-            syn::Expr::Struct(s) => Err(err(s.span(), "structs are not in the kernel language")),
-            syn::Expr::Field(f) => Err(err(f.span(), "fields are not in the kernel language")),
             syn::Expr::Range(r) => Err(err(r.span(), "ranges appear only in `for` loops")),
             other => Err(err(
                 other.span(),
@@ -1379,7 +1593,10 @@ impl Parser {
             if !m.args.is_empty() {
                 return Err(err(span, "`len()` takes no argument"));
             }
-            let (base, _) = self.indexable(&m.receiver, false)?;
+            let base = match self.struct_slice(&m.receiver) {
+                Some(p) => Base::Param(p),
+                None => self.indexable(&m.receiver, false)?.0,
+            };
             let ty = self.types.known(Ty::Usize);
             return Ok(Expr {
                 kind: ExprKind::Len(base),

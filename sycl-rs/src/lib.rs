@@ -65,16 +65,22 @@ pub use event::Event;
 /// re-export (`sycl::half::bf16`) so that the versions match.
 pub use half;
 pub use kernel::{
-    Float, Int, Item, Kernel, KernelArg, KernelBundle, KernelFunctor, Range, Scalar, Source,
+    Float, Int, Item, Kernel, KernelArg, KernelBundle, KernelFunctor, KernelType, Range, Scalar,
+    Source,
 };
 pub use platform::Platform;
 pub use queue::Queue;
 pub use runtime::{backend_load_failures, BackendLoadFailure};
 pub use selector::{DeviceFilter, DeviceSelector};
+#[doc(hidden)]
+pub use sycl_macros::__kernel_with_types;
 /// Makes a function a kernel for every device: see [the kernel language](mod@kernel#kernels-in-rust).
 pub use sycl_macros::kernel;
 /// Makes a function callable from kernels: see [the kernel language](mod@kernel#kernels-in-rust).
 pub use sycl_macros::kernel_fn;
+/// Makes a `#[repr(C)]` struct a [`KernelType`] (kernels take it by value and in slices): see
+/// [structs](mod@kernel#structs).
+pub use sycl_macros::KernelType;
 pub use usm::{
     get_pointer_device, get_pointer_type, malloc_device, malloc_host, malloc_shared, AsUsmRange,
     ForeignKind, ForeignMemory, HostSlice, HostSliceMut, Usm, UsmRange, UsmView,

@@ -84,6 +84,24 @@ fn axpy<T: sycl::Float>(a: T, x: &[T], y: &mut [T]) {
     y[i] = a * x[i] + y[i];
 }
 
+/// A kernel struct (16 bytes), by value and in slices.
+#[derive(Clone, Copy, sycl::KernelType)]
+#[repr(C)]
+struct Body {
+    pos: [f32; 3],
+    mass: f32,
+}
+
+#[sycl::kernel]
+fn drift(b: &mut [Body], shift: Body) {
+    let i = global_id(0);
+    let mut q = b[i];
+    for k in 0..3 {
+        q.pos[k] += shift.pos[k] * shift.mass;
+    }
+    b[i] = q;
+}
+
 #[sycl::kernel]
 fn prefix_sums(x: &[u32], out: &mut [u32]) {
     let v = x[global_id(0)];
@@ -330,4 +348,17 @@ fn generated_kernels_reach_level_zero_as_spirv_with_the_launch_layout() {
         launch_module::<axpy<sycl::half::bf16>>(&q, &mock, "axpy_bf16", flat, axpy(a, &xb, &yh));
     assert_eq!(l.sizes, [2, 8, 8, 8, 8, 8, 8, 8, 8], "argument sizes");
     assert_eq!(l.values[0], a.to_bits() as u64);
+
+    // A struct slice (pointer and length in structs) and a struct by value (a scalar
+    // argument per scalar: pos[0..3], mass).
+    let bodies = sycl::malloc_device::<Body>(256, &q).expect("bodies");
+    let shift = Body {
+        pos: [1.0, 2.0, 3.0],
+        mass: 0.5,
+    };
+    let l = launch_module::<drift>(&q, &mock, "drift", flat, drift(&bodies, shift));
+    assert_eq!(l.sizes, [8, 8, 4, 4, 4, 4, 8, 8, 8, 8], "argument sizes");
+    assert_eq!((l.values[0], l.values[1]), (bodies.as_ptr(), 256));
+    assert_eq!(l.values[3], 2.0f32.to_bits() as u64);
+    assert_eq!(l.values[5], 0.5f32.to_bits() as u64);
 }

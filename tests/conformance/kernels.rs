@@ -6888,3 +6888,223 @@ pub fn helpers_with_slices(d: &Device) -> R {
         "helper_slice_oob",
     )
 }
+
+// ---------------------------------------------------------------- 17. structs (issue 31, item 3)
+
+/// A struct of `f32` arrays and scalars and a `u32` (every field 4 bytes wide).
+#[derive(Clone, Copy, Debug, PartialEq, sycl::KernelType)]
+#[repr(C)]
+pub struct Particle {
+    pos: [f32; 3],
+    vel: [f32; 3],
+    mass: f32,
+    id: u32,
+}
+
+/// Fields of three widths (8, 4 and 2 bytes): offsets 0, 8, 12; 16 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, sycl::KernelType)]
+#[repr(C)]
+pub struct Mixed {
+    a: i64,
+    b: u32,
+    c: [sycl::half::f16; 2],
+}
+
+/// Passed by value.
+#[derive(Clone, Copy, Debug, PartialEq, sycl::KernelType)]
+#[repr(C)]
+pub struct StepParams {
+    dt: f32,
+    accel: [f32; 3],
+    bump: u32,
+}
+
+/// A struct copied whole (`let mut q = p[i]; .. p[i] = q;`), its array fields indexed in
+/// loops, a by-value struct parameter's fields and array.
+#[sycl::kernel]
+fn struct_step(p: &mut [Particle], s: StepParams) {
+    let i = global_id(0);
+    let mut q = p[i];
+    for k in 0..3 {
+        q.vel[k] += s.accel[k] * s.dt;
+        q.pos[k] += q.vel[k] * s.dt;
+    }
+    q.mass *= 2.0;
+    q.id += s.bump;
+    p[i] = q;
+}
+
+/// Fields read and written in place, of structs of mixed widths too.
+#[sycl::kernel]
+fn struct_fields(p: &[Particle], out: &mut [f32], m: &mut [Mixed]) {
+    let i = global_id(0);
+    out[i] = p[i].pos[1] + p[i].mass * 2.0 + p[i].id as f32;
+    m[i].a = m[i].a * 3 - p[i].id as i64;
+    m[i].b += 7;
+    m[i].c[1] = m[i].c[0] * sycl::half::f16::from_f32(0.5);
+}
+
+/// A struct literal stored whole, and whole structs copied between slices.
+#[sycl::kernel]
+fn struct_build(seed: &[f32], p: &mut [Particle], src: &[Particle], dst: &mut [Particle]) {
+    let i = global_id(0);
+    let v = seed[i];
+    let a = [v, v + 1.0, v + 2.0];
+    p[i] = Particle {
+        id: i as u32,
+        pos: [a[0], a[1], a[2]],
+        vel: [0.5; 3],
+        mass: v * v,
+    };
+    let n = src.len();
+    dst[i] = src[n - 1 - i];
+}
+
+/// An array field's index past its length fails the work-item.
+#[sycl::kernel]
+fn struct_item_oob(p: &mut [Particle], k: &[u64]) {
+    let i = global_id(0);
+    p[i].pos[k[i] as usize] = 1.0;
+}
+
+/// A struct index past the slice's end fails the work-item.
+#[sycl::kernel]
+fn struct_elem_oob(p: &[Particle], k: &[u64], out: &mut [f32]) {
+    let i = global_id(0);
+    out[i] = p[k[i] as usize].mass;
+}
+
+fn particles(n: usize) -> Vec<Particle> {
+    (0..n)
+        .map(|i| {
+            let f = i as f32;
+            Particle {
+                pos: [f, f * 0.5, -f],
+                vel: [0.25, -1.0, f * 0.125],
+                mass: 1.0 + f * 0.01,
+                id: i as u32 * 3,
+            }
+        })
+        .collect()
+}
+
+/// Kernel structs (`#[derive(sycl::KernelType)]`): by value, in slices, fields read and
+/// written (of several widths), whole copies and literals, and both bounds checks; results
+/// bit-equal to the same Rust on the host.
+pub fn structs(d: &Device) -> R {
+    use sycl::half::f16;
+    let q = in_order(d)?;
+    let n = 96;
+    let p0 = particles(n);
+    let s = StepParams {
+        dt: 0.5,
+        accel: [1.0, -2.0, 0.25],
+        bump: 11,
+    };
+    let dp = upload(&q, &p0)?;
+    run(&q, Range::d1(n), struct_step(&dp, s))?;
+    let want: Vec<Particle> = p0
+        .iter()
+        .map(|p| {
+            let mut q = *p;
+            for k in 0..3 {
+                q.vel[k] += s.accel[k] * s.dt;
+                q.pos[k] += q.vel[k] * s.dt;
+            }
+            q.mass *= 2.0;
+            q.id += s.bump;
+            q
+        })
+        .collect();
+    compare(&q.to_vec(&dp).map_err(fail)?, &want, |i| {
+        format!("struct_step particle {i}")
+    })?;
+
+    let m0: Vec<Mixed> = (0..n)
+        .map(|i| Mixed {
+            a: i as i64 * 1_000_000_007 - 5,
+            b: i as u32 * 17,
+            c: [f16::from_f32(i as f32 * 0.3 - 9.0), f16::from_f32(-1.0)],
+        })
+        .collect();
+    let dp = upload(&q, &p0)?;
+    let (dm, out) = (upload(&q, &m0)?, filled(&q, n, 0f32)?);
+    run(&q, Range::d1(n), struct_fields(&dp, &out, &dm))?;
+    let want: Vec<f32> = p0
+        .iter()
+        .map(|p| p.pos[1] + p.mass * 2.0 + p.id as f32)
+        .collect();
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |i| {
+        format!("struct_fields read of item {i}")
+    })?;
+    let got = q.to_vec(&dm).map_err(fail)?;
+    for i in 0..n {
+        let (w, g) = (m0[i], got[i]);
+        check_eq!(g.a, w.a * 3 - p0[i].id as i64, "Mixed.a of item {i}");
+        check_eq!(g.b, w.b + 7, "Mixed.b of item {i}");
+        check_eq!(g.c[0].to_bits(), w.c[0].to_bits(), "Mixed.c[0] of item {i}");
+        check_eq!(
+            g.c[1].to_bits(),
+            (w.c[0] * f16::from_f32(0.5)).to_bits(),
+            "Mixed.c[1] of item {i}"
+        );
+    }
+
+    let seed: Vec<f32> = (0..n).map(|i| i as f32 * 0.75 - 3.0).collect();
+    let (ds, dp, src) = (upload(&q, &seed)?, upload(&q, &p0)?, upload(&q, &p0)?);
+    let dst = upload(&q, &vec![particles(1)[0]; n])?;
+    run(&q, Range::d1(n), struct_build(&ds, &dp, &src, &dst))?;
+    let want: Vec<Particle> = seed
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| Particle {
+            id: i as u32,
+            pos: [v, v + 1.0, v + 2.0],
+            vel: [0.5; 3],
+            mass: v * v,
+        })
+        .collect();
+    compare(&q.to_vec(&dp).map_err(fail)?, &want, |i| {
+        format!("struct_build literal {i}")
+    })?;
+    let want: Vec<Particle> = p0.iter().rev().copied().collect();
+    compare(&q.to_vec(&dst).map_err(fail)?, &want, |i| {
+        format!("struct_build copy {i}")
+    })?;
+
+    let mut k: Vec<u64> = (0..n as u64).map(|i| i % 3).collect();
+    let (dp, dk) = (upload(&q, &p0)?, upload(&q, &k)?);
+    run(&q, Range::d1(n), struct_item_oob(&dp, &dk))?;
+    let want: Vec<Particle> = p0
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut p = *p;
+            p.pos[i % 3] = 1.0;
+            p
+        })
+        .collect();
+    compare(&q.to_vec(&dp).map_err(fail)?, &want, |i| {
+        format!("struct_item_oob in bounds, item {i}")
+    })?;
+    k[50] = 3;
+    let dk = upload(&q, &k)?;
+    fails_in_kernel(
+        &q,
+        Range::d1(n),
+        struct_item_oob(&dp, &dk),
+        "struct_item_oob",
+    )?;
+
+    let mut k: Vec<u64> = (0..n as u64).rev().collect();
+    let (dk, out) = (upload(&q, &k)?, filled(&q, n, 0f32)?);
+    run(&q, Range::d1(n), struct_elem_oob(&dp, &dk, &out))?;
+    k[7] = n as u64;
+    let dk = upload(&q, &k)?;
+    fails_in_kernel(
+        &q,
+        Range::d1(n),
+        struct_elem_oob(&dp, &dk, &out),
+        "struct_elem_oob",
+    )
+}

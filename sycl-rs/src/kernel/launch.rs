@@ -11,8 +11,8 @@ use sycl_backend::{Aspect, EventStatus, LaunchRange, UsmKind};
 use sycl_kernel_ir::{MemoryOrder, MemoryScope};
 
 use super::__rt::{
-    ArgInner, Args, CpuArg, CpuArgs, CpuEntry, Definition, DefinitionParts, GeneratedKernel,
-    HelperDef, ParamSpec, Scalar, ScalarTy,
+    ArgInner, Args, CpuArg, CpuArgs, CpuEntry, Definition, DefinitionParts, ElemTy,
+    GeneratedKernel, HelperDef, ParamSpec, Scalar, ScalarTy,
 };
 use super::codegen::{c, malformed, on_deep_stack, Bound, Program};
 use super::{Kernel, KernelBundle, Range};
@@ -203,7 +203,22 @@ fn check_args(p: &DefinitionParts, args: &Args) -> Result<()> {
                     elem: want,
                     mutable: want_mut,
                 },
-            ) => elem == want && mutable == want_mut,
+            ) => *elem == ElemTy::Scalar(*want) && mutable == want_mut,
+            (
+                ArgInner::Slice { elem, mutable, .. },
+                ParamSpec::Structs {
+                    size,
+                    parts,
+                    mutable: want_mut,
+                },
+            ) => {
+                *elem
+                    == ElemTy::Struct {
+                        size: *size,
+                        parts: *parts,
+                    }
+                    && mutable == want_mut
+            }
             _ => false,
         };
         if !ok {
@@ -409,7 +424,7 @@ fn submit_cpu(
         cpu_args.push(match &arg.0 {
             ArgInner::Scalar { bytes, ty } => CpuArg {
                 scalar: *bytes,
-                ty: *ty,
+                ty: ElemTy::Scalar(*ty),
                 slice: None,
             },
             ArgInner::Slice {
@@ -421,7 +436,7 @@ fn submit_cpu(
             } => {
                 if *len > 0 {
                     // Every access of a CPU kernel is an atomic of the element's width.
-                    record.begin_view(elem.size())?;
+                    record.begin_view(elem.view_parts())?;
                     guards.push(ViewGuard(record.clone()));
                 }
                 CpuArg {
@@ -662,6 +677,9 @@ fn decode_guard(def: &'static Definition) -> Result<Option<Vec<Bound>>> {
         .map(|p| match *p {
             ParamSpec::Scalar(t) => sycl_kernel_ir::Param::Scalar(t),
             ParamSpec::Slice { elem, mutable } => sycl_kernel_ir::Param::Slice { elem, mutable },
+            ParamSpec::Structs { size, mutable, .. } => {
+                sycl_kernel_ir::Param::Structs { size, mutable }
+            }
         })
         .collect();
     // (Bounds nest at most `wire::MAX_DEPTH` levels of small frames: no thread of its own.)

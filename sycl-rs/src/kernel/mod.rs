@@ -160,6 +160,47 @@ pub use launch::{KernelIr, KERNEL_IR_ENV};
 pub use std::sync::atomic::Ordering;
 pub use sycl_kernel_ir::MemoryScope;
 
+/// A `#[repr(C)]` struct of kernel scalars (i32, u32, i64, u64, f32, f64, f16, bf16) and
+/// arrays of them, without padding: kernels take it by value and in slices (`&[Particle]`),
+/// read and write its fields, and copy it whole. Implement it with
+/// `#[derive(Clone, Copy, sycl::KernelType)]` and `#[repr(C)]`, which checks the layout
+/// against the compiler's and implements `bytemuck::Pod` (USM holds it; do not derive `Pod`
+/// as well). Kernels name it by a name in scope in the crate that defines it.
+///
+/// ```
+/// #[derive(Clone, Copy, sycl::KernelType)]
+/// #[repr(C)]
+/// struct Particle {
+///     pos: [f32; 3],
+///     mass: f32,
+/// }
+///
+/// #[sycl::kernel]
+/// fn drift(p: &mut [Particle], dz: f32) {
+///     let i = sycl::kernel::global_id(0);
+///     p[i].pos[2] += dz * p[i].mass;
+/// }
+/// # fn main() {}
+/// ```
+///
+/// # Safety
+/// Implemented only by the derive, whose assertions make the layout the one it declares.
+// (The derive's `unsafe impl` is where the layout is checked; generated kernels trust it.)
+#[allow(unsafe_code)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a kernel struct",
+    label = "kernels take structs that derive `sycl::KernelType`",
+    note = "add `#[derive(Clone, Copy, sycl::KernelType)]` and `#[repr(C)]` to its definition"
+)]
+pub unsafe trait KernelType: Pod {
+    /// Its size in bytes.
+    #[doc(hidden)]
+    const __SYCL_SIZE: u32;
+    /// The parts the native CPU form accesses (`__rt::ElemTy::Struct`).
+    #[doc(hidden)]
+    const __SYCL_PARTS: u64;
+}
+
 /// A number type of the kernel language: what a generic kernel's type parameter bounded by
 /// `Scalar` may be (i32, u32, i64, u64, f32, f64, f16, bf16). Sealed.
 pub trait Scalar: __rt::Element + Pod {}

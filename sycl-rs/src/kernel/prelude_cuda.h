@@ -62,6 +62,13 @@ SYCL_MEM_BOTH(long long, i64)
 SYCL_MEM_BOTH(sycl_u64, u64)
 SYCL_MEM_BOTH(float, f32)
 SYCL_MEM_BOTH(double, f64)
+// A struct slice's field: the flat index (in units of the field's scalar) of item `k` of the
+// field at `o` of struct `i` (structs of `s` units), or the end (which the accessor refuses)
+// when `i` or `k` is out of bounds. `i_ok`, `k_ok`: conditions proved to imply `i < n`,
+// `k < kn`.
+#define SYCL_FIELD_END (~(sycl_u64)0)
+__device__ __forceinline__ sycl_u64 sycl_field(sycl_u64 i, sycl_u64 n, bool i_ok, sycl_u64 k, sycl_u64 kn, bool k_ok, sycl_u64 s, sycl_u64 o) {
+    return ((i_ok || i < n) && (k_ok || k < kn)) ? i * s + o + k : SYCL_FIELD_END; }
 
 // f16 and bf16: 16-bit patterns in memory, floats in registers, rounded to the nearest (ties
 // to even) after each operation, as the `half` crate computes.

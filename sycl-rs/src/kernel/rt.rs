@@ -22,6 +22,8 @@ pub use super::launch::{program_source_of, spirv_of, submit};
 /// The scalar types of the kernel language: the kernel IR's (`sycl-kernel-ir`), one type for
 /// the macro, the IR and the runtime.
 pub use sycl_kernel_ir::Scalar as ScalarTy;
+// (The derive of `sycl::KernelType` implements `Pod` through this path.)
+pub use bytemuck;
 
 /// What a kernel needs of a device and a launch: the kernel IR's.
 pub use sycl_kernel_ir::KernelInfo;
@@ -224,6 +226,117 @@ impl<T: Element> KernelSlice<'_, T> {
     pub unsafe fn load_unchecked(&self, i: usize) -> T {
         // SAFETY: the caller guarantees `i < len`; the rest as in `load`.
         unsafe { T::load(self.ptr.add(i)) }
+    }
+}
+
+/// A `&[S]` (`MUT` false) or `&mut [S]` (`MUT` true, bound only to writable memory) kernel
+/// parameter of `SIZE`-byte kernel structs on the CPU: each field read and written on its
+/// own, bounds-checked.
+#[derive(Clone, Copy)]
+pub struct KernelStructs<'a, const SIZE: usize, const MUT: bool> {
+    ptr: *mut u8,
+    len: usize,
+    _args: PhantomData<&'a CpuArgs>,
+}
+
+impl<const SIZE: usize, const MUT: bool> KernelStructs<'_, SIZE, MUT> {
+    /// Number of structs.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it has no struct.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Where item `item` of the field at byte `OFFSET` (an array of `ITEMS`; 1 for a scalar)
+    /// of struct `i` is; panics when `i` or `item` is out of bounds.
+    #[inline(always)]
+    fn at<T: Element, const OFFSET: usize, const ITEMS: usize>(
+        &self,
+        i: usize,
+        item: usize,
+    ) -> *mut T {
+        const {
+            assert!(
+                OFFSET % std::mem::size_of::<T>() == 0
+                    && SIZE % std::mem::size_of::<T>() == 0
+                    && ITEMS > 0
+                    && OFFSET + ITEMS * std::mem::size_of::<T>() <= SIZE,
+                "a field inside its struct, aligned"
+            )
+        };
+        if i >= self.len {
+            out_of_bounds(i, self.len)
+        }
+        if item >= ITEMS {
+            out_of_bounds(item, ITEMS)
+        }
+        // SAFETY: `i < len` and the field's item lies inside struct `i` (checked above): in
+        // the live range of `len * SIZE` bytes `CpuArgs` made it from.
+        unsafe { self.ptr.add(i * SIZE + OFFSET).cast::<T>().add(item) }
+    }
+
+    /// Item `item` of the field at byte `OFFSET` of struct `i`; panics when out of bounds.
+    #[inline(always)]
+    pub fn load<T: Element, const OFFSET: usize, const ITEMS: usize>(
+        &self,
+        i: usize,
+        item: usize,
+    ) -> T {
+        let p = self.at::<T, OFFSET, ITEMS>(i, item);
+        // SAFETY: in bounds (`at`) and aligned (the struct's alignment is its widest field's,
+        // and the field's offset a multiple of its width); every work-item accesses this
+        // field atomically at its width (views of this struct access the same parts).
+        unsafe { T::load(p) }
+    }
+
+    /// As [`KernelStructs::load`], without the bounds checks.
+    ///
+    /// # Safety
+    /// `i < self.len()` and `item < ITEMS`.
+    #[inline(always)]
+    pub unsafe fn load_unchecked<T: Element, const OFFSET: usize, const ITEMS: usize>(
+        &self,
+        i: usize,
+        item: usize,
+    ) -> T {
+        // SAFETY: the caller guarantees the indices; the rest as in `load`.
+        unsafe { T::load(self.ptr.add(i * SIZE + OFFSET).cast::<T>().add(item)) }
+    }
+}
+
+impl<const SIZE: usize> KernelStructs<'_, SIZE, true> {
+    /// Writes item `item` of the field at byte `OFFSET` of struct `i`; panics when out of
+    /// bounds.
+    #[inline(always)]
+    pub fn store<T: Element, const OFFSET: usize, const ITEMS: usize>(
+        &self,
+        i: usize,
+        item: usize,
+        v: T,
+    ) {
+        let p = self.at::<T, OFFSET, ITEMS>(i, item);
+        // SAFETY: as in `load`; `structs_mut` bound it to a writable argument.
+        unsafe { T::store(p, v) }
+    }
+
+    /// As [`KernelStructs::store`], without the bounds checks.
+    ///
+    /// # Safety
+    /// `i < self.len()` and `item < ITEMS`.
+    #[inline(always)]
+    pub unsafe fn store_unchecked<T: Element, const OFFSET: usize, const ITEMS: usize>(
+        &self,
+        i: usize,
+        item: usize,
+        v: T,
+    ) {
+        // SAFETY: the caller guarantees the indices; the rest as in `store`.
+        unsafe { T::store(self.ptr.add(i * SIZE + OFFSET).cast::<T>().add(item), v) }
     }
 }
 
@@ -887,9 +1000,43 @@ pub(crate) enum ArgInner {
         record: Arc<MemoryRecord>,
         ptr: u64,
         len: usize,
-        elem: ScalarTy,
+        elem: ElemTy,
         mutable: bool,
     },
+}
+
+/// What a slice argument holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElemTy {
+    /// Scalars.
+    Scalar(ScalarTy),
+    /// Kernel structs of `size` bytes whose fields are the parts `parts` names
+    /// ([`KernelType::__SYCL_PARTS`](crate::KernelType)).
+    Struct {
+        /// The struct's size in bytes.
+        size: u32,
+        /// Its fields' width, or a key of its (offset, width) list.
+        parts: u64,
+    },
+}
+
+impl ElemTy {
+    /// An element's size in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            ElemTy::Scalar(t) => t.size(),
+            ElemTy::Struct { size, .. } => size as usize,
+        }
+    }
+
+    /// What the native CPU form's atomic accesses of it are: their width, or (a struct of
+    /// mixed widths) a key no other element type has (`MemoryRecord::begin_view`).
+    pub(crate) fn view_parts(self) -> usize {
+        match self {
+            ElemTy::Scalar(t) => t.size(),
+            ElemTy::Struct { parts, .. } => parts as usize,
+        }
+    }
 }
 
 impl ArgValue {
@@ -911,7 +1058,22 @@ impl ArgValue {
             ptr: range.as_ptr(),
             len: range.len(),
             record: range.record.clone(),
-            elem: T::TY,
+            elem: ElemTy::Scalar(T::TY),
+            mutable,
+        })
+    }
+
+    /// A struct slice parameter's memory (`mutable`: a `&mut [S]` parameter).
+    pub fn structs<S: crate::KernelType>(memory: &impl AsUsmRange<S>, mutable: bool) -> ArgValue {
+        let range = memory.usm_range();
+        ArgValue(ArgInner::Slice {
+            ptr: range.as_ptr(),
+            len: range.len(),
+            record: range.record.clone(),
+            elem: ElemTy::Struct {
+                size: S::__SYCL_SIZE,
+                parts: S::__SYCL_PARTS,
+            },
             mutable,
         })
     }
@@ -936,6 +1098,15 @@ pub enum ParamSpec {
     Slice {
         /// Element type.
         elem: ScalarTy,
+        /// Written by the kernel.
+        mutable: bool,
+    },
+    /// A slice of kernel structs: `&[S]` or (`mutable`) `&mut [S]`.
+    Structs {
+        /// The struct's size in bytes.
+        size: u32,
+        /// As [`ElemTy::Struct`]'s.
+        parts: u64,
         /// Written by the kernel.
         mutable: bool,
     },
@@ -1121,7 +1292,7 @@ pub trait GeneratedKernel {
 
 pub(crate) struct CpuArg {
     pub(crate) scalar: [u8; 8],
-    pub(crate) ty: ScalarTy,
+    pub(crate) ty: ElemTy,
     /// Slices: host address, length, writable.
     pub(crate) slice: Option<(usize, usize, bool)>,
 }
@@ -1150,8 +1321,43 @@ impl CpuArgs {
 
     fn arg(&self, i: usize, ty: ScalarTy) -> &CpuArg {
         match self.args.get(i) {
-            Some(a) if a.ty == ty => a,
+            Some(a) if a.ty == ElemTy::Scalar(ty) => a,
             _ => panic!("kernel argument {i} is not a {}", ty.name()),
+        }
+    }
+
+    /// Struct slice parameter `i` of `SIZE`-byte structs, read-only.
+    #[inline]
+    pub fn structs<const SIZE: usize>(&self, i: usize) -> KernelStructs<'_, SIZE, false> {
+        let (ptr, len, _) = self.struct_arg(i, SIZE);
+        KernelStructs {
+            ptr: ptr as *mut u8,
+            len,
+            _args: PhantomData,
+        }
+    }
+
+    /// Struct slice parameter `i`, writable (it must have been bound as `&mut [S]`).
+    #[inline]
+    pub fn structs_mut<const SIZE: usize>(&self, i: usize) -> KernelStructs<'_, SIZE, true> {
+        match self.struct_arg(i, SIZE) {
+            (ptr, len, true) => KernelStructs {
+                ptr: ptr as *mut u8,
+                len,
+                _args: PhantomData,
+            },
+            _ => panic!("kernel argument {i} is not a writable slice"),
+        }
+    }
+
+    fn struct_arg(&self, i: usize, size: usize) -> (usize, usize, bool) {
+        match self.args.get(i) {
+            Some(CpuArg {
+                ty: ElemTy::Struct { size: s, .. },
+                slice: Some(slice),
+                ..
+            }) if *s as usize == size => *slice,
+            _ => panic!("kernel argument {i} is not a slice of {size}-byte structs"),
         }
     }
 

@@ -26,8 +26,8 @@ fn too_long(y: &mut [u32]) {
 
 #[sycl::kernel]
 fn list_literal(y: &mut [u32]) {
-    let a = [1u32, 2, 3];
-    y[0] = a[1];
+    let a = [1u32, 2.5, 3];
+    y[0] = a[1] + [4u32, 5][0];
 }
 
 #[sycl::kernel]

@@ -590,6 +590,8 @@ impl<'a> Printer<'a> {
                         elem_cty(d, elem)
                     );
                 }
+                // (Validation keeps struct slices out of helpers.)
+                Param::Structs { .. } => unreachable!("a helper with a struct slice"),
             }
         }
         sig.push_str(match d {
@@ -646,7 +648,14 @@ impl<'a> Printer<'a> {
                     ));
                 }
                 Param::Scalar(t) => params.push(format!("{} p{i}", cty(d, t))),
-                Param::Slice { elem, mutable } => {
+                // A struct slice is bytes, each field access cast to its scalar
+                // (`field_access`).
+                Param::Slice { mutable, .. } | Param::Structs { mutable, .. } => {
+                    let elem = match *p {
+                        Param::Slice { elem, .. } => elem_cty(d, elem),
+                        _ if d == Dialect::Cuda => "unsigned char",
+                        _ => "uchar",
+                    };
                     let c = if mutable { "" } else { "const " };
                     // A kernel that orders memory may read what other work-items, devices or
                     // processes write meanwhile: no `restrict` (no read-only caches).
@@ -656,10 +665,8 @@ impl<'a> Printer<'a> {
                         (Dialect::OpenCl, false) => " restrict",
                     };
                     params.push(match d {
-                        Dialect::Cuda => format!("{c}{}*{restrict} p{i}", elem_cty(d, elem)),
-                        Dialect::OpenCl => {
-                            format!("__global {c}{}*{restrict} p{i}", elem_cty(d, elem))
-                        }
+                        Dialect::Cuda => format!("{c}{elem}*{restrict} p{i}"),
+                        Dialect::OpenCl => format!("__global {c}{elem}*{restrict} p{i}"),
                     });
                     params.push(format!("sycl_u64 p{i}_len"));
                 }
@@ -1202,11 +1209,15 @@ impl<'a> Printer<'a> {
                 op,
                 index,
                 value,
+                field,
             } => {
-                let elem = self.base_ty(*base);
+                let elem = match field {
+                    Some(f) => f.ty,
+                    None => self.base_ty(*base),
+                };
                 let t = cty(d, elem);
-                let (ptr, len, space) = self.base(*base);
-                let (vn, iname) = (self.fresh("v"), self.fresh("i"));
+                let (mut ptr, mut len, space) = self.base(*base);
+                let (vn, mut iname) = (self.fresh("v"), self.fresh("i"));
                 self.line("{");
                 self.depth += 1;
                 // Rust's order: the value, then the place. A half stored as it is converted
@@ -1224,7 +1235,18 @@ impl<'a> Printer<'a> {
                 self.line(&line);
                 // A check proved always to pass is dropped, like the user's `unsafe` one; one
                 // proved for this work-group size is folded away.
-                let access = self.access(check);
+                let access = match field {
+                    Some(field) => {
+                        let (fptr, flen, flat, access) =
+                            self.field_access(*base, &iname, check, field, true);
+                        let fname = self.fresh("f");
+                        self.line(&format!("sycl_u64 {fname} = {flat};"));
+                        (ptr, len) = (fptr, flen);
+                        iname = fname;
+                        access
+                    }
+                    None => self.access(check),
+                };
                 let current = match &access {
                     Access::Checked => format!(
                         "sycl_ld_{space}_{}({ptr}, {len}, {iname}, {})",
@@ -1343,11 +1365,66 @@ impl<'a> Printer<'a> {
 
     // ---- expressions
 
+    /// What a field access of a struct slice reaches, as an access of a scalar slice: the
+    /// struct slice's pointer cast to the field's scalar, the end of no slice, the flat index
+    /// (`sycl_field`: the end when out of bounds), and the access (unchecked where both
+    /// indices are proved: then the flat index computed directly).
+    fn field_access(
+        &mut self,
+        base: Base,
+        i: &str,
+        check: &Check,
+        field: &kir::Field,
+        writes: bool,
+    ) -> (String, String, String, Access) {
+        let Base::Param(p) = base else {
+            unreachable!("fields are of struct slices")
+        };
+        let Param::Structs { size, .. } = self.f.params[p] else {
+            unreachable!("validated: fields are of struct slices")
+        };
+        let t = field.ty;
+        let width = t.size() as u32;
+        let (stride, offset) = (size / width, field.offset / width);
+        let c = if writes { "" } else { "const " };
+        let ptr = match self.d {
+            Dialect::Cuda => format!("(({c}{}*)p{p})", elem_cty(self.d, t)),
+            Dialect::OpenCl => format!("((__global {c}{}*)p{p})", elem_cty(self.d, t)),
+        };
+        let ok = |a: &Access| match a {
+            Access::Checked => "false".to_string(),
+            Access::Unchecked => "true".to_string(),
+            Access::When(c) => format!("({c})"),
+        };
+        let elem_access = self.access(check);
+        let (k, kn, item_access) = match &field.item {
+            Some(item) => {
+                let k = self.expr(&item.index);
+                (k, item.len, self.access(&item.check))
+            }
+            None => ("0".to_string(), 1, Access::Unchecked),
+        };
+        if matches!(
+            (&elem_access, &item_access),
+            (Access::Unchecked, Access::Unchecked)
+        ) {
+            let flat = format!("((sycl_u64)({i}) * {stride}u + {offset}u + (sycl_u64)({k}))");
+            return (ptr, "SYCL_FIELD_END".into(), flat, Access::Unchecked);
+        }
+        let flat = format!(
+            "sycl_field({i}, p{p}_len, {}, {k}, {kn}u, {}, {stride}u, {offset}u)",
+            ok(&elem_access),
+            ok(&item_access)
+        );
+        (ptr, "SYCL_FIELD_END".into(), flat, Access::Checked)
+    }
+
     fn base_ty(&self, base: Base) -> Ty {
         match base {
             Base::Param(i) => match self.f.params[i] {
                 Param::Slice { elem, .. } => elem,
                 Param::Scalar(t) => t,
+                Param::Structs { .. } => unreachable!("a struct slice's element is its field's"),
             },
             Base::Local(l) => self.f.locals[l].ty,
         }
@@ -1430,10 +1507,20 @@ impl<'a> Printer<'a> {
                 check,
                 index_fits_i32,
                 index,
+                field,
             } => {
-                let (ptr, len, space) = self.base(*base);
-                let i = self.index(index, index_fits_i32);
-                match self.access(check) {
+                let (mut ptr, mut len, space) = self.base(*base);
+                let mut i = self.index(index, index_fits_i32);
+                let access = match field {
+                    Some(field) => {
+                        let (fptr, flen, flat, access) =
+                            self.field_access(*base, &i, check, field, false);
+                        (ptr, len, i) = (fptr, flen, flat);
+                        access
+                    }
+                    None => self.access(check),
+                };
+                match access {
                     Access::Checked => format!(
                         "sycl_ld_{space}_{}({ptr}, {len}, {i}, {})",
                         tag(t),

@@ -473,6 +473,7 @@ fn helper(m: &mut Module, f: &Function, callees: Vec<Word>, p: &Program<'_>) -> 
                 param_tys.push(fx.m.ptr(StorageClass::CrossWorkgroup, e));
                 param_tys.push(u64t);
             }
+            Param::Structs { .. } => return Err(bad("a helper with a struct slice")),
         }
     }
     let n_raw = param_tys.len();
@@ -493,7 +494,7 @@ fn helper(m: &mut Module, f: &Function, callees: Vec<Word>, p: &Program<'_>) -> 
                 fx.params.push(ParamVal::Scalar(raw[at]));
                 at += 1;
             }
-            Param::Slice { .. } => {
+            Param::Slice { .. } | Param::Structs { .. } => {
                 fx.params.push(ParamVal::Slice {
                     ptr: raw[at],
                     len: raw[at + 1],
@@ -529,6 +530,12 @@ fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>, guarded: bool) ->
             Param::Scalar(t) => param_tys.push(fx.m.mem_ty(t)),
             Param::Slice { elem, .. } => {
                 let e = fx.m.mem_ty(elem);
+                param_tys.push(fx.m.ptr(StorageClass::CrossWorkgroup, e));
+                param_tys.push(u64t);
+            }
+            // Bytes, each field access cast to its scalar (`field_ptr`).
+            Param::Structs { .. } => {
+                let e = fx.m.u8_ty();
                 param_tys.push(fx.m.ptr(StorageClass::CrossWorkgroup, e));
                 param_tys.push(u64t);
             }
@@ -573,14 +580,14 @@ fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>, guarded: bool) ->
             }
             // A kernel that orders memory may read what other work-items, devices or
             // processes write meanwhile: no aliasing or read-only promises.
-            Param::Slice { .. } if ordered => {
+            Param::Slice { .. } | Param::Structs { .. } if ordered => {
                 fx.params.push(ParamVal::Slice {
                     ptr: raw[at],
                     len: raw[at + 1],
                 });
                 at += 2;
             }
-            Param::Slice { mutable, .. } => {
+            Param::Slice { mutable, .. } | Param::Structs { mutable, .. } => {
                 // The launch refuses a written slice that overlaps another slice (OpenCL C's
                 // `restrict`).
                 fx.m.b.decorate(
@@ -970,10 +977,32 @@ impl Fx<'_> {
             StmtKind::Store {
                 base,
                 check,
+                op,
+                index,
+                value,
+                field: Some(field),
+                ..
+            } => {
+                // Rust's order: the value, then the place.
+                let v = self.expr(value)?;
+                let (flat, ok) = self.field_index(*base, index, check, field)?;
+                let v = match op {
+                    None => v,
+                    Some(op) => {
+                        let cur = self.field_load(*base, field.ty, flat, ok)?;
+                        self.binary(*op, field.ty, value.ty, cur, v)?
+                    }
+                };
+                self.field_store(*base, field.ty, flat, ok, v)
+            }
+            StmtKind::Store {
+                base,
+                check,
                 index_fits_i32: narrow,
                 op,
                 index,
                 value,
+                field: None,
             } => {
                 // Rust's order: the value, then the place.
                 let v = self.expr(value)?;
@@ -1858,10 +1887,120 @@ impl Fx<'_> {
 
     // ---- memory
 
+    /// A struct field access's flat index (item `k` of the field, in units of its scalar,
+    /// from the slice's start: `i * stride + offset + k`) and the condition that both indices
+    /// are in bounds (`None`: proved).
+    fn field_index(
+        &mut self,
+        base: Base,
+        index: &Expr,
+        check: &Check,
+        field: &sycl_kernel_ir::Field,
+    ) -> Result<(Word, Option<Word>)> {
+        let Base::Param(p) = base else {
+            return Err(bad("a field of a local array"));
+        };
+        let Param::Structs { size, .. } = self.f.params[p] else {
+            return Err(bad("a field of a scalar slice"));
+        };
+        let width = field.ty.size() as u64;
+        let i = self.expr(index)?;
+        let mut ok = None;
+        if !self.proved(check)? {
+            let n = self.len(base)?;
+            ok = Some(self.op(Op::ULessThan, ScalarTy::Bool, &[i, n])?);
+        }
+        let stride = self.m.konst(ScalarTy::U64, size as u64 / width);
+        let offset = self.m.konst(ScalarTy::U64, field.offset as u64 / width);
+        let at = self.op(Op::IMul, ScalarTy::U64, &[i, stride])?;
+        let mut flat = self.op(Op::IAdd, ScalarTy::U64, &[at, offset])?;
+        if let Some(item) = &field.item {
+            let k = self.expr(&item.index)?;
+            if !self.proved(&item.check)? {
+                let kn = self.m.konst(ScalarTy::U64, item.len as u64);
+                let k_ok = self.op(Op::ULessThan, ScalarTy::Bool, &[k, kn])?;
+                ok = Some(match ok {
+                    Some(i_ok) => self.op(Op::LogicalAnd, ScalarTy::Bool, &[i_ok, k_ok])?,
+                    None => k_ok,
+                });
+            }
+            flat = self.op(Op::IAdd, ScalarTy::U64, &[flat, k])?;
+        }
+        Ok((flat, ok))
+    }
+
+    /// A pointer to the field scalar at `flat` (`field_index`) of struct slice `base`.
+    fn field_ptr(&mut self, base: Base, t: ScalarTy, flat: Word) -> Result<Word> {
+        let Base::Param(p) = base else {
+            return Err(bad("a field of a local array"));
+        };
+        let ParamVal::Slice { ptr, .. } = self.params[p] else {
+            return Err(bad("not a slice"));
+        };
+        let ty = self.m.mem_ty(t);
+        let pt = self.m.ptr(StorageClass::CrossWorkgroup, ty);
+        let typed = self.m.b.bitcast(pt, None, ptr).map_err(build_err)?;
+        self.m
+            .b
+            .in_bounds_ptr_access_chain(pt, None, typed, flat, [])
+            .map_err(build_err)
+    }
+
+    fn raw_field_load(&mut self, base: Base, t: ScalarTy, flat: Word) -> Result<Word> {
+        let p = self.field_ptr(base, t, flat)?;
+        self.read_scalar(t, p, StorageClass::CrossWorkgroup, t.size() as u32)
+    }
+
+    /// A struct field's scalar: checked unless `ok` is `None` (proved); a failed check
+    /// records the failure and gives 0.
+    fn field_load(
+        &mut self,
+        base: Base,
+        t: ScalarTy,
+        flat: Word,
+        ok: Option<Word>,
+    ) -> Result<Word> {
+        let Some(ok) = ok else {
+            return self.raw_field_load(base, t, flat);
+        };
+        self.set_fail_unless(ok, FAIL_BOUNDS)?;
+        let zero = self.m.konst(t, 0);
+        self.cond_value(ok, t, |fx| fx.raw_field_load(base, t, flat), zero)
+    }
+
+    /// Writes a struct field's scalar: nothing after a failure; checked unless `ok` is
+    /// `None` (proved).
+    fn field_store(
+        &mut self,
+        base: Base,
+        t: ScalarTy,
+        flat: Word,
+        ok: Option<Word>,
+        v: Word,
+    ) -> Result<()> {
+        let go = match ok {
+            None => {
+                let failed = self.failed()?;
+                self.op(Op::LogicalNot, ScalarTy::Bool, &[failed])?
+            }
+            Some(ok) => {
+                let before = self.set_fail_unless(ok, FAIL_BOUNDS)?;
+                let zero = self.m.u32c(0);
+                let clean = self.op(Op::IEqual, ScalarTy::Bool, &[before, zero])?;
+                self.op(Op::LogicalAnd, ScalarTy::Bool, &[ok, clean])?
+            }
+        };
+        self.if_then(go, |fx| {
+            let p = fx.field_ptr(base, t, flat)?;
+            fx.write_scalar(t, p, StorageClass::CrossWorkgroup, t.size() as u32, v)
+        })
+    }
+
     fn base_ty(&self, base: Base) -> Result<ScalarTy> {
         match base {
             Base::Param(i) => match self.f.params[i] {
                 Param::Slice { elem, .. } => Ok(elem),
+                Param::Structs { .. } => Err(bad("a struct slice's element without a field")),
                 Param::Scalar(_) => Err(bad("indexing a scalar parameter")),
             },
             Base::Local(l) => match self.f.locals[l].array {
@@ -2042,6 +2181,17 @@ impl Fx<'_> {
     fn raw_load(&mut self, base: Base, i: Index) -> Result<Word> {
         let t = self.base_ty(base)?;
         let (p, class, align) = self.elem_ptr(base, i)?;
+        self.read_scalar(t, p, class, align)
+    }
+
+    /// The `t` at `p` (halves as their `f32` values).
+    fn read_scalar(
+        &mut self,
+        t: ScalarTy,
+        p: Word,
+        class: StorageClass,
+        align: u32,
+    ) -> Result<Word> {
         if t == ScalarTy::F16 {
             return self.vload_half(p, class);
         }
@@ -2062,6 +2212,31 @@ impl Fx<'_> {
         } else {
             Ok(v)
         }
+    }
+
+    /// Writes `v` (a half as its `f32` value) as the `t` at `p`.
+    fn write_scalar(
+        &mut self,
+        t: ScalarTy,
+        p: Word,
+        class: StorageClass,
+        align: u32,
+        v: Word,
+    ) -> Result<()> {
+        let v = match t {
+            ScalarTy::F16 => return self.vstore_half(v, p, class),
+            ScalarTy::Bf16 => self.half_to_bits(t, v)?,
+            _ => v,
+        };
+        self.m
+            .b
+            .store(
+                p,
+                v,
+                Some(MemoryAccess::ALIGNED),
+                [Operand::LiteralBit32(align)],
+            )
+            .map_err(build_err)
     }
 
     /// OpenCL.std `vload_half(0, p)`: the IEEE half at `p` (a 16-bit pattern's pointer), as
@@ -2207,19 +2382,7 @@ impl Fx<'_> {
         let t = self.base_ty(base)?;
         self.if_then(go, |fx| {
             let (p, class, align) = fx.elem_ptr(base, i)?;
-            let v = match t {
-                ScalarTy::F16 => return fx.vstore_half(v, p, class),
-                ScalarTy::Bf16 => fx.half_to_bits(t, v)?,
-                _ => v,
-            };
-            fx.m.b
-                .store(
-                    p,
-                    v,
-                    Some(MemoryAccess::ALIGNED),
-                    [Operand::LiteralBit32(align)],
-                )
-                .map_err(build_err)
+            fx.write_scalar(t, p, class, align, v)
         })
     }
 
@@ -2493,8 +2656,19 @@ impl Fx<'_> {
             ExprKind::Load {
                 base,
                 check,
+                field: Some(field),
+                index,
+                ..
+            } => {
+                let (flat, ok) = self.field_index(*base, index, check, field)?;
+                self.field_load(*base, field.ty, flat, ok)
+            }
+            ExprKind::Load {
+                base,
+                check,
                 index_fits_i32: narrow,
                 index,
+                field: None,
             } => {
                 let i = self.index(*base, index, narrow)?;
                 let proved = self.proved(check)?;
