@@ -239,11 +239,19 @@ fn instance(
             quote!(::sycl::kernel::__rt::ParamSpec::Slice { elem: #st, mutable: #mutable })
         }
         ParamKind::Structs { size, mutable } => {
-            let parts = structs
-                .get(p.strukt.as_deref().expect("a struct slice names its struct"))
-                .map(structs::parts_key)
-                .expect("a known struct");
-            quote!(::sycl::kernel::__rt::ParamSpec::Structs { size: #size, parts: #parts, mutable: #mutable })
+            // The element type as the kernel names it (a struct, or `[f32; 4]`): its derive
+            // (or the arrays' impl) computed the parts key from the same layout.
+            let elem: syn::Type = syn::parse_str(
+                p.strukt
+                    .as_deref()
+                    .expect("a struct slice names its element"),
+            )
+            .expect("a type");
+            quote!(::sycl::kernel::__rt::ParamSpec::Structs {
+                size: #size,
+                parts: <#elem as ::sycl::KernelType>::__SYCL_PARTS,
+                mutable: #mutable,
+            })
         }
     });
     let name_str = item.sig.ident.to_string();

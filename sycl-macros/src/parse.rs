@@ -295,7 +295,7 @@ pub fn function(f: &syn::ItemFn, role: Role, structs: &Known) -> Result<Function
                         "a reference parameter must be a slice: `&[T]` (read) or `&mut [T]` (written)",
                     ));
                 };
-                if let Some((kind, n)) = p.struct_slice_param(&s.elem, r.mutability.is_some()) {
+                if let Some((kind, n)) = p.struct_slice_param(&s.elem, r.mutability.is_some())? {
                     strukt = Some(n);
                     kind
                 } else {
@@ -1087,6 +1087,11 @@ impl Parser {
                         return Ok(place);
                     }
                 }
+                if let Some(place) =
+                    self.array_element_item(&ix.expr, &ix.index, true, ix.span())?
+                {
+                    return Ok(place);
+                }
                 let (base, ty) = self.indexable(&ix.expr, true)?;
                 let index = self.index_expr(&ix.index)?;
                 Ok((
@@ -1481,6 +1486,11 @@ impl Parser {
                     {
                         return Ok(place.read(ty, span));
                     }
+                }
+                if let Some((place, ty)) =
+                    self.array_element_item(&ix.expr, &ix.index, false, span)?
+                {
+                    return Ok(place.read(ty, span));
                 }
                 if self.is_struct_expr(e) {
                     return Err(self.whole_struct_error(span));

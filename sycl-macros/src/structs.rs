@@ -52,7 +52,33 @@ pub struct StructDef {
     pub fields: Vec<FieldDef>,
 }
 
+/// The field name of a slice of arrays' element (`&[[f32; 4]]`): not a Rust name, so no
+/// source names it.
+pub const ITEMS: &str = "__sycl_items";
+
+/// The element of a slice of arrays (`[f32; 4]`) as a struct of one array field, named as
+/// the type.
+pub fn array_element(a: &syn::TypeArray) -> Result<StructDef> {
+    let (ty, len) = field_type(&syn::Type::Array(a.clone()))?;
+    let len = len.expect("an array type");
+    Ok(StructDef {
+        name: format!("[{}; {len}]", ty.name()),
+        size: ty.size() as u32 * len,
+        fields: vec![FieldDef {
+            name: ITEMS.into(),
+            ty,
+            offset: 0,
+            len: Some(len),
+        }],
+    })
+}
+
 impl StructDef {
+    /// Whether it is the element of a slice of arrays.
+    pub fn is_array(&self) -> bool {
+        self.fields.len() == 1 && self.fields[0].name == ITEMS
+    }
+
     /// The field named `name`.
     pub fn field(&self, name: &str) -> Option<&FieldDef> {
         self.fields.iter().find(|f| f.name == name)

@@ -6974,6 +6974,28 @@ fn struct_elem_oob(p: &[Particle], k: &[u64], out: &mut [f32]) {
     out[i] = p[k[i] as usize].mass;
 }
 
+/// Slices of arrays: an element copied whole into a private array and back, items read and
+/// written, an array list stored whole.
+#[sycl::kernel]
+fn array_elements(v: &mut [[f32; 4]], w: &[[u32; 2]], out: &mut [f32], lists: &mut [[u32; 2]]) {
+    let i = global_id(0);
+    let mut a = v[i];
+    for k in 0..4 {
+        a[k] *= 2.0;
+    }
+    v[i] = a;
+    v[i][1] += 0.5;
+    out[i] = v[i][3] + w[i][1] as f32;
+    lists[i] = [w[i][1], w[i][0] + 1];
+}
+
+/// An array element's item past its length fails the work-item.
+#[sycl::kernel]
+fn array_item_oob(v: &[[f32; 4]], k: &[u64], out: &mut [f32]) {
+    let i = global_id(0);
+    out[i] = v[i][k[i] as usize];
+}
+
 fn particles(n: usize) -> Vec<Particle> {
     (0..n)
         .map(|i| {
@@ -7106,5 +7128,44 @@ pub fn structs(d: &Device) -> R {
         Range::d1(n),
         struct_elem_oob(&dp, &dk, &out),
         "struct_elem_oob",
+    )?;
+
+    // Slices of arrays.
+    let v0: Vec<[f32; 4]> = (0..n)
+        .map(|i| [i as f32, 1.5, -(i as f32), 0.25 * i as f32])
+        .collect();
+    let w: Vec<[u32; 2]> = (0..n as u32).map(|i| [i * 7, i + 3]).collect();
+    let (dv, dw) = (upload(&q, &v0)?, upload(&q, &w)?);
+    let (out, lists) = (filled(&q, n, 0f32)?, filled(&q, n, [0u32; 2])?);
+    run(&q, Range::d1(n), array_elements(&dv, &dw, &out, &lists))?;
+    let want_v: Vec<[f32; 4]> = v0
+        .iter()
+        .map(|a| {
+            let mut a = a.map(|x| x * 2.0);
+            a[1] += 0.5;
+            a
+        })
+        .collect();
+    compare(&q.to_vec(&dv).map_err(fail)?, &want_v, |i| {
+        format!("array_elements v[{i}]")
+    })?;
+    let want: Vec<f32> = (0..n).map(|i| want_v[i][3] + w[i][1] as f32).collect();
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |i| {
+        format!("array_elements out[{i}]")
+    })?;
+    let want: Vec<[u32; 2]> = w.iter().map(|p| [p[1], p[0] + 1]).collect();
+    compare(&q.to_vec(&lists).map_err(fail)?, &want, |i| {
+        format!("array_elements lists[{i}]")
+    })?;
+    let mut k: Vec<u64> = (0..n as u64).map(|i| i % 4).collect();
+    let (dk, out) = (upload(&q, &k)?, filled(&q, n, 0f32)?);
+    run(&q, Range::d1(n), array_item_oob(&dv, &dk, &out))?;
+    k[3] = 4;
+    let dk = upload(&q, &k)?;
+    fails_in_kernel(
+        &q,
+        Range::d1(n),
+        array_item_oob(&dv, &dk, &out),
+        "array_item_oob",
     )
 }

@@ -72,6 +72,15 @@ impl Parser {
         let syn::Member::Named(id) = member else {
             return Err(err(member.span(), "kernel structs have named fields"));
         };
+        if def.is_array() && id != crate::structs::ITEMS {
+            return Err(err(
+                id.span(),
+                format!(
+                    "an element of `&[{}]` is an array: index it (`p[i][k]`)",
+                    def.name
+                ),
+            ));
+        }
         def.field(&id.to_string()).ok_or_else(|| {
             err(
                 id.span(),
@@ -86,22 +95,53 @@ impl Parser {
 
     /// A parameter `&[S]`/`&mut [S]` of a kernel struct.
     pub(super) fn struct_slice_param(
-        &self,
+        &mut self,
         elem: &syn::Type,
         mutable: bool,
-    ) -> Option<(ParamKind, String)> {
-        let syn::Type::Path(p) = elem else {
-            return None;
+    ) -> Result<Option<(ParamKind, String)>> {
+        let name = match elem {
+            syn::Type::Path(p) => match p.path.get_ident() {
+                Some(id) => id.to_string(),
+                None => return Ok(None),
+            },
+            // `&[[f32; 4]]`: a struct of one array field, named as the type.
+            syn::Type::Array(a) => {
+                let def = crate::structs::array_element(a)?;
+                let name = def.name.clone();
+                self.structs.insert(name.clone(), Rc::new(def));
+                name
+            }
+            _ => return Ok(None),
         };
-        let name = p.path.get_ident()?.to_string();
-        let def = self.struct_def(&name)?;
-        Some((
+        let Some(def) = self.struct_def(&name) else {
+            return Ok(None);
+        };
+        Ok(Some((
             ParamKind::Structs {
                 size: def.size,
                 mutable,
             },
             name,
-        ))
+        )))
+    }
+
+    /// `p[i][k]` on a slice of arrays (`&[[f32; 4]]`): its item `k` as a field access;
+    /// `None` if `e` is not an element of one.
+    pub(super) fn array_element_item(
+        &mut self,
+        e: &syn::Expr,
+        k: &syn::Expr,
+        write: bool,
+        span: Span,
+    ) -> Result<Option<(Place, TyId)>> {
+        let Some((p, _, _)) = self.struct_element(e) else {
+            return Ok(None);
+        };
+        if !self.def_of_param(p).is_array() {
+            return Ok(None);
+        }
+        let member = syn::Member::Named(syn::Ident::new(crate::structs::ITEMS, span));
+        self.field_access(e, &member, Some(k), write, span)
     }
 
     /// A by-value struct parameter `name: S`: a scalar parameter per scalar (named
@@ -370,7 +410,8 @@ impl Parser {
         self.struct_def(name).expect("a known struct")
     }
 
-    /// Whether `e` is a whole struct (so that `let` and `=` copy it).
+    /// Whether `e` is a whole struct or array element of a slice (so that `let` and `=` copy
+    /// it).
     pub(super) fn is_struct_expr(&self, e: &syn::Expr) -> bool {
         matches!(strip_paren(e), syn::Expr::Struct(_))
             || self.struct_binding(e).is_some()
@@ -534,6 +575,29 @@ impl Parser {
             }
         } else if let syn::Expr::Struct(s) = strip_paren(e) {
             self.literal(s)?
+        } else if let Some(def) = want.filter(|d| d.is_array()) {
+            // An array element's value: an array list, `[v; N]`, or a private array.
+            let f = def.fields[0].clone();
+            let len = f.len.expect("an array");
+            let mut pre = Vec::new();
+            let scalars = match self.private_array_named(e) {
+                Some(l) => {
+                    let local = &self.locals[l];
+                    if local.array_len() != Some(len) || self.types.get(local.ty) != Some(f.ty) {
+                        return Err(err(
+                            span,
+                            format!("mismatched types: `{}` and another array", def.name),
+                        ));
+                    }
+                    (0..len).map(|k| Get::ArrayItem(l, k, f.ty)).collect()
+                }
+                None => self.array_value(e, f.ty, len, &mut pre)?,
+            };
+            Source {
+                def: def.clone(),
+                pre,
+                scalars,
+            }
         } else {
             return Err(err(span, WHOLE));
         };
@@ -695,6 +759,17 @@ impl Parser {
         }
     }
 
+    /// The private array `e` names, if it names one.
+    fn private_array_named(&self, e: &syn::Expr) -> Option<usize> {
+        let syn::Expr::Path(p) = strip_paren(e) else {
+            return None;
+        };
+        match self.lookup(&p.path.get_ident()?.to_string())? {
+            Binding::Local(l) if self.locals[l].is_private_array() => Some(l),
+            _ => None,
+        }
+    }
+
     /// `let [mut] name = <whole struct>;`
     pub(super) fn struct_let(
         &mut self,
@@ -725,6 +800,17 @@ impl Parser {
         let span = init.span();
         let src = self.source(init, want.as_ref())?;
         let mut out = src.pre;
+        // An element of a slice of arrays: a private array.
+        if src.def.is_array() {
+            let f = &src.def.fields[0];
+            let ty = self.types.known(f.ty);
+            let arr = Array::private(f.len.expect("an array"));
+            let l = self.new_local(name, ty, mutable, Some(arr));
+            // (Filled by stores after its `let`.)
+            self.locals[l].info.mutable = true;
+            out.extend(self.fill_array(l, &src.scalars, span));
+            return Ok(out);
+        }
         let mut slots = Vec::new();
         let mut at = 0;
         for f in &src.def.fields {

@@ -201,6 +201,14 @@ pub unsafe trait KernelType: Pod {
     const __SYCL_PARTS: u64;
 }
 
+// SAFETY: an array of kernel scalars is laid out as the scalars one after another (no
+// padding: each scalar's size is a multiple of its alignment), which is what kernels read.
+#[allow(unsafe_code)]
+unsafe impl<T: Scalar, const N: usize> KernelType for [T; N] {
+    const __SYCL_SIZE: u32 = (N * std::mem::size_of::<T>()) as u32;
+    const __SYCL_PARTS: u64 = std::mem::size_of::<T>() as u64;
+}
+
 /// A number type of the kernel language: what a generic kernel's type parameter bounded by
 /// `Scalar` may be (i32, u32, i64, u64, f32, f64, f16, bf16). Sealed.
 pub trait Scalar: __rt::Element + Pod {}

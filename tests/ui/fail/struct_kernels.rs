@@ -65,4 +65,16 @@ fn not_derived(p: &[NotDerived], out: &mut [f32]) {
     out[0] = p[0].a;
 }
 
+#[sycl::kernel]
+fn array_element_field(v: &mut [[f32; 4]]) {
+    let i = sycl::kernel::global_id(0);
+    v[i].x = 1.0;
+}
+
+#[sycl::kernel]
+fn array_element_length(v: &mut [[f32; 4]]) {
+    let i = sycl::kernel::global_id(0);
+    v[i] = [1.0, 2.0];
+}
+
 fn main() {}
