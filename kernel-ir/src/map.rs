@@ -24,8 +24,8 @@ pub trait StageMap<A: Stage, B: Stage> {
     fn ty(&mut self, t: &A::Ty) -> B::Ty;
     /// A literal of type `t`.
     fn lit(&mut self, l: &A::Lit, t: &A::Ty) -> B::Lit;
-    /// A call's target.
-    fn callee(&mut self, c: &A::Callee) -> B::Callee;
+    /// A call's target (`args`: the call's arguments, `ret`: its type).
+    fn callee(&mut self, c: &A::Callee, args: &[Expr<A>], ret: &A::Ty) -> B::Callee;
     /// A node's source.
     fn src(&mut self, s: &A::Src) -> B::Src;
     /// What else is known of a local.
@@ -243,7 +243,9 @@ impl<M> Mapper<'_, M> {
             ExprKind::ConstParam(i) => ExprKind::ConstParam(*i),
             ExprKind::SliceArg(p) => ExprKind::SliceArg(*p),
             ExprKind::SubGroup(op, args) => ExprKind::SubGroup(*op, self.exprs(args)),
-            ExprKind::Call(c, args) => ExprKind::Call(self.0.callee(c), self.exprs(args)),
+            ExprKind::Call(c, args) => {
+                ExprKind::Call(self.0.callee(c, args, &e.ty), self.exprs(args))
+            }
             ExprKind::Select(c, a, b) => ExprKind::Select(
                 Box::new(self.expr(c)),
                 Box::new(self.expr(a)),

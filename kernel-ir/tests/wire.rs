@@ -1075,7 +1075,7 @@ impl map::StageMap<Resolved, Resolved> for Same {
     fn lit(&mut self, l: &u64, _: &Scalar) -> u64 {
         *l
     }
-    fn callee(&mut self, c: &usize) -> usize {
+    fn callee(&mut self, c: &usize, _: &[Expr], _: &Scalar) -> usize {
         *c
     }
     fn src(&mut self, _: &()) {}

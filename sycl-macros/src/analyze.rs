@@ -41,9 +41,9 @@ pub struct Analysis {
     pub class: Vec<Class>,
     /// The body as steps (group kernels only; empty otherwise).
     pub steps: Vec<Step>,
-    /// Distinct helpers called, in order of first call: `Call` paths index into it by their
-    /// token text.
-    pub helpers: Vec<syn::Path>,
+    /// Distinct helpers called, in order of first call: `Call`s index into it by their path's
+    /// token text and their types.
+    pub helpers: Vec<(syn::Path, CallKey)>,
     pub queries: Queries,
 }
 
@@ -58,6 +58,38 @@ every work-item (see spec/kernels.md)";
 
 pub fn path_key(p: &syn::Path) -> String {
     quote::quote!(#p).to_string()
+}
+
+/// The types a call passes and returns (every type is resolved once parsing succeeded).
+pub fn call_key(f: &Function, args: &[Expr], ret: TyId) -> CallKey {
+    CallKey {
+        args: args
+            .iter()
+            .map(|a| match a.kind {
+                ExprKind::SliceArg(p) => match f.params[p].kind {
+                    ParamKind::Slice { elem, .. } => (elem, true),
+                    _ => unreachable!("slice arguments are scalar slices"),
+                },
+                _ => (f.ty(a.ty), false),
+            })
+            .collect(),
+        ret: f.ty(ret),
+    }
+}
+
+/// Adds the callee of every call in `f` to `helpers`, once per path and types.
+pub fn collect_calls(f: &Function, helpers: &mut Vec<(syn::Path, CallKey)>) {
+    visit_exprs(&f.body, &mut |e| {
+        if let ExprKind::Call(path, args) = &e.kind {
+            let key = (path_key(path), call_key(f, args, e.ty));
+            if !helpers
+                .iter()
+                .any(|(p, k)| path_key(p) == key.0 && *k == key.1)
+            {
+                helpers.push((path.clone(), key.1));
+            }
+        }
+    });
 }
 
 /// How deep blocks and expressions may nest in a kernel or helper: the kernel IR allows
@@ -228,6 +260,7 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
         helpers: Vec::new(),
         queries: Queries::default(),
     };
+    collect_calls(f, &mut a.helpers);
     for p in &f.params {
         if let ParamKind::Scalar(Ty::F64) | ParamKind::Slice { elem: Ty::F64, .. } = p.kind {
             a.info.fp64 = true;
@@ -282,12 +315,6 @@ pub fn kernel(f: &Function) -> Result<Analysis> {
                 // (The scratch of the OpenCL C and SPIR-V forms: a `bool` travels as a `u32`.)
                 let bytes = (f.ty(e.ty).bits() as usize / 8).max(4);
                 a.info.reduce_bytes = a.info.reduce_bytes.max(bytes);
-            }
-            ExprKind::Call(path, _) => {
-                let key = path_key(path);
-                if !a.helpers.iter().any(|h| path_key(h) == key) {
-                    a.helpers.push(path.clone());
-                }
             }
             _ => {}
         }

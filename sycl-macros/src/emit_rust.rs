@@ -470,7 +470,7 @@ impl<'a> RustEmitter<'a> {
             },
             // A slice passes whole: by `&mut` where the caller writes it (a helper taking
             // `&[T]` gets it reborrowed as shared).
-            ExprKind::Call(path, args) => {
+            ExprKind::Call((path, _), args) => {
                 let vs: Vec<TokenStream> = args
                     .iter()
                     .map(|a| match a.kind {

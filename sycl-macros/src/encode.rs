@@ -41,7 +41,7 @@ pub fn checked(
 }
 
 /// The IR the runtime reads (`helpers`: the function's callees in call-marker order).
-pub fn resolved(f: &kir::Function<Checked>, helpers: &[syn::Path]) -> kir::Function {
+pub fn resolved(f: &kir::Function<Checked>, helpers: &[(syn::Path, CallKey)]) -> kir::Function {
     map_function(f, &mut ToResolved { helpers })
 }
 
@@ -132,8 +132,8 @@ impl StageMap<Parsed, Checked> for ToChecked<'_> {
         lit_bits(l, self.f.ty(*t))
     }
 
-    fn callee(&mut self, c: &syn::Path) -> syn::Path {
-        c.clone()
+    fn callee(&mut self, c: &syn::Path, args: &[Expr], ret: &TyId) -> (syn::Path, CallKey) {
+        (c.clone(), crate::analyze::call_key(self.f, args, *ret))
     }
 
     fn src(&mut self, s: &At) -> At {
@@ -225,7 +225,7 @@ impl StageMap<Parsed, Checked> for ToChecked<'_> {
 }
 
 struct ToResolved<'a> {
-    helpers: &'a [syn::Path],
+    helpers: &'a [(syn::Path, CallKey)],
 }
 
 impl StageMap<Checked, kir::Resolved> for ToResolved<'_> {
@@ -237,11 +237,16 @@ impl StageMap<Checked, kir::Resolved> for ToResolved<'_> {
         *l
     }
 
-    fn callee(&mut self, c: &syn::Path) -> usize {
-        let key = path_key(c);
+    fn callee(
+        &mut self,
+        (c, key): &(syn::Path, CallKey),
+        _: &[kir::Expr<Checked>],
+        _: &Ty,
+    ) -> usize {
+        let path = path_key(c);
         self.helpers
             .iter()
-            .position(|h| path_key(h) == key)
+            .position(|(h, k)| path_key(h) == path && k == key)
             .expect("helpers are collected")
     }
 

@@ -384,3 +384,176 @@ pub fn kernel(
         };
     })
 }
+
+/// `#[sycl::kernel_fn]` on a generic function: `fn dot<T: sycl::Float>(a: &[T], b: &[T]) -> T`.
+///
+/// One type parameter. Each type its bound admits is substituted and translated like a
+/// helper without generics: its native function (`__sycl_h_<name>_<type>`, hidden) and its
+/// definition, which `KernelFn<fn(&'static [f32], &'static [f32]) -> f32>` returns (a kernel's
+/// call names the instance for the types it passes; a type no instance takes is a compile
+/// error there). The function users call is generic: it calls the instance through a hidden
+/// trait implemented for each type. An instance that does not translate is left out.
+pub fn helper(item: syn::ItemFn, structs: &crate::structs::Known) -> syn::Result<TokenStream2> {
+    let params = type_params(&item.sig.generics)?;
+    if item
+        .sig
+        .generics
+        .params
+        .iter()
+        .any(|p| matches!(p, syn::GenericParam::Const(_)))
+    {
+        return Err(err(
+            item.sig.generics.span(),
+            "kernel helpers have no const parameters (yet): pass the value",
+        ));
+    }
+    let [(t, bound)] = &params[..] else {
+        return Err(err(
+            item.sig.generics.span(),
+            "a generic kernel helper has one type parameter",
+        ));
+    };
+    let name = &item.sig.ident;
+    let vis = &item.vis;
+    let mut plain = item.clone();
+    plain.sig.generics = syn::Generics::default();
+    plain.attrs = vec![syn::parse_quote!(#[doc(hidden)])];
+    let mut instances = Vec::new();
+    let mut first_error = None;
+    for ty in bound.types() {
+        let map: HashMap<String, &str> = [(t.to_string(), *ty)].into_iter().collect();
+        let mut one: syn::ItemFn = syn::parse2(substitute(quote!(#plain), &map))?;
+        let inst = format_ident!("__sycl_h_{}_{}", name, ty);
+        one.sig.ident = inst.clone();
+        match crate::helper_instance(&one, &format!("{name}::<{ty}>"), structs) {
+            Ok((rust, definition)) => instances.push((*ty, inst, rust, definition)),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if instances.is_empty() {
+        return Err(first_error.expect("an instance failed"));
+    }
+
+    // The signature as written, slices generic over `SliceRef`/`SliceMutRef` (host code
+    // passes `[T]` or `Vec<T>`, kernels their slices), for the function and the trait.
+    let rt = quote!(::sycl::kernel::__rt);
+    let mut slice_generics = Vec::new();
+    let mut inputs = Vec::new();
+    let mut args = Vec::new();
+    for (i, input) in item.sig.inputs.iter().enumerate() {
+        let syn::FnArg::Typed(pt) = input else {
+            return Err(err(input.span(), "kernel helpers take no `self`"));
+        };
+        let pat = &pt.pat;
+        let ident = match &*pt.pat {
+            syn::Pat::Ident(pi) => pi.ident.clone(),
+            other => return Err(err(other.span(), "a helper parameter is a plain name")),
+        };
+        args.push(ident);
+        match &*pt.ty {
+            syn::Type::Reference(r) => {
+                let syn::Type::Slice(s) = &*r.elem else {
+                    return Err(err(r.span(), "a reference parameter is a slice"));
+                };
+                let elem = &s.elem;
+                let g = format_ident!("__SyclS{}", i);
+                if r.mutability.is_some() {
+                    slice_generics.push(quote!(#g: #rt::SliceMutRef<#elem> + ?Sized));
+                    inputs.push(quote!(#pat: &mut #g));
+                } else {
+                    slice_generics.push(quote!(#g: #rt::SliceRef<#elem> + ?Sized));
+                    inputs.push(quote!(#pat: &#g));
+                }
+            }
+            ty => inputs.push(quote!(#pat: #ty)),
+        }
+    }
+    let ret = match &item.sig.output {
+        syn::ReturnType::Type(_, ty) => quote!(#ty),
+        syn::ReturnType::Default => quote!(()),
+    };
+    let to_self: HashMap<String, &str> = [(t.to_string(), "Self")].into_iter().collect();
+    let self_sig = substitute(
+        quote!(fn __call<#(#slice_generics),*>(#(#inputs),*) -> #ret),
+        &to_self,
+    );
+    let trait_name = format_ident!("__SyclHelper_{}", name);
+    let impls = instances.iter().map(|(ty, inst, _, _)| {
+        let map: HashMap<String, &str> = [(t.to_string(), *ty)].into_iter().collect();
+        let sig = substitute(
+            quote!(fn __call<#(#slice_generics),*>(#(#inputs),*) -> #ret),
+            &map,
+        );
+        let ty = type_tokens(ty, Span::call_site());
+        quote! {
+            impl #trait_name for #ty {
+                #[inline(always)]
+                #sig {
+                    #inst(#(#args),*)
+                }
+            }
+        }
+    });
+    let rusts = instances.iter().map(|(_, _, rust, _)| rust);
+    // Each instance's definition, under its call types.
+    let definitions = instances.iter().map(|(ty, _, _, definition)| {
+        let map: HashMap<String, &str> = [(t.to_string(), *ty)].into_iter().collect();
+        let key_args = item.sig.inputs.iter().map(|input| {
+            let syn::FnArg::Typed(pt) = input else {
+                unreachable!("checked above")
+            };
+            match &*pt.ty {
+                syn::Type::Reference(r) => match &*r.elem {
+                    syn::Type::Slice(s) => {
+                        let e = &s.elem;
+                        quote!(&'static [#e])
+                    }
+                    other => quote!(#other),
+                },
+                other => quote!(#other),
+            }
+        });
+        let key = substitute(quote!(fn(#(#key_args),*) -> #ret), &map);
+        quote! {
+            impl #rt::KernelFn<#key> for #name {
+                fn definition() -> &'static #rt::HelperDef {
+                    #definition
+                }
+            }
+        }
+    });
+    let attrs = &item.attrs;
+    let bound_path = &item
+        .sig
+        .generics
+        .type_params()
+        .next()
+        .expect("one type parameter")
+        .bounds;
+    Ok(quote! {
+        #(#rusts)*
+
+        #[doc(hidden)]
+        #[allow(non_camel_case_types)]
+        #vis trait #trait_name: #rt::Element {
+            #self_sig;
+        }
+        #(#impls)*
+
+        #(#attrs)*
+        #[allow(clippy::too_many_arguments)]
+        #vis fn #name<#t: #bound_path + #trait_name, #(#slice_generics),*>(#(#inputs),*) -> #ret {
+            <#t as #trait_name>::__call(#(#args),*)
+        }
+
+        #[doc(hidden)]
+        #[allow(non_camel_case_types)]
+        #vis struct #name {}
+
+        const _: () = {
+            #(#definitions)*
+        };
+    })
+}

@@ -174,12 +174,39 @@ pub struct Checked;
 impl kir::Stage for Checked {
     type Ty = Ty;
     type Lit = u64;
-    type Callee = syn::Path;
+    /// The helper's path, and the types it is called with (which instance of a generic
+    /// helper the call takes).
+    type Callee = (syn::Path, CallKey);
     type Access = AccessCheck;
     type Fact = kir::Check;
     type Flag = bool;
     type Src = At;
     type LocalInfo = LocalInfo;
+}
+
+/// The types a helper is called with: each argument's (`true`: a slice of it), then the
+/// result's. A generic helper has an instance per key
+/// (`KernelFn<fn(&'static [f32], f32) -> f32>`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CallKey {
+    pub args: Vec<(Ty, bool)>,
+    pub ret: Ty,
+}
+
+impl CallKey {
+    /// The key as the Rust type `KernelFn` is implemented for.
+    pub fn type_tokens(&self) -> proc_macro2::TokenStream {
+        let args = self.args.iter().map(|(t, slice)| {
+            let t = crate::emit_rust::ty_tokens(*t);
+            if *slice {
+                quote::quote!(&'static [#t])
+            } else {
+                t
+            }
+        });
+        let ret = crate::emit_rust::ty_tokens(self.ret);
+        quote::quote!(fn(#(#args),*) -> #ret)
+    }
 }
 
 /// An access's check, and whether the source itself leaves it unchecked (`get_unchecked`

@@ -151,10 +151,13 @@ fn words(w: &[u32]) -> TokenStream2 {
     quote!(&[#(#w),*])
 }
 
-fn helper_refs(paths: &[syn::Path]) -> TokenStream2 {
-    let refs = paths
-        .iter()
-        .map(|p| quote!(<#p as ::sycl::kernel::__rt::KernelFn>::definition));
+/// The callees' definitions, each the instance for the types it is called with (any for a
+/// helper that is not generic).
+fn helper_refs(helpers: &[(syn::Path, ir::CallKey)]) -> TokenStream2 {
+    let refs = helpers.iter().map(|(p, key)| {
+        let key = key.type_tokens();
+        quote!(<#p as ::sycl::kernel::__rt::KernelFn<#key>>::definition)
+    });
     quote!(&[#(#refs as fn() -> &'static ::sycl::kernel::__rt::HelperDef),*])
 }
 
@@ -449,34 +452,12 @@ fn functor_impl(generics: TokenStream2, ty: TokenStream2) -> TokenStream2 {
 }
 
 fn helper_impl(item: syn::ItemFn, structs: &structs::Known) -> syn::Result<TokenStream2> {
-    let f = parse::function(&item, parse::Role::Helper, structs)?;
-    analyze::check_common(&f)?;
-    let mut paths: Vec<syn::Path> = Vec::new();
-    let mut fp64 = f.params.iter().any(|p| {
-        matches!(
-            p.kind,
-            ParamKind::Scalar(Ty::F64) | ParamKind::Slice { elem: Ty::F64, .. }
-        )
-    }) || f.ret == Some(Ty::F64);
-    analyze::visit_exprs(&f.body, &mut |e| {
-        fp64 |= f.types.resolve(e.ty) == Some(Ty::F64);
-        if let ir::ExprKind::Call(path, _) = &e.kind {
-            let key = analyze::path_key(path);
-            if !paths.iter().any(|p| analyze::path_key(p) == key) {
-                paths.push(path.clone());
-            }
-        }
-    });
-    let bounds = bounds::Bounds::new(&f);
-    let checked = encode::checked(&f, None, &bounds, false);
-    let ir = words(&sycl_kernel_ir::wire::encode(&encode::resolved(
-        &checked, &paths,
-    )));
-    let rust = emit_rust::helper_fn(&checked, &f.params, &item);
+    if !item.sig.generics.params.is_empty() || item.sig.generics.where_clause.is_some() {
+        return generics::helper(item, structs);
+    }
     let name = &item.sig.ident;
     let vis = &item.vis;
-    let name_str = name.to_string();
-    let helpers = helper_refs(&paths);
+    let (rust, definition) = helper_instance(&item, &item.sig.ident.to_string(), structs)?;
     Ok(quote! {
         #rust
 
@@ -485,22 +466,57 @@ fn helper_impl(item: syn::ItemFn, structs: &structs::Known) -> syn::Result<Token
         #vis struct #name {}
 
         const _: () = {
-            impl ::sycl::kernel::__rt::KernelFn for #name {
+            // Not generic: one definition, whatever the types of a call (validated when the
+            // program is linked).
+            impl<K> ::sycl::kernel::__rt::KernelFn<K> for #name {
                 fn definition() -> &'static ::sycl::kernel::__rt::HelperDef {
-                    #[allow(unsafe_code)]
-                    // SAFETY: the sources below are #[sycl::kernel_fn]'s translation of this
-                    // helper.
-                    static DEFINITION: ::sycl::kernel::__rt::HelperDef = unsafe {
-                        ::sycl::kernel::__rt::HelperDef::new(::sycl::kernel::__rt::HelperParts {
-                            name: #name_str,
-                            ir: #ir,
-                            helpers: #helpers,
-                            fp64: #fp64,
-                        })
-                    };
-                    &DEFINITION
+                    #definition
                 }
             }
         };
     })
+}
+
+/// A helper without generic parameters (a generic helper's instance has its types
+/// substituted; `shown`: its name in messages and programs): its native function and a
+/// body that returns its definition.
+fn helper_instance(
+    item: &syn::ItemFn,
+    shown: &str,
+    structs: &structs::Known,
+) -> syn::Result<(TokenStream2, TokenStream2)> {
+    let f = parse::function(item, parse::Role::Helper, structs)?;
+    analyze::check_common(&f)?;
+    let mut fp64 = f.params.iter().any(|p| {
+        matches!(
+            p.kind,
+            ParamKind::Scalar(Ty::F64) | ParamKind::Slice { elem: Ty::F64, .. }
+        )
+    }) || f.ret == Some(Ty::F64);
+    analyze::visit_exprs(&f.body, &mut |e| {
+        fp64 |= f.types.resolve(e.ty) == Some(Ty::F64);
+    });
+    let mut callees = Vec::new();
+    analyze::collect_calls(&f, &mut callees);
+    let bounds = bounds::Bounds::new(&f);
+    let checked = encode::checked(&f, None, &bounds, false);
+    let ir = words(&sycl_kernel_ir::wire::encode(&encode::resolved(
+        &checked, &callees,
+    )));
+    let rust = emit_rust::helper_fn(&checked, &f.params, item);
+    let helpers = helper_refs(&callees);
+    let definition = quote! {
+        #[allow(unsafe_code)]
+        // SAFETY: the sources below are #[sycl::kernel_fn]'s translation of this helper.
+        static DEFINITION: ::sycl::kernel::__rt::HelperDef = unsafe {
+            ::sycl::kernel::__rt::HelperDef::new(::sycl::kernel::__rt::HelperParts {
+                name: #shown,
+                ir: #ir,
+                helpers: #helpers,
+                fp64: #fp64,
+            })
+        };
+        &DEFINITION
+    };
+    Ok((rust, definition))
 }

@@ -92,12 +92,18 @@ struct Body {
     mass: f32,
 }
 
+/// A generic helper (its `f32` instance is linked into `drift`).
+#[sycl::kernel_fn]
+fn twice_of<T: sycl::Float>(x: T) -> T {
+    x + x
+}
+
 #[sycl::kernel]
 fn drift(b: &mut [Body], shift: Body) {
     let i = global_id(0);
     let mut q = b[i];
     for k in 0..3 {
-        q.pos[k] += shift.pos[k] * shift.mass;
+        q.pos[k] += twice_of(shift.pos[k]) * shift.mass;
     }
     b[i] = q;
 }
@@ -350,7 +356,7 @@ fn generated_kernels_reach_level_zero_as_spirv_with_the_launch_layout() {
     assert_eq!(l.values[0], a.to_bits() as u64);
 
     // A struct slice (pointer and length in structs) and a struct by value (a scalar
-    // argument per scalar: pos[0..3], mass).
+    // argument per scalar: pos[0..3], mass); a generic helper's instance linked in.
     let bodies = sycl::malloc_device::<Body>(256, &q).expect("bodies");
     let shift = Body {
         pos: [1.0, 2.0, 3.0],

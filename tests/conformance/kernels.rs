@@ -7169,3 +7169,86 @@ pub fn structs(d: &Device) -> R {
         "array_item_oob",
     )
 }
+
+// ---------------------------------------------------------------- 18. generic helpers (issue 31, item 7)
+
+/// A generic helper called by another.
+#[sycl::kernel_fn]
+fn g_sq<T: sycl::Float>(x: T) -> T {
+    x * x
+}
+
+/// A generic helper over slices.
+#[sycl::kernel_fn]
+fn g_dot<T: sycl::Float>(a: &[T], b: &[T], at: usize, n: usize) -> T {
+    let mut s = T::from_f32(0.0);
+    for k in 0..n {
+        s += a[at + k] * b[at + k] + g_sq(a[at + k]);
+    }
+    s
+}
+
+/// One over integers.
+#[sycl::kernel_fn]
+fn g_mix<T: sycl::Int>(x: T, y: T) -> T {
+    (x ^ y) + (x & 3)
+}
+
+/// Each generic helper called at two types from one kernel (two instances each).
+#[sycl::kernel]
+fn use_generic_helpers(
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+    h: &[sycl::half::bf16],
+    hout: &mut [sycl::half::bf16],
+    u: &mut [u32],
+    l: &mut [i64],
+) {
+    let i = global_id(0);
+    out[i] = g_dot(a, b, i * 4, 4usize);
+    hout[i] = g_dot(h, h, i * 4, 4usize);
+    u[i] = g_mix(u[i], 7u32);
+    l[i] = g_mix(l[i], -3i64);
+}
+
+/// Generic helpers: one instance per type a call passes, each computing what the same
+/// generic Rust computes on the host (which calls the same functions), bit for bit.
+pub fn generic_helpers(d: &Device) -> R {
+    use sycl::half::bf16;
+    let q = in_order(d)?;
+    let n = 64;
+    let a: Vec<f32> = (0..4 * n).map(|i| i as f32 * 0.125 - 3.0).collect();
+    let b: Vec<f32> = (0..4 * n).map(|i| 1.0 - i as f32 * 0.0625).collect();
+    let h: Vec<bf16> = a.iter().map(|&x| bf16::from_f32(x)).collect();
+    let u0: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(0x9E37_79B9)).collect();
+    let l0: Vec<i64> = (0..n as i64).map(|i| i * -1_000_003 + 17).collect();
+    let (da, db, dh) = (upload(&q, &a)?, upload(&q, &b)?, upload(&q, &h)?);
+    let (out, hout) = (filled(&q, n, 0f32)?, filled(&q, n, bf16::ZERO)?);
+    let (du, dl) = (upload(&q, &u0)?, upload(&q, &l0)?);
+    run(
+        &q,
+        Range::d1(n),
+        use_generic_helpers(&da, &db, &out, &dh, &hout, &du, &dl),
+    )?;
+    let want: Vec<f32> = (0..n).map(|i| g_dot(&a[..], &b[..], i * 4, 4)).collect();
+    compare_by(
+        &q.to_vec(&out).map_err(fail)?,
+        &want,
+        |g, w, _| same_float(g, w),
+        |i| format!("g_dot::<f32> of item {i}"),
+    )?;
+    let got = q.to_vec(&hout).map_err(fail)?;
+    for (i, g) in got.iter().enumerate() {
+        let w = g_dot(&h[..], &h[..], i * 4, 4);
+        check_eq!(g.to_bits(), w.to_bits(), "g_dot::<bf16> of item {i}");
+    }
+    let want: Vec<u32> = u0.iter().map(|&x| g_mix(x, 7u32)).collect();
+    compare(&q.to_vec(&du).map_err(fail)?, &want, |i| {
+        format!("g_mix::<u32> of item {i}")
+    })?;
+    let want: Vec<i64> = l0.iter().map(|&x| g_mix(x, -3i64)).collect();
+    compare(&q.to_vec(&dl).map_err(fail)?, &want, |i| {
+        format!("g_mix::<i64> of item {i}")
+    })
+}

@@ -1360,6 +1360,11 @@ fn main() -> ExitCode {
             run: kernels::private_arrays,
         },
         DeviceTest {
+            name: "kernels::generic_helpers",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::generic_helpers,
+        },
+        DeviceTest {
             name: "kernels::structs",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::structs,

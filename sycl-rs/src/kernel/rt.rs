@@ -1272,12 +1272,14 @@ impl HelperDef {
     }
 }
 
-/// Implemented by `#[sycl::kernel_fn]` for a type named like the helper.
+/// Implemented by `#[sycl::kernel_fn]` for a type named like the helper, for the types a call
+/// passes and returns (`K`, a function pointer type: `fn(&'static [f32], f32) -> f32`): a
+/// helper that is not generic for every `K`, a generic one's instance for its own.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a kernel helper",
-    label = "kernels call functions marked `#[sycl::kernel_fn]`"
+    message = "`{Self}` is not a kernel helper, or has no instance for `{K}`",
+    label = "kernels call functions marked `#[sycl::kernel_fn]`, with the types their parameters admit"
 )]
-pub trait KernelFn {
+pub trait KernelFn<K> {
     /// The helper's definition.
     fn definition() -> &'static HelperDef;
 }

@@ -133,7 +133,11 @@ mod tests {
     /// Decodes and builds `words` (the kernel's) with the helper `twice`; a malformed input
     /// must give an error, never a panic.
     fn build(words: &[u32]) -> crate::Result<emit::Emitted> {
-        let helper = decode(twice::definition().parts.ir, Role::Helper, 0)?;
+        let helper = decode(
+            <twice as KernelFn<()>>::definition().parts.ir,
+            Role::Helper,
+            0,
+        )?;
         let kernel = decode(words, Role::Kernel, 1)?;
         emit::build(&emit::Program {
             kernel: &kernel,
