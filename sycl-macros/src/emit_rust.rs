@@ -208,13 +208,13 @@ impl<'a> RustEmitter<'a> {
                 let (i, k, form) = self.field_parts(index, check, field);
                 let p = self.param(*p);
                 let generics = field_generics(field);
+                // Emitted only where the bounds analysis proved both indices in bounds (with
+                // `__G`: under the kernel's run-time guard, which held for this launch).
+                // SAFETY: as the line above says, `__i < len` and `__k < ITEMS`.
                 let unchecked = quote!(unsafe { #p.load_unchecked::<#generics>(__i, __k) });
                 let checked = quote!(#p.load::<#generics>(__i, __k));
                 let access = match form {
-                    // SAFETY: the bounds analysis proved both indices in bounds.
                     FieldForm::Proved => unchecked,
-                    // SAFETY: with `__G`, the kernel's run-time guard held, under which the
-                    // analysis proved the indices in bounds.
                     FieldForm::Guarded => quote!(if __G { #unchecked } else { #checked }),
                     FieldForm::Checked => checked,
                 };
@@ -608,12 +608,12 @@ impl<'a> RustEmitter<'a> {
                 let (i, k, form) = self.field_parts(index, check, field);
                 let p = self.param(*p);
                 let generics = field_generics(field);
-                // SAFETY (each `unsafe` below): the bounds analysis proved both indices in
-                // bounds (with `__G`: under the run-time guard that held).
-                let (load, store) = (
-                    quote!(unsafe { #p.load_unchecked::<#generics>(__i, __k) }),
-                    quote!(unsafe { #p.store_unchecked::<#generics>(__i, __k, __new) }),
-                );
+                // Emitted only where the bounds analysis proved both indices in bounds (with
+                // `__G`: under the run-time guard that held).
+                // SAFETY: as the line above says, `__i < len` and `__k < ITEMS`.
+                let load = quote!(unsafe { #p.load_unchecked::<#generics>(__i, __k) });
+                // SAFETY: as for the load.
+                let store = quote!(unsafe { #p.store_unchecked::<#generics>(__i, __k, __new) });
                 let (cload, cstore) = (
                     quote!(#p.load::<#generics>(__i, __k)),
                     quote!(#p.store::<#generics>(__i, __k, __new)),
