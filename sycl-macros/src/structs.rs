@@ -250,6 +250,16 @@ pub fn derive(item: syn::DeriveInput) -> Result<TokenStream> {
         quote!(::core::assert!(::core::mem::offset_of!(#name, #field) == #offset, #msg);)
     });
     let size_msg = format!("`{name}` is not the size `repr(C)` makes it");
+    // Each field's type, as written, is a kernel scalar (or an array of one) in fact, not
+    // only by name: `f32` could name a type alias in scope. `sycl::Scalar` is sealed to the
+    // eight types the layout assumes, every one `Pod`.
+    let scalar_checks = fields.named.iter().map(|f| {
+        let elem = match &f.ty {
+            syn::Type::Array(a) => &*a.elem,
+            other => other,
+        };
+        quote!(__sycl_is_scalar::<#elem>();)
+    });
     // The fields as written (types and all), for the kernel macro to lay out the same way.
     let field_tokens = fields.named.iter().map(|f| {
         let ident = &f.ident;
@@ -266,10 +276,14 @@ pub fn derive(item: syn::DeriveInput) -> Result<TokenStream> {
             ::core::assert!(::core::mem::size_of::<#name>() == #size, #size_msg);
             #(#offsets)*
         };
+        const _: fn() = || {
+            fn __sycl_is_scalar<T: ::sycl::Scalar>() {}
+            #(#scalar_checks)*
+        };
 
-        // SAFETY: `#[repr(C)]` (checked above) of fields that are each `Pod` scalars or
-        // arrays of them, with no padding: the derive refused any, and the assertions
-        // above tie its layout to the compiler's.
+        // SAFETY: `#[repr(C)]` (checked above) of fields that are each a `sycl::Scalar`
+        // (checked above; all `Pod`) or an array of one, with no padding: the derive refused
+        // any, and the assertions above tie its layout to the compiler's.
         #[allow(unsafe_code)]
         unsafe impl ::sycl::kernel::__rt::bytemuck::Zeroable for #name {}
         // SAFETY: as above.

@@ -205,7 +205,12 @@ pub unsafe trait KernelType: Pod {
 // padding: each scalar's size is a multiple of its alignment), which is what kernels read.
 #[allow(unsafe_code)]
 unsafe impl<T: Scalar, const N: usize> KernelType for [T; N] {
-    const __SYCL_SIZE: u32 = (N * std::mem::size_of::<T>()) as u32;
+    const __SYCL_SIZE: u32 = {
+        // (Kernels take arrays of at most 256 items; a size that does not fit is refused
+        // where it is used, not truncated.)
+        assert!(N * std::mem::size_of::<T>() <= u32::MAX as usize);
+        (N * std::mem::size_of::<T>()) as u32
+    };
     const __SYCL_PARTS: u64 = std::mem::size_of::<T>() as u64;
 }
 

@@ -1065,6 +1065,8 @@ impl ArgValue {
 
     /// A struct slice parameter's memory (`mutable`: a `&mut [S]` parameter).
     pub fn structs<S: crate::KernelType>(memory: &impl AsUsmRange<S>, mutable: bool) -> ArgValue {
+        // Kernels read `len * __SYCL_SIZE` bytes of the range: no more than it holds.
+        const { assert!(S::__SYCL_SIZE as usize == std::mem::size_of::<S>()) };
         let range = memory.usm_range();
         ArgValue(ArgInner::Slice {
             ptr: range.as_ptr(),

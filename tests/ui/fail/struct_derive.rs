@@ -47,4 +47,16 @@ struct LongArray {
     a: [f32; 1000],
 }
 
+// `f32` here is not the float: the derive checks the types, not only their names.
+mod shadowed {
+    #[allow(non_camel_case_types)]
+    type f32 = char;
+
+    #[derive(Clone, Copy, sycl::KernelType)]
+    #[repr(C)]
+    struct Aliased {
+        a: f32,
+    }
+}
+
 fn main() {}
