@@ -6960,6 +6960,13 @@ fn struct_build(seed: &[f32], p: &mut [Particle], src: &[Particle], dst: &mut [P
     dst[i] = src[n - 1 - i];
 }
 
+/// A generic kernel over a struct slice: each instance asks the struct for its layout.
+#[sycl::kernel]
+fn struct_generic<T: sycl::Float>(p: &mut [Particle], w: &[T]) {
+    let i = global_id(0);
+    p[i].mass += w[i].to_f32();
+}
+
 /// An array field's index past its length fails the work-item.
 #[sycl::kernel]
 fn struct_item_oob(p: &mut [Particle], k: &[u64]) {
@@ -7128,6 +7135,27 @@ pub fn structs(d: &Device) -> R {
         Range::d1(n),
         struct_elem_oob(&dp, &dk, &out),
         "struct_elem_oob",
+    )?;
+
+    // A generic kernel's f32 and bf16 instances over the same struct slice.
+    let dp = upload(&q, &p0)?;
+    let w: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let wb: Vec<sycl::half::bf16> = w.iter().map(|&x| sycl::half::bf16::from_f32(x)).collect();
+    let (dw, dwb) = (upload(&q, &w)?, upload(&q, &wb)?);
+    run(&q, Range::d1(n), struct_generic(&dp, &dw))?;
+    run(&q, Range::d1(n), struct_generic(&dp, &dwb))?;
+    let want: Vec<f32> = (0..n).map(|i| p0[i].mass + w[i] + wb[i].to_f32()).collect();
+    let got: Vec<f32> = q
+        .to_vec(&dp)
+        .map_err(fail)?
+        .iter()
+        .map(|p| p.mass)
+        .collect();
+    compare_by(
+        &got,
+        &want,
+        |g, w, _| same_float(g, w),
+        |i| format!("struct_generic mass of item {i}"),
     )?;
 
     // Slices of arrays.
