@@ -355,7 +355,11 @@ pub fn named_structs(item: &syn::ItemFn) -> Vec<(String, Span)> {
             if p.qself.is_none() && scalar_ty(ty).is_none() {
                 if let Some(id) = p.path.get_ident() {
                     let name = id.to_string();
-                    if !generic.contains(&name) && !out.iter().any(|(n, _)| *n == name) {
+                    // (Names that are never kernel structs get the parser's message.)
+                    if !generic.contains(&name)
+                        && !NOT_STRUCTS.contains(&name.as_str())
+                        && !out.iter().any(|(n, _)| *n == name)
+                    {
                         out.push((name, id.span()));
                     }
                 }
@@ -364,6 +368,13 @@ pub fn named_structs(item: &syn::ItemFn) -> Vec<(String, Span)> {
     }
     out
 }
+
+/// Type names a kernel signature may hold that are never kernel structs: Rust's other
+/// primitives and the prelude's types. The parser says what to write instead of them.
+const NOT_STRUCTS: &[&str] = &[
+    "char", "str", "i8", "u8", "i16", "u16", "i128", "u128", "isize", "String", "Vec", "Box",
+    "Option", "Result",
+];
 
 /// `[Name { field: Type, .. }]`, one struct's fields as its derive passes them on.
 struct Layout {
