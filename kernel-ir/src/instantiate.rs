@@ -119,7 +119,17 @@ impl Substitution<'_> {
         }
     }
 
-    fn field(&mut self, field: &mut Option<Box<Field>>) {
+    /// An element access's checks, index and field (a load's or a store's).
+    fn access(
+        &mut self,
+        check: &mut Check,
+        index_fits_i32: &mut Check,
+        index: &mut Expr,
+        field: &mut Option<Box<Field>>,
+    ) {
+        self.check(check);
+        self.check(index_fits_i32);
+        self.expr(index);
         if let Some(item) = field.as_mut().and_then(|x| x.item.as_mut()) {
             self.check(&mut item.check);
             self.expr(&mut item.index);
@@ -134,12 +144,7 @@ impl Substitution<'_> {
                 index_fits_i32,
                 field,
                 ..
-            } => {
-                self.check(check);
-                self.check(index_fits_i32);
-                self.expr(index);
-                self.field(field);
-            }
+            } => self.access(check, index_fits_i32, index, field),
             ExprKind::Unary(_, a) | ExprKind::Cast(a) => self.expr(a),
             ExprKind::Binary(_, a, b, fact) => {
                 self.check(fact);
@@ -216,11 +221,9 @@ impl Substitution<'_> {
                     field,
                     ..
                 } => {
-                    self.check(check);
-                    self.check(index_fits_i32);
-                    self.expr(index);
+                    // (The value first, as back ends compute it; the order is immaterial here.)
                     self.expr(value);
-                    self.field(field);
+                    self.access(check, index_fits_i32, index, field);
                 }
                 StmtKind::If(c, a, b) => {
                     self.expr(c);
