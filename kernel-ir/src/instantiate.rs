@@ -201,6 +201,7 @@ impl Substitution<'_> {
             &mut h.start_below_half,
             &mut h.counts_in_u32,
             &mut h.counts_in_u64,
+            &mut h.counts_in_i32,
         ] {
             self.check(c);
         }

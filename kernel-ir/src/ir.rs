@@ -314,6 +314,10 @@ pub struct For<S: Stage = Resolved> {
     /// Whether it can count with `var += step` in 64 bits (64-bit loops: every value below
     /// 2^64 - 1).
     pub counts_in_u64: S::Fact,
+    /// Whether it can count with `var += step` in `int`: every value it reaches, the last
+    /// step included, below 2^31 (an unsigned, exclusive loop; a back end may count a
+    /// [`For::narrowable`] loop in a signed 32-bit counter then).
+    pub counts_in_i32: S::Fact,
     /// Whether its start differs between the work-items of a group (it reads a local or
     /// global id, directly or through immutable locals) and has no effects or failures.
     pub start_per_item: S::Flag,
@@ -484,6 +488,7 @@ fn for_checks<'a>(h: &'a For, f: &mut dyn FnMut(&'a Check)) {
     f(&h.start_below_half);
     f(&h.counts_in_u32);
     f(&h.counts_in_u64);
+    f(&h.counts_in_i32);
     expr_checks(&h.start, f);
     expr_checks(&h.end, f);
     h.step.iter().for_each(|e| expr_checks(e, f));
@@ -536,6 +541,7 @@ pub fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check)) {
             f(&h.start_below_half);
             f(&h.counts_in_u32);
             f(&h.counts_in_u64);
+            f(&h.counts_in_i32);
         }
         _ => {}
     });

@@ -13,6 +13,8 @@ pub struct ForFacts<S: Stage> {
     pub counts_in_u32: S::Fact,
     /// [`For::counts_in_u64`].
     pub counts_in_u64: S::Fact,
+    /// [`For::counts_in_i32`].
+    pub counts_in_i32: S::Fact,
     /// [`For::start_per_item`].
     pub start_per_item: S::Flag,
 }
@@ -94,6 +96,7 @@ impl<M> Mapper<'_, M> {
             start_below_half: facts.start_below_half,
             counts_in_u32: facts.counts_in_u32,
             counts_in_u64: facts.counts_in_u64,
+            counts_in_i32: facts.counts_in_i32,
             start_per_item: facts.start_per_item,
         })
     }

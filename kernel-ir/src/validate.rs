@@ -217,7 +217,8 @@ impl Validator<'_> {
         self.check(&h.counts_below_half)?;
         self.check(&h.start_below_half)?;
         self.check(&h.counts_in_u32)?;
-        self.check(&h.counts_in_u64)
+        self.check(&h.counts_in_u64)?;
+        self.check(&h.counts_in_i32)
     }
 
     fn stmt(&self, s: &Stmt, in_loop: bool) -> R {

@@ -28,7 +28,7 @@ use crate::ty::Scalar;
 /// "SYIR".
 pub const MAGIC: u32 = 0x5359_4952;
 /// The format's version.
-pub const VERSION: u32 = 17;
+pub const VERSION: u32 = 18;
 /// The most const generic parameters a kernel may have.
 pub const MAX_CONST_PARAMS: usize = 16;
 /// No value (a kernel's result type, an assignment without operator).
@@ -237,6 +237,7 @@ impl Writer {
         self.check(&h.start_below_half);
         self.check(&h.counts_in_u32);
         self.check(&h.counts_in_u64);
+        self.check(&h.counts_in_i32);
         self.out.push(h.start_per_item as u32);
     }
 
@@ -791,6 +792,7 @@ impl Reader<'_> {
             start_below_half: self.check()?,
             counts_in_u32: self.check()?,
             counts_in_u64: self.check()?,
+            counts_in_i32: self.check()?,
             start_per_item: self.flag()?,
         })
     }

@@ -583,6 +583,7 @@ impl Gen {
             start_below_half: self.check(),
             counts_in_u32: self.check(),
             counts_in_u64: self.check(),
+            counts_in_i32: self.check(),
             start_per_item: self.rng.below(2) == 1,
         })
     }
@@ -1095,6 +1096,7 @@ impl map::StageMap<Resolved, Resolved> for Same {
             start_below_half: h.start_below_half.clone(),
             counts_in_u32: h.counts_in_u32.clone(),
             counts_in_u64: h.counts_in_u64.clone(),
+            counts_in_i32: h.counts_in_i32.clone(),
             start_per_item: h.start_per_item,
         }
     }
@@ -1397,6 +1399,7 @@ fn nested_sync_fors(n: usize) -> Function {
         start_below_half: Check::Checked,
         counts_in_u32: Check::Proved,
         counts_in_u64: Check::Checked,
+        counts_in_i32: Check::Checked,
         start_per_item: false,
     };
     let steps = (0..n).fold(vec![Step::Barrier], |s, _| {
@@ -1929,6 +1932,7 @@ fn the_validator_rejects_each_rule() {
         start_below_half: Check::Checked,
         counts_in_u32: Check::Checked,
         counts_in_u64: Check::Checked,
+        counts_in_i32: Check::Checked,
         start_per_item: false,
     };
     let x = StmtKind::Expr;

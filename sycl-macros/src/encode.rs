@@ -206,19 +206,21 @@ impl StageMap<Parsed, Checked> for ToChecked<'_> {
         } else {
             Proof::No
         };
-        let (in_u32, in_u64) = if !inclusive && ty.is_unsigned() {
+        let (in_u32, in_u64, in_i32) = if !inclusive && ty.is_unsigned() {
             (
                 self.bounds.loop_fits(end, step, 32),
                 self.bounds.loop_fits(end, step, 64),
+                self.bounds.loop_fits(end, step, 31),
             )
         } else {
-            (Proof::No, Proof::No)
+            (Proof::No, Proof::No, Proof::No)
         };
         ForFacts {
             counts_below_half: check(below_half),
             start_below_half: check(start_below),
             counts_in_u32: check(in_u32),
             counts_in_u64: check(in_u64),
+            counts_in_i32: check(in_i32),
             start_per_item: per_item_loop(self.bounds, ty, start, inclusive),
         }
     }
@@ -278,6 +280,7 @@ impl StageMap<Checked, kir::Resolved> for ToResolved<'_> {
             start_below_half: h.start_below_half.clone(),
             counts_in_u32: h.counts_in_u32.clone(),
             counts_in_u64: h.counts_in_u64.clone(),
+            counts_in_i32: h.counts_in_i32.clone(),
             start_per_item: h.start_per_item,
         }
     }

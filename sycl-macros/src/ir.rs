@@ -302,6 +302,7 @@ pub fn for_header(
         start_below_half: (),
         counts_in_u32: (),
         counts_in_u64: (),
+        counts_in_i32: (),
         start_per_item: (),
     })
 }

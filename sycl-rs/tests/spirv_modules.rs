@@ -602,7 +602,7 @@ fn bounded_u32_arithmetic_is_no_signed_wrap() {
 /// bench measures them), present where the guards hold: `u32` index arithmetic in `int`,
 /// sign-extended; `global_id(d) as u32` from 32-bit parts; a work-item-strided loop counted
 /// with `v += step` (OpenCL C: in `uint`) instead of a trip count. CUDA keeps the written
-/// forms. (Conformance `kernels::index_forms` runs them on both sides of their guards.)
+/// index forms and counts that loop in `int`. (Conformance `kernels::index_forms` runs them on both sides of their guards.)
 #[test]
 fn index_and_loop_forms_for_intels_vectorizer() {
     use sycl::kernel::__rt::program_source_of;
@@ -626,23 +626,22 @@ fn index_and_loop_forms_for_intels_vectorizer() {
         kernel.contains("#if SYCL_GUARDED\n") && kernel.contains("for (uint v"),
         "no 32-bit strided loop: {kernel}"
     );
-    for (k, src) in [
-        (
-            "rows_u32",
-            program_source_of::<rows_u32>(sycl::kernel::KernelIr::CudaC, d2),
-        ),
-        (
-            "strided_sum",
-            program_source_of::<strided_sum>(sycl::kernel::KernelIr::CudaC, d1),
-        ),
-    ] {
-        let src = src.expect("CUDA C++");
-        let kernel = &src[src.find("// kernel `").expect("the kernel")..];
-        assert!(
-            !kernel.contains("(int)v") && !kernel.contains("#if SYCL_GUARDED"),
-            "{k}: CUDA got an Intel form: {kernel}"
-        );
-    }
+    // CUDA: no Intel form; its own `int` counter for the work-item-strided loop, guarded.
+    let src = program_source_of::<rows_u32>(sycl::kernel::KernelIr::CudaC, d2).expect("CUDA");
+    let kernel = &src[src.find("// kernel `").expect("the kernel")..];
+    assert!(
+        !kernel.contains("(int)v") && !kernel.contains("#if SYCL_GUARDED"),
+        "rows_u32: CUDA got an Intel form: {kernel}"
+    );
+    let src = program_source_of::<strided_sum>(sycl::kernel::KernelIr::CudaC, d1).expect("CUDA");
+    let kernel = &src[src.find("// kernel `").expect("the kernel")..];
+    assert!(
+        kernel.contains("#if SYCL_GUARDED\n")
+            && kernel.contains("for (int sycl_i")
+            && kernel.contains("int v")
+            && !kernel.contains("for (uint v"),
+        "strided_sum: CUDA's loop is not counted in `int`: {kernel}"
+    );
 
     // SPIR-V: the guarded entry point has them, the other one does not.
     let ops = |module: &Module, guarded: bool| -> Vec<Op> {
