@@ -601,8 +601,8 @@ fn bounded_u32_arithmetic_is_no_signed_wrap() {
 /// The forms Intel's CPU vectorizer needs (spec/kernels.md, "Performance notes"; the kernel
 /// bench measures them), present where the guards hold: `u32` index arithmetic in `int`,
 /// sign-extended; `global_id(d) as u32` from 32-bit parts; a work-item-strided loop counted
-/// with `v += step` (OpenCL C: in `uint`) instead of a trip count. CUDA keeps the written
-/// index forms and counts that loop in `int`. (Conformance `kernels::index_forms` runs them on both sides of their guards.)
+/// with `v += step` in `int` instead of a trip count (CUDA too). CUDA keeps the written
+/// index forms. (Conformance `kernels::index_forms` runs them on both sides of their guards.)
 #[test]
 fn index_and_loop_forms_for_intels_vectorizer() {
     use sycl::kernel::__rt::program_source_of;
@@ -623,10 +623,10 @@ fn index_and_loop_forms_for_intels_vectorizer() {
         program_source_of::<strided_sum>(sycl::kernel::KernelIr::OpenClC, d1).expect("OpenCL C");
     let kernel = &cl[cl.find("// kernel `strided_sum`").expect("the kernel")..];
     assert!(
-        kernel.contains("#if SYCL_GUARDED\n") && kernel.contains("for (uint v"),
+        kernel.contains("#if SYCL_GUARDED\n") && kernel.contains("for (int sycl_i"),
         "no 32-bit strided loop: {kernel}"
     );
-    // CUDA: no Intel form; its own `int` counter for the work-item-strided loop, guarded.
+    // CUDA: no Intel index form; the work-item-strided loop counted in `int`, guarded.
     let src = program_source_of::<rows_u32>(sycl::kernel::KernelIr::CudaC, d2).expect("CUDA");
     let kernel = &src[src.find("// kernel `").expect("the kernel")..];
     assert!(

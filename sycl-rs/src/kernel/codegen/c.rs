@@ -67,12 +67,6 @@ struct Shaping {
     /// (reduce 1.2x, stencil 1.7x slower with a trip count: the vectorizer keeps a
     /// work-item-strided loop whose counter is the index).
     loop_forms: bool,
-    /// A per-work-item `usize` loop whose values stay below 2^31 counts in `int`
-    /// (`For::counts_in_i32`): NVCC keeps a strided `int` loop's counter and address in
-    /// fewer registers and instructions than a trip count or a `uint` counter (softmax over
-    /// bf16 rows on the H100, with the butterfly reductions: 1.19x-1.24x the hand-written
-    /// time with a trip count, 1.02x-1.04x counted in `int`, 1.28x-1.31x in `uint`).
-    int_item_loops: bool,
     /// A `step_by` loop whose start and step are literals counts with `v += step` (in its
     /// own type, where `For::counts_in_u32`/`counts_in_u64` hold) instead of a trip count:
     /// NVCC unrolled sgemm's `(0..n).step_by(16)` loop of tiles into more registers (72 ->
@@ -95,7 +89,6 @@ impl Dialect {
         Shaping {
             narrow_indices: intel,
             loop_forms: intel,
-            int_item_loops: nvidia,
             constant_step_loops: nvidia,
             int_arithmetic: intel,
             narrow_truncations: intel,
@@ -1007,16 +1000,22 @@ impl<'a> Printer<'a> {
         // The forms the loop's facts allow instead of the trip count (`Shaping::loop_forms`),
         // the first that holds wins; a fact proved by a run-time guard holds in the
         // `SYCL_GUARDED` program only (`#if`), and only the chosen form's guards join the
-        // kernel's. Every dialect decides alike (but for `NarrowInt`) and registers the
-        // chosen form's guards; a dialect prints the form under `loop_forms`, or where it
-        // opted into it (`int_item_loops`, `constant_step_loops`).
+        // kernel's. Every dialect decides alike and registers the chosen form's guards; a
+        // dialect prints the form under `loop_forms`, or where it is `NarrowInt` or opted
+        // into (`constant_step_loops`).
         // - `Int`: a `u32` loop counted in `int`, its start and every value, the last step
         //   included, below 2^31. An unproved start keeps the unsigned loop: the select that
         //   would clamp it cost as much as the unsigned counter. `Some(c)`: the start's own
         //   condition, folded by the C compiler.
-        // - `NarrowInt` (`Shaping::int_item_loops` only, so decided by it): a `usize` loop
-        //   whose start differs per work-item counted in `int`, every value below 2^31.
-        // - `Narrow`: a `usize` loop whose start differs per work-item counted in `uint`.
+        // - `NarrowInt`: a `usize` loop whose start differs per work-item counted in `int`,
+        //   every value below 2^31 (`For::counts_in_i32`); every dialect prints it. Both
+        //   compilers keep a strided `int` loop's counter and address in fewer registers and
+        //   instructions: softmax over bf16 rows, ours/hand-written time, on the H100 1.19x-
+        //   1.24x with a trip count, 1.28x-1.31x counted in `int` through a `uint` variable,
+        //   1.02x-1.04x all `int` (cupy timings of the program's variants); on Intel's CPU
+        //   runtime 1.33x counted in `uint` (`Narrow`), 0.65x in `int`.
+        // - `Narrow`: a `usize` loop whose start differs per work-item counted in `uint`,
+        //   where only `counts_in_u32` holds.
         // - `Step`: `v += step` in the loop's own type.
         enum Form {
             Int(Option<Cond>),
@@ -1032,7 +1031,7 @@ impl<'a> Printer<'a> {
                 fast = Some((Form::Int(sc), vec![lp.clone(), sp.clone()], lc));
             }
         }
-        if fast.is_none() && self.shape.int_item_loops && h.narrowable(ty) {
+        if fast.is_none() && h.narrowable(ty) {
             if let Some(c) = self.form_cond(&h.counts_in_i32, true) {
                 fast = Some((Form::NarrowInt, vec![h.counts_in_i32.clone()], c));
             }
