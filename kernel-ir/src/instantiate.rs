@@ -186,7 +186,8 @@ impl Substitution<'_> {
             | ExprKind::Len(_)
             | ExprKind::Query(..)
             | ExprKind::SubGroupQuery(_)
-            | ExprKind::SliceArg(_) => {}
+            | ExprKind::SliceArg(_)
+            | ExprKind::ArrayArg(_) => {}
         }
     }
 

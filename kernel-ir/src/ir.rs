@@ -283,6 +283,10 @@ pub enum ExprKind<S: Stage = Resolved> {
     /// the caller's slice is written, `&mut [T]` (no other argument of the call is that
     /// slice then).
     SliceArg(usize),
+    /// An array local of the caller (its index: work-group local or private) passed whole to
+    /// a helper's slice parameter: only as a call's argument; its type is the element type.
+    /// The helper reads it through a pointer of the array's address space.
+    ArrayArg(usize),
     /// The value of a kernel's const generic parameter (its index), at the expression's
     /// integer type. Only in a const-generic kernel's template, which the runtime
     /// instantiates ([`instantiate`](crate::instantiate())) before it validates or reads it.
@@ -598,7 +602,8 @@ pub fn walk_expr<'a, S: Stage>(e: &'a Expr<S>, f: &mut dyn FnMut(&'a Expr<S>)) {
         | ExprKind::Query(..)
         | ExprKind::SubGroupQuery(_)
         | ExprKind::ConstParam(_)
-        | ExprKind::SliceArg(_) => {}
+        | ExprKind::SliceArg(_)
+        | ExprKind::ArrayArg(_) => {}
     }
 }
 

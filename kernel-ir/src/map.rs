@@ -245,6 +245,7 @@ impl<M> Mapper<'_, M> {
             ExprKind::SubGroupQuery(q) => ExprKind::SubGroupQuery(*q),
             ExprKind::ConstParam(i) => ExprKind::ConstParam(*i),
             ExprKind::SliceArg(p) => ExprKind::SliceArg(*p),
+            ExprKind::ArrayArg(l) => ExprKind::ArrayArg(*l),
             ExprKind::SubGroup(op, args) => ExprKind::SubGroup(*op, self.exprs(args)),
             ExprKind::Call(c, args) => {
                 ExprKind::Call(self.0.callee(c, args, &e.ty), self.exprs(args))

@@ -540,6 +540,8 @@ impl Validator<'_> {
             // (Argument types are checked against the callee where the program is linked.)
             // A slice argument is checked against the caller's parameters here and against
             // the callee's when the program is linked (`validate_call`).
+            // An array argument likewise; it may be written (the parser keeps `&mut` to a
+            // `let mut` private array), so it is passed once per call.
             ExprKind::Call(_, args) => args.iter().try_for_each(|a| match a.kind {
                 ExprKind::SliceArg(p) => self.want(
                     matches!(self.f.params.get(p), Some(Param::Slice { elem, .. }) if *elem == a.ty)
@@ -550,9 +552,17 @@ impl Validator<'_> {
                         }),
                     "a slice argument of another type, or a written slice passed twice",
                 ),
+                ExprKind::ArrayArg(l) => self.want(
+                    matches!(self.f.locals.get(l), Some(Local { ty, array: Some(_), .. }) if *ty == a.ty)
+                        && !args
+                            .iter()
+                            .any(|b| !std::ptr::eq(a, b) && b.kind == ExprKind::ArrayArg(l)),
+                    "an array argument of another type, not an array, or passed twice",
+                ),
                 _ => self.expr(a),
             }),
             ExprKind::SliceArg(_) => self.bad("a slice argument outside a call"),
+            ExprKind::ArrayArg(_) => self.bad("an array argument outside a call"),
             ExprKind::Select(c, a, b) => {
                 self.want(
                     c.ty == Scalar::Bool && a.ty == t && b.ty == t,
@@ -614,7 +624,10 @@ pub fn validate_call(
             (ExprKind::SliceArg(s), Param::Slice { elem, mutable }) => {
                 matches!(caller.get(*s), Some(Param::Slice { elem: e, mutable: m }) if *e == elem && (*m || !mutable))
             }
-            (ExprKind::SliceArg(_), _) | (_, Param::Slice { .. } | Param::Structs { .. }) => false,
+            // An array: the same element type (checked in the caller) and any mutability.
+            (ExprKind::ArrayArg(_), Param::Slice { elem, .. }) => a.ty == elem,
+            (ExprKind::SliceArg(_) | ExprKind::ArrayArg(_), _)
+            | (_, Param::Slice { .. } | Param::Structs { .. }) => false,
             (_, p) => p == Param::Scalar(a.ty),
         });
     if ok {

@@ -455,6 +455,10 @@ impl Writer {
                 head(self, 17);
                 self.out.push(*p as u32);
             }
+            ExprKind::ArrayArg(l) => {
+                head(self, 18);
+                self.out.push(*l as u32);
+            }
             ExprKind::SubGroup(op, args) => {
                 head(self, 15);
                 self.out.push(code(&SubGroupOp::all(), op));
@@ -977,6 +981,7 @@ impl Reader<'_> {
             }
             16 => ExprKind::ConstParam(self.index(MAX_CONST_PARAMS, "const parameter")?),
             17 => ExprKind::SliceArg(self.param()?),
+            18 => ExprKind::ArrayArg(self.local()?),
             _ => return Err(self.bad("expression")),
         };
         self.depth -= 1;

@@ -2729,3 +2729,73 @@ fn calls_pass_slices_as_the_callee_takes_them() {
     let swapped = vec![lit(U32, 1), e(F32, ExprKind::SliceArg(0))];
     assert!(validate_call(&swapped, F32, &caller, &callee(false)).is_err());
 }
+
+/// An array local passed whole to a helper (`ExprKind::ArrayArg`): round trip, the caller's
+/// rules (an array of the element type, once per call, in calls only) and the link's.
+#[test]
+fn array_arguments() {
+    use sycl_kernel_ir::validate::validate_call;
+    use Scalar::*;
+    let array = |space, ty| Local {
+        ty,
+        array: Some(Array {
+            len: 8,
+            space,
+            len_param: None,
+        }),
+        info: (),
+    };
+    let scalar = Local {
+        ty: F32,
+        array: None,
+        info: (),
+    };
+    let call = |args: Vec<Expr>| Stmt::new(StmtKind::Expr(e(F32, ExprKind::Call(0, args))));
+    let arg = |l, ty| e(ty, ExprKind::ArrayArg(l));
+    let locals = vec![
+        array(ArraySpace::Private, F32),
+        array(ArraySpace::WorkGroup, F32),
+        scalar,
+        array(ArraySpace::Private, U32),
+    ];
+    let fill = Stmt::new(StmtKind::Let(0, lit(F32, 0)));
+    let f = |body| Function {
+        params: vec![],
+        ret: None,
+        locals: locals.clone(),
+        body,
+        steps: None,
+    };
+    let ok = f(vec![fill.clone(), call(vec![arg(0, F32), arg(1, F32)])]);
+    assert_eq!(validate(&ok, Role::Kernel), Ok(()), "{ok:?}");
+    let words = encode(&ok);
+    assert_eq!(decode(&words, 1).expect("decodes"), ok, "round trip");
+    let bad = [
+        (vec![call(vec![arg(0, F32), arg(0, F32)])], "twice"),
+        (vec![call(vec![arg(2, F32)])], "a scalar local"),
+        (vec![call(vec![arg(3, F32)])], "another element type"),
+        (
+            vec![Stmt::new(StmtKind::Expr(arg(0, F32)))],
+            "outside a call",
+        ),
+    ];
+    for (body, what) in bad {
+        assert!(
+            validate(&f(body), Role::Kernel).is_err(),
+            "{what} was accepted"
+        );
+    }
+    // The link: an array of the parameter's element type, to `&[T]` or `&mut [T]`.
+    let callee = |elem, mutable| Function {
+        params: vec![Param::Slice { elem, mutable }],
+        ret: Some(F32),
+        locals: vec![],
+        body: vec![],
+        steps: None,
+    };
+    let args = [arg(0, F32)];
+    assert!(validate_call(&args, F32, &[], &callee(F32, false)).is_ok());
+    assert!(validate_call(&args, F32, &[], &callee(F32, true)).is_ok());
+    assert!(validate_call(&args, F32, &[], &callee(U32, false)).is_err());
+    assert!(validate_call(&[lit(F32, 0)], F32, &[], &callee(F32, false)).is_err());
+}

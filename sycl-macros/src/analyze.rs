@@ -70,6 +70,7 @@ pub fn call_key(f: &Function, args: &[Expr], ret: TyId) -> CallKey {
                     ParamKind::Slice { elem, .. } => (elem, true),
                     _ => unreachable!("slice arguments are scalar slices"),
                 },
+                ExprKind::ArrayArg(l) => (f.ty(f.locals[l].ty), true),
                 _ => (f.ty(a.ty), false),
             })
             .collect(),
@@ -534,6 +535,7 @@ impl StepBuilder<'_> {
                 ExprKind::Query(q, _) => q.is_uniform(),
                 ExprKind::SubGroupQuery(q) => q.is_uniform(),
                 ExprKind::Load { .. }
+                | ExprKind::ArrayArg(_)
                 | ExprKind::Atomic { .. }
                 | ExprKind::Group(..)
                 | ExprKind::SubGroup(..) => false,

@@ -925,7 +925,8 @@ fn guarded_expr<'a>(
         | ExprKind::Query(..)
         | ExprKind::SubGroupQuery(_)
         | ExprKind::ConstParam(_)
-        | ExprKind::SliceArg(_) => {}
+        | ExprKind::SliceArg(_)
+        | ExprKind::ArrayArg(_) => {}
     }
 }
 

@@ -489,12 +489,25 @@ impl<'a> RustEmitter<'a> {
                                 (true, false) => quote!(&*#s),
                             }
                         }
+                        // An array as a slice (`[T]` is a `SliceRef`/`SliceMutRef`): by
+                        // `&mut` where the caller may write it.
+                        ExprKind::ArrayArg(l) => {
+                            let v = self.local(l);
+                            let local = &self.f.locals[l];
+                            if local.is_work_group_array() || local.info.user_mut {
+                                quote_spanned!(a.src.0=> &mut #v[..])
+                            } else {
+                                quote_spanned!(a.src.0=> &#v[..])
+                            }
+                        }
                         _ => self.expr(a),
                     })
                     .collect();
                 quote!(#path(#(#vs),*))
             }
-            ExprKind::SliceArg(_) => unreachable!("the parser makes slice arguments in calls only"),
+            ExprKind::SliceArg(_) | ExprKind::ArrayArg(_) => {
+                unreachable!("the parser makes slice and array arguments in calls only")
+            }
             ExprKind::Select(c, a, b) => {
                 let (c, a, b) = (self.expr(c), self.expr(a), self.expr(b));
                 quote!((if #c { #a } else { #b }))

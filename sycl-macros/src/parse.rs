@@ -1826,10 +1826,19 @@ impl Parser {
         }
         // A helper marked #[sycl::kernel_fn]: its result type comes from the use. A slice
         // parameter passes whole (`dot(x, y)`); a written one at most once per call, as
-        // Rust's borrows allow.
+        // Rust's borrows allow. An array (`dot(&acc, tile)`) passes whole too, once per call.
         let mut args = Vec::new();
         for a in &c.args {
             match self.slice_arg(a)? {
+                Some(e) if matches!(e.kind, ExprKind::ArrayArg(_)) => {
+                    if args.iter().any(|b: &Expr| b.kind == e.kind) {
+                        return Err(err(
+                            a.span(),
+                            "an array can be passed once per call (a helper may write it)",
+                        ));
+                    }
+                    args.push(e);
+                }
                 Some(e) => {
                     let ExprKind::SliceArg(p) = e.kind else {
                         unreachable!("slice_arg makes slice arguments")
@@ -1861,7 +1870,8 @@ impl Parser {
         })
     }
 
-    /// A slice parameter named as a call argument (`x`, `&x`, `&mut y`, `&*x`), passed whole.
+    /// A slice parameter named as a call argument (`x`, `&x`, `&mut y`, `&*x`), or an array
+    /// local (`&acc`, `&mut acc`, `tile`), passed whole.
     fn slice_arg(&mut self, a: &syn::Expr) -> Result<Option<Expr>> {
         let mut e = strip_paren(a);
         let mut by_mut_ref = false;
@@ -1880,8 +1890,26 @@ impl Parser {
         let Some(name) = p.path.get_ident().map(|i| i.to_string()) else {
             return Ok(None);
         };
-        let Some(Binding::Param(i)) = self.lookup(&name) else {
-            return Ok(None);
+        let i = match self.lookup(&name) {
+            Some(Binding::Param(i)) => i,
+            Some(Binding::Local(l)) if self.locals[l].array.is_some() => {
+                if by_mut_ref && self.locals[l].is_private_array() && !self.locals[l].info.user_mut
+                {
+                    return Err(err(
+                        a.span(),
+                        format!(
+                            "`{name}` is not `mut`: declare it with `let mut` to pass it as `&mut`"
+                        ),
+                    ));
+                }
+                let ty = self.locals[l].ty;
+                return Ok(Some(Expr {
+                    kind: ExprKind::ArrayArg(l),
+                    ty,
+                    src: At(a.span()),
+                }));
+            }
+            _ => return Ok(None),
         };
         let ParamKind::Slice { elem, mutable } = self.params[i].kind else {
             return Ok(None);

@@ -66,7 +66,8 @@ fn first_of(x: &[f32], k: usize) -> f32 {
 }
 
 /// A const-generic kernel with a private array (a template instantiated at launch), calling
-/// a helper that takes a slice.
+/// a helper that takes a slice, with the slice and with the array (the helper's `Function`
+/// storage-class variant).
 #[sycl::kernel]
 fn tiled<const K: usize>(x: &[f32], y: &mut [f32]) {
     let i = global_id(0);
@@ -74,7 +75,7 @@ fn tiled<const K: usize>(x: &[f32], y: &mut [f32]) {
     for k in 0..K {
         acc[k] = first_of(x, i + k);
     }
-    y[i] = acc[K - 1];
+    y[i] = acc[K - 1] + first_of(&acc, i);
 }
 
 /// A generic kernel: one instance per float type.
@@ -337,7 +338,7 @@ fn generated_kernels_reach_level_zero_as_spirv_with_the_launch_layout() {
     assert_eq!(l.values[0], a.to_bits() as u64);
 
     // A const-generic kernel (instantiated for K = 4) with a private array and a helper
-    // taking a slice; its module is the instance's.
+    // taking a slice, and that array; its module is the instance's.
     let x = sycl::malloc_device::<f32>(256, &q).expect("x");
     let y = sycl::malloc_device::<f32>(256, &q).expect("y");
     let l = launch_module::<tiled<4>>(&q, &mock, "tiled", flat, tiled::<4>(&x, &y));

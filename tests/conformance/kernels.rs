@@ -6889,6 +6889,108 @@ pub fn helpers_with_slices(d: &Device) -> R {
     )
 }
 
+// ---------------------------------------------------------------- 16b. helpers taking arrays (issue 31, item 7)
+
+/// Fills `t[k] = base + k` for every item of a slice it writes.
+#[sycl::kernel_fn]
+fn h_fill_from(t: &mut [f32], base: f32) -> u32 {
+    for k in 0..t.len() {
+        t[k] = base + k as f32;
+    }
+    t.len() as u32
+}
+
+/// Passes its slice on (a private array, a local array or a global slice, as its caller's).
+#[sycl::kernel_fn]
+fn h_sum_of(t: &[f32]) -> f32 {
+    h_dot_from(t, t, 0usize, t.len())
+}
+
+/// One element.
+#[sycl::kernel_fn]
+fn h_elem(t: &[f32], i: usize) -> f32 {
+    t[i]
+}
+
+/// Writes one element.
+#[sycl::kernel_fn]
+fn h_put(t: &mut [f32], i: usize, v: f32) -> u32 {
+    t[i] = v;
+    1
+}
+
+/// Private arrays and a local array passed whole to helpers that read, write and pass them
+/// on; the same helpers on a global slice.
+#[sycl::kernel]
+fn use_array_helpers(x: &[f32], out: &mut [f32]) {
+    let g = global_id(0);
+    let l = local_id(0);
+    let mut acc = [0.0f32; 8];
+    let n: u32 = h_fill_from(&mut acc, l as f32);
+    let tile = local_array::<f32, 64>();
+    let w: u32 = h_put(tile, l, x[g] * 2.0);
+    barrier();
+    let right = h_elem(tile, (l + 1) % local_range(0));
+    let own = h_sum_of(&acc);
+    let global = h_elem(x, g);
+    out[g] = own + right + (n + w) as f32 + global;
+}
+
+/// An index past an array's end inside a helper fails the work-item.
+#[sycl::kernel]
+fn array_helper_oob(idx: &[u64], out: &mut [f32]) {
+    let g = global_id(0);
+    let mut acc = [1.0f32; 4];
+    let _k: u32 = h_put(&mut acc, 0usize, 3.0f32);
+    out[g] = h_elem(&acc, idx[g] as usize);
+}
+
+/// Helpers taking a work-item's private array and the group's local array (each a variant of
+/// the helper per address space where the device language has them), checked against the
+/// same helpers run on the host; an index past an array fails the work-item.
+pub fn helpers_with_arrays(d: &Device) -> R {
+    let q = in_order(d)?;
+    let (n, wg) = (128usize, 64usize);
+    let x: Vec<f32> = (0..n).map(|i| (i % 9) as f32 - 4.0).collect();
+    let (dx, out) = (upload(&q, &x)?, filled(&q, n, 0f32)?);
+    run(
+        &q,
+        Range::d1(n).with_local([wg, 1, 1]),
+        use_array_helpers(&dx, &out),
+    )?;
+    let want: Vec<f32> = (0..n)
+        .map(|g| {
+            let l = g % wg;
+            let mut acc = [0.0f32; 8];
+            let c = h_fill_from(&mut acc[..], l as f32);
+            let right = x[g - l + (l + 1) % wg] * 2.0;
+            h_sum_of(&acc[..]) + right + (c + 1) as f32 + h_elem(&x[..], g)
+        })
+        .collect();
+    compare_by(
+        &q.to_vec(&out).map_err(fail)?,
+        &want,
+        |g, w, _| same_float(g, w),
+        |g| format!("use_array_helpers item {g}"),
+    )?;
+    let idx: Vec<u64> = (0..n as u64).map(|i| i % 4).collect();
+    let di = upload(&q, &idx)?;
+    run(&q, Range::d1(n), array_helper_oob(&di, &out))?;
+    let want: Vec<f32> = (0..n).map(|i| if i % 4 == 0 { 3.0 } else { 1.0 }).collect();
+    compare(&q.to_vec(&out).map_err(fail)?, &want, |i| {
+        format!("array_helper_oob item {i}")
+    })?;
+    let mut bad = idx.clone();
+    bad[5] = 4;
+    let di = upload(&q, &bad)?;
+    fails_in_kernel(
+        &q,
+        Range::d1(n),
+        array_helper_oob(&di, &out),
+        "array_helper_oob",
+    )
+}
+
 // ---------------------------------------------------------------- 17. structs (issue 31, item 3)
 
 /// A struct of `f32` arrays and scalars and a `u32` (every field 4 bytes wide).

@@ -1385,6 +1385,11 @@ fn main() -> ExitCode {
             run: kernels::helpers_with_slices,
         },
         DeviceTest {
+            name: "kernels::helpers_with_arrays",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::helpers_with_arrays,
+        },
+        DeviceTest {
             name: "kernels::casts",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::casts,

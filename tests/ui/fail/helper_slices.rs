@@ -16,4 +16,25 @@ fn read_only_as_mut(x: &[f32], y: &mut [f32]) {
     y[1] = v;
 }
 
+#[sycl::kernel]
+fn array_not_mut(y: &mut [f32]) {
+    let acc = [0.0f32; 4];
+    let v = two(&mut acc, y);
+    y[1] = v;
+}
+
+#[sycl::kernel]
+fn array_twice(y: &mut [f32]) {
+    let mut acc = [0.0f32; 4];
+    let v = two(&mut acc, &acc);
+    y[1] = v;
+}
+
+#[sycl::kernel]
+fn array_read_only_to_mut(y: &mut [f32]) {
+    let acc = [0.0f32; 4];
+    let v = two(&acc, y);
+    y[1] = v;
+}
+
 fn main() {}

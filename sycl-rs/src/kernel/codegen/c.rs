@@ -40,7 +40,7 @@ use sycl_kernel_ir::{
     MemoryScope, Query, Scalar as Ty, SubGroupOp, SubGroupQuery, UnOp,
 };
 
-use super::Program;
+use super::{call_spaces, helper_variants, Program, Space};
 
 /// The C dialect.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -119,8 +119,16 @@ pub(crate) fn program(
 ) -> Printed {
     let mut text = String::new();
     let mut helpers = Vec::new();
-    for (i, (f, calls)) in program.helpers.iter().enumerate() {
+    let helper_fns: Vec<(&Function, &[usize])> = program
+        .helpers
+        .iter()
+        .map(|(f, calls)| (f, &calls[..]))
+        .collect();
+    let kernel = (&program.kernel, &program.kernel_calls[..]);
+    for (i, spaces) in helper_variants(kernel, &helper_fns) {
+        let (f, calls) = &program.helpers[i];
         let mut e = Printer::new(f, d, calls, None);
+        e.spaces = spaces;
         let (proto, body) = e.helper(i);
         text.push_str(&proto);
         helpers.push((helper_names.get(i).copied().unwrap_or("?"), body));
@@ -141,6 +149,35 @@ pub(crate) fn program(
         text,
         guards: e.guarded.take().unwrap_or_default(),
         orders_memory: kir::orders_memory(&program.kernel.body),
+    }
+}
+
+/// The preludes' accessor letter of a space.
+fn letter(s: Space) -> &'static str {
+    match s {
+        Space::Global => "g",
+        Space::Local => "l",
+        Space::Private => "p",
+    }
+}
+
+/// OpenCL C's qualifier of a pointer to a space (unqualified pointers are private).
+fn qualifier(s: Space, d: Dialect) -> &'static str {
+    match (d, s) {
+        (Dialect::Cuda, _) | (Dialect::OpenCl, Space::Private) => "",
+        (Dialect::OpenCl, Space::Global) => "__global ",
+        (Dialect::OpenCl, Space::Local) => "__local ",
+    }
+}
+
+/// The C name of a helper's variant: `sycl_h{i}` where every slice is global, else a letter
+/// per parameter.
+fn variant_name(i: usize, spaces: &[Space]) -> String {
+    if spaces.iter().all(|s| *s == Space::Global) {
+        helper_name(i)
+    } else {
+        let letters: String = spaces.iter().map(|s| letter(*s)).collect();
+        format!("{}_{letters}", helper_name(i))
     }
 }
 
@@ -282,6 +319,8 @@ struct Printer<'a> {
     kernel: Option<KernelCtx>,
     /// For each call marker `k` of the function, its helper's index in the program.
     calls: &'a [usize],
+    /// Where each slice parameter's elements live (kernels: global; a helper's variant).
+    spaces: Vec<Space>,
     out: String,
     depth: usize,
     tmp: usize,
@@ -318,6 +357,7 @@ impl<'a> Printer<'a> {
             shape: d.shaping(),
             kernel,
             calls,
+            spaces: vec![Space::Global; f.params.len()],
             out: String::new(),
             depth: 0,
             tmp: 0,
@@ -576,7 +616,7 @@ impl<'a> Printer<'a> {
             sig.push_str("__device__ ");
         }
         let ret = self.f.ret.unwrap_or(Ty::I32);
-        let _ = write!(sig, "{} {}(", cty(d, ret), helper_name(i));
+        let _ = write!(sig, "{} {}(", cty(d, ret), variant_name(i, &self.spaces));
         for (i, p) in self.f.params.iter().enumerate() {
             match *p {
                 Param::Scalar(t) => {
@@ -586,11 +626,7 @@ impl<'a> Printer<'a> {
                 // a caller may pass one slice as two read-only arguments).
                 Param::Slice { elem, mutable } => {
                     let c = if mutable { "" } else { "const " };
-                    let space = if d == Dialect::OpenCl {
-                        "__global "
-                    } else {
-                        ""
-                    };
+                    let space = qualifier(self.spaces[i], d);
                     let _ = write!(
                         sig,
                         "{space}{c}{}* p{i}, sycl_u64 p{i}_len, ",
@@ -1479,7 +1515,11 @@ impl<'a> Printer<'a> {
     /// Pointer, length and address-space letter of a slice or local array.
     fn base(&self, base: Base) -> (String, String, &'static str) {
         match base {
-            Base::Param(i) => (format!("p{i}"), format!("p{i}_len"), "g"),
+            Base::Param(i) => (
+                format!("p{i}"),
+                format!("p{i}_len"),
+                letter(self.spaces.get(i).copied().unwrap_or(Space::Global)),
+            ),
             Base::Local(l) => (
                 format!("a{l}"),
                 format!("((sycl_u64){})", self.f.locals[l].array_len().unwrap_or(0)),
@@ -1545,7 +1585,9 @@ impl<'a> Printer<'a> {
             // (Validation refuses templates: `__rt::instantiate` replaced it.)
             ExprKind::ConstParam(_) => unreachable!("a validated function has no const parameter"),
             // (Validation keeps slice arguments in calls, printed there.)
-            ExprKind::SliceArg(_) => unreachable!("a slice argument outside a call"),
+            ExprKind::SliceArg(_) | ExprKind::ArrayArg(_) => {
+                unreachable!("a slice or array argument outside a call")
+            }
             ExprKind::Local(l) => self.local_name(*l),
             ExprKind::Param(i) => format!("p{i}"),
             ExprKind::Load {
@@ -1720,13 +1762,18 @@ impl<'a> Printer<'a> {
                     .iter()
                     .map(|a| match a.kind {
                         ExprKind::SliceArg(p) => format!("p{p}, p{p}_len"),
+                        ExprKind::ArrayArg(l) => {
+                            let len = self.f.locals[l].array_len().unwrap_or(0);
+                            format!("a{l}, ((sycl_u64){len})")
+                        }
                         _ => self.expr(a),
                     })
                     .collect();
                 vs.push(self.failp().to_owned());
                 // (Decoded against the caller's helper count, so `k` is in range.)
                 let callee = self.calls.get(*k).copied().unwrap_or(usize::MAX);
-                format!("{}({})", helper_name(callee), vs.join(", "))
+                let spaces = call_spaces(self.f, &self.spaces, args);
+                format!("{}({})", variant_name(callee, &spaces), vs.join(", "))
             }
             ExprKind::Select(c, a, b) => {
                 let (c, a, b) = (self.expr(c), self.expr(a), self.expr(b));

@@ -18,10 +18,79 @@ pub(crate) use sycl_kernel_ir::Bound;
 
 use sycl_kernel_ir::validate::{validate_call, Role};
 use sycl_kernel_ir::wire::WireError;
-use sycl_kernel_ir::{ExprKind, Function};
+use sycl_kernel_ir::{Expr, ExprKind, Function};
 
 use super::__rt::{Definition, HelperDef};
 use crate::{Errc, Error, Result};
+
+/// Where a helper's slice parameter's elements live: a slice (global memory), a work-group
+/// local array or a work-item's private array passed whole (`ExprKind::ArrayArg`). OpenCL C
+/// 1.2 has no generic pointers and SPIR-V's pointers carry a storage class, so a helper is
+/// emitted once per combination its calls pass (CUDA's pointers are generic, but the
+/// accessors differ, so it gets the same variants).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Space {
+    Global,
+    Local,
+    Private,
+}
+
+/// The spaces a call passes for its callee's parameters (`caller`: the caller's own
+/// parameters' spaces); scalars are `Global`, which nothing reads.
+pub(crate) fn call_spaces(f: &Function, caller: &[Space], args: &[Expr]) -> Vec<Space> {
+    args.iter()
+        .map(|a| match a.kind {
+            ExprKind::SliceArg(p) => caller.get(p).copied().unwrap_or(Space::Global),
+            ExprKind::ArrayArg(l) if f.locals[l].is_private_array() => Space::Private,
+            ExprKind::ArrayArg(_) => Space::Local,
+            _ => Space::Global,
+        })
+        .collect()
+}
+
+/// A helper variant: the helper's index and its parameters' spaces.
+pub(crate) type Variant = (usize, Vec<Space>);
+
+/// Every helper variant the kernel's calls reach, callees' included, after one per helper
+/// with every slice global (so that every helper is emitted, in order). `kernel` and
+/// `helpers`: each function with the helper index of each of its call markers.
+pub(crate) fn helper_variants(
+    kernel: (&Function, &[usize]),
+    helpers: &[(&Function, &[usize])],
+) -> Vec<Variant> {
+    let mut out: Vec<Variant> = helpers
+        .iter()
+        .enumerate()
+        .map(|(i, (f, _))| (i, vec![Space::Global; f.params.len()]))
+        .collect();
+    let calls_of = |f: &Function, calls: &[usize], spaces: &[Space]| {
+        let mut found = Vec::new();
+        let mut visit = |e: &Expr| {
+            if let ExprKind::Call(k, args) = &e.kind {
+                if let Some(&callee) = calls.get(*k) {
+                    found.push((callee, call_spaces(f, spaces, args)));
+                }
+            }
+        };
+        sycl_kernel_ir::ir::visit_exprs(&f.body, &mut visit);
+        if let Some(steps) = &f.steps {
+            sycl_kernel_ir::ir::visit_step_exprs(steps, &mut visit);
+        }
+        found
+    };
+    let globals = vec![Space::Global; kernel.0.params.len()];
+    let mut todo = calls_of(kernel.0, kernel.1, &globals);
+    while let Some(v) = todo.pop() {
+        if out.contains(&v) {
+            continue;
+        }
+        if let Some((f, calls)) = helpers.get(v.0) {
+            todo.extend(calls_of(f, calls, &v.1));
+            out.push(v);
+        }
+    }
+    out
+}
 
 /// A definition's kernel and its helpers (callees first), decoded and validated, each call
 /// checked against its callee.

@@ -18,6 +18,7 @@ use rspirv::spirv::{
     OpenclStd100Op, SelectionControl, StorageClass, Word,
 };
 
+use crate::kernel::codegen::{call_spaces, helper_variants, Space, Variant};
 use crate::{Errc, Error, Result};
 use sycl_kernel_ir::bound::{Bound, Check};
 use sycl_kernel_ir::ir::*;
@@ -302,8 +303,12 @@ enum Role {
 struct Fx<'a> {
     m: &'a mut Module,
     f: &'a Function,
-    /// Function ids of the call targets.
-    callees: Vec<Word>,
+    /// The helper index of each call marker of the function.
+    calls: Vec<usize>,
+    /// The function id of every helper variant.
+    variant_ids: HashMap<Variant, Word>,
+    /// Where each slice parameter's elements live (kernels: global; a helper's variant).
+    spaces: Vec<Space>,
     role: Role,
     params: Vec<ParamVal>,
     /// A pointer per local: a `Function` variable, or a `Workgroup` array.
@@ -364,22 +369,23 @@ pub(crate) fn build(p: &Program<'_>) -> Result<Emitted> {
         spirv::AddressingModel::Physical64,
         spirv::MemoryModel::OpenCL,
     );
-    // The function ids of call targets, by their index among the helpers (callees first).
-    fn targets(ids: &[Word], calls: &[usize]) -> Result<Vec<Word>> {
-        calls
-            .iter()
-            .map(|&i| ids.get(i).copied().ok_or_else(|| bad("helper order")))
-            .collect()
+    // Every helper variant (its slices' storage classes) gets an id first: calls name them
+    // before or after their definitions.
+    let helper_fns: Vec<(&Function, &[usize])> = p
+        .helpers
+        .iter()
+        .map(|(f, calls)| (*f, &calls[..]))
+        .collect();
+    let variants = helper_variants((p.kernel, &p.kernel_calls), &helper_fns);
+    let variant_ids: HashMap<Variant, Word> =
+        variants.iter().map(|v| (v.clone(), m.b.id())).collect();
+    for v in &variants {
+        let (h, calls) = &p.helpers[v.0];
+        helper(&mut m, h, calls, &variant_ids, v, p)?;
     }
-    let mut helper_ids: Vec<Word> = Vec::with_capacity(p.helpers.len());
-    for (h, calls) in &p.helpers {
-        let callees = targets(&helper_ids, calls)?;
-        helper_ids.push(helper(&mut m, h, callees, p)?);
-    }
-    let callees = targets(&helper_ids, &p.kernel_calls)?;
-    let mut entries = vec![(kernel(&mut m, p, callees.clone(), false)?, ENTRY)];
+    let mut entries = vec![(kernel(&mut m, p, &variant_ids, false)?, ENTRY)];
     if p.guarded_entry {
-        entries.push((kernel(&mut m, p, callees, true)?, ENTRY_GUARDED));
+        entries.push((kernel(&mut m, p, &variant_ids, true)?, ENTRY_GUARDED));
     }
     let mut interface: Vec<Word> = m.builtins.values().copied().collect();
     interface.sort_unstable();
@@ -396,11 +402,19 @@ pub(crate) fn build(p: &Program<'_>) -> Result<Emitted> {
     })
 }
 
-fn new_fx<'a>(m: &'a mut Module, f: &'a Function, callees: Vec<Word>, p: &Program<'_>) -> Fx<'a> {
+fn new_fx<'a>(
+    m: &'a mut Module,
+    f: &'a Function,
+    calls: &[usize],
+    variant_ids: &HashMap<Variant, Word>,
+    p: &Program<'_>,
+) -> Fx<'a> {
     Fx {
         m,
         f,
-        callees,
+        calls: calls.to_vec(),
+        variant_ids: variant_ids.clone(),
+        spaces: vec![Space::Global; f.params.len()],
         role: Role::Helper,
         params: Vec::new(),
         locals: Vec::new(),
@@ -456,21 +470,41 @@ fn reads_any(e: &Expr, vars: &[usize]) -> bool {
     }
 }
 
-fn helper(m: &mut Module, f: &Function, callees: Vec<Word>, p: &Program<'_>) -> Result<Word> {
+/// The storage class of a space's pointers.
+fn storage_class(s: Space) -> StorageClass {
+    match s {
+        Space::Global => StorageClass::CrossWorkgroup,
+        Space::Local => StorageClass::Workgroup,
+        Space::Private => StorageClass::Function,
+    }
+}
+
+fn helper(
+    m: &mut Module,
+    f: &Function,
+    calls: &[usize],
+    variant_ids: &HashMap<Variant, Word>,
+    variant: &Variant,
+    p: &Program<'_>,
+) -> Result<Word> {
     let ret = f.ret.ok_or_else(|| bad("a helper without a result type"))?;
-    let mut fx = new_fx(m, f, callees, p);
+    let mut fx = new_fx(m, f, calls, variant_ids, p);
+    fx.spaces = variant.1.clone();
+    let id = *variant_ids
+        .get(variant)
+        .ok_or_else(|| bad("a helper variant without an id"))?;
     let ret_ty = fx.m.ty(ret);
     let u32t = fx.m.ty(ScalarTy::U32);
     let failp_ty = fx.m.ptr(StorageClass::Function, u32t);
     let u64t = fx.m.ty(ScalarTy::U64);
     let mut param_tys = Vec::new();
-    for param in &f.params {
+    for (i, param) in f.params.iter().enumerate() {
         match param {
             Param::Scalar(t) => param_tys.push(fx.m.ty(*t)),
-            // A slice: its pointer and length, as the kernel has them.
+            // A slice: its pointer (of the variant's class) and length.
             Param::Slice { elem, .. } => {
                 let e = fx.m.mem_ty(*elem);
-                param_tys.push(fx.m.ptr(StorageClass::CrossWorkgroup, e));
+                param_tys.push(fx.m.ptr(storage_class(fx.spaces[i]), e));
                 param_tys.push(u64t);
             }
             Param::Structs { .. } => return Err(bad("a helper with a struct slice")),
@@ -479,10 +513,9 @@ fn helper(m: &mut Module, f: &Function, callees: Vec<Word>, p: &Program<'_>) -> 
     let n_raw = param_tys.len();
     param_tys.push(failp_ty);
     let fty = fx.m.b.type_function(ret_ty, param_tys.clone());
-    let id =
-        fx.m.b
-            .begin_function(ret_ty, None, FunctionControl::NONE, fty)
-            .map_err(build_err)?;
+    fx.m.b
+        .begin_function(ret_ty, Some(id), FunctionControl::NONE, fty)
+        .map_err(build_err)?;
     let mut raw = Vec::new();
     for ty in &param_tys[..n_raw] {
         raw.push(fx.m.b.function_parameter(*ty).map_err(build_err)?);
@@ -516,9 +549,14 @@ fn helper(m: &mut Module, f: &Function, callees: Vec<Word>, p: &Program<'_>) -> 
 }
 
 /// The kernel's entry function; `guarded`: without the checks the run-time guards cover.
-fn kernel(m: &mut Module, p: &Program<'_>, callees: Vec<Word>, guarded: bool) -> Result<Word> {
+fn kernel(
+    m: &mut Module,
+    p: &Program<'_>,
+    variant_ids: &HashMap<Variant, Word>,
+    guarded: bool,
+) -> Result<Word> {
     let f = p.kernel;
-    let mut fx = new_fx(m, f, callees, p);
+    let mut fx = new_fx(m, f, &p.kernel_calls, variant_ids, p);
     fx.assume_guards = guarded;
     let void = fx.m.b.type_void();
     let u64t = fx.m.ty(ScalarTy::U64);
@@ -2140,13 +2178,14 @@ impl Fx<'_> {
                 let ParamVal::Slice { ptr, .. } = self.params[p] else {
                     return Err(bad("not a slice"));
                 };
-                let pt = self.m.ptr(StorageClass::CrossWorkgroup, ty);
+                let class = storage_class(self.spaces.get(p).copied().unwrap_or(Space::Global));
+                let pt = self.m.ptr(class, ty);
                 let id = self
                     .m
                     .b
                     .in_bounds_ptr_access_chain(pt, None, ptr, i.wide, [])
                     .map_err(build_err)?;
-                Ok((id, StorageClass::CrossWorkgroup, align))
+                Ok((id, class, align))
             }
             Base::Local(l) => {
                 let class = if self.f.locals[l].is_private_array() {
@@ -2562,7 +2601,8 @@ impl Fx<'_> {
             | ExprKind::Query(..)
             | ExprKind::SubGroupQuery(_)
             | ExprKind::ConstParam(_)
-            | ExprKind::SliceArg(_) => true,
+            | ExprKind::SliceArg(_)
+            | ExprKind::ArrayArg(_) => true,
             ExprKind::Load { .. }
             | ExprKind::Atomic { .. }
             | ExprKind::Group(..)
@@ -2638,6 +2678,7 @@ impl Fx<'_> {
             // (Validation refuses templates: `__rt::instantiate` replaced it.)
             ExprKind::ConstParam(_) => Err(bad("an uninstantiated const parameter")),
             ExprKind::SliceArg(_) => Err(bad("a slice argument outside a call")),
+            ExprKind::ArrayArg(_) => Err(bad("an array argument outside a call")),
             // A half's value is exact in `f32`.
             ExprKind::Lit(bits) if t == ScalarTy::F16 => Ok(self.m.konst(
                 t,
@@ -2807,11 +2848,37 @@ impl Fx<'_> {
                             Some(ParamVal::Slice { ptr, len }) => vs.extend([*ptr, *len]),
                             _ => return Err(bad("a slice argument that is no slice")),
                         },
+                        // A pointer to its first element, of the array's storage class.
+                        ExprKind::ArrayArg(l) => {
+                            let local = &self.f.locals[l];
+                            let (elem, len) = (local.ty, local.array_len().unwrap_or(0));
+                            let class = if local.is_private_array() {
+                                StorageClass::Function
+                            } else {
+                                StorageClass::Workgroup
+                            };
+                            let ty = self.m.mem_ty(elem);
+                            let pt = self.m.ptr(class, ty);
+                            let zero = self.m.u32c(0);
+                            let arr = self.locals[l];
+                            let first = self
+                                .m
+                                .b
+                                .in_bounds_access_chain(pt, None, arr, [zero])
+                                .map_err(build_err)?;
+                            let n = self.m.konst(ScalarTy::U64, len as u64);
+                            vs.extend([first, n]);
+                        }
                         _ => vs.push(self.expr(a)?),
                     }
                 }
                 vs.push(self.failp());
-                let callee = *self.callees.get(*k).ok_or_else(|| bad("helper index"))?;
+                let helper = *self.calls.get(*k).ok_or_else(|| bad("helper index"))?;
+                let variant = (helper, call_spaces(self.f, &self.spaces, args));
+                let callee = *self
+                    .variant_ids
+                    .get(&variant)
+                    .ok_or_else(|| bad("a call's helper variant"))?;
                 let ty = self.m.ty(t);
                 self.m
                     .b
