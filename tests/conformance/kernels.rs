@@ -6933,7 +6933,10 @@ fn use_array_helpers(x: &[f32], out: &mut [f32]) {
     let right = h_elem(tile, (l + 1) % local_range(0));
     let own = h_sum_of(&acc);
     let global = h_elem(x, g);
-    out[g] = own + right + (n + w) as f32 + global;
+    // A reduction: OpenCL C builds then use 2.0 or 3.0, where unqualified pointers are
+    // generic (the helper's private variant must say `__private`).
+    let total = group_sum(n + w);
+    out[g] = own + right + total as f32 + global;
 }
 
 /// An index past an array's end inside a helper fails the work-item.
@@ -6964,7 +6967,7 @@ pub fn helpers_with_arrays(d: &Device) -> R {
             let mut acc = [0.0f32; 8];
             let c = h_fill_from(&mut acc[..], l as f32);
             let right = x[g - l + (l + 1) % wg] * 2.0;
-            h_sum_of(&acc[..]) + right + (c + 1) as f32 + h_elem(&x[..], g)
+            h_sum_of(&acc[..]) + right + (wg as u32 * (c + 1)) as f32 + h_elem(&x[..], g)
         })
         .collect();
     compare_by(

@@ -161,12 +161,15 @@ fn letter(s: Space) -> &'static str {
     }
 }
 
-/// OpenCL C's qualifier of a pointer to a space (unqualified pointers are private).
+/// OpenCL C's qualifier of a pointer to a space: always written, since an unqualified
+/// pointer is private in OpenCL C 1.2 but generic in 2.0 and later (the prelude's accessors
+/// take `__private` ones).
 fn qualifier(s: Space, d: Dialect) -> &'static str {
     match (d, s) {
-        (Dialect::Cuda, _) | (Dialect::OpenCl, Space::Private) => "",
+        (Dialect::Cuda, _) => "",
         (Dialect::OpenCl, Space::Global) => "__global ",
         (Dialect::OpenCl, Space::Local) => "__local ",
+        (Dialect::OpenCl, Space::Private) => "__private ",
     }
 }
 
