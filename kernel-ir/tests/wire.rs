@@ -515,7 +515,25 @@ impl Gen {
                     // Argument types are checked against the callee when linking, not here.
                     let k = self.rng.below(self.helpers);
                     let ts: Vec<Scalar> = (0..self.rng.below(4)).map(|_| self.ty()).collect();
-                    ExprKind::Call(k, self.exprs(&ts, d))
+                    let mut args = self.exprs(&ts, d);
+                    // Sometimes an array passed whole (once per call).
+                    let arrays: Vec<usize> = (0..self.locals.len())
+                        .filter(|&l| self.locals[l].array.is_some())
+                        .collect();
+                    if !arrays.is_empty() && self.rng.below(2) == 0 {
+                        let l = self.rng.pick(&arrays);
+                        let at = self.rng.below(args.len() + 1);
+                        let ty = self.locals[l].ty;
+                        args.insert(
+                            at,
+                            Expr {
+                                ty,
+                                kind: ExprKind::ArrayArg(l),
+                                src: (),
+                            },
+                        );
+                    }
+                    ExprKind::Call(k, args)
                 }
                 11 => {
                     let c = self.expr(Scalar::Bool, d);
@@ -958,6 +976,7 @@ fn generator_covers_the_ir() {
         "kind: SubGroup(Collective(Reduce(",
         "kind: SubGroup(Collective(ExclusiveScan(BitXor",
         "kind: Call(",
+        "kind: ArrayArg(",
         "kind: Select(",
         // the no-signed-wrap fact (the one check that ends a tuple)
         "}, Proved)",

@@ -1156,9 +1156,8 @@ impl<'a> Printer<'a> {
             }
             Form::NarrowInt => {
                 // As `Narrow`, in `int` (the start below the end is below 2^31 too). The
-                // variable is an `int` as well, sign-extended where read as the `usize` it is
-                // (non-negative): with a `uint` variable NVCC's softmax was 1.30x the
-                // hand-written time, with an `int` 1.02x-1.04x (cupy timings of the variants).
+                // variable is an `int` as well (measured above), sign-extended where read as
+                // the `usize` it is (non-negative).
                 let first = self.trunc32(&h.start);
                 let i = self.fresh("i");
                 vec![
