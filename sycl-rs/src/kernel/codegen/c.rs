@@ -1765,8 +1765,8 @@ impl<'a> Printer<'a> {
                     .map(|a| match a.kind {
                         ExprKind::SliceArg(p) => format!("p{p}, p{p}_len"),
                         ExprKind::ArrayArg(l) => {
-                            let len = self.f.locals[l].array_len().unwrap_or(0);
-                            format!("a{l}, ((sycl_u64){len})")
+                            let (ptr, len, _) = self.base(Base::Local(l));
+                            format!("{ptr}, {len}")
                         }
                         _ => self.expr(a),
                     })

@@ -304,9 +304,9 @@ struct Fx<'a> {
     m: &'a mut Module,
     f: &'a Function,
     /// The helper index of each call marker of the function.
-    calls: Vec<usize>,
+    calls: &'a [usize],
     /// The function id of every helper variant.
-    variant_ids: HashMap<Variant, Word>,
+    variant_ids: &'a HashMap<Variant, Word>,
     /// Where each slice parameter's elements live (kernels: global; a helper's variant).
     spaces: Vec<Space>,
     role: Role,
@@ -405,15 +405,15 @@ pub(crate) fn build(p: &Program<'_>) -> Result<Emitted> {
 fn new_fx<'a>(
     m: &'a mut Module,
     f: &'a Function,
-    calls: &[usize],
-    variant_ids: &HashMap<Variant, Word>,
+    calls: &'a [usize],
+    variant_ids: &'a HashMap<Variant, Word>,
     p: &Program<'_>,
 ) -> Fx<'a> {
     Fx {
         m,
         f,
-        calls: calls.to_vec(),
-        variant_ids: variant_ids.clone(),
+        calls,
+        variant_ids,
         spaces: vec![Space::Global; f.params.len()],
         role: Role::Helper,
         params: Vec::new(),
@@ -479,11 +479,11 @@ fn storage_class(s: Space) -> StorageClass {
     }
 }
 
-fn helper(
-    m: &mut Module,
-    f: &Function,
-    calls: &[usize],
-    variant_ids: &HashMap<Variant, Word>,
+fn helper<'a>(
+    m: &'a mut Module,
+    f: &'a Function,
+    calls: &'a [usize],
+    variant_ids: &'a HashMap<Variant, Word>,
     variant: &Variant,
     p: &Program<'_>,
 ) -> Result<Word> {
@@ -549,10 +549,10 @@ fn helper(
 }
 
 /// The kernel's entry function; `guarded`: without the checks the run-time guards cover.
-fn kernel(
-    m: &mut Module,
-    p: &Program<'_>,
-    variant_ids: &HashMap<Variant, Word>,
+fn kernel<'a>(
+    m: &'a mut Module,
+    p: &'a Program<'_>,
+    variant_ids: &'a HashMap<Variant, Word>,
     guarded: bool,
 ) -> Result<Word> {
     let f = p.kernel;
@@ -2841,8 +2841,9 @@ impl Fx<'_> {
                 self.op(Op::UConvert, ScalarTy::Usize, &[v])
             }
             ExprKind::Call(k, args) => {
+                let spaces = call_spaces(self.f, &self.spaces, args);
                 let mut vs = Vec::new();
-                for a in args {
+                for (a, space) in args.iter().zip(&spaces) {
                     match a.kind {
                         ExprKind::SliceArg(p) => match self.params.get(p) {
                             Some(ParamVal::Slice { ptr, len }) => vs.extend([*ptr, *len]),
@@ -2850,15 +2851,8 @@ impl Fx<'_> {
                         },
                         // A pointer to its first element, of the array's storage class.
                         ExprKind::ArrayArg(l) => {
-                            let local = &self.f.locals[l];
-                            let (elem, len) = (local.ty, local.array_len().unwrap_or(0));
-                            let class = if local.is_private_array() {
-                                StorageClass::Function
-                            } else {
-                                StorageClass::Workgroup
-                            };
-                            let ty = self.m.mem_ty(elem);
-                            let pt = self.m.ptr(class, ty);
+                            let ty = self.m.mem_ty(self.f.locals[l].ty);
+                            let pt = self.m.ptr(storage_class(*space), ty);
                             let zero = self.m.u32c(0);
                             let arr = self.locals[l];
                             let first = self
@@ -2866,7 +2860,7 @@ impl Fx<'_> {
                                 .b
                                 .in_bounds_access_chain(pt, None, arr, [zero])
                                 .map_err(build_err)?;
-                            let n = self.m.konst(ScalarTy::U64, len as u64);
+                            let n = self.len(Base::Local(l))?;
                             vs.extend([first, n]);
                         }
                         _ => vs.push(self.expr(a)?),
@@ -2874,7 +2868,7 @@ impl Fx<'_> {
                 }
                 vs.push(self.failp());
                 let helper = *self.calls.get(*k).ok_or_else(|| bad("helper index"))?;
-                let variant = (helper, call_spaces(self.f, &self.spaces, args));
+                let variant = (helper, spaces);
                 let callee = *self
                     .variant_ids
                     .get(&variant)
