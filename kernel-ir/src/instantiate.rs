@@ -227,6 +227,12 @@ impl Substitution<'_> {
                     self.expr(value);
                     self.access(check, index_fits_i32, index, field);
                 }
+                StmtKind::CopyField {
+                    index,
+                    check,
+                    index_fits_i32,
+                    ..
+                } => self.access(check, index_fits_i32, index, &mut None),
                 StmtKind::If(c, a, b) => {
                     self.expr(c);
                     self.stmts(a);

@@ -378,6 +378,25 @@ pub enum StmtKind<S: Stage = Resolved> {
         /// type the value has.
         field: Option<Box<Field<S>>>,
     },
+    /// A whole array field of a struct slice's element copied to or from a private array of
+    /// the field's length and element type: `let a = v[i];` and `v[i] = a;` on `&[[f32; 4]]`,
+    /// or an array field of a struct copied whole. Back ends may move it as one vector.
+    CopyField {
+        /// The struct slice (a parameter).
+        param: usize,
+        /// As [`ExprKind::Load`]'s (the element index's check; the field's items need none).
+        check: S::Access,
+        /// As [`ExprKind::Load`]'s.
+        index_fits_i32: S::Fact,
+        /// The element index (`usize`).
+        index: Expr<S>,
+        /// The field's byte offset in the struct (a multiple of its element size).
+        offset: u32,
+        /// The private array: its element type and length are the field's.
+        array: usize,
+        /// `true`: the array is written to the slice; `false`: read from it.
+        to_slice: bool,
+    },
     /// An expression for its effects.
     Expr(Expr<S>),
     /// `if c { a } else { b }`.
@@ -540,6 +559,14 @@ pub fn for_each_check<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Check)) {
             f(index_fits_i32);
             field_checks(field, f);
         }
+        StmtKind::CopyField {
+            check,
+            index_fits_i32,
+            ..
+        } => {
+            f(check);
+            f(index_fits_i32);
+        }
         StmtKind::For(h, _) => {
             f(&h.counts_below_half);
             f(&h.start_below_half);
@@ -654,6 +681,7 @@ pub fn stmt_roots<'a, S: Stage>(s: &'a Stmt<S>, f: &mut dyn FnMut(&'a Expr<S>)) 
                 f(&item.index);
             }
         }
+        StmtKind::CopyField { index, .. } => f(index),
         StmtKind::If(c, ..) | StmtKind::While(c, _) => f(c),
         StmtKind::For(h, _) => {
             f(&h.start);
@@ -774,10 +802,10 @@ impl Function<Resolved> {
                 add(&item.check);
             }
         };
-        visit_stmts(&self.body, &mut |s| {
-            if let StmtKind::Store { check, field, .. } = &s.kind {
-                add_access(check, field);
-            }
+        visit_stmts(&self.body, &mut |s| match &s.kind {
+            StmtKind::Store { check, field, .. } => add_access(check, field),
+            StmtKind::CopyField { check, .. } => add_access(check, &None),
+            _ => {}
         });
         visit_exprs(&self.body, &mut |e| {
             if let ExprKind::Load { check, field, .. } = &e.kind {
@@ -790,10 +818,10 @@ impl Function<Resolved> {
                     add_access(check, field);
                 }
             });
-            visit_step_stmts(steps, &mut |s| {
-                if let StmtKind::Store { check, field, .. } = &s.kind {
-                    add_access(check, field);
-                }
+            visit_step_stmts(steps, &mut |s| match &s.kind {
+                StmtKind::Store { check, field, .. } => add_access(check, field),
+                StmtKind::CopyField { check, .. } => add_access(check, &None),
+                _ => {}
             });
         }
         out

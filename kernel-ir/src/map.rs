@@ -128,6 +128,28 @@ impl<M> Mapper<'_, M> {
                     field: self.field(field),
                 }
             }
+            StmtKind::CopyField {
+                param,
+                check,
+                index_fits_i32,
+                index,
+                offset,
+                array,
+                to_slice,
+            } => {
+                let (check, index_fits_i32) =
+                    self.0
+                        .access(Base::Param(*param), index, check, index_fits_i32);
+                StmtKind::CopyField {
+                    param: *param,
+                    check,
+                    index_fits_i32,
+                    index: self.expr(index),
+                    offset: *offset,
+                    array: *array,
+                    to_slice: *to_slice,
+                }
+            }
             StmtKind::Expr(e) => StmtKind::Expr(self.expr(e)),
             StmtKind::If(c, a, b) => StmtKind::If(self.expr(c), self.block(a), self.block(b)),
             StmtKind::While(c, b) => StmtKind::While(self.expr(c), self.block(b)),

@@ -142,18 +142,8 @@ impl Validator<'_> {
             return self.base(b);
         };
         let t = field.ty;
-        let width = t.size() as u64;
-        let len = field.item.as_ref().map_or(1, |i| i.len as u64);
-        self.want(
-            t.is_element()
-                && t != Scalar::Usize
-                && size > 0
-                && size as u64 % width == 0
-                && field.offset as u64 % width == 0
-                && len > 0
-                && field.offset as u64 + width * len <= size as u64,
-            "a field outside its struct or misaligned",
-        )?;
+        let len = field.item.as_ref().map_or(1, |i| i.len);
+        self.field_fits(size, t, field.offset, len)?;
         if let Some(item) = &field.item {
             self.want(
                 item.index.ty == Scalar::Usize,
@@ -163,6 +153,21 @@ impl Validator<'_> {
             self.expr(&item.index)?;
         }
         Ok((t, mutable))
+    }
+
+    /// Whether `len` items of `t` at byte `offset` lie inside a struct of `size` bytes, aligned.
+    fn field_fits(&self, size: u32, t: Scalar, offset: u32, len: u32) -> R {
+        let width = t.size() as u64;
+        self.want(
+            t.is_element()
+                && t != Scalar::Usize
+                && size > 0
+                && size as u64 % width == 0
+                && offset as u64 % width == 0
+                && len > 0
+                && offset as u64 + width * len as u64 <= size as u64,
+            "a field outside its struct or misaligned",
+        )
     }
 
     fn scalar_local(&self, l: usize) -> Result<Scalar, WireError> {
@@ -253,6 +258,30 @@ impl Validator<'_> {
                 self.check(index_fits_i32)?;
                 self.expr(index)?;
                 self.expr(value)
+            }
+            StmtKind::CopyField {
+                param,
+                check,
+                index_fits_i32,
+                index,
+                offset,
+                array,
+                to_slice,
+            } => {
+                let local = &self.f.locals[*array];
+                let (t, len) = match (local.is_private_array(), local.array_len()) {
+                    (true, Some(len)) => (local.ty, len),
+                    _ => return self.bad("a field copy into a local that is not a private array"),
+                };
+                let Param::Structs { size, mutable } = self.f.params[*param] else {
+                    return self.bad("a field copy on a parameter that is not a struct slice");
+                };
+                self.field_fits(size, t, *offset, len)?;
+                self.want(mutable || !to_slice, "a field copy to a read-only slice")?;
+                self.want(index.ty == Scalar::Usize, "an index that is not a `usize`")?;
+                self.check(check)?;
+                self.check(index_fits_i32)?;
+                self.expr(index)
             }
             // An atomic store is a statement: its expression has no value to use.
             StmtKind::Expr(e) => self.expr_in(e, true),

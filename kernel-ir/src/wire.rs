@@ -14,6 +14,8 @@
 //!   at that type (two words, low first), as is a bound's number;
 //! - an element access ends with its [`Field`]: [`NONE`], or the offset, the type, then 0, or 1 and
 //!   the item's length, check and index;
+//! - a whole-field copy ([`StmtKind::CopyField`]) is its parameter, check, fact and index, then
+//!   the field's offset, the private array and 1 to the slice / 0 from it;
 //! - a [`Check`] is 0 checked, 1 proved, 2 and a bound (`When`), 3 and a bound (`Guard`);
 //! - enumerations are their index in the `ALL` list of their type.
 //!
@@ -28,7 +30,7 @@ use crate::ty::Scalar;
 /// "SYIR".
 pub const MAGIC: u32 = 0x5359_4952;
 /// The format's version.
-pub const VERSION: u32 = 18;
+pub const VERSION: u32 = 19;
 /// The most const generic parameters a kernel may have.
 pub const MAX_CONST_PARAMS: usize = 16;
 /// No value (a kernel's result type, an assignment without operator).
@@ -306,6 +308,21 @@ impl Writer {
                 self.out.push(13);
                 self.out.push(code(&MemoryOrder::ALL, order));
                 self.out.push(code(&MemoryScope::ALL, scope));
+            }
+            StmtKind::CopyField {
+                param,
+                check,
+                index_fits_i32,
+                index,
+                offset,
+                array,
+                to_slice,
+            } => {
+                self.out.extend([14, *param as u32]);
+                self.check(check);
+                self.check(index_fits_i32);
+                self.expr(index);
+                self.out.extend([*offset, *array as u32, *to_slice as u32]);
             }
         }
     }
@@ -852,6 +869,21 @@ impl Reader<'_> {
             13 => {
                 let order = self.of(&MemoryOrder::ALL, "memory order")?;
                 StmtKind::Fence(order, self.of(&MemoryScope::ALL, "memory scope")?)
+            }
+            14 => {
+                let param = self.param()?;
+                let check = self.check()?;
+                let index_fits_i32 = self.check()?;
+                let index = self.expr()?;
+                StmtKind::CopyField {
+                    param,
+                    check,
+                    index_fits_i32,
+                    index,
+                    offset: self.word()?,
+                    array: self.local()?,
+                    to_slice: self.flag()?,
+                }
             }
             _ => return Err(self.bad("statement")),
         }))

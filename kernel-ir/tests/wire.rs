@@ -619,7 +619,7 @@ impl Gen {
         let e = EXPR_DEPTH;
         let nested = depth > 0 && self.fuel > 0;
         loop {
-            return match self.rng.below(16) {
+            return match self.rng.below(17) {
                 0 => {
                     let ls = self.let_locals();
                     if ls.is_empty() {
@@ -737,6 +737,44 @@ impl Gen {
                         },
                         src: (),
                     }))
+                }
+                15 => {
+                    // A private array copied whole from or to a struct slice's element, at
+                    // an offset where its items fit.
+                    let to_slice = self.rng.one_in(2);
+                    let mut copies = Vec::new();
+                    for (i, p) in self.params.iter().enumerate() {
+                        let Param::Structs { size, mutable } = *p else {
+                            continue;
+                        };
+                        for (l, local) in self.locals.iter().enumerate() {
+                            let Some(len) = local.array_len() else {
+                                continue;
+                            };
+                            let width = local.ty.size() as u32;
+                            if local.is_private_array()
+                                && field_fits(local.ty, size)
+                                && len * width <= size
+                                && (mutable || !to_slice)
+                            {
+                                copies.push((i, l, (size - len * width) / width));
+                            }
+                        }
+                    }
+                    if copies.is_empty() {
+                        continue;
+                    }
+                    let (param, array, last) = self.rng.pick(&copies);
+                    let width = self.locals[array].ty.size() as u32;
+                    Stmt::new(StmtKind::CopyField {
+                        param,
+                        check: self.check(),
+                        index_fits_i32: self.check(),
+                        index: self.expr(Scalar::Usize, e),
+                        offset: self.rng.below(last as usize + 1) as u32 * width,
+                        array,
+                        to_slice,
+                    })
                 }
                 _ => continue,
             };
@@ -985,6 +1023,9 @@ fn generator_covers_the_ir() {
         "Let(",
         "AssignLocal(",
         "Store {",
+        "CopyField { param",
+        "to_slice: true",
+        "to_slice: false",
         "If(",
         "While(",
         "Loop(",
@@ -1591,7 +1632,7 @@ fn huge_counts() {
 
 #[test]
 fn out_of_range_indices_and_codes() {
-    let cases: [(&[u32], &str); 11] = [
+    let cases: [(&[u32], &str); 12] = [
         // a parameter of kind 3
         (&[MAGIC, VERSION, 1, 3, 0, 0], "parameter"),
         // a struct slice whose mutable flag is 2
@@ -1617,8 +1658,10 @@ fn out_of_range_indices_and_codes() {
             &[MAGIC, VERSION, 0, NONE, 0, 1, 3, 9, 5, 0, 3, 0],
             "dimension",
         ),
-        // statement tag 14
-        (&[MAGIC, VERSION, 0, NONE, 0, 1, 14, 0], "statement"),
+        // statement tag 15
+        (&[MAGIC, VERSION, 0, NONE, 0, 1, 15, 0], "statement"),
+        // a field copy on parameter 0 of none
+        (&[MAGIC, VERSION, 0, NONE, 0, 1, 14, 0], "parameter"),
         // a fence of memory order 5
         (
             &[MAGIC, VERSION, 0, NONE, 0, 1, 13, 5, 0, 0],
@@ -1907,6 +1950,70 @@ fn the_validator_checks_struct_fields() {
             }),
             "read-only",
         ),
+    ];
+    for (stmt, why) in cases {
+        let err = validate(&kernel(vec![stmt.clone()]), Role::Kernel).unwrap_err();
+        assert!(err.what.contains(why), "{stmt:?}: {err}");
+    }
+}
+
+#[test]
+fn the_validator_checks_field_copies() {
+    use Scalar::*;
+    // `base_kernel`, parameters 4 `&[S]` (12 bytes) and 5 `&mut [T]` (16 bytes), locals 3 a
+    // private `[f32; 3]` and 4 a private `[f16; 2]`.
+    let kernel = |body: Vec<Stmt>| {
+        let mut f = base_kernel(body);
+        f.params.push(Param::Structs {
+            size: 12,
+            mutable: false,
+        });
+        f.params.push(Param::Structs {
+            size: 16,
+            mutable: true,
+        });
+        f.locals.push(Local {
+            ty: F32,
+            array: Some(Array::private(3)),
+            info: (),
+        });
+        f.locals.push(Local {
+            ty: F16,
+            array: Some(Array::private(2)),
+            info: (),
+        });
+        f
+    };
+    let copy = |param, offset, array, to_slice| {
+        Stmt::new(StmtKind::CopyField {
+            param,
+            check: Check::Checked,
+            index_fits_i32: Check::Checked,
+            index: usize0(),
+            offset,
+            array,
+            to_slice,
+        })
+    };
+    for ok in [
+        copy(4, 0, 3, false),
+        copy(5, 4, 3, true),
+        copy(5, 12, 4, false),
+        copy(4, 2, 4, false),
+    ] {
+        assert_eq!(
+            validate(&kernel(vec![ok.clone()]), Role::Kernel),
+            Ok(()),
+            "{ok:?}"
+        );
+    }
+    let cases = [
+        (copy(4, 0, 3, true), "read-only"),
+        (copy(4, 4, 3, false), "outside"),
+        (copy(5, 2, 3, false), "misaligned"),
+        (copy(2, 0, 3, false), "not a struct slice"),
+        (copy(4, 0, 2, false), "not a private array"),
+        (copy(4, 0, 0, false), "not a private array"),
     ];
     for (stmt, why) in cases {
         let err = validate(&kernel(vec![stmt.clone()]), Role::Kernel).unwrap_err();

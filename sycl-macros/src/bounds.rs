@@ -853,7 +853,7 @@ fn guarded_stmts<'a>(
                 stmt_roots(s, &mut |e| guarded_expr(locals, e, conds, out));
                 guarded_stmts(locals, b, conds, out);
             }
-            StmtKind::Store { index, .. } => {
+            StmtKind::Store { index, .. } | StmtKind::CopyField { index, .. } => {
                 record(index, conds, out);
                 stmt_roots(s, &mut |e| guarded_expr(locals, e, conds, out));
             }

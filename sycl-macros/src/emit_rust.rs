@@ -605,6 +605,54 @@ impl<'a> RustEmitter<'a> {
                     }
                 }
             }
+            StmtKind::CopyField {
+                param,
+                check,
+                index,
+                offset,
+                array,
+                to_slice,
+                ..
+            } => {
+                let local = &self.f.locals[*array];
+                let len = local.array_len().expect("a private array");
+                let field = kir::Field {
+                    ty: local.ty,
+                    offset: *offset,
+                    item: None,
+                };
+                let (i, _, form) = self.field_parts(index, check, &field);
+                let generics = {
+                    let t = ty_tokens(local.ty);
+                    let offset = Literal::usize_unsuffixed(*offset as usize);
+                    let items = Literal::usize_unsuffixed(len as usize);
+                    quote!(#t, #offset, #items)
+                };
+                let p = self.param(*param);
+                let a = self.local(*array);
+                let (unchecked, checked) = match to_slice {
+                    false => (
+                        // SAFETY: emitted only where the bounds analysis proved `__i < len`
+                        // (with `__G`: under the run-time guard that held).
+                        quote!(unsafe { #p.load_items_unchecked::<#generics>(__i) }),
+                        quote!(#p.load_items::<#generics>(__i)),
+                    ),
+                    true => (
+                        // SAFETY: as for the load.
+                        quote!(unsafe { #p.store_items_unchecked::<#generics>(__i, #a) }),
+                        quote!(#p.store_items::<#generics>(__i, #a)),
+                    ),
+                };
+                let access = match form {
+                    FieldForm::Proved => unchecked,
+                    FieldForm::Guarded => quote!(if __G { #unchecked } else { #checked }),
+                    FieldForm::Checked => checked,
+                };
+                match to_slice {
+                    false => quote!({ let __i: usize = #i; #a = #access; }),
+                    true => quote!({ let __i: usize = #i; #access; }),
+                }
+            }
             StmtKind::Store {
                 base,
                 check,

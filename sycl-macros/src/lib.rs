@@ -244,12 +244,19 @@ fn instance(
         ParamKind::Structs { size, mutable } => {
             // The element type as the kernel names it (a struct, or `[f32; 4]`): its derive
             // (or the arrays' impl) computed the parts key from the same layout.
-            let elem: syn::Type = syn::parse_str(
+            let mut elem: syn::Type = syn::parse_str(
                 p.strukt
                     .as_deref()
                     .expect("a struct slice names its element"),
             )
             .expect("a type");
+            // An array of halves is named `[bf16; 8]`: its items through sycl's re-export.
+            if let syn::Type::Array(a) = &mut elem {
+                if let Some(t) = parse::scalar_ty(&a.elem) {
+                    let t = emit_rust::ty_tokens(t);
+                    *a.elem = syn::parse_quote!(#t);
+                }
+            }
             quote!(::sycl::kernel::__rt::ParamSpec::Structs {
                 size: #size,
                 parts: <#elem as ::sycl::KernelType>::__SYCL_PARTS,

@@ -148,6 +148,26 @@ fn sub_groups(x: &[f64], k: usize, out: &mut [f64], ids: &mut [u64]) {
     ids[i] = (q * sub_group_max_local_range()) as u64;
 }
 
+#[sycl::kernel]
+fn element_copies(
+    v: &[[f32; 4]],
+    vo: &mut [[f32; 4]],
+    h: &[[sycl::half::bf16; 8]],
+    ho: &mut [[sycl::half::bf16; 8]],
+    t: &[[u32; 3]],
+    to: &mut [[u32; 3]],
+    k: &[u64],
+) {
+    let i = global_id(0);
+    let j = k[i] as usize;
+    let a = v[i];
+    vo[j] = a;
+    let b = h[j];
+    ho[i] = b;
+    let c = t[i];
+    to[i] = c;
+}
+
 /// Every instruction in the module's functions.
 fn function_instructions(m: &Module) -> impl Iterator<Item = &Instruction> {
     m.functions
@@ -298,6 +318,14 @@ fn modules_are_valid_spirv_with_the_launch_layout() {
             spirv_of::<sub_groups>(d1),
             [64, 1, 1],
             cat(&[&slice, &["i64"], &slice, &slice, &tail]),
+        ),
+        (
+            "element_copies",
+            spirv_of::<element_copies>(d1),
+            [64, 1, 1],
+            cat(&[
+                &slice, &slice, &slice, &slice, &slice, &slice, &slice, &tail,
+            ]),
         ),
     ];
     let dir = std::env::temp_dir().join(format!("sycl-rs-spirv-{}", std::process::id()));
@@ -688,5 +716,51 @@ fn index_and_loop_forms_for_intels_vectorizer() {
     assert!(
         !guarded.contains(&Op::UDiv),
         "strided_sum: a trip count where v += step fits"
+    );
+}
+
+/// A whole array element moves as one vector where the form has one (`StmtKind::CopyField`):
+/// SPIR-V loads and stores `<4 x f32>` and `<8 x i16>` (bf16 as bits) through
+/// `CrossWorkgroup` pointers; OpenCL C `vload4`/`vstore8` (and `vload3`); CUDA 16-byte
+/// `uint4` accesses behind the address test. (Conformance `kernels::vector_copies` runs them.)
+#[test]
+fn whole_elements_move_as_vectors() {
+    use sycl::kernel::__rt::program_source_of;
+    let d1 = Range::d1(256).with_local([64, 1, 1]);
+    let bytes = spirv_of::<element_copies>(d1).expect("built");
+    let (_, module) = module_of("element_copies", &bytes);
+    let vectors: Vec<(u32, u32)> = module
+        .types_global_values
+        .iter()
+        .filter(|i| i.class.opcode == Op::TypeVector)
+        .map(|i| match i.operands[1] {
+            Operand::LiteralBit32(n) => (i.result_id.expect("an id"), n),
+            ref other => panic!("OpTypeVector's count: {other:?}"),
+        })
+        .collect();
+    let loads: Vec<u32> = function_instructions(&module)
+        .filter(|i| i.class.opcode == Op::Load)
+        .filter_map(|i| i.result_type)
+        .filter_map(|t| vectors.iter().find(|v| v.0 == t).map(|v| v.1))
+        .collect();
+    assert!(
+        loads.contains(&4) && loads.contains(&8),
+        "SPIR-V: vector loads of {loads:?} items (wanted 4 and 8)"
+    );
+    let cl =
+        program_source_of::<element_copies>(sycl::kernel::KernelIr::OpenClC, d1).expect("OpenCL C");
+    for form in [
+        "vstore4(vload4(0, ",
+        "vstore8(vload8(0, ",
+        "vstore3(vload3(0, ",
+    ] {
+        assert!(cl.contains(form), "OpenCL C: no `{form}` in\n{cl}");
+    }
+    let cuda =
+        program_source_of::<element_copies>(sycl::kernel::KernelIr::CudaC, d1).expect("CUDA C");
+    assert_eq!(
+        cuda.matches("uint4 w").count(),
+        4,
+        "CUDA: not two 16-byte loads and stores in\n{cuda}"
     );
 }

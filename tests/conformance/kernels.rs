@@ -7303,6 +7303,111 @@ pub fn structs(d: &Device) -> R {
     )
 }
 
+/// Whole array elements and a struct's array fields copied in one access each
+/// (`StmtKind::CopyField`: a vector where the device has one) at 2, 3, 4 and 8 items of 2, 4
+/// and 8 bytes, read and written at proved (`i`) and checked (`j`) indices. Bits move as
+/// they are (a signalling NaN stays one).
+#[sycl::kernel]
+#[allow(clippy::too_many_arguments)]
+fn vector_copies(
+    v: &[[f32; 4]],
+    vo: &mut [[f32; 4]],
+    h: &[[sycl::half::bf16; 8]],
+    ho: &mut [[sycl::half::bf16; 8]],
+    l: &[[i64; 2]],
+    lo: &mut [[i64; 2]],
+    t: &[[u32; 3]],
+    to: &mut [[u32; 3]],
+    pin: &[Particle],
+    pout: &mut [Particle],
+    perm: &[u64],
+) {
+    let i = global_id(0);
+    let j = perm[i] as usize;
+    let a = v[j];
+    vo[i] = a;
+    let b = h[i];
+    ho[j] = b;
+    let c = l[j];
+    lo[j] = c;
+    let e = t[i];
+    to[i] = e;
+    let q = pin[j];
+    pout[i] = q;
+}
+
+/// Whole-element copies (`let a = v[i]; w[j] = a;` on slices of arrays, `let q = p[i];` on a
+/// struct's array fields): each item bit-equal to its source, and an index past the end (read
+/// or write) failing the launch.
+pub fn vector_copies_of_elements(d: &Device) -> R {
+    use sycl::half::bf16;
+    let q = in_order(d)?;
+    let n = 80;
+    // Reversed in blocks of 8: every checked index differs from `i`.
+    let perm: Vec<u64> = (0..n as u64).map(|i| (i / 8) * 8 + 7 - i % 8).collect();
+    let v: Vec<[f32; 4]> = (0..n)
+        .map(|i| {
+            let f = i as f32;
+            [f, -f * 0.5, f32::from_bits(0x7f80_0001 + i as u32), 1e-40]
+        })
+        .collect();
+    let h: Vec<[bf16; 8]> = (0..n)
+        .map(|i| std::array::from_fn(|k| bf16::from_bits(0x7f81 + (i * 8 + k) as u16)))
+        .collect();
+    let l: Vec<[i64; 2]> = (0..n as i64).map(|i| [-i << 40, i * 3 + 1]).collect();
+    let t: Vec<[u32; 3]> = (0..n as u32).map(|i| [i, !i, i << 20]).collect();
+    let pin = particles(n);
+    let (dv, dh, dl, dt) = (
+        upload(&q, &v)?,
+        upload(&q, &h)?,
+        upload(&q, &l)?,
+        upload(&q, &t)?,
+    );
+    let (dpin, dperm) = (upload(&q, &pin)?, upload(&q, &perm)?);
+    let vo = filled(&q, n, [0f32; 4])?;
+    let ho = filled(&q, n, [bf16::ZERO; 8])?;
+    let lo = filled(&q, n, [0i64; 2])?;
+    let to = filled(&q, n, [0u32; 3])?;
+    let pout = upload(&q, &particles(n).iter().map(|_| pin[0]).collect::<Vec<_>>())?;
+    run(
+        &q,
+        Range::d1(n),
+        vector_copies(&dv, &vo, &dh, &ho, &dl, &lo, &dt, &to, &dpin, &pout, &dperm),
+    )?;
+    let j = |i: usize| perm[i] as usize;
+    let bits = |a: &[f32; 4]| a.map(f32::to_bits);
+    let got: Vec<[u32; 4]> = q.to_vec(&vo).map_err(fail)?.iter().map(bits).collect();
+    let want: Vec<[u32; 4]> = (0..n).map(|i| bits(&v[j(i)])).collect();
+    compare(&got, &want, |i| format!("vector_copies vo[{i}] (bits)"))?;
+    let hb = |a: &[bf16; 8]| a.map(bf16::to_bits);
+    let got: Vec<[u16; 8]> = q.to_vec(&ho).map_err(fail)?.iter().map(hb).collect();
+    let mut want = vec![[0u16; 8]; n];
+    for i in 0..n {
+        want[j(i)] = hb(&h[i]);
+    }
+    compare(&got, &want, |i| format!("vector_copies ho[{i}] (bits)"))?;
+    compare(&q.to_vec(&lo).map_err(fail)?, &l, |i| {
+        format!("vector_copies lo[{i}]")
+    })?;
+    compare(&q.to_vec(&to).map_err(fail)?, &t, |i| {
+        format!("vector_copies to[{i}]")
+    })?;
+    let want: Vec<Particle> = (0..n).map(|i| pin[j(i)]).collect();
+    compare(&q.to_vec(&pout).map_err(fail)?, &want, |i| {
+        format!("vector_copies pout[{i}]")
+    })?;
+    // One index past the end: `v[j]` reads and `ho[j]`, `lo[j]` write out of bounds.
+    let mut bad = perm.clone();
+    bad[5] = n as u64;
+    let dbad = upload(&q, &bad)?;
+    fails_in_kernel(
+        &q,
+        Range::d1(n),
+        vector_copies(&dv, &vo, &dh, &ho, &dl, &lo, &dt, &to, &dpin, &pout, &dbad),
+        "vector_copies",
+    )
+}
+
 // ---------------------------------------------------------------- 18. generic helpers (issue 31, item 7)
 
 /// A generic helper called by another.

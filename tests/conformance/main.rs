@@ -1370,6 +1370,11 @@ fn main() -> ExitCode {
             run: kernels::structs,
         },
         DeviceTest {
+            name: "kernels::vector_copies",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::vector_copies_of_elements,
+        },
+        DeviceTest {
             name: "kernels::generic_kernels",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::generic_kernels,

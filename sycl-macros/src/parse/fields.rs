@@ -327,6 +327,98 @@ impl Parser {
         out
     }
 
+    /// `arr` declared (at zero) and filled from the scalars `gets`: one whole-field copy where
+    /// they are an array field of one slice element in order ([`StmtKind::CopyField`]), else
+    /// a store per item.
+    fn declare_array(&mut self, arr: usize, gets: &[Get], span: Span) -> Vec<Stmt> {
+        let Some(copy) = self.copy_from_slice(arr, gets, span) else {
+            return self.fill_array(arr, gets, span);
+        };
+        let zero = Expr {
+            kind: ExprKind::Lit(Lit::Zero),
+            ty: self.locals[arr].ty,
+            src: At(span),
+        };
+        vec![
+            Stmt {
+                kind: StmtKind::Let(arr, zero),
+                src: At(span),
+            },
+            copy,
+        ]
+    }
+
+    /// `arr = param[t].field` as one copy, where `gets` are the items of one slice element's
+    /// array field, in order, of `arr`'s length.
+    fn copy_from_slice(&mut self, arr: usize, gets: &[Get], span: Span) -> Option<Stmt> {
+        let Get::Slice {
+            param,
+            index,
+            offset,
+            ..
+        } = *gets.first()?
+        else {
+            return None;
+        };
+        let len = gets.len() as u32;
+        let run = gets.iter().enumerate().all(|(k, g)| {
+            matches!(*g, Get::Slice { param: p, index: i, offset: o, item: Some((item, n)), .. }
+                if p == param && i == index && o == offset && item == k as u32 && n == len)
+        });
+        (run && self.locals[arr].array_len() == Some(len))
+            .then(|| self.copy_field(param, index, offset, arr, false, span))
+    }
+
+    /// `param[t].field = arr` as one copy, where `gets` are `arr`'s items, in order, all of
+    /// them.
+    fn copy_to_slice(
+        &mut self,
+        param: usize,
+        index: usize,
+        offset: u32,
+        gets: &[Get],
+        span: Span,
+    ) -> Option<Stmt> {
+        let Get::ArrayItem(arr, ..) = *gets.first()? else {
+            return None;
+        };
+        let local = &self.locals[arr];
+        let run = local.is_private_array()
+            && local.array_len() == Some(gets.len() as u32)
+            && gets.iter().enumerate().all(
+                |(k, g)| matches!(*g, Get::ArrayItem(l, item, _) if l == arr && item == k as u32),
+            );
+        run.then(|| self.copy_field(param, index, offset, arr, true, span))
+    }
+
+    fn copy_field(
+        &mut self,
+        param: usize,
+        index: usize,
+        offset: u32,
+        array: usize,
+        to_slice: bool,
+        span: Span,
+    ) -> Stmt {
+        let it = self.types.known(Ty::Usize);
+        Stmt {
+            kind: StmtKind::CopyField {
+                param,
+                check: true,
+                index_fits_i32: (),
+                index: Expr {
+                    kind: ExprKind::Local(index),
+                    ty: it,
+                    src: At(span),
+                },
+                offset,
+                array,
+                to_slice,
+            },
+            src: At(span),
+        }
+    }
+
     /// `arr[k] = value;` for a literal `k`.
     fn store_item(&mut self, arr: usize, k: usize, value: Expr, span: Span) -> StmtKind {
         let it = self.types.known(Ty::Usize);
@@ -808,7 +900,7 @@ impl Parser {
             let l = self.new_local(name, ty, mutable, Some(arr));
             // (Filled by stores after its `let`.)
             self.locals[l].info.mutable = true;
-            out.extend(self.fill_array(l, &src.scalars, span));
+            out.extend(self.declare_array(l, &src.scalars, span));
             return Ok(out);
         }
         let mut slots = Vec::new();
@@ -829,7 +921,7 @@ impl Parser {
                 }
                 Some(len) => {
                     let arr = self.hidden_array(&format!("{name}.{}", f.name), f.ty, len, mutable);
-                    out.extend(self.fill_array(arr, gets, span));
+                    out.extend(self.declare_array(arr, gets, span));
                     slots.push(Slot::Array(arr));
                 }
             }
@@ -878,6 +970,14 @@ impl Parser {
             let mut out = src.pre;
             let mut at = 0;
             for (f, slot) in v.def.fields.iter().zip(&v.slots) {
+                if let Slot::Array(l) = *slot {
+                    let gets = &src.scalars[at..at + f.scalars()];
+                    if let Some(copy) = self.copy_from_slice(l, gets, span) {
+                        out.push(copy);
+                        at += f.scalars();
+                        continue;
+                    }
+                }
                 for k in 0..f.scalars() {
                     let value = self.get(&src.scalars[at], span);
                     at += 1;
@@ -907,6 +1007,14 @@ impl Parser {
         out.push(st);
         let mut at = 0;
         for f in &def.fields {
+            if f.len.is_some() {
+                let gets = &src.scalars[at..at + f.scalars()];
+                if let Some(copy) = self.copy_to_slice(p, t, f.offset, gets, span) {
+                    out.push(copy);
+                    at += f.scalars();
+                    continue;
+                }
+            }
             for k in 0..f.scalars() as u32 {
                 let value = self.get(&src.scalars[at], span);
                 at += 1;

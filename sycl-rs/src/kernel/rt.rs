@@ -307,6 +307,31 @@ impl<const SIZE: usize, const MUT: bool> KernelStructs<'_, SIZE, MUT> {
         // SAFETY: the caller guarantees the indices; the rest as in `load`.
         unsafe { T::load(self.ptr.add(i * SIZE + OFFSET).cast::<T>().add(item)) }
     }
+
+    /// The whole array field of `ITEMS` at byte `OFFSET` of struct `i` (one bounds check);
+    /// panics when `i` is out of bounds.
+    #[inline(always)]
+    pub fn load_items<T: Element, const OFFSET: usize, const ITEMS: usize>(
+        &self,
+        i: usize,
+    ) -> [T; ITEMS] {
+        self.at::<T, OFFSET, ITEMS>(i, 0);
+        // SAFETY: `at` checked `i < len`, and the field lies inside the struct.
+        unsafe { self.load_items_unchecked::<T, OFFSET, ITEMS>(i) }
+    }
+
+    /// As [`KernelStructs::load_items`], without the bounds check.
+    ///
+    /// # Safety
+    /// `i < self.len()`.
+    #[inline(always)]
+    pub unsafe fn load_items_unchecked<T: Element, const OFFSET: usize, const ITEMS: usize>(
+        &self,
+        i: usize,
+    ) -> [T; ITEMS] {
+        // SAFETY: the caller guarantees `i`, and `k < ITEMS`; the rest as in `load`.
+        std::array::from_fn(|k| unsafe { self.load_unchecked::<T, OFFSET, ITEMS>(i, k) })
+    }
 }
 
 impl<const SIZE: usize> KernelStructs<'_, SIZE, true> {
@@ -337,6 +362,35 @@ impl<const SIZE: usize> KernelStructs<'_, SIZE, true> {
     ) {
         // SAFETY: the caller guarantees the indices; the rest as in `store`.
         unsafe { T::store(self.ptr.add(i * SIZE + OFFSET).cast::<T>().add(item), v) }
+    }
+
+    /// Writes the whole array field of `ITEMS` at byte `OFFSET` of struct `i` (one bounds
+    /// check); panics when `i` is out of bounds.
+    #[inline(always)]
+    pub fn store_items<T: Element, const OFFSET: usize, const ITEMS: usize>(
+        &self,
+        i: usize,
+        v: [T; ITEMS],
+    ) {
+        self.at::<T, OFFSET, ITEMS>(i, 0);
+        // SAFETY: `at` checked `i < len`, and the field lies inside the struct.
+        unsafe { self.store_items_unchecked::<T, OFFSET, ITEMS>(i, v) }
+    }
+
+    /// As [`KernelStructs::store_items`], without the bounds check.
+    ///
+    /// # Safety
+    /// `i < self.len()`.
+    #[inline(always)]
+    pub unsafe fn store_items_unchecked<T: Element, const OFFSET: usize, const ITEMS: usize>(
+        &self,
+        i: usize,
+        v: [T; ITEMS],
+    ) {
+        for (k, x) in v.into_iter().enumerate() {
+            // SAFETY: the caller guarantees `i`, and `k < ITEMS`; the rest as in `store`.
+            unsafe { self.store_unchecked::<T, OFFSET, ITEMS>(i, k, x) }
+        }
     }
 }
 

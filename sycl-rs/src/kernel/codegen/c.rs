@@ -1286,6 +1286,23 @@ impl<'a> Printer<'a> {
                 let line = format!("v{l} = {value};");
                 self.line(&line);
             }
+            StmtKind::CopyField {
+                param,
+                check,
+                index_fits_i32,
+                index,
+                offset,
+                array,
+                to_slice,
+            } => self.copy_field(
+                *param,
+                check,
+                index_fits_i32,
+                index,
+                *offset,
+                *array,
+                *to_slice,
+            ),
             StmtKind::Store {
                 base,
                 check,
@@ -1501,6 +1518,112 @@ impl<'a> Printer<'a> {
             ok(&item_access)
         );
         (ptr, "SYCL_FIELD_END".into(), flat, Access::Checked)
+    }
+
+    /// A whole array field copied from or to a private array ([`StmtKind::CopyField`]): one
+    /// bounds check, then one vector access where the dialect has one (OpenCL C `vloadn` /
+    /// `vstoren`, which need only the items' alignment; CUDA 4-, 8- or 16-byte loads and
+    /// stores where the address is aligned to them, tested at run time), else an item at a
+    /// time. A failed check reads zeros and writes nothing, as the scalar accesses do.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_field(
+        &mut self,
+        p: usize,
+        check: &Check,
+        index_fits_i32: &Check,
+        index: &Expr,
+        offset: u32,
+        array: usize,
+        to_slice: bool,
+    ) {
+        let d = self.d;
+        let local = &self.f.locals[array];
+        let (t, n) = (
+            local.ty,
+            local.array_len().expect("validated: a private array"),
+        );
+        let Param::Structs { size, .. } = self.f.params[p] else {
+            unreachable!("validated: a struct slice")
+        };
+        let et = elem_cty(d, t);
+        let width = t.size() as u32;
+        let (stride, first) = (size / width, offset / width);
+        let c = if to_slice { "" } else { "const " };
+        let space = match d {
+            Dialect::Cuda => "",
+            Dialect::OpenCl => "__global ",
+        };
+        let iname = self.fresh("i");
+        let q = self.fresh("q");
+        self.line("{");
+        self.depth += 1;
+        let i = self.index(index, index_fits_i32);
+        self.line(&format!("sycl_u64 {iname} = {i};"));
+        let ok = match self.access(check) {
+            Access::Unchecked => None,
+            Access::Checked => Some(format!("{iname} < p{p}_len")),
+            Access::When(cond) => Some(format!("({cond}) || {iname} < p{p}_len")),
+        };
+        if let Some(ok) = &ok {
+            self.line(&format!("if ({ok}) {{"));
+            self.depth += 1;
+        }
+        if to_slice {
+            // Nothing after a failure reaches memory others see.
+            self.line(&format!("if (!{}) {{", self.failed()));
+            self.depth += 1;
+        }
+        self.line(&format!(
+            "{space}{c}{et}* {q} = ({space}{c}{et}*)p{p} + {iname} * {stride}u + {first}u;"
+        ));
+        let (src, dst) = match to_slice {
+            true => (format!("a{array}"), q.clone()),
+            false => (q.clone(), format!("a{array}")),
+        };
+        let bytes = n * width;
+        let items = format!("for (unsigned int k = 0; k < {n}u; k++) {dst}[k] = {src}[k];");
+        match d {
+            Dialect::OpenCl if matches!(n, 2 | 3 | 4 | 8 | 16) => {
+                self.line(&format!("vstore{n}(vload{n}(0, {src}), 0, {dst});"));
+            }
+            // The address is aligned to the vector when the slice's base is: the struct's
+            // size and the field's offset are multiples of it.
+            Dialect::Cuda
+                if n >= 2
+                    && matches!(bytes, 8 | 16)
+                    && size % bytes == 0
+                    && offset % bytes == 0 =>
+            {
+                let vt = if bytes == 16 { "uint4" } else { "uint2" };
+                self.line(&format!("if ((((sycl_u64){q}) & {}u) == 0) {{", bytes - 1));
+                let line = match to_slice {
+                    true => format!("{vt} w; memcpy(&w, {src}, {bytes}); *({vt}*){q} = w;"),
+                    false => format!("{vt} w = *(const {vt}*){q}; memcpy({dst}, &w, {bytes});"),
+                };
+                self.line(&format!("    {line}"));
+                self.line(&format!("}} else {{ {items} }}"));
+            }
+            _ => self.line(&items),
+        }
+        if to_slice {
+            self.depth -= 1;
+            self.line("}");
+        }
+        if ok.is_some() {
+            self.depth -= 1;
+            let zero = match to_slice {
+                true => String::new(),
+                false => {
+                    format!(" for (unsigned int k = 0; k < {n}u; k++) a{array}[k] = ({et})0;")
+                }
+            };
+            self.line(&format!(
+                "}} else {{ sycl_set_fail({}, SYCL_FAIL_BOUNDS);{zero} }}",
+                self.failp()
+            ));
+        }
+        self.depth -= 1;
+        self.line("}");
     }
 
     fn base_ty(&self, base: Base) -> Ty {

@@ -1012,6 +1012,15 @@ impl Fx<'_> {
                 };
                 self.store(self.locals[*l], v)
             }
+            StmtKind::CopyField {
+                param,
+                check,
+                index,
+                offset,
+                array,
+                to_slice,
+                ..
+            } => self.copy_field(*param, check, index, *offset, *array, *to_slice),
             StmtKind::Store {
                 base,
                 check,
@@ -2032,6 +2041,153 @@ impl Fx<'_> {
             let p = fx.field_ptr(base, t, flat)?;
             fx.write_scalar(t, p, StorageClass::CrossWorkgroup, t.size() as u32, v)
         })
+    }
+
+    /// A whole array field copied from or to a private array ([`StmtKind::CopyField`]): one
+    /// bounds check, then one vector load and store of 2, 4, 8 or 16 items (aligned to an
+    /// item: the field is), else an item at a time. A failed check reads zeros and writes
+    /// nothing, as the scalar accesses do. Halves move as their 16-bit patterns.
+    fn copy_field(
+        &mut self,
+        p: usize,
+        check: &Check,
+        index: &Expr,
+        offset: u32,
+        array: usize,
+        to_slice: bool,
+    ) -> Result<()> {
+        let local = &self.f.locals[array];
+        let (t, n) = (
+            local.ty,
+            local
+                .array_len()
+                .ok_or_else(|| bad("a field copy into a scalar"))?,
+        );
+        let field = sycl_kernel_ir::Field {
+            ty: t,
+            offset,
+            item: None,
+        };
+        let (flat, ok) = self.field_index(Base::Param(p), index, check, &field)?;
+        if to_slice {
+            let go = match ok {
+                None => {
+                    let failed = self.failed()?;
+                    self.op(Op::LogicalNot, ScalarTy::Bool, &[failed])?
+                }
+                Some(ok) => {
+                    let before = self.set_fail_unless(ok, FAIL_BOUNDS)?;
+                    let zero = self.m.u32c(0);
+                    let clean = self.op(Op::IEqual, ScalarTy::Bool, &[before, zero])?;
+                    self.op(Op::LogicalAnd, ScalarTy::Bool, &[ok, clean])?
+                }
+            };
+            return self.if_then(go, |fx| fx.copy_items(p, t, n, flat, array, true));
+        }
+        let Some(ok) = ok else {
+            return self.copy_items(p, t, n, flat, array, false);
+        };
+        self.set_fail_unless(ok, FAIL_BOUNDS)?;
+        let (yes, no, merge) = (self.label(), self.label(), self.label());
+        self.open_selection(ok, yes, no, merge)?;
+        self.begin(yes)?;
+        self.copy_items(p, t, n, flat, array, false)?;
+        self.branch(merge)?;
+        self.begin(no)?;
+        let zero = match t.is_half() {
+            true => {
+                let ty = self.m.mem_ty(t);
+                self.m.konst_raw(ty, 32, 0)
+            }
+            false => self.m.konst(t, 0),
+        };
+        for k in 0..n {
+            let q = self.private_item(array, t, k)?;
+            self.m.b.store(q, zero, None, []).map_err(build_err)?;
+        }
+        self.branch(merge)?;
+        self.begin(merge)
+    }
+
+    /// Item `k` of private array `array` of `t`s: a `Function` pointer to its memory type.
+    fn private_item(&mut self, array: usize, t: ScalarTy, k: u32) -> Result<Word> {
+        let ty = self.m.mem_ty(t);
+        let pt = self.m.ptr(StorageClass::Function, ty);
+        let k = self.m.u32c(k as u64);
+        self.m
+            .b
+            .in_bounds_access_chain(pt, None, self.locals[array], [k])
+            .map_err(build_err)
+    }
+
+    /// The copy itself, in bounds: `n` items between struct slice `p` at `flat` and the
+    /// private array.
+    fn copy_items(
+        &mut self,
+        p: usize,
+        t: ScalarTy,
+        n: u32,
+        flat: Word,
+        array: usize,
+        to_slice: bool,
+    ) -> Result<()> {
+        let ty = self.m.mem_ty(t);
+        let align = [Operand::LiteralBit32(t.size() as u32)];
+        if matches!(n, 2 | 4 | 8 | 16) {
+            let field = self.field_ptr(Base::Param(p), t, flat)?;
+            let item0 = self.private_item(array, t, 0)?;
+            let (src, src_class, dst, dst_class) = match to_slice {
+                true => (
+                    item0,
+                    StorageClass::Function,
+                    field,
+                    StorageClass::CrossWorkgroup,
+                ),
+                false => (
+                    field,
+                    StorageClass::CrossWorkgroup,
+                    item0,
+                    StorageClass::Function,
+                ),
+            };
+            if n > 4 {
+                self.m.cap(Capability::Vector16);
+            }
+            let vt = self.m.b.type_vector(ty, n);
+            let (sp, dp) = (self.m.ptr(src_class, vt), self.m.ptr(dst_class, vt));
+            let src = self.ins(Op::Bitcast, Some(sp), vec![Operand::IdRef(src)])?;
+            let dst = self.ins(Op::Bitcast, Some(dp), vec![Operand::IdRef(dst)])?;
+            let v = self
+                .m
+                .b
+                .load(vt, None, src, Some(MemoryAccess::ALIGNED), align.clone())
+                .map_err(build_err)?;
+            return self
+                .m
+                .b
+                .store(dst, v, Some(MemoryAccess::ALIGNED), align)
+                .map_err(build_err);
+        }
+        for k in 0..n {
+            let kk = self.m.u64c(k as u64);
+            let at = self.op(Op::IAdd, ScalarTy::U64, &[flat, kk])?;
+            let field = self.field_ptr(Base::Param(p), t, at)?;
+            let item = self.private_item(array, t, k)?;
+            let (s, d) = match to_slice {
+                true => (item, field),
+                false => (field, item),
+            };
+            let v = self
+                .m
+                .b
+                .load(ty, None, s, Some(MemoryAccess::ALIGNED), align.clone())
+                .map_err(build_err)?;
+            self.m
+                .b
+                .store(d, v, Some(MemoryAccess::ALIGNED), align.clone())
+                .map_err(build_err)?;
+        }
+        Ok(())
     }
 
     fn base_ty(&self, base: Base) -> Result<ScalarTy> {
