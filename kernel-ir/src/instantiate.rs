@@ -251,7 +251,8 @@ impl Substitution<'_> {
                 | StmtKind::Continue
                 | StmtKind::Return(None)
                 | StmtKind::Barrier
-                | StmtKind::Fence(..) => {}
+                | StmtKind::Fence(..)
+                | StmtKind::Fail(_) => {}
             }
         }
     }

@@ -417,6 +417,9 @@ pub enum StmtKind<S: Stage = Resolved> {
     Barrier,
     /// `atomic_fence(order, scope);` (never `Relaxed`).
     Fence(MemoryOrder, MemoryScope),
+    /// Records the work-item's failure (`kernel_fail(Failure::TimedOut);` in kernels; the
+    /// macro follows it with `return;`). A failure already recorded is kept.
+    Fail(Failure),
 }
 
 /// A work-group kernel cut at its synchronisation points.
@@ -695,7 +698,8 @@ pub fn stmt_roots<'a, S: Stage>(s: &'a Stmt<S>, f: &mut dyn FnMut(&'a Expr<S>)) 
         | StmtKind::Break
         | StmtKind::Continue
         | StmtKind::Barrier
-        | StmtKind::Fence(..) => {}
+        | StmtKind::Fence(..)
+        | StmtKind::Fail(_) => {}
     }
 }
 

@@ -160,6 +160,7 @@ impl<M> Mapper<'_, M> {
             StmtKind::Return(e) => StmtKind::Return(e.as_ref().map(|e| self.expr(e))),
             StmtKind::Barrier => StmtKind::Barrier,
             StmtKind::Fence(o, sc) => StmtKind::Fence(*o, *sc),
+            StmtKind::Fail(f) => StmtKind::Fail(*f),
         };
         Stmt {
             kind,

@@ -501,6 +501,44 @@ impl From<MemoryOrder> for std::sync::atomic::Ordering {
     }
 }
 
+/// Why a kernel stops a work-item on purpose (`kernel_fail(Failure::TimedOut);`): the launch's
+/// event then fails with the error each names. The codes follow the checks' (1 bounds, 2
+/// arithmetic, 3 `clamp`) in the status word every back end reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// A bounded wait gave up (a peer that never arrived): `Errc::Runtime`.
+    TimedOut,
+    /// Work-items or ranks disagreed on what to do (a collective called with different
+    /// arguments): `Errc::Invalid`.
+    Mismatched,
+}
+
+impl Failure {
+    /// Every failure, in wire-code order.
+    pub const ALL: [Failure; 2] = [Failure::TimedOut, Failure::Mismatched];
+
+    /// The failure `Failure::<name>` names.
+    pub fn from_name(name: &str) -> Option<Failure> {
+        Failure::ALL.into_iter().find(|f| f.rust_name() == name)
+    }
+
+    /// The kernel language's name (`TimedOut`).
+    pub fn rust_name(self) -> &'static str {
+        match self {
+            Failure::TimedOut => "TimedOut",
+            Failure::Mismatched => "Mismatched",
+        }
+    }
+
+    /// Its code in the launch's status word.
+    pub fn code(self) -> u32 {
+        match self {
+            Failure::TimedOut => 4,
+            Failure::Mismatched => 5,
+        }
+    }
+}
+
 /// Which work-items an atomic or a fence orders memory for: SYCL's `memory_scope` (work-group,
 /// device, system). On a local array every scope means the work-group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

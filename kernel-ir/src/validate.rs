@@ -323,6 +323,9 @@ impl Validator<'_> {
                 self.role == Role::Kernel && *order != MemoryOrder::Relaxed,
                 "a fence in a helper, or a relaxed one",
             ),
+            StmtKind::Fail(_) => {
+                self.want(self.role == Role::Kernel, "a `kernel_fail` in a helper")
+            }
         }
     }
 

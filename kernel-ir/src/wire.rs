@@ -16,6 +16,7 @@
 //!   the item's length, check and index;
 //! - a whole-field copy ([`StmtKind::CopyField`]) is its parameter, check, fact and index, then
 //!   the field's offset, the private array and 1 to the slice / 0 from it;
+//! - `kernel_fail` ([`StmtKind::Fail`]) is tag 15 and the failure's code;
 //! - a [`Check`] is 0 checked, 1 proved, 2 and a bound (`When`), 3 and a bound (`Guard`);
 //! - enumerations are their index in the `ALL` list of their type.
 //!
@@ -324,6 +325,7 @@ impl Writer {
                 self.expr(index);
                 self.out.extend([*offset, *array as u32, *to_slice as u32]);
             }
+            StmtKind::Fail(f) => self.out.extend([15, code(&Failure::ALL, f)]),
         }
     }
 
@@ -885,6 +887,7 @@ impl Reader<'_> {
                     to_slice: self.flag()?,
                 }
             }
+            15 => StmtKind::Fail(self.of(&Failure::ALL, "failure")?),
             _ => return Err(self.bad("statement")),
         }))
     }

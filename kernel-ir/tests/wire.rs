@@ -619,7 +619,7 @@ impl Gen {
         let e = EXPR_DEPTH;
         let nested = depth > 0 && self.fuel > 0;
         loop {
-            return match self.rng.below(17) {
+            return match self.rng.below(18) {
                 0 => {
                     let ls = self.let_locals();
                     if ls.is_empty() {
@@ -776,6 +776,7 @@ impl Gen {
                         to_slice,
                     })
                 }
+                16 if self.ret.is_none() => Stmt::new(StmtKind::Fail(self.rng.pick(&Failure::ALL))),
                 _ => continue,
             };
         }
@@ -1036,6 +1037,8 @@ fn generator_covers_the_ir() {
         "Return(Some(",
         "Barrier",
         "Fence(Release, Device)",
+        "Fail(TimedOut)",
+        "Fail(Mismatched)",
         // steps
         "Region(",
         "GroupLet(",
@@ -1632,7 +1635,7 @@ fn huge_counts() {
 
 #[test]
 fn out_of_range_indices_and_codes() {
-    let cases: [(&[u32], &str); 12] = [
+    let cases: [(&[u32], &str); 13] = [
         // a parameter of kind 3
         (&[MAGIC, VERSION, 1, 3, 0, 0], "parameter"),
         // a struct slice whose mutable flag is 2
@@ -1658,8 +1661,10 @@ fn out_of_range_indices_and_codes() {
             &[MAGIC, VERSION, 0, NONE, 0, 1, 3, 9, 5, 0, 3, 0],
             "dimension",
         ),
-        // statement tag 15
-        (&[MAGIC, VERSION, 0, NONE, 0, 1, 15, 0], "statement"),
+        // statement tag 16
+        (&[MAGIC, VERSION, 0, NONE, 0, 1, 16, 0], "statement"),
+        // failure 2 of 2
+        (&[MAGIC, VERSION, 0, NONE, 0, 1, 15, 2, 0], "failure"),
         // a field copy on parameter 0 of none
         (&[MAGIC, VERSION, 0, NONE, 0, 1, 14, 0], "parameter"),
         // a fence of memory order 5
@@ -2612,6 +2617,14 @@ fn the_validator_rejects_each_rule() {
             },
             Role::Helper,
             "a helper's empty return",
+        ),
+        (
+            Function {
+                body: vec![Stmt::new(StmtKind::Fail(Failure::TimedOut))],
+                ..helper.clone()
+            },
+            Role::Helper,
+            "a `kernel_fail` in a helper",
         ),
         (
             Function {

@@ -848,6 +848,10 @@ impl<'a> RustEmitter<'a> {
                 let o = format_ident!("{}", order.rust_name());
                 quote!(::core::sync::atomic::fence(::core::sync::atomic::Ordering::#o);)
             }
+            StmtKind::Fail(f) => {
+                let code = f.code();
+                quote!(#rt::kernel_fail(#code);)
+            }
         }
     }
 }

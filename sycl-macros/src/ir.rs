@@ -10,8 +10,8 @@ use sycl_kernel_ir as kir;
 pub use sycl_kernel_ir::Param as ParamKind;
 pub use sycl_kernel_ir::Scalar as Ty;
 pub use sycl_kernel_ir::{
-    Array, AtomicOp, Base, BinOp, Collective, Field, FieldItem, GroupOp, MathFn, MemoryOrder,
-    MemoryScope, Query, Reduce, SubGroupOp, SubGroupQuery, UnOp,
+    Array, AtomicOp, Base, BinOp, Collective, Failure, Field, FieldItem, GroupOp, MathFn,
+    MemoryOrder, MemoryScope, Query, Reduce, SubGroupOp, SubGroupQuery, UnOp,
 };
 
 /// A type while parsing: an index into [`Types`].

@@ -942,6 +942,35 @@ impl Parser {
                 one(StmtKind::Barrier)
             }
             syn::Expr::Call(c) if is_builtin_path_call(c, "atomic_fence") => one(self.fence(c)?),
+            syn::Expr::Call(c) if is_builtin_path_call(c, "kernel_fail") => {
+                let usage =
+                    "`kernel_fail(Failure::TimedOut);` or `kernel_fail(Failure::Mismatched);`";
+                let [f] = c.args.iter().collect::<Vec<_>>()[..] else {
+                    return Err(err(c.span(), usage));
+                };
+                if self.role == Role::Helper {
+                    return Err(err(
+                        c.span(),
+                        "`kernel_fail` belongs to kernels, not helpers: return a value that says what failed",
+                    ));
+                }
+                let failure = match enum_path(f) {
+                    Some((t, v)) if t == "Failure" => Failure::from_name(&v),
+                    _ => None,
+                }
+                .ok_or_else(|| err(f.span(), usage))?;
+                // The work-item stops where it fails.
+                Ok(vec![
+                    Stmt {
+                        kind: StmtKind::Fail(failure),
+                        src: At(span),
+                    },
+                    Stmt {
+                        kind: StmtKind::Return(None),
+                        src: At(span),
+                    },
+                ])
+            }
             syn::Expr::Call(c) if is_builtin_path_call(c, "atomic_store") => {
                 one(StmtKind::Expr(self.atomic(AtomicOp::Store, c)?))
             }
@@ -1798,6 +1827,9 @@ impl Parser {
             }
             if name == "atomic_fence" {
                 return Err(err(span, "`atomic_fence(order, scope);` is a statement"));
+            }
+            if name == "kernel_fail" {
+                return Err(err(span, "`kernel_fail(Failure::..);` is a statement"));
             }
             if let Some(op) = AtomicOp::from_name(&name) {
                 return self.atomic(op, c);

@@ -160,6 +160,9 @@ fn element_copies(
 ) {
     let i = global_id(0);
     let j = k[i] as usize;
+    if j > 1 << 30 {
+        kernel_fail(Failure::Mismatched);
+    }
     let a = v[i];
     vo[j] = a;
     let b = h[j];

@@ -7408,6 +7408,73 @@ pub fn vector_copies_of_elements(d: &Device) -> R {
     )
 }
 
+/// A bounded spin-wait on a flag nobody sets: after `limit` polls the work-item gives up with
+/// `Failure::TimedOut`; a work-item whose `want` differs from the first one's fails with
+/// `Failure::Mismatched`.
+#[sycl::kernel]
+fn bounded_waits(flag: &[u32], want: &[u32], limit: u32, out: &mut [u32]) {
+    let i = global_id(0);
+    if want[i] != want[0] {
+        kernel_fail(Failure::Mismatched);
+    }
+    if i == 5 {
+        let mut polls = 0u32;
+        while atomic_load(flag, 0, Ordering::Acquire, MemoryScope::Device) == 0 {
+            polls += 1;
+            if polls >= limit {
+                kernel_fail(Failure::TimedOut);
+            }
+        }
+    }
+    out[i] = want[i] + 1;
+}
+
+/// `kernel_fail`: the launch's event reports the failure's error code (`Errc::Runtime` for a
+/// timed-out wait, `Errc::Invalid` for a mismatch).
+pub fn kernel_failures(d: &Device) -> R {
+    let q = in_order(d)?;
+    let n = 64;
+    let flag = filled(&q, 1, 0u32)?;
+    let same = filled(&q, n, 3u32)?;
+    let out = filled(&q, n, 0u32)?;
+    let wait_err = |r: sycl::Result<()>, code: Errc, what: &str| -> R {
+        match r {
+            Ok(()) => Err(fail(format!("{what}: wait succeeded; wanted {code:?}"))),
+            Err(e) if e.code() == code => Ok(()),
+            Err(e) => Err(fail(format!("{what}: {e} (wanted {code:?})"))),
+        }
+    };
+    let ev = q
+        .parallel_for(Range::d1(n), &[], bounded_waits(&flag, &same, 1000, &out))
+        .map_err(fail)?;
+    wait_err(
+        ev.wait(),
+        Errc::Runtime,
+        "bounded_waits with a flag never set",
+    )?;
+    // (What a failed launch wrote is unspecified.) With the flag set, nobody waits long and
+    // every work-item writes; one differing `want` is a mismatch.
+    q.fill(&flag, 1u32, &[])
+        .map_err(fail)?
+        .wait()
+        .map_err(fail)?;
+    run(&q, Range::d1(n), bounded_waits(&flag, &same, 1000, &out))?;
+    compare(&q.to_vec(&out).map_err(fail)?, &vec![4u32; n], |i| {
+        format!("bounded_waits out[{i}]")
+    })?;
+    let mut want = vec![3u32; n];
+    want[9] = 4;
+    let differ = upload(&q, &want)?;
+    let ev = q
+        .parallel_for(Range::d1(n), &[], bounded_waits(&flag, &differ, 1000, &out))
+        .map_err(fail)?;
+    wait_err(
+        ev.wait(),
+        Errc::Invalid,
+        "bounded_waits with one differing argument",
+    )
+}
+
 // ---------------------------------------------------------------- 18. generic helpers (issue 31, item 7)
 
 /// A generic helper called by another.

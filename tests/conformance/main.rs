@@ -1375,6 +1375,11 @@ fn main() -> ExitCode {
             run: kernels::vector_copies_of_elements,
         },
         DeviceTest {
+            name: "kernels::kernel_fail",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::kernel_failures,
+        },
+        DeviceTest {
             name: "kernels::generic_kernels",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::generic_kernels,

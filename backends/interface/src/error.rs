@@ -187,3 +187,36 @@ impl Error {
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The panic payload of a native CPU kernel's `kernel_fail`: its failure code, which the
+/// native CPU queue reports as [`kernel_failure`] does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelFailCode(pub u32);
+
+/// The error a launch's event reports for the failure code a work-item recorded (the status
+/// word of the C and SPIR-V forms, [`KernelFailCode`] on the native CPU): 1 an index out of
+/// bounds, 2 an integer division, 3 a `clamp` (`Errc::Kernel`); 4 a bounded wait that timed
+/// out (`Errc::Runtime`); 5 arguments that work-items or ranks disagreed on (`Errc::Invalid`).
+pub fn kernel_failure(kernel: &str, code: u32) -> Error {
+    let (errc, what) = match code {
+        1 => (Errc::Kernel, "an index was out of bounds"),
+        2 => (
+            Errc::Kernel,
+            "an integer division or remainder by zero, or with overflow",
+        ),
+        3 => (
+            Errc::Kernel,
+            "a `clamp` whose minimum is above its maximum (or NaN)",
+        ),
+        4 => (
+            Errc::Runtime,
+            "a bounded wait timed out: a peer (another rank, process or device) never arrived",
+        ),
+        5 => (
+            Errc::Invalid,
+            "work-items disagreed on their arguments (a collective called with different sizes, types or operations on different ranks)",
+        ),
+        _ => (Errc::Kernel, "a work-item reported an unknown failure"),
+    };
+    Error::new(errc, format!("kernel {kernel} failed: {what}"))
+}

@@ -27,6 +27,6 @@ mod traits;
 mod types;
 
 pub use aspect::Aspect;
-pub use error::{Errc, Error, NativeError, Result};
+pub use error::{kernel_failure, Errc, Error, KernelFailCode, NativeError, Result};
 pub use traits::*;
 pub use types::*;

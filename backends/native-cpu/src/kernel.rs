@@ -24,8 +24,13 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 }
 
 /// Runs `f`, turning a panic into `Errc::Kernel` naming `what`.
+/// A panic whose payload is an [`Error`] (a kernel's `kernel_fail`, named by the kernel's
+/// launch) is that error.
 pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        if let Some(error) = payload.downcast_ref::<Error>() {
+            return error.clone();
+        }
         Error::new(
             Errc::Kernel,
             format!("{what} panicked: {}", panic_message(&*payload)),

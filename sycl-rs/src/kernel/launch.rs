@@ -480,9 +480,14 @@ fn submit_cpu(
 }
 
 /// Runs `body`; a panic (a failed bounds check or division) goes on with the kernel's name in
-/// its message, which becomes the event's `Errc::Kernel` error.
+/// its message, which becomes the event's `Errc::Kernel` error; a `kernel_fail` goes on as
+/// the error its code names (an `Error` payload, which the queue reports as it is).
 fn naming_failures(name: &str, body: impl FnOnce()) {
     if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        if let Some(sycl_backend::KernelFailCode(code)) = payload.downcast_ref() {
+            let error = sycl_backend::kernel_failure(&format!("`{name}`"), *code);
+            std::panic::resume_unwind(Box::new(error));
+        }
         let what = payload
             .downcast_ref::<&str>()
             .map(|s| (*s).to_owned())
@@ -1151,18 +1156,9 @@ impl KernelStatus {
     pub(crate) fn check(&self) -> Result<()> {
         match self.slot.read()? {
             0 => Ok(()),
-            code => Err(Error::new(
-                Errc::Kernel,
-                format!(
-                    "kernel `{}` failed: {}",
-                    self.name,
-                    match code {
-                        1 => "an index was out of bounds",
-                        2 => "an integer division or remainder by zero, or with overflow",
-                        3 => "a `clamp` whose minimum is above its maximum (or NaN)",
-                        _ => "a work-item reported an unknown failure",
-                    }
-                ),
+            code => Err(sycl_backend::kernel_failure(
+                &format!("`{}`", self.name),
+                code,
             )),
         }
     }

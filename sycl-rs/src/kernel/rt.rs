@@ -172,6 +172,15 @@ fn out_of_bounds(index: usize, len: usize) -> ! {
     panic!("index out of bounds: the len is {len} but the index is {index}")
 }
 
+/// `kernel_fail(Failure::..);`: stops the launch with the failure's error (the native CPU
+/// queue reads the payload; `code` is `Failure::code`). Returns `()` to the generated code,
+/// which follows it with `return`.
+#[cold]
+#[inline(never)]
+pub fn kernel_fail(code: u32) {
+    std::panic::panic_any(sycl_backend::KernelFailCode(code))
+}
+
 #[cold]
 #[inline(never)]
 fn arithmetic_failure(what: &str) -> ! {

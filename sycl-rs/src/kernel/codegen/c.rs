@@ -1461,6 +1461,10 @@ impl<'a> Printer<'a> {
                 };
                 self.line(&line);
             }
+            StmtKind::Fail(f) => {
+                let line = format!("sycl_set_fail({}, {}u);", self.failp(), f.code());
+                self.line(&line);
+            }
         }
     }
 

@@ -1129,6 +1129,10 @@ impl Fx<'_> {
                 )?;
                 Ok(())
             }
+            StmtKind::Fail(f) => {
+                let never = self.m.konst(ScalarTy::Bool, 0);
+                self.set_fail_unless(never, f.code() as u64).map(drop)
+            }
         }
     }
 
