@@ -28,6 +28,9 @@ build)
     # (Open MPI 4.1 here and on the GPU machines).
     cargo test --release --no-run --message-format=json -p sycl-rs --features mpi --test mpi_ranks >>"$json"
     cargo build --release --message-format=json -p sycl-rs --features mpi --example halo_exchange >>"$json"
+    # sycl::collective: its test (self-launching under mpirun) and bench_collectives.
+    cargo test --release --no-run --message-format=json -p sycl-rs --features mpi --test collectives >>"$json"
+    cargo bench --no-run --message-format=json -p sycl-rs --features mpi --bench collectives >>"$json"
     python3 - "$json" "$bundle/bin" <<'PY'
 import json, shutil, sys, os
 src, dst = sys.argv[1], sys.argv[2]
@@ -60,6 +63,8 @@ PY
     [ -x "$venv/bin/maturin" ] || "$venv/bin/pip" install -q "maturin>=1.7,<2"
     "$venv/bin/maturin" build --release --strip -q -m python/Cargo.toml -o "$bundle/wheel"
     cp scripts/gpu-test.sh "$bundle/"
+    # The NCCL / torch symm_mem side of bench_collectives (shared tools, not in the repo).
+    cp ../shared/tools/collectives_anchor.py "$bundle/" 2>/dev/null || true
     du -sh "$bundle"
     tar -tzvf "$bundle/bin.tar.gz" | awk '{print $3, $6}'
     ;;
@@ -95,6 +100,17 @@ device | device-tests | device-rest | device-mpi)
         [ -x "$b/test-mpi_ranks" ] && step mpi-ranks "$b/test-mpi_ranks"
         local n=$ngpu; [ "$n" -lt 2 ] && n=2
         step mpi-halo-1node $mpi -np "$n" "$b/halo_exchange" $size
+        # sycl::collective: every operation and type on the native CPU (2, 3, 4 ranks and
+        # two nodes of two), then on the GPUs; bench_collectives beside NCCL and symm_mem.
+        [ -x "$b/test-collectives" ] && step collectives-native "$b/test-collectives"
+        if [ "$ngpu" -ge 2 ] && [ -x "$b/test-collectives" ]; then
+            step collectives-cuda env SYCL_RS_COLLECTIVES_DEVICE=cuda "$b/test-collectives"
+            step bench-collectives-cuda $mpi -np 2 "$b/bench-collectives" --device cuda
+            if [ -f "$bundle/collectives_anchor.py" ]; then
+                step collectives-anchor "${SYCL_RS_TORCH_PYTHON:-/opt/torch/.venv/bin/python3}" \
+                    "$bundle/collectives_anchor.py" --out "$out/anchor.json"
+            fi
+        fi
         if [ "$ngpu" -ge 4 ]; then
             step mpi-halo-2nodes $mpi -np 4 -x SYCL_RS_RANKS_PER_NODE=2 "$b/halo_exchange" $size
             step mpi-halo-2nodes-staged $mpi -np 4 -x SYCL_RS_RANKS_PER_NODE=2 -x SYCL_RS_MPI_CUDA_AWARE=0 "$b/halo_exchange" $size
@@ -119,6 +135,7 @@ device | device-tests | device-rest | device-mpi)
         [ "$(basename "$t")" = test-kernel_ui ] && continue
         # Runs under mpirun in mpi_steps.
         [ "$(basename "$t")" = test-mpi_ranks ] && continue
+        [ "$(basename "$t")" = test-collectives ] && continue
         step "$(basename "$t")" "$t" --test-threads=4
     done
     step demo-cuda0 "$b/share_across_ranks" --device cuda:0 --ranks 4
@@ -169,7 +186,7 @@ device | device-tests | device-rest | device-mpi)
             grep -E "^test .*FAILED|^---- |check failed|failed|panicked|Error|error" "$f" | head -30
         fi
     done
-    for f in demo-cuda0 demo-spread bench-cuda bench-kernels-cuda bench-kernels-native bench-kernels-opencl all-to-all python-tests python-bench mpi-ranks mpi-halo-1node mpi-halo-2nodes mpi-halo-2nodes-staged; do
+    for f in demo-cuda0 demo-spread bench-cuda bench-kernels-cuda bench-kernels-native bench-kernels-opencl all-to-all python-tests python-bench mpi-ranks mpi-halo-1node mpi-halo-2nodes mpi-halo-2nodes-staged collectives-native collectives-cuda bench-collectives-cuda collectives-anchor; do
         [ -f "$out/$f.log" ] && { echo "---- $f"; tail -40 "$out/$f.log"; }
     done
     # Only a few files come back from the device machine: pack the logs into one.

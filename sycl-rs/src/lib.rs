@@ -44,6 +44,8 @@
 // Generated kernel code names this crate `::sycl`, also inside it (unit tests).
 extern crate self as sycl;
 
+#[cfg(feature = "mpi")]
+pub mod collective;
 mod context;
 mod device;
 mod event;

@@ -1,0 +1,212 @@
+//! `bench_collectives`: `sycl::collective` between the ranks of one node, timed as
+//! back-to-back operations (the wall time of a batch submitted together and waited for once,
+//! per operation; the median of 7 batches), beside what the same run measures of the raw
+//! alternative: on the native CPU Open MPI's `MPI_Allreduce` (shared memory) over host memory;
+//! on GPUs the NCCL and torch `symm_mem` figures come from `collectives_anchor.py` run in the
+//! same device call (`scripts/gpu-test.sh`).
+//!
+//! Run under MPI, one rank per device:
+//! `mpirun -np 2 target/release/deps/collectives-* [--device cuda] [--quick]`
+//! (`cargo bench -p sycl-rs --features mpi --bench collectives --no-run` builds it). Rank 0
+//! prints one JSON line per row: operation, algorithm, dtype, bytes, our per-op time in us,
+//! the bus bandwidth (nccl-tests' definition), and on the native CPU `mpi_us` and the ratio.
+
+use std::time::{Duration, Instant};
+
+use mpi::traits::*;
+use sycl::collective::{Algorithm, Element, ReduceOp, Team, TeamOptions};
+use sycl::half::bf16;
+use sycl::ranks::{DeviceChoice, Ranks, RanksOptions};
+use sycl::{Device, Queue};
+
+const REPS: usize = 7;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    v[v.len() / 2]
+}
+
+/// Per-op microseconds of `op` run `iters` times back to back, median of REPS batches; every
+/// rank meets before each batch (MPI barrier) so that batches start together.
+fn timed(world: &impl Communicator, iters: usize, mut op: impl FnMut() -> sycl::Event) -> f64 {
+    for _ in 0..3 {
+        op().wait().expect("warm-up");
+    }
+    let mut per = Vec::new();
+    for _ in 0..REPS {
+        world.barrier();
+        let t = Instant::now();
+        let mut last = None;
+        for _ in 0..iters {
+            last = Some(op());
+        }
+        last.expect("an op").wait().expect("a batch");
+        per.push(t.elapsed().as_secs_f64() * 1e6 / iters as f64);
+    }
+    median(per)
+}
+
+fn iters_for(bytes: usize) -> usize {
+    match bytes {
+        b if b <= 1 << 20 => 200,
+        b if b <= 32 << 20 => 50,
+        _ => 10,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rows<T: Element + Copy>(
+    world: &impl Communicator,
+    ranks: &Ranks,
+    q: &Queue,
+    teams: &mut [(&str, Team)],
+    dtype: &str,
+    sizes: &[usize],
+    one: T,
+    native: bool,
+) {
+    let n = ranks.local_size() as f64;
+    let me = world.rank();
+    for &bytes in sizes {
+        let count = bytes / std::mem::size_of::<T>();
+        let iters = iters_for(bytes);
+        let x = sycl::malloc_device::<T>(count, q).expect("memory");
+        q.fill(&x, one, &[]).expect("fill").wait().expect("fill");
+        let gathered = sycl::malloc_device::<T>(count * ranks.local_size(), q).expect("memory");
+        for (name, team) in teams.iter_mut() {
+            let us = timed(world, iters, || {
+                team.all_reduce(&x, &x, ReduceOp::Sum, &[])
+                    .expect("all_reduce")
+            });
+            let busbw = bytes as f64 * 2.0 * (n - 1.0) / n / (us * 1e-6) / 1e9;
+            let mut row = format!(
+                "{{\"op\": \"all_reduce\", \"algorithm\": \"{name}\", \"dtype\": \"{dtype}\", \"bytes\": {bytes}, \"us\": {us:.2}, \"busbw_GBs\": {busbw:.1}"
+            );
+            if native && *name == "auto" {
+                // Open MPI's MPI_Allreduce over host memory of the same size, same ranks.
+                let send = vec![1.0f32; bytes / 4];
+                let mut recv = vec![0.0f32; bytes / 4];
+                let mpi_us = {
+                    let mut per = Vec::new();
+                    for _ in 0..REPS {
+                        world.barrier();
+                        let t = Instant::now();
+                        for _ in 0..iters {
+                            world.all_reduce_into(
+                                &send[..],
+                                &mut recv[..],
+                                mpi::collective::SystemOperation::sum(),
+                            );
+                        }
+                        per.push(t.elapsed().as_secs_f64() * 1e6 / iters as f64);
+                    }
+                    median(per)
+                };
+                row += &format!(
+                    ", \"mpi_us\": {mpi_us:.2}, \"ratio_to_mpi\": {:.3}",
+                    us / mpi_us
+                );
+            }
+            if me == 0 {
+                println!("{row}}}");
+            }
+        }
+        // all_gather (each rank contributes bytes / n) and reduce_scatter (each rank gets
+        // bytes / n), beside all_reduce of the same total.
+        let part = count / ranks.local_size();
+        if part > 0 {
+            let (_, team) = &mut teams[0];
+            let src = x.range(0..part).expect("range");
+            let dst = gathered.range(0..part * ranks.local_size()).expect("range");
+            let us = timed(world, iters, || {
+                team.all_gather(&src, &dst, &[]).expect("all_gather")
+            });
+            let busbw = bytes as f64 * (n - 1.0) / n / (us * 1e-6) / 1e9;
+            if me == 0 {
+                println!("{{\"op\": \"all_gather\", \"dtype\": \"{dtype}\", \"bytes\": {bytes}, \"us\": {us:.2}, \"busbw_GBs\": {busbw:.1}}}");
+            }
+            let all = x.range(0..part * ranks.local_size()).expect("range");
+            let out = gathered.range(0..part).expect("range");
+            let us = timed(world, iters, || {
+                team.reduce_scatter(&all, &out, ReduceOp::Sum, &[])
+                    .expect("reduce_scatter")
+            });
+            let busbw = bytes as f64 * (n - 1.0) / n / (us * 1e-6) / 1e9;
+            if me == 0 {
+                println!("{{\"op\": \"reduce_scatter\", \"dtype\": \"{dtype}\", \"bytes\": {bytes}, \"us\": {us:.2}, \"busbw_GBs\": {busbw:.1}}}");
+            }
+        }
+    }
+}
+
+fn main() {
+    let Some(universe) = mpi::initialize() else {
+        println!("bench collectives: run it under mpirun (one rank per device)");
+        return;
+    };
+    let world = universe.world();
+    let args: Vec<String> = std::env::args().collect();
+    let cuda = args.iter().any(|a| a == "--device") && args.iter().any(|a| a == "cuda");
+    let quick = args.iter().any(|a| a == "--quick");
+    let device = if cuda {
+        DeviceChoice::RoundRobin(Some("cuda:*".into()))
+    } else {
+        DeviceChoice::Device(Device::native_cpu())
+    };
+    let options = RanksOptions {
+        device,
+        timeout: Duration::from_secs(60),
+        ..RanksOptions::default()
+    };
+    let ranks = Ranks::new(&world, options).expect("ranks");
+    let q = Queue::in_order(ranks.device()).expect("queue");
+    let sizes: Vec<usize> = if quick {
+        vec![512, 32 << 10, 256 << 10, 4 << 20]
+    } else if cuda {
+        vec![
+            512,
+            4 << 10,
+            32 << 10,
+            256 << 10,
+            1 << 20,
+            4 << 20,
+            32 << 20,
+            256 << 20,
+        ]
+    } else {
+        vec![512, 4 << 10, 64 << 10, 1 << 20, 64 << 20]
+    };
+    let big = *sizes.iter().max().expect("sizes");
+    let team = |algorithm| {
+        let options = TeamOptions {
+            buffer_bytes: big,
+            algorithm,
+            ..TeamOptions::default()
+        };
+        Team::new(&ranks, &q, options).expect("team")
+    };
+    let mut teams = vec![
+        ("auto", team(Algorithm::Auto)),
+        ("one-shot", team(Algorithm::OneShot)),
+        ("two-shot", team(Algorithm::TwoShot)),
+    ];
+    if world.rank() == 0 {
+        println!(
+            "# bench collectives: {} ranks on {} ({})",
+            ranks.local_size(),
+            ranks.device().name(),
+            if cuda { "CUDA" } else { "native CPU" }
+        );
+    }
+    rows::<f32>(&world, &ranks, &q, &mut teams, "f32", &sizes, 1.0, !cuda);
+    rows::<bf16>(
+        &world,
+        &ranks,
+        &q,
+        &mut teams,
+        "bf16",
+        &sizes,
+        bf16::ONE,
+        false,
+    );
+}

@@ -1,0 +1,234 @@
+//! The collectives' one kernel, written once with `#[sycl::kernel]` for every device.
+//!
+//! Each launch is one step of one operation: every work-group first meets the same work-group
+//! of every peer (a signal word per group and rank in each rank's pad, written by the peers,
+//! spun on locally), then moves its share of the elements. See spec/collectives.md.
+
+// The kernel takes every rank's pad and data as parameters of its own (the language has no
+// pointer tables): many arguments, by design.
+#![allow(clippy::too_many_arguments)]
+
+/// The most ranks a team has: one pad and one data parameter each.
+pub(crate) const MAX_RANKS: usize = 8;
+
+/// What a step does after the meeting (`kind`).
+pub(crate) const MOVE_NONE: u32 = 0;
+/// `out[i] = b0[first + i] op b1[first + i] op ..` over the team's ranks, in rank order.
+pub(crate) const MOVE_REDUCE: u32 = 1;
+/// `out[p * stride + i] = bp[first + i]` for every rank `p` (where `out` has room).
+pub(crate) const MOVE_GATHER: u32 = 2;
+/// `out[i] = b_root[first + i]`.
+pub(crate) const MOVE_FROM_ROOT: u32 = 3;
+
+/// `a op b`: 0 sum, 1 product, 2 minimum, 3 maximum (wrapping for integers; IEEE for floats,
+/// halves rounded after each operation).
+#[sycl::kernel_fn]
+fn combine<T: sycl::Scalar>(op: u32, a: T, b: T) -> T {
+    if op == 0 {
+        a + b
+    } else if op == 1 {
+        a * b
+    } else if op == 2 {
+        a.min(b)
+    } else {
+        a.max(b)
+    }
+}
+
+/// One step of a collective. Every work-group:
+/// 1. writes `word` (the step's epoch in the high 32 bits, its signature in the low 32) into
+///    slot `group * 8 + me` of each peer's pad (`q1`..: the peers after this rank, in order),
+///    release, system scope;
+/// 2. waits until slot `group * 8 + p` of its own pad holds the epoch (or a later one) for
+///    every peer `p`, acquire; a peer at this epoch with another signature is a mismatch
+///    (`Failure::Mismatched`), and more than `limit` polls a time-out (`Failure::TimedOut`);
+/// 3. moves its share (a group-strided loop) of `count` elements as `kind` says (the `MOVE_`
+///    constants), reading the ranks' data `b0`.. (rank order) from element `first`.
+///
+/// Epochs compare in serial-number arithmetic (peers are never more than one step apart), so
+/// they wrap harmlessly and no pad is ever reset. The pad's last word is this rank's poison:
+/// the code of the first failed wait (4 timed out, 5 mismatched); a step that finds it set
+/// fails at once with the same error, so a team that failed stays failed.
+#[sycl::kernel]
+pub(crate) fn team_step<T: sycl::Scalar>(
+    me: u32,
+    n: u32,
+    word: u64,
+    limit: u64,
+    kind: u32,
+    op: u32,
+    root: u32,
+    first: usize,
+    count: usize,
+    stride: usize,
+    own: &mut [u64],
+    q1: &mut [u64],
+    q2: &mut [u64],
+    q3: &mut [u64],
+    q4: &mut [u64],
+    q5: &mut [u64],
+    q6: &mut [u64],
+    q7: &mut [u64],
+    b0: &[T],
+    b1: &[T],
+    b2: &[T],
+    b3: &[T],
+    b4: &[T],
+    b5: &[T],
+    b6: &[T],
+    b7: &[T],
+    out: &mut [T],
+) {
+    let g = group_id(0);
+    let lid = local_id(0);
+    let epoch = (word >> 32) as u32;
+    let sig = word as u32;
+    let at = g * 8 + me as usize;
+    // A failed step poisons the team: every later step of this rank fails at once, with the
+    // first failure's error, instead of meeting peers whose steps no longer line up.
+    let poison = own.len() - 1;
+    let earlier = atomic_load(own, poison, Ordering::Relaxed, MemoryScope::Device);
+    if earlier == 4 {
+        kernel_fail(Failure::TimedOut);
+    } else if earlier != 0 {
+        kernel_fail(Failure::Mismatched);
+    }
+    if lid == 0 {
+        if n > 1 {
+            atomic_store(q1, at, word, Ordering::Release, MemoryScope::System);
+        }
+        if n > 2 {
+            atomic_store(q2, at, word, Ordering::Release, MemoryScope::System);
+        }
+        if n > 3 {
+            atomic_store(q3, at, word, Ordering::Release, MemoryScope::System);
+        }
+        if n > 4 {
+            atomic_store(q4, at, word, Ordering::Release, MemoryScope::System);
+        }
+        if n > 5 {
+            atomic_store(q5, at, word, Ordering::Release, MemoryScope::System);
+        }
+        if n > 6 {
+            atomic_store(q6, at, word, Ordering::Release, MemoryScope::System);
+        }
+        if n > 7 {
+            atomic_store(q7, at, word, Ordering::Release, MemoryScope::System);
+        }
+    }
+    if lid < n as usize && lid != me as usize {
+        let slot = g * 8 + lid;
+        let mut polls = 0u64;
+        loop {
+            let w = atomic_load(own, slot, Ordering::Acquire, MemoryScope::System);
+            let ahead = ((w >> 32) as u32).wrapping_sub(epoch);
+            if ahead < 0x8000_0000u32 {
+                if ahead == 0 && w as u32 != sig {
+                    atomic_store(own, poison, 5u64, Ordering::Relaxed, MemoryScope::Device);
+                    kernel_fail(Failure::Mismatched);
+                }
+                break;
+            }
+            polls += 1;
+            if polls >= limit {
+                atomic_store(own, poison, 4u64, Ordering::Relaxed, MemoryScope::Device);
+                kernel_fail(Failure::TimedOut);
+            }
+        }
+    }
+    barrier();
+    // Each work-group moves one contiguous block (whole multiples of its size), its
+    // work-items strided within it: adjacent work-items touch adjacent elements (coalesced on
+    // GPUs), and on the CPU, where a group's work-items run one after another, the block
+    // stays in cache between them.
+    let l = local_range(0);
+    let groups = group_range(0);
+    let block = ((count + groups - 1) / groups + l - 1) / l * l;
+    let start = g * block;
+    let end = if start + block < count {
+        start + block
+    } else {
+        count
+    };
+    if kind == 1 {
+        for i in (start + lid..end).step_by(l) {
+            let k = first + i;
+            let mut acc = b0[k];
+            if n > 1 {
+                acc = combine(op, acc, b1[k]);
+            }
+            if n > 2 {
+                acc = combine(op, acc, b2[k]);
+            }
+            if n > 3 {
+                acc = combine(op, acc, b3[k]);
+            }
+            if n > 4 {
+                acc = combine(op, acc, b4[k]);
+            }
+            if n > 5 {
+                acc = combine(op, acc, b5[k]);
+            }
+            if n > 6 {
+                acc = combine(op, acc, b6[k]);
+            }
+            if n > 7 {
+                acc = combine(op, acc, b7[k]);
+            }
+            out[i] = acc;
+        }
+    } else if kind == 2 {
+        // Rank p's element i lands at p * stride + i, where the output has room (the last
+        // slice of a two-shot all-reduce is short).
+        let len = out.len();
+        for i in (start + lid..end).step_by(l) {
+            let k = first + i;
+            if i < len {
+                out[i] = b0[k];
+            }
+            if n > 1 && stride + i < len {
+                out[stride + i] = b1[k];
+            }
+            if n > 2 && 2 * stride + i < len {
+                out[2 * stride + i] = b2[k];
+            }
+            if n > 3 && 3 * stride + i < len {
+                out[3 * stride + i] = b3[k];
+            }
+            if n > 4 && 4 * stride + i < len {
+                out[4 * stride + i] = b4[k];
+            }
+            if n > 5 && 5 * stride + i < len {
+                out[5 * stride + i] = b5[k];
+            }
+            if n > 6 && 6 * stride + i < len {
+                out[6 * stride + i] = b6[k];
+            }
+            if n > 7 && 7 * stride + i < len {
+                out[7 * stride + i] = b7[k];
+            }
+        }
+    } else if kind == 3 {
+        for i in (start + lid..end).step_by(l) {
+            let k = first + i;
+            let v = if root == 0 {
+                b0[k]
+            } else if root == 1 {
+                b1[k]
+            } else if root == 2 {
+                b2[k]
+            } else if root == 3 {
+                b3[k]
+            } else if root == 4 {
+                b4[k]
+            } else if root == 5 {
+                b5[k]
+            } else if root == 6 {
+                b6[k]
+            } else {
+                b7[k]
+            };
+            out[i] = v;
+        }
+    }
+}

@@ -1,0 +1,736 @@
+//! Collectives between the ranks of one node on shared memory: all-reduce, all-gather,
+//! reduce-scatter, broadcast and barrier (feature `mpi`; spec/collectives.md).
+//!
+//! A [`Team`] is the ranks of one node of a [`Ranks`]. It allocates, once, a symmetric buffer
+//! (every rank the same size, every rank's opened by every other rank through `ipc::memory`:
+//! zero-copy over NVLink/PCIe peer access on GPUs, shared memory on the native CPU) and a
+//! signal pad per rank. Each operation is enqueued on the team's in-order queue and returns
+//! an [`Event`]: the input is copied into this rank's part of the symmetric buffer, then one
+//! kernel per step (written once with `#[sycl::kernel]`, `team_step` in spec/collectives.md) meets the
+//! peers and moves the data, reading the peers' parts directly.
+//!
+//! The meeting is device-side: each work-group writes an epoch word into every peer's pad
+//! and spins on its own, bounded (the team's time-out): a rank that dies, or never calls,
+//! makes the others' events fail with `Errc::Runtime`; ranks that call with different
+//! operations, types, counts or roots make every rank's event fail with `Errc::Invalid` (the
+//! epoch word carries a signature of the call). Epochs are never reset. Every rank gets
+//! bitwise the same result: reductions combine the ranks' values in rank order.
+//!
+//! ```no_run
+//! # fn main() -> sycl::Result<()> {
+//! use sycl::collective::{ReduceOp, Team, TeamOptions};
+//! let universe = sycl::ranks::mpi::initialize().unwrap();
+//! let ranks = sycl::ranks::Ranks::new(&universe.world(), Default::default())?;
+//! let q = sycl::Queue::in_order(ranks.device())?;
+//! let mut team = Team::new(&ranks, &q, TeamOptions::default())?;
+//! let x = sycl::malloc_device::<f32>(1024, &q)?;
+//! q.fill(&x, ranks.local_rank() as f32, &[])?.wait()?;
+//! team.all_reduce(&x, &x, ReduceOp::Sum, &[])?.wait()?;
+//! # Ok(()) }
+//! ```
+//! (`use sycl::ranks::mpi::traits::*` brings `universe.world()` into scope.)
+
+mod kernels;
+
+use std::time::{Duration, Instant};
+
+use crate::ranks::{NodeBuffer, Ranks};
+use crate::usm::{AsUsmRange, UsmRange};
+use crate::{Errc, Error, Event, Queue, QueueProperties, Range, Result, Usm};
+use kernels::{team_step, MAX_RANKS, MOVE_FROM_ROOT, MOVE_GATHER, MOVE_NONE, MOVE_REDUCE};
+
+/// The most work-groups a step launches (each has a pad slot per rank): enough loads in
+/// flight to fill NVLink (64 groups read 62 GB/s on 2x H200).
+const MAX_GROUPS: usize = 1024;
+/// Work-items per work-group.
+const GROUP: usize = 256;
+/// Pad words per rank: a slot per work-group and rank, then the poison word.
+const PAD_WORDS: usize = MAX_GROUPS * MAX_RANKS + 1;
+
+/// How values combine in [`Team::all_reduce`] and [`Team::reduce_scatter`]. Integers wrap;
+/// floats are IEEE (halves rounded after each operation); `Min`/`Max` on floats are Rust's
+/// `min`/`max` (a NaN loses to a number).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// `a + b`.
+    Sum,
+    /// `a * b`.
+    Prod,
+    /// `a.min(b)`.
+    Min,
+    /// `a.max(b)`.
+    Max,
+}
+
+impl ReduceOp {
+    fn code(self) -> u32 {
+        match self {
+            ReduceOp::Sum => 0,
+            ReduceOp::Prod => 1,
+            ReduceOp::Min => 2,
+            ReduceOp::Max => 3,
+        }
+    }
+}
+
+/// Which all-reduce algorithm runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// One-shot up to [`TeamOptions::one_shot_max_bytes`], two-shot above.
+    Auto,
+    /// Every rank reads every peer's whole input and reduces all of it: one step, `n - 1`
+    /// times the data read per rank.
+    OneShot,
+    /// Reduce-scatter (each rank reduces one `1/n` slice, reading it from every peer), then
+    /// all-gather of the slices: two steps, about twice the data read per rank, whatever `n`.
+    TwoShot,
+}
+
+/// Options of [`Team::new`].
+#[derive(Clone, Debug)]
+pub struct TeamOptions {
+    /// Bytes of each of the two halves of a rank's part of the symmetric buffer: operations
+    /// larger than a half run in pieces of it (rounded up to 8 bytes; at least 8).
+    pub buffer_bytes: usize,
+    /// The longest a rank waits for its peers in one step before its event fails with
+    /// `Errc::Runtime` (`None`: the ranks' [`RanksOptions::timeout`](crate::ranks::RanksOptions)).
+    pub timeout: Option<Duration>,
+    /// The all-reduce algorithm.
+    pub algorithm: Algorithm,
+    /// [`Algorithm::Auto`] runs one-shot up to this many bytes.
+    pub one_shot_max_bytes: usize,
+}
+
+impl Default for TeamOptions {
+    fn default() -> Self {
+        TeamOptions {
+            buffer_bytes: 8 << 20,
+            timeout: None,
+            algorithm: Algorithm::Auto,
+            one_shot_max_bytes: 256 << 10,
+        }
+    }
+}
+
+/// One piece of an operation: its index, its first element and length, and the half of the
+/// symmetric buffer it uses.
+#[derive(Clone, Copy)]
+struct Piece {
+    index: usize,
+    start: usize,
+    len: usize,
+    half: usize,
+}
+
+/// The element types collectives carry: `i32 u32 i64 u64 f32 f64 f16 bf16`.
+pub trait Element: crate::kernel::Scalar + sealed::Sealed {
+    /// Its code in call signatures.
+    #[doc(hidden)]
+    const CODE: u32;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! elements {
+    ($($t:ty => $code:expr),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const CODE: u32 = $code;
+        }
+    )*};
+}
+elements!(i32 => 1, u32 => 2, i64 => 3, u64 => 4, f32 => 5, f64 => 6, half::f16 => 7, half::bf16 => 8);
+
+/// What a call is, as every rank must agree on it: hashed into the low 32 bits of the epoch
+/// word (FNV-1a), so that ranks that disagree fail instead of combining unrelated data.
+fn signature(parts: &[u64]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for p in parts {
+        for b in p.to_le_bytes() {
+            h ^= b as u32;
+            h = h.wrapping_mul(0x0100_0193);
+        }
+    }
+    h
+}
+
+/// The ranks of one node of a [`Ranks`], with their symmetric buffer and signal pads. See the
+/// [module](self) docs.
+///
+/// Every rank of the node must create it (collective, as `MPI_Comm_dup`) and then call the
+/// same operations in the same order with the same counts, types and roots, as in MPI.
+/// Dropping it waits for its queue and is collective too (like `MPI_Win_free`).
+///
+/// A failed operation (a mismatch, a time-out) leaves the team failed, as an aborted NCCL
+/// communicator: every later operation's event fails with the same error. Form a new team.
+pub struct Team<'r> {
+    queue: Queue,
+    me: usize,
+    n: usize,
+    /// Two halves of `half_words` each: operation `k` uses half `k % 2`.
+    data: NodeBuffer<'r, u64>,
+    half_words: usize,
+    pads: NodeBuffer<'r, u64>,
+    /// Distinct pads for the peer parameters a smaller team leaves unused (a `&mut`
+    /// argument may not alias another).
+    spare_pads: Vec<Usm<u64>>,
+    /// Two words a step that moves no data reads and writes.
+    scratch: Usm<u64>,
+    epoch: u32,
+    operations: u64,
+    /// Polls of a pad word before a wait gives up.
+    limit: u64,
+    /// Work-groups a step may launch: MAX_GROUPS on GPUs; on the native CPU one per core
+    /// (each group's meeting is a spin of its own there, and more groups only wait longer).
+    max_groups: usize,
+    options: TeamOptions,
+}
+
+impl std::fmt::Debug for Team<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Team")
+            .field("rank", &self.me)
+            .field("size", &self.n)
+            .field("half_bytes", &(self.half_words * 8))
+            .field("epoch", &self.epoch)
+            .finish()
+    }
+}
+
+impl<'r> Team<'r> {
+    /// The team of this rank's node: collective over the node's ranks. Its queue is a new
+    /// in-order queue on `queue`'s device and context (operations take and return events of
+    /// that context).
+    ///
+    /// Errors: `Errc::FeatureNotSupported` for a node of more than 8 ranks, or a device
+    /// without IPC memory and events or system-scope acquire/release atomics;
+    /// `Errc::Runtime` when a peer fails or dies while the team forms (every rank gets an
+    /// error).
+    pub fn new(ranks: &'r Ranks, queue: &Queue, options: TeamOptions) -> Result<Team<'r>> {
+        let n = ranks.local_size();
+        if n > MAX_RANKS {
+            return Err(Error::new(
+                Errc::FeatureNotSupported,
+                format!("a team of {n} ranks: at most {MAX_RANKS} ranks share a node's buffers"),
+            ));
+        }
+        let queue = Queue::with_context(
+            queue.context(),
+            queue.device(),
+            QueueProperties {
+                in_order: true,
+                enable_profiling: false,
+            },
+        )?;
+        let half_words = options.buffer_bytes.div_ceil(8).max(1);
+        let data = ranks.node_buffer::<u64>(&queue, 2 * half_words)?;
+        let pads = ranks.node_buffer::<u64>(&queue, PAD_WORDS)?;
+        queue.fill(pads.local(), 0u64, &[])?.wait()?;
+        let spare_pads = (0..MAX_RANKS)
+            .map(|_| crate::malloc_device::<u64>(PAD_WORDS, &queue))
+            .collect::<Result<Vec<_>>>()?;
+        let scratch = crate::malloc_device::<u64>(1, &queue)?;
+        let timeout = options.timeout.unwrap_or(ranks.options().timeout);
+        let max_groups = match queue.device().backend() {
+            sycl_backend::BackendKind::NativeCpu => std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(MAX_GROUPS),
+            _ => MAX_GROUPS,
+        };
+        let mut team = Team {
+            queue,
+            me: ranks.local_rank(),
+            n,
+            data,
+            half_words,
+            pads,
+            spare_pads,
+            scratch,
+            epoch: 0,
+            operations: 0,
+            limit: 0,
+            max_groups,
+            options,
+        };
+        team.limit = team.calibrate(timeout)?;
+        // Every pad is zero before any rank's first step writes into a peer's.
+        ranks.node_barrier()?;
+        Ok(team)
+    }
+
+    /// This rank's index in the team (its local rank).
+    pub fn rank(&self) -> usize {
+        self.me
+    }
+
+    /// How many ranks the team has.
+    pub fn size(&self) -> usize {
+        self.n
+    }
+
+    /// The team's in-order queue, where its operations run.
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    /// The polls a wait may make within `timeout`: waits on a slot no peer writes yet, with a
+    /// fixed number of polls, timed (each fails with the time-out error, which is what it
+    /// measures), the number growing until a wait takes 20 ms, which launch costs no longer
+    /// distort (the first, which builds the program, is not timed). Found on 2x H200: timed
+    /// with the build, a 30 s time-out became a fraction of a second. (No peer writes a pad
+    /// before the node barrier that ends `Team::new`.)
+    fn calibrate(&mut self, timeout: Duration) -> Result<u64> {
+        // The first launch builds the program (JIT on GPUs, 0.1 s and more): not a poll.
+        self.timed_out_wait(16)?;
+        let mut polls: u64 = 1 << 12;
+        loop {
+            let start = Instant::now();
+            self.timed_out_wait(polls)?;
+            let took = start.elapsed();
+            if took >= Duration::from_millis(20) || polls >= 1 << 32 {
+                let per_poll = took.as_secs_f64() / polls as f64;
+                return Ok((timeout.as_secs_f64() / per_poll.max(1e-10)).clamp(1e3, 1e15) as u64);
+            }
+            polls *= 4;
+        }
+    }
+
+    /// A wait of `polls` polls that times out: as rank 1 of 2 whose pad is a zeroed spare,
+    /// on its slot 0, writing into another spare (the team's pads are left alone).
+    fn timed_out_wait(&self, polls: u64) -> Result<()> {
+        let word = 1u64 << 32;
+        let (parts, out) = self.no_data()?;
+        let pads: Vec<UsmRange<u64>> = self.spare_pads.iter().map(|p| p.full()).collect();
+        self.queue.fill(&pads[0], 0u64, &[])?;
+        let ev = self.launch::<u32>(1, 2, word, polls, &pads, [0; 6], 1, &parts, &out, &[])?;
+        match ev.wait() {
+            Err(e) if e.code() == Errc::Runtime => Ok(()),
+            Err(e) => Err(e),
+            Ok(()) => Err(Error::new(
+                Errc::Runtime,
+                "team: a wait on a pad slot no peer wrote succeeded",
+            )),
+        }
+    }
+
+    /// The pads a step passes: this rank's, then the peers' after it in rank order, then
+    /// spares.
+    fn pad_args(&self) -> Result<Vec<UsmRange<u64>>> {
+        let mut pads = vec![self.pads.local().full()];
+        for k in 1..self.n {
+            pads.push(self.pads.peer((self.me + k) % self.n)?.full());
+        }
+        let mut spare = self.spare_pads.iter();
+        while pads.len() < MAX_RANKS {
+            pads.push(spare.next().expect("a spare pad per rank").full());
+        }
+        Ok(pads)
+    }
+
+    /// Inputs and an output for a step that moves nothing: two words of a private allocation.
+    fn no_data(&self) -> Result<(Vec<UsmRange<u32>>, UsmRange<u32>)> {
+        let words = self.scratch.full().cast::<u32>()?;
+        Ok((vec![words.sub(0..1)?], words.sub(1..2)?))
+    }
+
+    /// Half `half` of rank `rank`'s part of the symmetric buffer, as `T`.
+    fn half<T: Element>(&self, rank: usize, half: usize) -> Result<UsmRange<T>> {
+        let part = self.data.peer(rank)?;
+        part.range(half * self.half_words..(half + 1) * self.half_words)?
+            .cast::<T>()
+    }
+
+    /// Elements of `T` in a half.
+    fn half_len<T: Element>(&self) -> usize {
+        self.half_words * 8 / std::mem::size_of::<T>()
+    }
+
+    /// Launches `team_step` on the team queue: `scalars` are `kind, op, root, first, count,
+    /// stride`; `groups` the work-groups (the same on every rank for one step); `pads`
+    /// this rank's, then one per other parameter.
+    #[allow(clippy::too_many_arguments)]
+    fn launch<T: Element>(
+        &self,
+        me: u32,
+        n: u32,
+        word: u64,
+        limit: u64,
+        pads: &[UsmRange<u64>],
+        [kind, op, root, first, count, stride]: [usize; 6],
+        groups: usize,
+        parts: &[UsmRange<T>],
+        out: &UsmRange<T>,
+        deps: &[&Event],
+    ) -> Result<Event> {
+        let b = |k: usize| parts.get(k).unwrap_or(&parts[0]);
+        let range = Range::d1(groups * GROUP).with_local([GROUP, 1, 1]);
+        self.queue.parallel_for(
+            range,
+            deps,
+            team_step(
+                me,
+                n,
+                word,
+                limit,
+                kind as u32,
+                op as u32,
+                root as u32,
+                first,
+                count,
+                stride,
+                &pads[0],
+                &pads[1],
+                &pads[2],
+                &pads[3],
+                &pads[4],
+                &pads[5],
+                &pads[6],
+                &pads[7],
+                b(0),
+                b(1),
+                b(2),
+                b(3),
+                b(4),
+                b(5),
+                b(6),
+                b(7),
+                out,
+            ),
+        )
+    }
+
+    /// One step of every rank: the next epoch, met under signature `sig`, then `scalars`'
+    /// move (`kind, op, root, first, count, stride`) over `parts` into `out`. `width`: the
+    /// elements that set the work-groups (the same on every rank).
+    #[allow(clippy::too_many_arguments)]
+    fn step<T: Element>(
+        &mut self,
+        sig: u32,
+        scalars: [usize; 6],
+        width: usize,
+        parts: &[UsmRange<T>],
+        out: &UsmRange<T>,
+        deps: &[&Event],
+    ) -> Result<Event> {
+        self.epoch = self.epoch.wrapping_add(1);
+        let word = ((self.epoch as u64) << 32) | sig as u64;
+        let groups = width.div_ceil(GROUP).clamp(1, self.max_groups);
+        let pads = self.pad_args()?;
+        self.launch(
+            self.me as u32,
+            self.n as u32,
+            word,
+            self.limit,
+            &pads,
+            scalars,
+            groups,
+            parts,
+            out,
+            deps,
+        )
+    }
+
+    /// A step that only meets the peers (a barrier, or a call this rank refused: `sig`
+    /// poisoned so that the peers fail too).
+    fn meet(&mut self, sig: u32, deps: &[&Event]) -> Result<Event> {
+        let (parts, out) = self.no_data()?;
+        self.step::<u32>(
+            sig,
+            [MOVE_NONE as usize, 0, 0, 0, 0, 0],
+            0,
+            &parts,
+            &out,
+            deps,
+        )
+    }
+
+    /// Refuses a call this rank found invalid: it still meets its peers once, under a
+    /// signature no valid call has, so that their events fail with `Errc::Invalid` too
+    /// instead of waiting for it.
+    fn refuse(&mut self, sig: u32, error: Error) -> Result<Event> {
+        let poisoned = !sig;
+        if let Ok(ev) = self.meet(poisoned, &[]) {
+            // Its own failure is the mismatch; the caller gets the reason.
+            let _ = ev.wait();
+        }
+        Err(error)
+    }
+
+    /// Every rank's half `half`, elements `0..len`, in rank order.
+    fn parts<T: Element>(
+        &self,
+        half: usize,
+        range: std::ops::Range<usize>,
+    ) -> Result<Vec<UsmRange<T>>> {
+        (0..self.n)
+            .map(|r| self.half::<T>(r, half)?.sub(range.clone()))
+            .collect()
+    }
+
+    /// Runs `body` on each piece of `total` elements (pieces of `piece`, each in the next half
+    /// of the symmetric buffer); the first piece's first command waits for `deps`. The
+    /// operation's event is its last piece's.
+    fn in_pieces(
+        &mut self,
+        total: usize,
+        piece: usize,
+        deps: &[&Event],
+        mut body: impl FnMut(&mut Self, Piece, &[&Event]) -> Result<Event>,
+    ) -> Result<Event> {
+        let mut last = None;
+        for (index, start) in (0..total).step_by(piece.max(1)).enumerate() {
+            let half = (self.operations % 2) as usize;
+            self.operations += 1;
+            let at = Piece {
+                index,
+                start,
+                len: piece.min(total - start),
+                half,
+            };
+            let first: &[&Event] = if index == 0 { deps } else { &[] };
+            last = Some(body(self, at, first)?);
+        }
+        Ok(last.expect("total > 0: a piece"))
+    }
+
+    /// `MPI_Barrier` on the device: every rank's later commands on the team queue start after
+    /// every rank's earlier ones reached it.
+    pub fn barrier(&mut self, deps: &[&Event]) -> Result<Event> {
+        let sig = signature(&[5]);
+        self.meet(sig, deps)
+    }
+
+    /// `recv[i] = send_0[i] op send_1[i] op ..` over the team's ranks in rank order, on every
+    /// rank (`MPI_Allreduce`, `ncclAllReduce`); `send` and `recv` may be the same memory.
+    /// One-shot or two-shot as [`TeamOptions::algorithm`] says.
+    ///
+    /// Errors (`Errc::Invalid`, on every rank): `send` and `recv` of different lengths, or
+    /// ranks that call with different counts, types or operations. From the event:
+    /// `Errc::Runtime` when a peer does not arrive within the time-out.
+    pub fn all_reduce<T: Element>(
+        &mut self,
+        send: &impl AsUsmRange<T>,
+        recv: &impl AsUsmRange<T>,
+        op: ReduceOp,
+        deps: &[&Event],
+    ) -> Result<Event> {
+        let (send, recv) = (send.usm_range(), recv.usm_range());
+        let total = send.len();
+        let bytes = total * std::mem::size_of::<T>();
+        let two_shot = match self.options.algorithm {
+            Algorithm::OneShot => false,
+            Algorithm::TwoShot => true,
+            Algorithm::Auto => bytes > self.options.one_shot_max_bytes,
+        };
+        let sig = |piece: usize| {
+            signature(&[
+                1,
+                T::CODE as u64,
+                total as u64,
+                op.code() as u64,
+                two_shot as u64,
+                piece as u64,
+            ])
+        };
+        if recv.len() != total {
+            return self.refuse(
+                sig(0),
+                Error::invalid(format!(
+                    "all_reduce: send has {total} elements, recv {}",
+                    recv.len()
+                )),
+            );
+        }
+        if total == 0 {
+            return self.meet(sig(0), deps);
+        }
+        let n = self.n;
+        // Two-shot keeps its reduced slice after the input in the half.
+        let piece = match two_shot {
+            false => self.half_len::<T>(),
+            true => (self.half_len::<T>() * n / (n + 1)).max(1),
+        };
+        self.in_pieces(total, piece, deps, |team, at, deps| {
+            let (k, off, c, half) = (at.index, at.start, at.len, at.half);
+            let own = team.half::<T>(team.me, half)?;
+            team.queue
+                .copy(&send.sub(off..off + c)?, &own.sub(0..c)?, deps)?;
+            let out = recv.sub(off..off + c)?;
+            let parts = team.parts::<T>(half, 0..c)?;
+            if !two_shot {
+                let scalars = [MOVE_REDUCE as usize, op.code() as usize, 0, 0, c, 0];
+                return team.step(sig(k), scalars, c, &parts, &out, &[]);
+            }
+            // Reduce-scatter into each rank's slice area, then gather the slices.
+            let s = c.div_ceil(n);
+            let mine = (team.me * s).min(c)..((team.me + 1) * s).min(c);
+            let slice_area = own.sub(c..c + s)?;
+            let scalars = [
+                MOVE_REDUCE as usize,
+                op.code() as usize,
+                0,
+                mine.start,
+                mine.len(),
+                0,
+            ];
+            team.step(sig(k), scalars, s, &parts, &slice_area, &[])?;
+            let slices = (0..n)
+                .map(|r| team.half::<T>(r, half)?.sub(c..c + s))
+                .collect::<Result<Vec<_>>>()?;
+            let scalars = [MOVE_GATHER as usize, 0, 0, 0, s, s];
+            let gather_sig = sig(k).rotate_left(16) ^ 0x5a5a_5a5a;
+            team.step(gather_sig, scalars, s, &slices, &out, &[])
+        })
+    }
+
+    /// `recv[p * count + i] = send_p[i]` for every rank `p` (`MPI_Allgather`): `recv` holds
+    /// `size() * send.len()` elements.
+    ///
+    /// Errors as [`Team::all_reduce`]'s.
+    pub fn all_gather<T: Element>(
+        &mut self,
+        send: &impl AsUsmRange<T>,
+        recv: &impl AsUsmRange<T>,
+        deps: &[&Event],
+    ) -> Result<Event> {
+        let (send, recv) = (send.usm_range(), recv.usm_range());
+        let total = send.len();
+        let sig = |piece: usize| signature(&[2, T::CODE as u64, total as u64, piece as u64]);
+        if recv.len() != total * self.n {
+            return self.refuse(
+                sig(0),
+                Error::invalid(format!(
+                    "all_gather: recv has {} elements, not {} ranks times send's {total}",
+                    recv.len(),
+                    self.n
+                )),
+            );
+        }
+        if total == 0 {
+            return self.meet(sig(0), deps);
+        }
+        let piece = self.half_len::<T>();
+        self.in_pieces(total, piece, deps, |team, at, deps| {
+            let (off, c) = (at.start, at.len);
+            let own = team.half::<T>(team.me, at.half)?;
+            team.queue
+                .copy(&send.sub(off..off + c)?, &own.sub(0..c)?, deps)?;
+            let parts = team.parts::<T>(at.half, 0..c)?;
+            // Rank p's piece lands at p * total + off: the output starts at `off`, stride
+            // `total`.
+            let out = recv.sub(off..)?;
+            let scalars = [MOVE_GATHER as usize, 0, 0, 0, c, total];
+            team.step(sig(at.index), scalars, c, &parts, &out, &[])
+        })
+    }
+
+    /// `recv[i] = send_0[me * count + i] op send_1[me * count + i] op ..` in rank order
+    /// (`MPI_Reduce_scatter_block`): `send` holds `size() * recv.len()` elements.
+    ///
+    /// Errors as [`Team::all_reduce`]'s.
+    pub fn reduce_scatter<T: Element>(
+        &mut self,
+        send: &impl AsUsmRange<T>,
+        recv: &impl AsUsmRange<T>,
+        op: ReduceOp,
+        deps: &[&Event],
+    ) -> Result<Event> {
+        let (send, recv) = (send.usm_range(), recv.usm_range());
+        let total = recv.len();
+        let n = self.n;
+        let sig = |piece: usize| {
+            signature(&[
+                3,
+                T::CODE as u64,
+                total as u64,
+                op.code() as u64,
+                piece as u64,
+            ])
+        };
+        if send.len() != total * n {
+            return self.refuse(
+                sig(0),
+                Error::invalid(format!(
+                    "reduce_scatter: send has {} elements, not {n} ranks times recv's {total}",
+                    send.len()
+                )),
+            );
+        }
+        if total == 0 {
+            return self.meet(sig(0), deps);
+        }
+        // Each piece holds every rank's block of it: n * c elements in a half.
+        let piece = (self.half_len::<T>() / n).max(1);
+        self.in_pieces(total, piece, deps, |team, at, deps| {
+            let (off, c) = (at.start, at.len);
+            let own = team.half::<T>(team.me, at.half)?;
+            for d in 0..n {
+                let src = send.sub(d * total + off..d * total + off + c)?;
+                let after: &[&Event] = if d == 0 { deps } else { &[] };
+                team.queue
+                    .copy(&src, &own.sub(d * c..(d + 1) * c)?, after)?;
+            }
+            let parts = team.parts::<T>(at.half, 0..n * c)?;
+            let out = recv.sub(off..off + c)?;
+            let scalars = [
+                MOVE_REDUCE as usize,
+                op.code() as usize,
+                0,
+                team.me * c,
+                c,
+                0,
+            ];
+            team.step(sig(at.index), scalars, c, &parts, &out, &[])
+        })
+    }
+
+    /// `buf = root's buf` on every rank (`MPI_Bcast`).
+    ///
+    /// Errors as [`Team::all_reduce`]'s; `root` outside the team is `Errc::Invalid`.
+    pub fn broadcast<T: Element>(
+        &mut self,
+        buf: &impl AsUsmRange<T>,
+        root: usize,
+        deps: &[&Event],
+    ) -> Result<Event> {
+        let buf = buf.usm_range();
+        let total = buf.len();
+        let sig =
+            |piece: usize| signature(&[4, T::CODE as u64, total as u64, root as u64, piece as u64]);
+        if root >= self.n {
+            return self.refuse(
+                sig(0),
+                Error::invalid(format!("broadcast: root {root} of a team of {}", self.n)),
+            );
+        }
+        if total == 0 {
+            return self.meet(sig(0), deps);
+        }
+        let piece = self.half_len::<T>();
+        self.in_pieces(total, piece, deps, |team, at, deps| {
+            let (off, c) = (at.start, at.len);
+            let out = buf.sub(off..off + c)?;
+            let parts = team.parts::<T>(at.half, 0..c)?;
+            if team.me == root {
+                let own = team.half::<T>(team.me, at.half)?;
+                team.queue.copy(&out, &own.sub(0..c)?, deps)?;
+                let scalars = [MOVE_NONE as usize, 0, root, 0, c, 0];
+                team.step(sig(at.index), scalars, c, &parts, &out, &[])
+            } else {
+                let scalars = [MOVE_FROM_ROOT as usize, 0, root, 0, c, 0];
+                team.step(sig(at.index), scalars, c, &parts, &out, deps)
+            }
+        })
+    }
+}
+
+impl Drop for Team<'_> {
+    fn drop(&mut self) {
+        // The peers' parts close (collectively) only after this rank's steps are done.
+        if let Err(err) = self.queue.wait() {
+            log::warn!("sycl-rs: Team drop: {err}");
+        }
+    }
+}
