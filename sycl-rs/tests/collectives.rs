@@ -196,6 +196,40 @@ fn every_type(team: &mut Team, q: &Queue, count: usize, what: &str) -> R {
     operations::<bf16>(team, q, count, &format!("{what} bf16"))
 }
 
+/// Output overlapping the input without being it (not staged: copied in first): the result
+/// is still the reduction, and all_gather's output may hold its input.
+fn overlapping(team: &mut Team, q: &Queue) -> R {
+    let (me, n) = (team.rank(), team.size());
+    let c = 37;
+    let values: Vec<f32> = (0..c + 1).map(|i| f32::value(me, i)).collect();
+    let x = upload(q, &values)?;
+    let (send, recv) = (x.range(0..c).map_err(e2s)?, x.range(1..c + 1).map_err(e2s)?);
+    team.all_reduce(&send, &recv, ReduceOp::Sum, &[])
+        .and_then(|e| e.wait())
+        .map_err(|e| format!("overlapping all_reduce: {e}"))?;
+    let want: Vec<f32> = (0..c).map(|i| host_reduce(ReduceOp::Sum, n, i)).collect();
+    same(
+        &team.queue().to_vec(&recv).map_err(e2s)?,
+        &want,
+        "overlapping all_reduce",
+    )?;
+    let all: Vec<f32> = (0..n * c).map(|i| f32::value(me, i % c)).collect();
+    let y = upload(q, &all)?;
+    let (send, recv) = (
+        y.range(me * c..(me + 1) * c).map_err(e2s)?,
+        y.range(0..n * c).map_err(e2s)?,
+    );
+    team.all_gather(&send, &recv, &[])
+        .and_then(|e| e.wait())
+        .map_err(|e| format!("all_gather inside its output: {e}"))?;
+    let want: Vec<f32> = (0..n * c).map(|j| f32::value(j / c, j % c)).collect();
+    same(
+        &team.queue().to_vec(&recv).map_err(e2s)?,
+        &want,
+        "all_gather inside its output",
+    )
+}
+
 fn wants(r: sycl::Result<()>, code: Errc, what: &str) -> R {
     match r {
         Err(e) if e.code() == code => Ok(()),
@@ -281,20 +315,24 @@ fn ranks_main() -> ExitCode {
         if silent {
             return silent_rank(&ranks, &q);
         }
-        for (algorithm, name) in [
-            (Algorithm::OneShot, "one-shot"),
-            (Algorithm::TwoShot, "two-shot"),
-        ] {
+        let forms = [
+            (Algorithm::OneShot, usize::MAX, "one-shot staged"),
+            (Algorithm::OneShot, 0, "one-shot copied in, vectors"),
+            (Algorithm::TwoShot, 0, "two-shot"),
+        ];
+        for (algorithm, staged_max_bytes, name) in forms {
             // 4 KiB halves: the larger counts run in several pieces.
             let options = TeamOptions {
                 buffer_bytes: 4096,
                 algorithm,
+                staged_max_bytes,
                 ..TeamOptions::default()
             };
             let mut team = Team::new(&ranks, &q, options).map_err(e2s)?;
             for count in [0, 1, 7, 300, 1500] {
                 every_type(&mut team, &q, count, &format!("{name}, {count} elements,"))?;
             }
+            overlapping(&mut team, &q)?;
         }
         mismatches(&ranks, &q)
     })();

@@ -42,8 +42,12 @@ fn combine<T: sycl::Scalar>(op: u32, a: T, b: T) -> T {
 /// 2. waits until slot `group * 8 + p` of its own pad holds the epoch (or a later one) for
 ///    every peer `p`, acquire; a peer at this epoch with another signature is a mismatch
 ///    (`Failure::Mismatched`), and more than `limit` polls a time-out (`Failure::TimedOut`);
-/// 3. moves its share (a group-strided loop) of `count` elements as `kind` says (the `MOVE_`
-///    constants), reading the ranks' data `b0`.. (rank order) from element `first`.
+/// 3. moves its block of `count` elements as `kind` says (the `MOVE_` constants), reading
+///    the ranks' data `b0`.. (rank order) from element `first`.
+///
+/// `staged`: before step 1 each group also copies its block of this rank's input (`out` when
+/// `in_place`) into `stage` (this rank's half, from `first`), and the moves read this rank's
+/// values from the input: the copy costs no launch of its own, and `b{me}` is not read.
 ///
 /// Epochs compare in serial-number arithmetic (peers are never more than one step apart), so
 /// they wrap harmlessly and no pad is ever reset. The pad's last word is this rank's poison:
@@ -61,6 +65,8 @@ pub(crate) fn team_step<T: sycl::Scalar>(
     first: usize,
     count: usize,
     stride: usize,
+    staged: u32,
+    in_place: u32,
     own: &mut [u64],
     q1: &mut [u64],
     q2: &mut [u64],
@@ -77,6 +83,8 @@ pub(crate) fn team_step<T: sycl::Scalar>(
     b5: &[T],
     b6: &[T],
     b7: &[T],
+    input: &[T],
+    stage: &mut [T],
     out: &mut [T],
 ) {
     let g = group_id(0);
@@ -84,6 +92,28 @@ pub(crate) fn team_step<T: sycl::Scalar>(
     let epoch = (word >> 32) as u32;
     let sig = word as u32;
     let at = g * 8 + me as usize;
+    // Each work-group moves one contiguous block (whole multiples of its size), its
+    // work-items strided within it: adjacent work-items touch adjacent elements (coalesced on
+    // GPUs), and on the CPU, where a group's work-items run one after another, the block
+    // stays in cache between them.
+    let l = local_range(0);
+    let groups = group_range(0);
+    let block = ((count + groups - 1) / groups + l - 1) / l * l;
+    let start = g * block;
+    let end = if start + block < count {
+        start + block
+    } else {
+        count
+    };
+    // Staged: this rank's input goes into its half here (its block, before this group's
+    // arrival, which the peers' same group waits for), not by a copy before the launch; the
+    // moves below read this rank's values from the input (`out` in place).
+    if staged != 0 {
+        for i in (start + lid..end).step_by(l) {
+            let v = if in_place != 0 { out[i] } else { input[i] };
+            stage[first + i] = v;
+        }
+    }
     // A failed step poisons the team: every later step of this rank fails at once, with the
     // first failure's error, instead of meeting peers whose steps no longer line up.
     let poison = own.len() - 1;
@@ -93,6 +123,7 @@ pub(crate) fn team_step<T: sycl::Scalar>(
     } else if earlier != 0 {
         kernel_fail(Failure::Mismatched);
     }
+    barrier();
     if lid == 0 {
         if n > 1 {
             atomic_store(q1, at, word, Ordering::Release, MemoryScope::System);
@@ -137,43 +168,39 @@ pub(crate) fn team_step<T: sycl::Scalar>(
         }
     }
     barrier();
-    // Each work-group moves one contiguous block (whole multiples of its size), its
-    // work-items strided within it: adjacent work-items touch adjacent elements (coalesced on
-    // GPUs), and on the CPU, where a group's work-items run one after another, the block
-    // stays in cache between them.
-    let l = local_range(0);
-    let groups = group_range(0);
-    let block = ((count + groups - 1) / groups + l - 1) / l * l;
-    let start = g * block;
-    let end = if start + block < count {
-        start + block
-    } else {
-        count
-    };
+    // Rank p's value of element i: its part's, or for this rank when staged, its input's.
+    let mine_at = if staged != 0 { me } else { 8u32 };
     if kind == 1 {
         for i in (start + lid..end).step_by(l) {
             let k = first + i;
-            let mut acc = b0[k];
+            let v = if mine_at == 8 {
+                b0[k]
+            } else if in_place != 0 {
+                out[i]
+            } else {
+                input[i]
+            };
+            let mut acc = if mine_at == 0 { v } else { b0[k] };
             if n > 1 {
-                acc = combine(op, acc, b1[k]);
+                acc = combine(op, acc, if mine_at == 1 { v } else { b1[k] });
             }
             if n > 2 {
-                acc = combine(op, acc, b2[k]);
+                acc = combine(op, acc, if mine_at == 2 { v } else { b2[k] });
             }
             if n > 3 {
-                acc = combine(op, acc, b3[k]);
+                acc = combine(op, acc, if mine_at == 3 { v } else { b3[k] });
             }
             if n > 4 {
-                acc = combine(op, acc, b4[k]);
+                acc = combine(op, acc, if mine_at == 4 { v } else { b4[k] });
             }
             if n > 5 {
-                acc = combine(op, acc, b5[k]);
+                acc = combine(op, acc, if mine_at == 5 { v } else { b5[k] });
             }
             if n > 6 {
-                acc = combine(op, acc, b6[k]);
+                acc = combine(op, acc, if mine_at == 6 { v } else { b6[k] });
             }
             if n > 7 {
-                acc = combine(op, acc, b7[k]);
+                acc = combine(op, acc, if mine_at == 7 { v } else { b7[k] });
             }
             out[i] = acc;
         }
@@ -183,29 +210,30 @@ pub(crate) fn team_step<T: sycl::Scalar>(
         let len = out.len();
         for i in (start + lid..end).step_by(l) {
             let k = first + i;
+            let v = if mine_at == 8 { b0[k] } else { input[i] };
             if i < len {
-                out[i] = b0[k];
+                out[i] = if mine_at == 0 { v } else { b0[k] };
             }
             if n > 1 && stride + i < len {
-                out[stride + i] = b1[k];
+                out[stride + i] = if mine_at == 1 { v } else { b1[k] };
             }
             if n > 2 && 2 * stride + i < len {
-                out[2 * stride + i] = b2[k];
+                out[2 * stride + i] = if mine_at == 2 { v } else { b2[k] };
             }
             if n > 3 && 3 * stride + i < len {
-                out[3 * stride + i] = b3[k];
+                out[3 * stride + i] = if mine_at == 3 { v } else { b3[k] };
             }
             if n > 4 && 4 * stride + i < len {
-                out[4 * stride + i] = b4[k];
+                out[4 * stride + i] = if mine_at == 4 { v } else { b4[k] };
             }
             if n > 5 && 5 * stride + i < len {
-                out[5 * stride + i] = b5[k];
+                out[5 * stride + i] = if mine_at == 5 { v } else { b5[k] };
             }
             if n > 6 && 6 * stride + i < len {
-                out[6 * stride + i] = b6[k];
+                out[6 * stride + i] = if mine_at == 6 { v } else { b6[k] };
             }
             if n > 7 && 7 * stride + i < len {
-                out[7 * stride + i] = b7[k];
+                out[7 * stride + i] = if mine_at == 7 { v } else { b7[k] };
             }
         }
     } else if kind == 3 {
@@ -232,3 +260,194 @@ pub(crate) fn team_step<T: sycl::Scalar>(
         }
     }
 }
+
+/// `team_step` for whole 16-byte vectors of `T` (`[T; 16 / size_of::<T>()]`): the meeting as
+/// there, then reduce or gather moves (not staged) a vector per work-item and iteration, each
+/// load and store one 16-byte access where the device has one (`CopyField`). The runtime
+/// uses it for large steps whose counts and ranges are whole vectors.
+macro_rules! vector_step {
+    ($name:ident, $v:tt) => {
+        #[sycl::kernel]
+        pub(crate) fn $name<T: sycl::Scalar>(
+            me: u32,
+            n: u32,
+            word: u64,
+            limit: u64,
+            kind: u32,
+            op: u32,
+            first: usize,
+            count: usize,
+            stride: usize,
+            own: &mut [u64],
+            q1: &mut [u64],
+            q2: &mut [u64],
+            q3: &mut [u64],
+            q4: &mut [u64],
+            q5: &mut [u64],
+            q6: &mut [u64],
+            q7: &mut [u64],
+            b0: &[[T; $v]],
+            b1: &[[T; $v]],
+            b2: &[[T; $v]],
+            b3: &[[T; $v]],
+            b4: &[[T; $v]],
+            b5: &[[T; $v]],
+            b6: &[[T; $v]],
+            b7: &[[T; $v]],
+            out: &mut [[T; $v]],
+        ) {
+            let g = group_id(0);
+            let lid = local_id(0);
+            let epoch = (word >> 32) as u32;
+            let sig = word as u32;
+            let at = g * 8 + me as usize;
+            let l = local_range(0);
+            let groups = group_range(0);
+            let block = ((count + groups - 1) / groups + l - 1) / l * l;
+            let start = g * block;
+            let end = if start + block < count {
+                start + block
+            } else {
+                count
+            };
+            let poison = own.len() - 1;
+            let earlier = atomic_load(own, poison, Ordering::Relaxed, MemoryScope::Device);
+            if earlier == 4 {
+                kernel_fail(Failure::TimedOut);
+            } else if earlier != 0 {
+                kernel_fail(Failure::Mismatched);
+            }
+            if lid == 0 {
+                if n > 1 {
+                    atomic_store(q1, at, word, Ordering::Release, MemoryScope::System);
+                }
+                if n > 2 {
+                    atomic_store(q2, at, word, Ordering::Release, MemoryScope::System);
+                }
+                if n > 3 {
+                    atomic_store(q3, at, word, Ordering::Release, MemoryScope::System);
+                }
+                if n > 4 {
+                    atomic_store(q4, at, word, Ordering::Release, MemoryScope::System);
+                }
+                if n > 5 {
+                    atomic_store(q5, at, word, Ordering::Release, MemoryScope::System);
+                }
+                if n > 6 {
+                    atomic_store(q6, at, word, Ordering::Release, MemoryScope::System);
+                }
+                if n > 7 {
+                    atomic_store(q7, at, word, Ordering::Release, MemoryScope::System);
+                }
+            }
+            if lid < n as usize && lid != me as usize {
+                let slot = g * 8 + lid;
+                let mut polls = 0u64;
+                loop {
+                    let w = atomic_load(own, slot, Ordering::Acquire, MemoryScope::System);
+                    let ahead = ((w >> 32) as u32).wrapping_sub(epoch);
+                    if ahead < 0x8000_0000u32 {
+                        if ahead == 0 && w as u32 != sig {
+                            atomic_store(own, poison, 5u64, Ordering::Relaxed, MemoryScope::Device);
+                            kernel_fail(Failure::Mismatched);
+                        }
+                        break;
+                    }
+                    polls += 1;
+                    if polls >= limit {
+                        atomic_store(own, poison, 4u64, Ordering::Relaxed, MemoryScope::Device);
+                        kernel_fail(Failure::TimedOut);
+                    }
+                }
+            }
+            barrier();
+            if kind == 1 {
+                for i in (start + lid..end).step_by(l) {
+                    let k = first + i;
+                    let mut acc = b0[k];
+                    if n > 1 {
+                        let x = b1[k];
+                        for j in 0..$v {
+                            acc[j] = combine(op, acc[j], x[j]);
+                        }
+                    }
+                    if n > 2 {
+                        let x = b2[k];
+                        for j in 0..$v {
+                            acc[j] = combine(op, acc[j], x[j]);
+                        }
+                    }
+                    if n > 3 {
+                        let x = b3[k];
+                        for j in 0..$v {
+                            acc[j] = combine(op, acc[j], x[j]);
+                        }
+                    }
+                    if n > 4 {
+                        let x = b4[k];
+                        for j in 0..$v {
+                            acc[j] = combine(op, acc[j], x[j]);
+                        }
+                    }
+                    if n > 5 {
+                        let x = b5[k];
+                        for j in 0..$v {
+                            acc[j] = combine(op, acc[j], x[j]);
+                        }
+                    }
+                    if n > 6 {
+                        let x = b6[k];
+                        for j in 0..$v {
+                            acc[j] = combine(op, acc[j], x[j]);
+                        }
+                    }
+                    if n > 7 {
+                        let x = b7[k];
+                        for j in 0..$v {
+                            acc[j] = combine(op, acc[j], x[j]);
+                        }
+                    }
+                    out[i] = acc;
+                }
+            } else if kind == 2 {
+                for i in (start + lid..end).step_by(l) {
+                    let k = first + i;
+                    let x = b0[k];
+                    out[i] = x;
+                    if n > 1 {
+                        let x = b1[k];
+                        out[stride + i] = x;
+                    }
+                    if n > 2 {
+                        let x = b2[k];
+                        out[2 * stride + i] = x;
+                    }
+                    if n > 3 {
+                        let x = b3[k];
+                        out[3 * stride + i] = x;
+                    }
+                    if n > 4 {
+                        let x = b4[k];
+                        out[4 * stride + i] = x;
+                    }
+                    if n > 5 {
+                        let x = b5[k];
+                        out[5 * stride + i] = x;
+                    }
+                    if n > 6 {
+                        let x = b6[k];
+                        out[6 * stride + i] = x;
+                    }
+                    if n > 7 {
+                        let x = b7[k];
+                        out[7 * stride + i] = x;
+                    }
+                }
+            }
+        }
+    };
+}
+
+vector_step!(team_step_x2, 2);
+vector_step!(team_step_x4, 4);
+vector_step!(team_step_x8, 8);

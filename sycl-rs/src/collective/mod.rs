@@ -97,8 +97,13 @@ pub struct TeamOptions {
     pub timeout: Option<Duration>,
     /// The all-reduce algorithm.
     pub algorithm: Algorithm,
-    /// [`Algorithm::Auto`] runs one-shot up to this many bytes.
+    /// [`Algorithm::Auto`] runs one-shot up to this many bytes (with more than two ranks:
+    /// two ranks read as much from each other either way).
     pub one_shot_max_bytes: usize,
+    /// One-shot all-reduces and all-gathers up to this many bytes copy the input in inside
+    /// their step (one launch); larger ones copy it first (a queue copy, which moves large
+    /// inputs faster), then run a step of 16-byte vectors.
+    pub staged_max_bytes: usize,
 }
 
 impl Default for TeamOptions {
@@ -108,6 +113,7 @@ impl Default for TeamOptions {
             timeout: None,
             algorithm: Algorithm::Auto,
             one_shot_max_bytes: 256 << 10,
+            staged_max_bytes: 4 << 20,
         }
     }
 }
@@ -176,7 +182,7 @@ pub struct Team<'r> {
     /// Distinct pads for the peer parameters a smaller team leaves unused (a `&mut`
     /// argument may not alias another).
     spare_pads: Vec<Usm<u64>>,
-    /// Two words a step that moves no data reads and writes.
+    /// Four words for the slice parameters a step does not use (`scratch_word`).
     scratch: Usm<u64>,
     epoch: u32,
     operations: u64,
@@ -197,6 +203,71 @@ impl std::fmt::Debug for Team<'_> {
             .field("epoch", &self.epoch)
             .finish()
     }
+}
+
+/// Launches move `m` as `kernels::$kernel` over `[T; $v]` (16 bytes) when it is a reduce or
+/// gather that is not staged and whose offsets, counts and ranges are whole, aligned
+/// vectors: `Some(event)`; `None` otherwise (the scalar step runs instead).
+macro_rules! vector_launch {
+    ($t:ty, $team:expr, $kernel:ident, $v:literal, $head:expr, $pads:expr, $groups:expr, $m:expr, $deps:expr) => {{
+        let (me, n, word, limit) = $head;
+        let (pads, m): (&[UsmRange<u64>], &Move<$t>) = ($pads, $m);
+        let whole = |x: usize| x % $v == 0;
+        let cast = |r: &UsmRange<$t>| {
+            r.cast::<[$t; $v]>()
+                .ok()
+                .filter(|v| v.len() * $v == r.len())
+        };
+        let fits = m.staged.is_none()
+            && (m.kind == MOVE_REDUCE || m.kind == MOVE_GATHER)
+            && whole(m.first)
+            && whole(m.count)
+            && whole(m.stride);
+        match (
+            fits,
+            cast(&m.out),
+            m.parts.iter().map(cast).collect::<Option<Vec<_>>>(),
+        ) {
+            (true, Some(out), Some(parts)) => {
+                let b = |k: usize| parts.get(k).unwrap_or(&parts[0]);
+                let range = Range::d1($groups * GROUP).with_local([GROUP, 1, 1]);
+                let (first, count, stride) = (m.first / $v, m.count / $v, m.stride / $v);
+                Some($team.queue.parallel_for(
+                    range,
+                    $deps,
+                    kernels::$kernel(
+                        me,
+                        n,
+                        word,
+                        limit,
+                        m.kind,
+                        m.op,
+                        first,
+                        count,
+                        stride,
+                        &pads[0],
+                        &pads[1],
+                        &pads[2],
+                        &pads[3],
+                        &pads[4],
+                        &pads[5],
+                        &pads[6],
+                        &pads[7],
+                        b(0),
+                        b(1),
+                        b(2),
+                        b(3),
+                        b(4),
+                        b(5),
+                        b(6),
+                        b(7),
+                        &out,
+                    ),
+                )?)
+            }
+            _ => None,
+        }
+    }};
 }
 
 impl<'r> Team<'r> {
@@ -231,7 +302,7 @@ impl<'r> Team<'r> {
         let spare_pads = (0..MAX_RANKS)
             .map(|_| crate::malloc_device::<u64>(PAD_WORDS, &queue))
             .collect::<Result<Vec<_>>>()?;
-        let scratch = crate::malloc_device::<u64>(1, &queue)?;
+        let scratch = crate::malloc_device::<u64>(4, &queue)?;
         let timeout = options.timeout.unwrap_or(ranks.options().timeout);
         let max_groups = match queue.device().backend() {
             sycl_backend::BackendKind::NativeCpu => std::thread::available_parallelism()
@@ -301,10 +372,10 @@ impl<'r> Team<'r> {
     /// on its slot 0, writing into another spare (the team's pads are left alone).
     fn timed_out_wait(&self, polls: u64) -> Result<()> {
         let word = 1u64 << 32;
-        let (parts, out) = self.no_data()?;
         let pads: Vec<UsmRange<u64>> = self.spare_pads.iter().map(|p| p.full()).collect();
         self.queue.fill(&pads[0], 0u64, &[])?;
-        let ev = self.launch::<u32>(1, 2, word, polls, &pads, [0; 6], 1, &parts, &out, &[])?;
+        let nothing = self.nothing::<u32>()?;
+        let ev = self.launch::<u32>((1, 2, word, polls), &pads, 1, &nothing, &[])?;
         match ev.wait() {
             Err(e) if e.code() == Errc::Runtime => Ok(()),
             Err(e) => Err(e),
@@ -329,10 +400,25 @@ impl<'r> Team<'r> {
         Ok(pads)
     }
 
-    /// Inputs and an output for a step that moves nothing: two words of a private allocation.
-    fn no_data(&self) -> Result<(Vec<UsmRange<u32>>, UsmRange<u32>)> {
-        let words = self.scratch.full().cast::<u32>()?;
-        Ok((vec![words.sub(0..1)?], words.sub(1..2)?))
+    /// Word `w` (0 to 3) of the private scratch, as one `T`: what a step's unused slice
+    /// parameters get, each role its own word (a `&mut` may not alias another argument).
+    fn scratch_word<T: Element>(&self, w: usize) -> Result<UsmRange<T>> {
+        self.scratch.range(w..w + 1)?.cast::<T>()?.sub(0..1)
+    }
+
+    /// A move of nothing (a meeting only).
+    fn nothing<T: Element>(&self) -> Result<Move<T>> {
+        Ok(Move {
+            kind: MOVE_NONE,
+            op: 0,
+            root: 0,
+            first: 0,
+            count: 0,
+            stride: 0,
+            parts: vec![self.scratch_word(0)?],
+            out: self.scratch_word(2)?,
+            staged: None,
+        })
     }
 
     /// Half `half` of rank `rank`'s part of the symmetric buffer, as `T`.
@@ -347,24 +433,22 @@ impl<'r> Team<'r> {
         self.half_words * 8 / std::mem::size_of::<T>()
     }
 
-    /// Launches `team_step` on the team queue: `scalars` are `kind, op, root, first, count,
-    /// stride`; `groups` the work-groups (the same on every rank for one step); `pads`
-    /// this rank's, then one per other parameter.
-    #[allow(clippy::too_many_arguments)]
+    /// Launches `team_step` on the team queue: `(me, n, word, limit)`, the pads (this rank's
+    /// first), the work-groups (the same on every rank for one step) and the move.
     fn launch<T: Element>(
         &self,
-        me: u32,
-        n: u32,
-        word: u64,
-        limit: u64,
+        (me, n, word, limit): (u32, u32, u64, u64),
         pads: &[UsmRange<u64>],
-        [kind, op, root, first, count, stride]: [usize; 6],
         groups: usize,
-        parts: &[UsmRange<T>],
-        out: &UsmRange<T>,
+        m: &Move<T>,
         deps: &[&Event],
     ) -> Result<Event> {
-        let b = |k: usize| parts.get(k).unwrap_or(&parts[0]);
+        let b = |k: usize| m.parts.get(k).unwrap_or(&m.parts[0]);
+        let (input, stage, in_place) = match &m.staged {
+            None => (self.scratch_word(0)?, self.scratch_word(1)?, false),
+            Some((Some(input), stage)) => (input.clone(), stage.clone(), false),
+            Some((None, stage)) => (self.scratch_word(0)?, stage.clone(), true),
+        };
         let range = Range::d1(groups * GROUP).with_local([GROUP, 1, 1]);
         self.queue.parallel_for(
             range,
@@ -374,12 +458,14 @@ impl<'r> Team<'r> {
                 n,
                 word,
                 limit,
-                kind as u32,
-                op as u32,
-                root as u32,
-                first,
-                count,
-                stride,
+                m.kind,
+                m.op,
+                m.root as u32,
+                m.first,
+                m.count,
+                m.stride,
+                m.staged.is_some() as u32,
+                in_place as u32,
                 &pads[0],
                 &pads[1],
                 &pads[2],
@@ -396,54 +482,45 @@ impl<'r> Team<'r> {
                 b(5),
                 b(6),
                 b(7),
-                out,
+                &input,
+                &stage,
+                &m.out,
             ),
         )
     }
 
-    /// One step of every rank: the next epoch, met under signature `sig`, then `scalars`'
-    /// move (`kind, op, root, first, count, stride`) over `parts` into `out`. `width`: the
-    /// elements that set the work-groups (the same on every rank).
-    #[allow(clippy::too_many_arguments)]
+    /// One step of every rank: the next epoch, met under signature `sig`, then the move.
+    /// `width`: the elements that set the work-groups (the same on every rank).
     fn step<T: Element>(
         &mut self,
         sig: u32,
-        scalars: [usize; 6],
         width: usize,
-        parts: &[UsmRange<T>],
-        out: &UsmRange<T>,
+        m: &Move<T>,
         deps: &[&Event],
     ) -> Result<Event> {
         self.epoch = self.epoch.wrapping_add(1);
         let word = ((self.epoch as u64) << 32) | sig as u64;
         let groups = width.div_ceil(GROUP).clamp(1, self.max_groups);
         let pads = self.pad_args()?;
-        self.launch(
-            self.me as u32,
-            self.n as u32,
-            word,
-            self.limit,
-            &pads,
-            scalars,
-            groups,
-            parts,
-            out,
-            deps,
-        )
+        let head = (self.me as u32, self.n as u32, word, self.limit);
+        // Whole 16-byte vectors where the step allows (the same meeting and work-groups: the
+        // ranks need not all take this form).
+        let vectors = match std::mem::size_of::<T>() {
+            2 => vector_launch!(T, self, team_step_x8, 8, head, &pads, groups, m, deps),
+            4 => vector_launch!(T, self, team_step_x4, 4, head, &pads, groups, m, deps),
+            _ => vector_launch!(T, self, team_step_x2, 2, head, &pads, groups, m, deps),
+        };
+        match vectors {
+            Some(ev) => Ok(ev),
+            None => self.launch(head, &pads, groups, m, deps),
+        }
     }
 
     /// A step that only meets the peers (a barrier, or a call this rank refused: `sig`
     /// poisoned so that the peers fail too).
     fn meet(&mut self, sig: u32, deps: &[&Event]) -> Result<Event> {
-        let (parts, out) = self.no_data()?;
-        self.step::<u32>(
-            sig,
-            [MOVE_NONE as usize, 0, 0, 0, 0, 0],
-            0,
-            &parts,
-            &out,
-            deps,
-        )
+        let nothing = self.nothing::<u32>()?;
+        self.step(sig, 0, &nothing, deps)
     }
 
     /// Refuses a call this rank found invalid: it still meets its peers once, under a
@@ -458,14 +535,19 @@ impl<'r> Team<'r> {
         Err(error)
     }
 
-    /// Every rank's half `half`, elements `0..len`, in rank order.
+    /// Every rank's half `half`, elements `range`, in rank order; with `staged`, this rank's
+    /// is a scratch word (its values come from its input, and its half is the stage).
     fn parts<T: Element>(
         &self,
         half: usize,
         range: std::ops::Range<usize>,
+        staged: bool,
     ) -> Result<Vec<UsmRange<T>>> {
         (0..self.n)
-            .map(|r| self.half::<T>(r, half)?.sub(range.clone()))
+            .map(|r| match staged && r == self.me {
+                true => self.scratch_word(0),
+                false => self.half::<T>(r, half)?.sub(range.clone()),
+            })
             .collect()
     }
 
@@ -519,10 +601,12 @@ impl<'r> Team<'r> {
         let (send, recv) = (send.usm_range(), recv.usm_range());
         let total = send.len();
         let bytes = total * std::mem::size_of::<T>();
+        let n = self.n;
+        // Two ranks read as much from each other either way: two-shot only adds a step.
         let two_shot = match self.options.algorithm {
             Algorithm::OneShot => false,
             Algorithm::TwoShot => true,
-            Algorithm::Auto => bytes > self.options.one_shot_max_bytes,
+            Algorithm::Auto => n > 2 && bytes > self.options.one_shot_max_bytes,
         };
         let sig = |piece: usize| {
             signature(&[
@@ -546,42 +630,54 @@ impl<'r> Team<'r> {
         if total == 0 {
             return self.meet(sig(0), deps);
         }
-        let n = self.n;
+        let in_place = send.as_ptr() == recv.as_ptr();
+        // Staged (the input copied in by the step itself) unless the ranges overlap
+        // otherwise, which the step's arguments may not.
+        let staged = !two_shot
+            && bytes <= self.options.staged_max_bytes
+            && (in_place || !overlap(&send, &recv));
         // Two-shot keeps its reduced slice after the input in the half.
         let piece = match two_shot {
             false => self.half_len::<T>(),
             true => (self.half_len::<T>() * n / (n + 1)).max(1),
         };
+        let op = op.code();
         self.in_pieces(total, piece, deps, |team, at, deps| {
             let (k, off, c, half) = (at.index, at.start, at.len, at.half);
             let own = team.half::<T>(team.me, half)?;
-            team.queue
-                .copy(&send.sub(off..off + c)?, &own.sub(0..c)?, deps)?;
+            let input = send.sub(off..off + c)?;
             let out = recv.sub(off..off + c)?;
-            let parts = team.parts::<T>(half, 0..c)?;
+            if staged {
+                let m = Move {
+                    kind: MOVE_REDUCE,
+                    op,
+                    root: 0,
+                    first: 0,
+                    count: c,
+                    stride: 0,
+                    parts: team.parts::<T>(half, 0..c, true)?,
+                    out,
+                    staged: Some(((!in_place).then_some(input), own.sub(0..c)?)),
+                };
+                return team.step(sig(k), c, &m, deps);
+            }
+            team.queue.copy(&input, &own.sub(0..c)?, deps)?;
+            let parts = team.parts::<T>(half, 0..c, false)?;
             if !two_shot {
-                let scalars = [MOVE_REDUCE as usize, op.code() as usize, 0, 0, c, 0];
-                return team.step(sig(k), scalars, c, &parts, &out, &[]);
+                let m = Move::reduce(op, 0, c, parts, out);
+                return team.step(sig(k), c, &m, &[]);
             }
             // Reduce-scatter into each rank's slice area, then gather the slices.
             let s = c.div_ceil(n);
             let mine = (team.me * s).min(c)..((team.me + 1) * s).min(c);
-            let slice_area = own.sub(c..c + s)?;
-            let scalars = [
-                MOVE_REDUCE as usize,
-                op.code() as usize,
-                0,
-                mine.start,
-                mine.len(),
-                0,
-            ];
-            team.step(sig(k), scalars, s, &parts, &slice_area, &[])?;
+            let m = Move::reduce(op, mine.start, mine.len(), parts, own.sub(c..c + s)?);
+            team.step(sig(k), s, &m, &[])?;
             let slices = (0..n)
                 .map(|r| team.half::<T>(r, half)?.sub(c..c + s))
                 .collect::<Result<Vec<_>>>()?;
-            let scalars = [MOVE_GATHER as usize, 0, 0, 0, s, s];
+            let m = Move::gather(0, s, s, slices, out);
             let gather_sig = sig(k).rotate_left(16) ^ 0x5a5a_5a5a;
-            team.step(gather_sig, scalars, s, &slices, &out, &[])
+            team.step(gather_sig, s, &m, &[])
         })
     }
 
@@ -611,18 +707,24 @@ impl<'r> Team<'r> {
         if total == 0 {
             return self.meet(sig(0), deps);
         }
+        let staged = total * std::mem::size_of::<T>() <= self.options.staged_max_bytes
+            && !overlap(&send, &recv);
         let piece = self.half_len::<T>();
         self.in_pieces(total, piece, deps, |team, at, deps| {
             let (off, c) = (at.start, at.len);
             let own = team.half::<T>(team.me, at.half)?;
-            team.queue
-                .copy(&send.sub(off..off + c)?, &own.sub(0..c)?, deps)?;
-            let parts = team.parts::<T>(at.half, 0..c)?;
+            let input = send.sub(off..off + c)?;
             // Rank p's piece lands at p * total + off: the output starts at `off`, stride
             // `total`.
             let out = recv.sub(off..)?;
-            let scalars = [MOVE_GATHER as usize, 0, 0, 0, c, total];
-            team.step(sig(at.index), scalars, c, &parts, &out, &[])
+            let parts = team.parts::<T>(at.half, 0..c, staged)?;
+            let mut m = Move::gather(0, c, total, parts, out);
+            if staged {
+                m.staged = Some((Some(input), own.sub(0..c)?));
+                return team.step(sig(at.index), c, &m, deps);
+            }
+            team.queue.copy(&input, &own.sub(0..c)?, deps)?;
+            team.step(sig(at.index), c, &m, &[])
         })
     }
 
@@ -663,6 +765,7 @@ impl<'r> Team<'r> {
         }
         // Each piece holds every rank's block of it: n * c elements in a half.
         let piece = (self.half_len::<T>() / n).max(1);
+        let op = op.code();
         self.in_pieces(total, piece, deps, |team, at, deps| {
             let (off, c) = (at.start, at.len);
             let own = team.half::<T>(team.me, at.half)?;
@@ -672,17 +775,9 @@ impl<'r> Team<'r> {
                 team.queue
                     .copy(&src, &own.sub(d * c..(d + 1) * c)?, after)?;
             }
-            let parts = team.parts::<T>(at.half, 0..n * c)?;
-            let out = recv.sub(off..off + c)?;
-            let scalars = [
-                MOVE_REDUCE as usize,
-                op.code() as usize,
-                0,
-                team.me * c,
-                c,
-                0,
-            ];
-            team.step(sig(at.index), scalars, c, &parts, &out, &[])
+            let parts = team.parts::<T>(at.half, 0..n * c, false)?;
+            let m = Move::reduce(op, team.me * c, c, parts, recv.sub(off..off + c)?);
+            team.step(sig(at.index), c, &m, &[])
         })
     }
 
@@ -711,18 +806,91 @@ impl<'r> Team<'r> {
         let piece = self.half_len::<T>();
         self.in_pieces(total, piece, deps, |team, at, deps| {
             let (off, c) = (at.start, at.len);
-            let out = buf.sub(off..off + c)?;
-            let parts = team.parts::<T>(at.half, 0..c)?;
+            let piece = buf.sub(off..off + c)?;
             if team.me == root {
+                // The root stages its piece; it moves nothing itself.
                 let own = team.half::<T>(team.me, at.half)?;
-                team.queue.copy(&out, &own.sub(0..c)?, deps)?;
-                let scalars = [MOVE_NONE as usize, 0, root, 0, c, 0];
-                team.step(sig(at.index), scalars, c, &parts, &out, &[])
-            } else {
-                let scalars = [MOVE_FROM_ROOT as usize, 0, root, 0, c, 0];
-                team.step(sig(at.index), scalars, c, &parts, &out, deps)
+                let mut m = team.nothing::<T>()?;
+                m.count = c;
+                m.staged = Some((Some(piece), own.sub(0..c)?));
+                return team.step(sig(at.index), c, &m, deps);
             }
+            let m = Move {
+                kind: MOVE_FROM_ROOT,
+                op: 0,
+                root,
+                first: 0,
+                count: c,
+                stride: 0,
+                parts: team.parts::<T>(at.half, 0..c, false)?,
+                out: piece,
+                staged: None,
+            };
+            team.step(sig(at.index), c, &m, deps)
         })
+    }
+}
+
+/// Whether two ranges share bytes.
+fn overlap<T: Element>(a: &UsmRange<T>, b: &UsmRange<T>) -> bool {
+    let (a0, b0) = (a.as_ptr(), b.as_ptr());
+    a0 < b0 + b.byte_len() as u64 && b0 < a0 + a.byte_len() as u64
+}
+
+/// What a step moves after its meeting (the kernel's `kind` and operands).
+struct Move<T> {
+    kind: u32,
+    op: u32,
+    root: usize,
+    first: usize,
+    count: usize,
+    stride: usize,
+    /// Every rank's data, in rank order.
+    parts: Vec<UsmRange<T>>,
+    out: UsmRange<T>,
+    /// This rank's input (`None`: `out`, in place) and its half, which the step fills first.
+    staged: Option<(Option<UsmRange<T>>, UsmRange<T>)>,
+}
+
+impl<T> Move<T> {
+    fn reduce(
+        op: u32,
+        first: usize,
+        count: usize,
+        parts: Vec<UsmRange<T>>,
+        out: UsmRange<T>,
+    ) -> Self {
+        Move {
+            kind: MOVE_REDUCE,
+            op,
+            root: 0,
+            first,
+            count,
+            stride: 0,
+            parts,
+            out,
+            staged: None,
+        }
+    }
+
+    fn gather(
+        first: usize,
+        count: usize,
+        stride: usize,
+        parts: Vec<UsmRange<T>>,
+        out: UsmRange<T>,
+    ) -> Self {
+        Move {
+            kind: MOVE_GATHER,
+            op: 0,
+            root: 0,
+            first,
+            count,
+            stride,
+            parts,
+            out,
+            staged: None,
+        }
     }
 }
 
