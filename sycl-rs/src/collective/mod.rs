@@ -5,9 +5,10 @@
 //! (every rank the same size, every rank's opened by every other rank through `ipc::memory`:
 //! zero-copy over NVLink/PCIe peer access on GPUs, shared memory on the native CPU) and a
 //! signal pad per rank. Each operation is enqueued on the team's in-order queue and returns
-//! an [`Event`]: the input is copied into this rank's part of the symmetric buffer, then one
-//! kernel per step (written once with `#[sycl::kernel]`, `team_step` in spec/collectives.md) meets the
-//! peers and moves the data, reading the peers' parts directly.
+//! an [`Event`]: one kernel per step (written once with `#[sycl::kernel]`, `team_step` in
+//! spec/collectives.md) copies this rank's input into its part of the symmetric buffer (small
+//! inputs; large ones go in by a queue copy first), meets the peers and moves the data,
+//! reading the peers' parts directly.
 //!
 //! The meeting is device-side: each work-group writes an epoch word into every peer's pad
 //! and spins on its own, bounded (the team's time-out): a rank that dies, or never calls,
@@ -223,12 +224,15 @@ macro_rules! vector_launch {
             && whole(m.first)
             && whole(m.count)
             && whole(m.stride);
-        match (
-            fits,
-            cast(&m.out),
-            m.parts.iter().map(cast).collect::<Option<Vec<_>>>(),
-        ) {
-            (true, Some(out), Some(parts)) => {
+        // (Views made only for a step that fits.)
+        let views = || {
+            Some((
+                cast(&m.out)?,
+                m.parts.iter().map(cast).collect::<Option<Vec<_>>>()?,
+            ))
+        };
+        match fits.then(views).flatten() {
+            Some((out, parts)) => {
                 let b = |k: usize| parts.get(k).unwrap_or(&parts[0]);
                 let range = Range::d1($groups * GROUP).with_local([GROUP, 1, 1]);
                 let (first, count, stride) = (m.first / $v, m.count / $v, m.stride / $v);
@@ -265,7 +269,7 @@ macro_rules! vector_launch {
                     ),
                 )?)
             }
-            _ => None,
+            None => None,
         }
     }};
 }
