@@ -177,18 +177,21 @@ fn main() {
         vec![512, 4 << 10, 64 << 10, 1 << 20, 64 << 20]
     };
     let big = *sizes.iter().max().expect("sizes");
-    let team = |algorithm| {
+    let team = |algorithm, staged_max_bytes| {
         let options = TeamOptions {
             buffer_bytes: big,
             algorithm,
+            staged_max_bytes,
             ..TeamOptions::default()
         };
         Team::new(&ranks, &q, options).expect("team")
     };
+    let staged = TeamOptions::default().staged_max_bytes;
     let mut teams = vec![
-        ("auto", team(Algorithm::Auto)),
-        ("one-shot", team(Algorithm::OneShot)),
-        ("two-shot", team(Algorithm::TwoShot)),
+        ("auto", team(Algorithm::Auto, staged)),
+        ("one-shot staged", team(Algorithm::OneShot, usize::MAX)),
+        ("one-shot copied in", team(Algorithm::OneShot, 0)),
+        ("two-shot", team(Algorithm::TwoShot, staged)),
     ];
     if world.rank() == 0 {
         println!(

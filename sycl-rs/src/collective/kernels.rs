@@ -262,9 +262,11 @@ pub(crate) fn team_step<T: sycl::Scalar>(
 }
 
 /// `team_step` for whole 16-byte vectors of `T` (`[T; 16 / size_of::<T>()]`): the meeting as
-/// there, then reduce or gather moves (not staged) a vector per work-item and iteration, each
-/// load and store one 16-byte access where the device has one (`CopyField`). The runtime
-/// uses it for large steps whose counts and ranges are whole vectors.
+/// there, then a reduce or gather of a vector per work-item and iteration, each load and
+/// store one 16-byte access where the device has one (`CopyField`). This rank's own values
+/// come from `stage` (its half: filled here from the input when `staged`, before the arrival,
+/// else by a copy before the launch); `b{me}` is not read. The runtime uses it for steps
+/// whose offsets, counts and ranges are whole vectors.
 macro_rules! vector_step {
     ($name:ident, $v:tt) => {
         #[sycl::kernel]
@@ -278,6 +280,8 @@ macro_rules! vector_step {
             first: usize,
             count: usize,
             stride: usize,
+            staged: u32,
+            in_place: u32,
             own: &mut [u64],
             q1: &mut [u64],
             q2: &mut [u64],
@@ -294,6 +298,8 @@ macro_rules! vector_step {
             b5: &[[T; $v]],
             b6: &[[T; $v]],
             b7: &[[T; $v]],
+            input: &[[T; $v]],
+            stage: &mut [[T; $v]],
             out: &mut [[T; $v]],
         ) {
             let g = group_id(0);
@@ -310,6 +316,19 @@ macro_rules! vector_step {
             } else {
                 count
             };
+            if staged != 0 {
+                if in_place != 0 {
+                    for i in (start + lid..end).step_by(l) {
+                        let v = out[i];
+                        stage[first + i] = v;
+                    }
+                } else {
+                    for i in (start + lid..end).step_by(l) {
+                        let v = input[i];
+                        stage[first + i] = v;
+                    }
+                }
+            }
             let poison = own.len() - 1;
             let earlier = atomic_load(own, poison, Ordering::Relaxed, MemoryScope::Device);
             if earlier == 4 {
@@ -317,6 +336,7 @@ macro_rules! vector_step {
             } else if earlier != 0 {
                 kernel_fail(Failure::Mismatched);
             }
+            barrier();
             if lid == 0 {
                 if n > 1 {
                     atomic_store(q1, at, word, Ordering::Release, MemoryScope::System);
@@ -364,47 +384,97 @@ macro_rules! vector_step {
             if kind == 1 {
                 for i in (start + lid..end).step_by(l) {
                     let k = first + i;
-                    let mut acc = b0[k];
-                    if n > 1 {
-                        let x = b1[k];
+                    // Rank 0's value, then each next rank's combined in, in rank order.
+                    let mine = stage[k];
+                    let mut acc = stage[k];
+                    if me != 0 {
+                        let x = b0[k];
                         for j in 0..$v {
-                            acc[j] = combine(op, acc[j], x[j]);
+                            acc[j] = x[j];
+                        }
+                    }
+                    if n > 1 {
+                        if me == 1 {
+                            for j in 0..$v {
+                                acc[j] = combine(op, acc[j], mine[j]);
+                            }
+                        } else {
+                            let x = b1[k];
+                            for j in 0..$v {
+                                acc[j] = combine(op, acc[j], x[j]);
+                            }
                         }
                     }
                     if n > 2 {
-                        let x = b2[k];
-                        for j in 0..$v {
-                            acc[j] = combine(op, acc[j], x[j]);
+                        if me == 2 {
+                            for j in 0..$v {
+                                acc[j] = combine(op, acc[j], mine[j]);
+                            }
+                        } else {
+                            let x = b2[k];
+                            for j in 0..$v {
+                                acc[j] = combine(op, acc[j], x[j]);
+                            }
                         }
                     }
                     if n > 3 {
-                        let x = b3[k];
-                        for j in 0..$v {
-                            acc[j] = combine(op, acc[j], x[j]);
+                        if me == 3 {
+                            for j in 0..$v {
+                                acc[j] = combine(op, acc[j], mine[j]);
+                            }
+                        } else {
+                            let x = b3[k];
+                            for j in 0..$v {
+                                acc[j] = combine(op, acc[j], x[j]);
+                            }
                         }
                     }
                     if n > 4 {
-                        let x = b4[k];
-                        for j in 0..$v {
-                            acc[j] = combine(op, acc[j], x[j]);
+                        if me == 4 {
+                            for j in 0..$v {
+                                acc[j] = combine(op, acc[j], mine[j]);
+                            }
+                        } else {
+                            let x = b4[k];
+                            for j in 0..$v {
+                                acc[j] = combine(op, acc[j], x[j]);
+                            }
                         }
                     }
                     if n > 5 {
-                        let x = b5[k];
-                        for j in 0..$v {
-                            acc[j] = combine(op, acc[j], x[j]);
+                        if me == 5 {
+                            for j in 0..$v {
+                                acc[j] = combine(op, acc[j], mine[j]);
+                            }
+                        } else {
+                            let x = b5[k];
+                            for j in 0..$v {
+                                acc[j] = combine(op, acc[j], x[j]);
+                            }
                         }
                     }
                     if n > 6 {
-                        let x = b6[k];
-                        for j in 0..$v {
-                            acc[j] = combine(op, acc[j], x[j]);
+                        if me == 6 {
+                            for j in 0..$v {
+                                acc[j] = combine(op, acc[j], mine[j]);
+                            }
+                        } else {
+                            let x = b6[k];
+                            for j in 0..$v {
+                                acc[j] = combine(op, acc[j], x[j]);
+                            }
                         }
                     }
                     if n > 7 {
-                        let x = b7[k];
-                        for j in 0..$v {
-                            acc[j] = combine(op, acc[j], x[j]);
+                        if me == 7 {
+                            for j in 0..$v {
+                                acc[j] = combine(op, acc[j], mine[j]);
+                            }
+                        } else {
+                            let x = b7[k];
+                            for j in 0..$v {
+                                acc[j] = combine(op, acc[j], x[j]);
+                            }
                         }
                     }
                     out[i] = acc;
@@ -412,35 +482,68 @@ macro_rules! vector_step {
             } else if kind == 2 {
                 for i in (start + lid..end).step_by(l) {
                     let k = first + i;
-                    let x = b0[k];
-                    out[i] = x;
+                    let mine = stage[k];
+                    if me == 0 {
+                        out[i] = mine;
+                    } else {
+                        let x = b0[k];
+                        out[i] = x;
+                    }
                     if n > 1 {
-                        let x = b1[k];
-                        out[stride + i] = x;
+                        if me == 1 {
+                            out[stride + i] = mine;
+                        } else {
+                            let x = b1[k];
+                            out[stride + i] = x;
+                        }
                     }
                     if n > 2 {
-                        let x = b2[k];
-                        out[2 * stride + i] = x;
+                        if me == 2 {
+                            out[2 * stride + i] = mine;
+                        } else {
+                            let x = b2[k];
+                            out[2 * stride + i] = x;
+                        }
                     }
                     if n > 3 {
-                        let x = b3[k];
-                        out[3 * stride + i] = x;
+                        if me == 3 {
+                            out[3 * stride + i] = mine;
+                        } else {
+                            let x = b3[k];
+                            out[3 * stride + i] = x;
+                        }
                     }
                     if n > 4 {
-                        let x = b4[k];
-                        out[4 * stride + i] = x;
+                        if me == 4 {
+                            out[4 * stride + i] = mine;
+                        } else {
+                            let x = b4[k];
+                            out[4 * stride + i] = x;
+                        }
                     }
                     if n > 5 {
-                        let x = b5[k];
-                        out[5 * stride + i] = x;
+                        if me == 5 {
+                            out[5 * stride + i] = mine;
+                        } else {
+                            let x = b5[k];
+                            out[5 * stride + i] = x;
+                        }
                     }
                     if n > 6 {
-                        let x = b6[k];
-                        out[6 * stride + i] = x;
+                        if me == 6 {
+                            out[6 * stride + i] = mine;
+                        } else {
+                            let x = b6[k];
+                            out[6 * stride + i] = x;
+                        }
                     }
                     if n > 7 {
-                        let x = b7[k];
-                        out[7 * stride + i] = x;
+                        if me == 7 {
+                            out[7 * stride + i] = mine;
+                        } else {
+                            let x = b7[k];
+                            out[7 * stride + i] = x;
+                        }
                     }
                 }
             }

@@ -35,6 +35,8 @@ mod kernels;
 
 use std::time::{Duration, Instant};
 
+use bytemuck::Pod;
+
 use crate::ranks::{NodeBuffer, Ranks};
 use crate::usm::{AsUsmRange, UsmRange};
 use crate::{Errc, Error, Event, Queue, QueueProperties, Range, Result, Usm};
@@ -183,7 +185,7 @@ pub struct Team<'r> {
     /// Distinct pads for the peer parameters a smaller team leaves unused (a `&mut`
     /// argument may not alias another).
     spare_pads: Vec<Usm<u64>>,
-    /// Four words for the slice parameters a step does not use (`scratch_word`).
+    /// Four 16-byte slots for the slice parameters a step does not use (`scratch_slot`).
     scratch: Usm<u64>,
     epoch: u32,
     operations: u64,
@@ -207,36 +209,49 @@ impl std::fmt::Debug for Team<'_> {
 }
 
 /// Launches move `m` as `kernels::$kernel` over `[T; $v]` (16 bytes) when it is a reduce or
-/// gather that is not staged and whose offsets, counts and ranges are whole, aligned
-/// vectors: `Some(event)`; `None` otherwise (the scalar step runs instead).
+/// gather whose offsets, counts and ranges are whole, aligned vectors: `Some(event)`; `None`
+/// otherwise (the scalar step runs instead). This rank's values come from the stage: the
+/// staged move's, or this rank's part (its half, filled by a copy before the launch).
 macro_rules! vector_launch {
     ($t:ty, $team:expr, $kernel:ident, $v:literal, $head:expr, $pads:expr, $groups:expr, $m:expr, $deps:expr) => {{
         let (me, n, word, limit) = $head;
-        let (pads, m): (&[UsmRange<u64>], &Move<$t>) = ($pads, $m);
+        let (team, pads, m): (&Team, &[UsmRange<u64>], &Move<$t>) = ($team, $pads, $m);
         let whole = |x: usize| x % $v == 0;
         let cast = |r: &UsmRange<$t>| {
             r.cast::<[$t; $v]>()
                 .ok()
                 .filter(|v| v.len() * $v == r.len())
         };
-        let fits = m.staged.is_none()
-            && (m.kind == MOVE_REDUCE || m.kind == MOVE_GATHER)
+        // (A gather's output must hold every rank's whole vectors: no clipping here.)
+        let room = m.kind != MOVE_GATHER || m.out.len() >= (m.parts.len() - 1) * m.stride + m.count;
+        let fits = (m.kind == MOVE_REDUCE || m.kind == MOVE_GATHER)
+            && room
             && whole(m.first)
             && whole(m.count)
             && whole(m.stride);
+        let me_at = me as usize;
         // (Views made only for a step that fits.)
-        let views = || {
-            Some((
-                cast(&m.out)?,
-                m.parts.iter().map(cast).collect::<Option<Vec<_>>>()?,
-            ))
+        let views = || -> Option<_> {
+            let slot = |w| team.scratch_slot::<[$t; $v]>(w).ok();
+            let (input, stage, staged, in_place) = match &m.staged {
+                None => (slot(0)?, cast(m.parts.get(me_at)?)?, 0u32, 0u32),
+                Some((Some(input), stage)) => (cast(input)?, cast(stage)?, 1, 0),
+                Some((None, stage)) => (slot(0)?, cast(stage)?, 1, 1),
+            };
+            let parts = (0..m.parts.len())
+                .map(|r| match r == me_at {
+                    true => slot(0),
+                    false => cast(&m.parts[r]),
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some((cast(&m.out)?, parts, input, stage, staged, in_place))
         };
         match fits.then(views).flatten() {
-            Some((out, parts)) => {
+            Some((out, parts, input, stage, staged, in_place)) => {
                 let b = |k: usize| parts.get(k).unwrap_or(&parts[0]);
                 let range = Range::d1($groups * GROUP).with_local([GROUP, 1, 1]);
                 let (first, count, stride) = (m.first / $v, m.count / $v, m.stride / $v);
-                Some($team.queue.parallel_for(
+                Some(team.queue.parallel_for(
                     range,
                     $deps,
                     kernels::$kernel(
@@ -249,6 +264,8 @@ macro_rules! vector_launch {
                         first,
                         count,
                         stride,
+                        staged,
+                        in_place,
                         &pads[0],
                         &pads[1],
                         &pads[2],
@@ -265,6 +282,8 @@ macro_rules! vector_launch {
                         b(5),
                         b(6),
                         b(7),
+                        &input,
+                        &stage,
                         &out,
                     ),
                 )?)
@@ -306,7 +325,7 @@ impl<'r> Team<'r> {
         let spare_pads = (0..MAX_RANKS)
             .map(|_| crate::malloc_device::<u64>(PAD_WORDS, &queue))
             .collect::<Result<Vec<_>>>()?;
-        let scratch = crate::malloc_device::<u64>(4, &queue)?;
+        let scratch = crate::malloc_device::<u64>(8, &queue)?;
         let timeout = options.timeout.unwrap_or(ranks.options().timeout);
         let max_groups = match queue.device().backend() {
             sycl_backend::BackendKind::NativeCpu => std::thread::available_parallelism()
@@ -404,10 +423,16 @@ impl<'r> Team<'r> {
         Ok(pads)
     }
 
-    /// Word `w` (0 to 3) of the private scratch, as one `T`: what a step's unused slice
-    /// parameters get, each role its own word (a `&mut` may not alias another argument).
+    /// Slot `w` (0 to 3, 16 bytes each) of the private scratch as `T`s: what a step's unused
+    /// slice parameters get, each role its own slot (a `&mut` may not alias another
+    /// argument); 16 bytes, so that a vector step can take one as one `[T; 16 / size]`.
+    fn scratch_slot<T: Pod>(&self, w: usize) -> Result<UsmRange<T>> {
+        self.scratch.range(2 * w..2 * w + 2)?.cast::<T>()
+    }
+
+    /// Slot `w`'s first `T`.
     fn scratch_word<T: Element>(&self, w: usize) -> Result<UsmRange<T>> {
-        self.scratch.range(w..w + 1)?.cast::<T>()?.sub(0..1)
+        self.scratch_slot::<T>(w)?.sub(0..1)
     }
 
     /// A move of nothing (a meeting only).
