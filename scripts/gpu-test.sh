@@ -27,7 +27,7 @@ build)
     # sycl::ranks (feature mpi): the MPI test and the halo exchange, linked to libmpi.so.40
     # (Open MPI 4.1 here and on the GPU machines).
     cargo test --release --no-run --message-format=json -p sycl-rs --features mpi --test mpi_ranks >>"$json"
-    cargo build --release --message-format=json -p sycl-rs --features mpi --example halo_exchange >>"$json"
+    cargo build --release --message-format=json -p sycl-rs --features mpi --example halo_exchange --example tensor_parallel >>"$json"
     # sycl::collective: its test (self-launching under mpirun) and bench_collectives.
     cargo test --release --no-run --message-format=json -p sycl-rs --features mpi --test collectives >>"$json"
     cargo bench --no-run --message-format=json -p sycl-rs --features mpi --bench collectives >>"$json"
@@ -105,6 +105,7 @@ device | device-tests | device-rest | device-mpi)
         [ -x "$b/test-collectives" ] && step collectives-native "$b/test-collectives"
         if [ "$ngpu" -ge 2 ] && [ -x "$b/test-collectives" ]; then
             step collectives-cuda env SYCL_RS_COLLECTIVES_DEVICE=cuda "$b/test-collectives"
+            step tensor-parallel-cuda $mpi -np 2 "$b/tensor_parallel" --batch 64 --model 1024 --hidden 4096 --steps 50
             step bench-collectives-cuda $mpi -np 2 "$b/bench-collectives" --device cuda
             if [ -f "$bundle/collectives_anchor.py" ]; then
                 step collectives-anchor "${SYCL_RS_TORCH_PYTHON:-/opt/torch/.venv/bin/python3}" \
@@ -186,7 +187,7 @@ device | device-tests | device-rest | device-mpi)
             grep -E "^test .*FAILED|^---- |check failed|failed|panicked|Error|error" "$f" | head -30
         fi
     done
-    for f in demo-cuda0 demo-spread bench-cuda bench-kernels-cuda bench-kernels-native bench-kernels-opencl all-to-all python-tests python-bench mpi-ranks mpi-halo-1node mpi-halo-2nodes mpi-halo-2nodes-staged collectives-native collectives-cuda bench-collectives-cuda collectives-anchor; do
+    for f in demo-cuda0 demo-spread bench-cuda bench-kernels-cuda bench-kernels-native bench-kernels-opencl all-to-all python-tests python-bench mpi-ranks mpi-halo-1node mpi-halo-2nodes mpi-halo-2nodes-staged collectives-native collectives-cuda tensor-parallel-cuda bench-collectives-cuda collectives-anchor; do
         [ -f "$out/$f.log" ] && { echo "---- $f"; tail -40 "$out/$f.log"; }
     done
     # Only a few files come back from the device machine: pack the logs into one.

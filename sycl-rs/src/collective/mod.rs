@@ -116,7 +116,7 @@ impl Default for TeamOptions {
             timeout: None,
             algorithm: Algorithm::Auto,
             one_shot_max_bytes: 256 << 10,
-            staged_max_bytes: 4 << 20,
+            staged_max_bytes: 64 << 20,
         }
     }
 }
