@@ -93,7 +93,7 @@ pub enum Algorithm {
 #[derive(Clone, Debug)]
 pub struct TeamOptions {
     /// Bytes of each of the two halves of a rank's part of the symmetric buffer: operations
-    /// larger than a half run in pieces of it (rounded up to 8 bytes; at least 8).
+    /// larger than a half run in pieces of it (rounded up to 16 bytes; at least 16).
     pub buffer_bytes: usize,
     /// The longest a rank waits for its peers in one step before its event fails with
     /// `Errc::Runtime` (`None`: the ranks' [`RanksOptions::timeout`](crate::ranks::RanksOptions)).
@@ -318,7 +318,8 @@ impl<'r> Team<'r> {
                 enable_profiling: false,
             },
         )?;
-        let half_words = options.buffer_bytes.div_ceil(8).max(1);
+        // Whole 16 bytes, so that the second half is aligned for the vector steps too.
+        let half_words = options.buffer_bytes.div_ceil(16).max(1) * 2;
         let data = ranks.node_buffer::<u64>(&queue, 2 * half_words)?;
         let pads = ranks.node_buffer::<u64>(&queue, PAD_WORDS)?;
         queue.fill(pads.local(), 0u64, &[])?.wait()?;
