@@ -2029,22 +2029,28 @@ impl Fx<'_> {
         ok: Option<Word>,
         v: Word,
     ) -> Result<()> {
-        let go = match ok {
+        let go = self.store_goes(ok)?;
+        self.if_then(go, |fx| {
+            let p = fx.field_ptr(base, t, flat)?;
+            fx.write_scalar(t, p, StorageClass::CrossWorkgroup, t.size() as u32, v)
+        })
+    }
+
+    /// Whether a store to a struct slice goes ahead: nothing after a failure; with a check
+    /// (`ok`, `None` where proved), a failed one is recorded and stores nothing.
+    fn store_goes(&mut self, ok: Option<Word>) -> Result<Word> {
+        match ok {
             None => {
                 let failed = self.failed()?;
-                self.op(Op::LogicalNot, ScalarTy::Bool, &[failed])?
+                self.op(Op::LogicalNot, ScalarTy::Bool, &[failed])
             }
             Some(ok) => {
                 let before = self.set_fail_unless(ok, FAIL_BOUNDS)?;
                 let zero = self.m.u32c(0);
                 let clean = self.op(Op::IEqual, ScalarTy::Bool, &[before, zero])?;
-                self.op(Op::LogicalAnd, ScalarTy::Bool, &[ok, clean])?
+                self.op(Op::LogicalAnd, ScalarTy::Bool, &[ok, clean])
             }
-        };
-        self.if_then(go, |fx| {
-            let p = fx.field_ptr(base, t, flat)?;
-            fx.write_scalar(t, p, StorageClass::CrossWorkgroup, t.size() as u32, v)
-        })
+        }
     }
 
     /// A whole array field copied from or to a private array ([`StmtKind::CopyField`]): one
@@ -2074,18 +2080,7 @@ impl Fx<'_> {
         };
         let (flat, ok) = self.field_index(Base::Param(p), index, check, &field)?;
         if to_slice {
-            let go = match ok {
-                None => {
-                    let failed = self.failed()?;
-                    self.op(Op::LogicalNot, ScalarTy::Bool, &[failed])?
-                }
-                Some(ok) => {
-                    let before = self.set_fail_unless(ok, FAIL_BOUNDS)?;
-                    let zero = self.m.u32c(0);
-                    let clean = self.op(Op::IEqual, ScalarTy::Bool, &[before, zero])?;
-                    self.op(Op::LogicalAnd, ScalarTy::Bool, &[ok, clean])?
-                }
-            };
+            let go = self.store_goes(ok)?;
             return self.if_then(go, |fx| fx.copy_items(p, t, n, flat, array, true));
         }
         let Some(ok) = ok else {
