@@ -111,6 +111,8 @@ device | device-tests | device-rest | device-mpi)
                 step collectives-anchor "${SYCL_RS_TORCH_PYTHON:-/opt/torch/.venv/bin/python3}" \
                     "$bundle/collectives_anchor.py" --out "$out/anchor.json"
             fi
+            step nccl-gather-scatter "${SYCL_RS_TORCH_PYTHON:-/opt/torch/.venv/bin/python3}" \
+                scripts/nccl_gather_scatter.py
         fi
         if [ "$ngpu" -ge 4 ]; then
             step mpi-halo-2nodes $mpi -np 4 -x SYCL_RS_RANKS_PER_NODE=2 "$b/halo_exchange" $size
@@ -187,7 +189,7 @@ device | device-tests | device-rest | device-mpi)
             grep -E "^test .*FAILED|^---- |check failed|failed|panicked|Error|error" "$f" | head -30
         fi
     done
-    for f in demo-cuda0 demo-spread bench-cuda bench-kernels-cuda bench-kernels-native bench-kernels-opencl all-to-all python-tests python-bench mpi-ranks mpi-halo-1node mpi-halo-2nodes mpi-halo-2nodes-staged collectives-native collectives-cuda tensor-parallel-cuda bench-collectives-cuda collectives-anchor; do
+    for f in demo-cuda0 demo-spread bench-cuda bench-kernels-cuda bench-kernels-native bench-kernels-opencl all-to-all python-tests python-bench mpi-ranks mpi-halo-1node mpi-halo-2nodes mpi-halo-2nodes-staged collectives-native collectives-cuda tensor-parallel-cuda bench-collectives-cuda collectives-anchor nccl-gather-scatter; do
         [ -f "$out/$f.log" ] && { echo "---- $f"; tail -40 "$out/$f.log"; }
     done
     # Only a few files come back from the device machine: pack the logs into one.
