@@ -113,6 +113,41 @@ impl Queue {
         Ok(Event::from_raw(raw, self.context.clone()))
     }
 
+    /// Host work that reads and writes `uses`' memory through raw addresses, ordered as a
+    /// command of this queue submitted now after `deps`, and admitted and tracked as one (host
+    /// borrows wait for it; the memory is freed only after it). When the queue has nothing
+    /// pending and `deps` completed, `work(true)` runs on this thread first, inside the
+    /// admission, and says whether it finished; what is left (or all of it) runs as a host
+    /// task, `work(false)`, which must finish. The task's failure is reported as the native
+    /// queue's commands report theirs (an `Error` payload of `resume_unwind`).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn host_work_using(
+        &self,
+        uses: &[(&Arc<MemoryRecord>, Use)],
+        deps: &[&Event],
+        mut work: impl FnMut(bool) -> Result<bool> + Send + 'static,
+    ) -> Result<Event> {
+        let done = |d: &&Event| {
+            matches!(d.status(), Ok(sycl_backend::EventStatus::Complete)) && d.wait().is_ok()
+        };
+        let now = self.inner.is_idle() && deps.iter().all(done);
+        let deps = Event::raw_list(deps);
+        self.submit_using(uses, || {
+            if now && work(true)? {
+                return self
+                    .context
+                    .raw()
+                    .create_event(sycl_backend::EventProperties::default());
+            }
+            let task = move || {
+                if let Err(error) = work(false) {
+                    std::panic::resume_unwind(Box::new(error));
+                }
+            };
+            self.inner.host_task(Box::new(task), &deps)
+        })
+    }
+
     /// Copies `src` into `dst` (same length; any USM kinds, IPC-opened memory, mappings).
     pub fn copy<T: Pod>(
         &self,

@@ -240,12 +240,13 @@ fn wants(r: sycl::Result<()>, code: Errc, what: &str) -> R {
 /// Ranks that disagree: every rank's call fails with `Errc::Invalid`, whether the
 /// difference shows in the device-side signatures (counts, roots) or in one rank's own check
 /// (a wrong output length); the failed team's later calls fail too. A fresh team per case.
-fn mismatches(ranks: &Ranks, q: &Queue) -> R {
+fn mismatches(ranks: &Ranks, q: &Queue, host_steps: bool) -> R {
     let me = ranks.local_rank();
     let x = upload(q, &vec![1.0f32; 64])?;
     let part = |len: usize| x.range(0..len).map_err(e2s);
     let options = || TeamOptions {
         buffer_bytes: 4096,
+        host_steps,
         ..TeamOptions::default()
     };
     let mut team = Team::new(ranks, q, options()).map_err(e2s)?;
@@ -308,33 +309,49 @@ fn ranks_main() -> ExitCode {
         descriptors: DescriptorPath::Auto,
         timeout: Duration::from_secs(30),
     };
-    let silent = std::env::var("SYCL_RS_TEST_SILENT_RANK").is_ok();
+    let silent = std::env::var("SYCL_RS_TEST_SILENT_RANK").ok();
     let result = (|| -> R {
         let ranks = Ranks::new(&world, options).map_err(e2s)?;
         let q = Queue::in_order(ranks.device()).map_err(e2s)?;
-        if silent {
-            return silent_rank(&ranks, &q);
+        if let Some(steps) = silent {
+            return silent_rank(&ranks, &q, steps == "host steps");
         }
         let forms = [
             (Algorithm::OneShot, usize::MAX, "one-shot staged"),
             (Algorithm::OneShot, 0, "one-shot copied in, vectors"),
             (Algorithm::TwoShot, 0, "two-shot"),
         ];
-        for (algorithm, staged_max_bytes, name) in forms {
-            // 4 KiB halves: the larger counts run in several pieces.
-            let options = TeamOptions {
-                buffer_bytes: 4096,
-                algorithm,
-                staged_max_bytes,
-                ..TeamOptions::default()
-            };
-            let mut team = Team::new(&ranks, &q, options).map_err(e2s)?;
-            for count in [0, 1, 7, 300, 1500] {
-                every_type(&mut team, &q, count, &format!("{name}, {count} elements,"))?;
+        // On the native CPU: host steps (the default), kernels, and both in one team (rank 0
+        // on kernels, the others on host steps: one protocol). Other devices run kernels.
+        let me = ranks.local_rank();
+        let steps = [
+            ("host steps", true),
+            ("kernels", false),
+            ("rank 0 on kernels", me != 0),
+        ];
+        for (steps, host_steps) in steps {
+            for (algorithm, staged_max_bytes, name) in forms {
+                // 4 KiB halves: the larger counts run in several pieces.
+                let options = TeamOptions {
+                    buffer_bytes: 4096,
+                    algorithm,
+                    staged_max_bytes,
+                    host_steps,
+                    ..TeamOptions::default()
+                };
+                let mut team = Team::new(&ranks, &q, options).map_err(e2s)?;
+                for count in [0, 1, 7, 300, 1500] {
+                    let what = format!("{steps}, {name}, {count} elements,");
+                    every_type(&mut team, &q, count, &what)?;
+                }
+                overlapping(&mut team, &q)?;
             }
-            overlapping(&mut team, &q)?;
+            if q.backend() != sycl::BackendKind::NativeCpu {
+                break;
+            }
         }
-        mismatches(&ranks, &q)
+        mismatches(&ranks, &q, true)?;
+        mismatches(&ranks, &q, me != 0)
     })();
     match result {
         Ok(()) => {
@@ -354,9 +371,10 @@ fn ranks_main() -> ExitCode {
 
 /// Rank 1 forms the team and leaves without calling; rank 0's all-reduce must fail with the
 /// time-out error within the team's 2 s time-out (plus the launch), not hang.
-fn silent_rank(ranks: &Ranks, q: &Queue) -> R {
+fn silent_rank(ranks: &Ranks, q: &Queue, host_steps: bool) -> R {
     let options = TeamOptions {
         timeout: Some(Duration::from_secs(2)),
+        host_steps,
         ..TeamOptions::default()
     };
     let mut team = Team::new(ranks, q, options).map_err(e2s)?;
@@ -452,31 +470,36 @@ fn main() -> ExitCode {
             start.elapsed().as_secs_f64()
         );
     }
-    let env = [
-        ("SYCL_RS_COLLECTIVES_DEVICE", device.as_str()),
-        ("SYCL_RS_TEST_SILENT_RANK", "1"),
-    ];
-    // Ranks leave without MPI_Finalize: mpirun must let the job run on.
-    let extra = [
-        "--mca",
-        "orte_allowed_exit_without_sync",
-        "1",
-        "--mca",
-        "orte_abort_on_non_zero_status",
-        "0",
-    ];
-    match mpirun(2, &env, &extra) {
-        Ok(s) if s.contains("collectives: rank 0 of 2: ok") => {
-            println!("collectives: a rank that never calls: rank 0 failed in time");
-            ExitCode::SUCCESS
-        }
-        Ok(_) => {
-            eprintln!("collectives: a rank that never calls: rank 0 did not fail in time");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("collectives: {e}");
-            ExitCode::FAILURE
+    // A rank that never calls, with host steps and with kernels (other devices: kernels).
+    for steps in ["host steps", "kernels"] {
+        let env = [
+            ("SYCL_RS_COLLECTIVES_DEVICE", device.as_str()),
+            ("SYCL_RS_TEST_SILENT_RANK", steps),
+        ];
+        // Ranks leave without MPI_Finalize: mpirun must let the job run on.
+        let extra = [
+            "--mca",
+            "orte_allowed_exit_without_sync",
+            "1",
+            "--mca",
+            "orte_abort_on_non_zero_status",
+            "0",
+        ];
+        match mpirun(2, &env, &extra) {
+            Ok(s) if s.contains("collectives: rank 0 of 2: ok") => {
+                println!("collectives: a rank that never calls ({steps}): rank 0 failed in time");
+            }
+            Ok(_) => {
+                eprintln!(
+                    "collectives: a rank that never calls ({steps}): rank 0 did not fail in time"
+                );
+                return ExitCode::FAILURE;
+            }
+            Err(e) => {
+                eprintln!("collectives: {e}");
+                return ExitCode::FAILURE;
+            }
         }
     }
+    ExitCode::SUCCESS
 }

@@ -520,6 +520,13 @@ pub trait Queue: Send + Sync + Any {
 
     /// Blocks until every command submitted so far completed.
     fn wait(&self) -> Result<()>;
+
+    /// Whether every command submitted so far has completed (no wait). Work the runtime may
+    /// then do on the calling thread instead of submitting it is ordered as a command
+    /// submitted now would be. Backends that cannot tell say `false`.
+    fn is_idle(&self) -> bool {
+        false
+    }
 }
 
 /// An event.

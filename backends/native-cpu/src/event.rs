@@ -408,7 +408,7 @@ impl Event {
         Ok(())
     }
 
-    fn stored_error(&self) -> Result<()> {
+    pub(crate) fn stored_error(&self) -> Result<()> {
         match &*self.error.lock() {
             Some(e) => Err(e.clone()),
             None => Ok(()),

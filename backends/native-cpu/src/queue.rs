@@ -358,6 +358,15 @@ impl sycl_backend::Queue for Queue {
         self.push(events, Command::WaitEvents).map(|_| ())
     }
 
+    fn is_idle(&self) -> bool {
+        // A failed last command may be a broken queue (a failed `enqueue_wait_events`), whose
+        // later commands must fail too: not idle then.
+        let submit = self.submit.lock();
+        submit.last.as_ref().map_or(true, |last| {
+            last.is_complete() && last.stored_error().is_ok()
+        })
+    }
+
     fn wait(&self) -> Result<()> {
         let last = self.submit.lock().last.clone();
         match last {

@@ -31,6 +31,7 @@
 //! ```
 //! (`use sycl::ranks::mpi::traits::*` brings `universe.world()` into scope.)
 
+mod host;
 mod kernels;
 
 use std::time::{Duration, Instant};
@@ -107,6 +108,11 @@ pub struct TeamOptions {
     /// their step (one launch); larger ones copy it first (a queue copy, which moves large
     /// inputs faster), then run a step of 16-byte vectors.
     pub staged_max_bytes: usize,
+    /// On the native CPU, run each operation as one host task of the team's queue (its
+    /// thread copies, meets and reduces; the default) rather than as `team_step` kernels.
+    /// Ranks of one team may differ in this: both follow the same protocol. Other devices
+    /// always run kernels.
+    pub host_steps: bool,
 }
 
 impl Default for TeamOptions {
@@ -117,6 +123,7 @@ impl Default for TeamOptions {
             algorithm: Algorithm::Auto,
             one_shot_max_bytes: 256 << 10,
             staged_max_bytes: 64 << 20,
+            host_steps: true,
         }
     }
 }
@@ -139,18 +146,48 @@ pub trait Element: crate::kernel::Scalar + sealed::Sealed {
 }
 
 mod sealed {
-    pub trait Sealed {}
+    /// The kernels' `combine` on the host (host steps), bit for bit what `team_step` computes
+    /// on the native CPU: ranks on host steps and on kernels agree.
+    pub trait Sealed: Sized {
+        fn sum(a: Self, b: Self) -> Self;
+        fn product(a: Self, b: Self) -> Self;
+        fn minimum(a: Self, b: Self) -> Self;
+        fn maximum(a: Self, b: Self) -> Self;
+    }
 }
 
 macro_rules! elements {
-    ($($t:ty => $code:expr),*) => {$(
-        impl sealed::Sealed for $t {}
+    ($kind:ident: $($t:ty => $code:expr),*) => {$(
+        impl sealed::Sealed for $t {
+            elements!(@ops $kind $t);
+        }
         impl Element for $t {
             const CODE: u32 = $code;
         }
     )*};
+    (@ops int $t:ty) => {
+        fn sum(a: Self, b: Self) -> Self { a.wrapping_add(b) }
+        fn product(a: Self, b: Self) -> Self { a.wrapping_mul(b) }
+        fn minimum(a: Self, b: Self) -> Self { a.min(b) }
+        fn maximum(a: Self, b: Self) -> Self { a.max(b) }
+    };
+    (@ops float $t:ty) => {
+        fn sum(a: Self, b: Self) -> Self { a + b }
+        fn product(a: Self, b: Self) -> Self { a * b }
+        fn minimum(a: Self, b: Self) -> Self { a.min(b) }
+        fn maximum(a: Self, b: Self) -> Self { a.max(b) }
+    };
+    // As the kernels: `+` and `*` are `half`'s (through f32, rounded), `min`/`max` f32's.
+    (@ops half $t:ty) => {
+        fn sum(a: Self, b: Self) -> Self { a + b }
+        fn product(a: Self, b: Self) -> Self { a * b }
+        fn minimum(a: Self, b: Self) -> Self { <$t>::from_f32(a.to_f32().min(b.to_f32())) }
+        fn maximum(a: Self, b: Self) -> Self { <$t>::from_f32(a.to_f32().max(b.to_f32())) }
+    };
 }
-elements!(i32 => 1, u32 => 2, i64 => 3, u64 => 4, f32 => 5, f64 => 6, half::f16 => 7, half::bf16 => 8);
+elements!(int: i32 => 1, u32 => 2, i64 => 3, u64 => 4);
+elements!(float: f32 => 5, f64 => 6);
+elements!(half: half::f16 => 7, half::bf16 => 8);
 
 /// What a call is, as every rank must agree on it: hashed into the low 32 bits of the epoch
 /// word (FNV-1a), so that ranks that disagree fail instead of combining unrelated data.
@@ -189,8 +226,14 @@ pub struct Team<'r> {
     scratch: Usm<u64>,
     epoch: u32,
     operations: u64,
-    /// Polls of a pad word before a wait gives up.
+    /// Polls of a pad word before a kernel's wait gives up.
     limit: u64,
+    /// The longest wait for a peer (host steps; the kernels poll `limit` times).
+    timeout: Duration,
+    /// Whether operations run as host steps (`TeamOptions::host_steps` on the native CPU).
+    host: bool,
+    /// While a host-step operation is being planned: its commands so far.
+    plan: Option<host::Plan>,
     /// Work-groups a step may launch: MAX_GROUPS on GPUs; on the native CPU one per core
     /// (each group's meeting is a spin of its own there, and more groups only wait longer).
     max_groups: usize,
@@ -328,7 +371,9 @@ impl<'r> Team<'r> {
             .collect::<Result<Vec<_>>>()?;
         let scratch = crate::malloc_device::<u64>(8, &queue)?;
         let timeout = options.timeout.unwrap_or(ranks.options().timeout);
-        let max_groups = match queue.device().backend() {
+        let backend = queue.device().backend();
+        let host = options.host_steps && backend == sycl_backend::BackendKind::NativeCpu;
+        let max_groups = match backend {
             sycl_backend::BackendKind::NativeCpu => std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .min(MAX_GROUPS),
@@ -346,10 +391,16 @@ impl<'r> Team<'r> {
             epoch: 0,
             operations: 0,
             limit: 0,
+            timeout,
+            host,
+            plan: None,
             max_groups,
             options,
         };
-        team.limit = team.calibrate(timeout)?;
+        // (Host steps time their waits by the clock.)
+        if !host {
+            team.limit = team.calibrate(timeout)?;
+        }
         // Every pad is zero before any rank's first step writes into a peer's.
         ranks.node_barrier()?;
         Ok(team)
@@ -520,17 +571,22 @@ impl<'r> Team<'r> {
     }
 
     /// One step of every rank: the next epoch, met under signature `sig`, then the move.
-    /// `width`: the elements that set the work-groups (the same on every rank).
+    /// `width`: the elements that set the work-groups (the same on every rank). Launched (its
+    /// event), or planned as host commands (`None`).
     fn step<T: Element>(
         &mut self,
         sig: u32,
         width: usize,
         m: &Move<T>,
         deps: &[&Event],
-    ) -> Result<Event> {
+    ) -> Result<Option<Event>> {
         self.epoch = self.epoch.wrapping_add(1);
         let word = ((self.epoch as u64) << 32) | sig as u64;
         let groups = width.div_ceil(GROUP).clamp(1, self.max_groups);
+        if self.plan.is_some() {
+            self.plan_step(word, groups, m)?;
+            return Ok(None);
+        }
         let pads = self.pad_args()?;
         let head = (self.me as u32, self.n as u32, word, self.limit);
         // Whole 16-byte vectors where the step allows (the same meeting and work-groups: the
@@ -541,14 +597,107 @@ impl<'r> Team<'r> {
             _ => vector_launch!(T, self, team_step_x2, 2, head, &pads, groups, m, deps),
         };
         match vectors {
-            Some(ev) => Ok(ev),
-            None => self.launch(head, &pads, groups, m, deps),
+            Some(ev) => Ok(Some(ev)),
+            None => self.launch(head, &pads, groups, m, deps).map(Some),
+        }
+    }
+
+    /// Step `m` as host commands of the plan, as `team_step` does it: this rank's values into
+    /// its stage (staged), the meeting of `groups` work-groups under `word`, then the move.
+    fn plan_step<T: Element>(&mut self, word: u64, groups: usize, m: &Move<T>) -> Result<()> {
+        let (me, n) = (self.me, self.n);
+        let own_pad = self.pads.local().full();
+        let peers = (1..n)
+            .map(|k| {
+                let r = (me + k) % n;
+                Ok((r, self.pads.peer(r)?.full()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let timeout = self.timeout;
+        let plan = self.plan.as_mut().expect("an operation being planned");
+        // Staged: this rank's values are its input (`out` in place), copied into its half
+        // before it arrives.
+        let mine = match &m.staged {
+            Some((input, stage)) => {
+                let values = input.as_ref().unwrap_or(&m.out).sub(0..m.count)?;
+                plan.copy(&values, &stage.sub(m.first..m.first + m.count)?)?;
+                Some(values)
+            }
+            None => None,
+        };
+        plan.meet(word, me, groups, &own_pad, &peers, timeout)?;
+        // Rank r's first `len` values of the step.
+        let values = |r: usize, len: usize| match (&mine, r == me) {
+            (Some(v), true) => v.sub(0..len),
+            _ => m.parts[r].sub(m.first..m.first + len),
+        };
+        match m.kind {
+            MOVE_REDUCE => {
+                let srcs = (0..n)
+                    .map(|r| values(r, m.count))
+                    .collect::<Result<Vec<_>>>()?;
+                plan.reduce(m.op, &srcs, &m.out.sub(0..m.count)?)?;
+            }
+            MOVE_GATHER => {
+                // Rank r's values land at r * stride, where the output has room.
+                for r in 0..n {
+                    let at = r * m.stride;
+                    let len = m.count.min(m.out.len().saturating_sub(at));
+                    if len > 0 {
+                        plan.copy(&values(r, len)?, &m.out.sub(at..at + len)?)?;
+                    }
+                }
+            }
+            MOVE_FROM_ROOT => plan.copy(&values(m.root, m.count)?, &m.out.sub(0..m.count)?)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Copies `src` into `dst` ahead of the operation's next step: a queue copy, or a host
+    /// command of the plan.
+    fn copy_in<T: Element>(
+        &mut self,
+        src: &UsmRange<T>,
+        dst: &UsmRange<T>,
+        deps: &[&Event],
+    ) -> Result<()> {
+        match &mut self.plan {
+            Some(plan) => plan.copy(src, dst),
+            None => self.queue.copy(src, dst, deps).map(|_| ()),
+        }
+    }
+
+    /// Runs an operation: `body` launches its commands (and returns the last one's event) or,
+    /// with host steps, plans them, submitted here as one host task after `deps`.
+    fn operation(
+        &mut self,
+        deps: &[&Event],
+        body: impl FnOnce(&mut Self, &[&Event]) -> Result<Option<Event>>,
+    ) -> Result<Event> {
+        if self.host {
+            self.plan = Some(host::Plan::default());
+        }
+        let result = body(self, deps).and_then(|last| self.finish(last, deps));
+        self.plan = None;
+        result
+    }
+
+    /// The event of an operation: its last launch's, or that of its plan, submitted now.
+    fn finish(&mut self, last: Option<Event>, deps: &[&Event]) -> Result<Event> {
+        match (self.plan.take(), last) {
+            (Some(plan), _) => plan.submit(&self.queue, deps),
+            (None, Some(event)) => Ok(event),
+            (None, None) => Err(Error::new(
+                Errc::Runtime,
+                "team: an operation that launched nothing",
+            )),
         }
     }
 
     /// A step that only meets the peers (a barrier, or a call this rank refused: `sig`
     /// poisoned so that the peers fail too).
-    fn meet(&mut self, sig: u32, deps: &[&Event]) -> Result<Event> {
+    fn meet(&mut self, sig: u32, deps: &[&Event]) -> Result<Option<Event>> {
         let nothing = self.nothing::<u32>()?;
         self.step(sig, 0, &nothing, deps)
     }
@@ -556,9 +705,12 @@ impl<'r> Team<'r> {
     /// Refuses a call this rank found invalid: it still meets its peers once, under a
     /// signature no valid call has, so that their events fail with `Errc::Invalid` too
     /// instead of waiting for it.
-    fn refuse(&mut self, sig: u32, error: Error) -> Result<Event> {
+    fn refuse(&mut self, sig: u32, error: Error) -> Result<Option<Event>> {
         let poisoned = !sig;
-        if let Ok(ev) = self.meet(poisoned, &[]) {
+        let met = self
+            .meet(poisoned, &[])
+            .and_then(|last| self.finish(last, &[]));
+        if let Ok(ev) = met {
             // Its own failure is the mismatch; the caller gets the reason.
             let _ = ev.wait();
         }
@@ -589,8 +741,8 @@ impl<'r> Team<'r> {
         total: usize,
         piece: usize,
         deps: &[&Event],
-        mut body: impl FnMut(&mut Self, Piece, &[&Event]) -> Result<Event>,
-    ) -> Result<Event> {
+        mut body: impl FnMut(&mut Self, Piece, &[&Event]) -> Result<Option<Event>>,
+    ) -> Result<Option<Event>> {
         let mut last = None;
         for (index, start) in (0..total).step_by(piece.max(1)).enumerate() {
             let half = (self.operations % 2) as usize;
@@ -602,14 +754,19 @@ impl<'r> Team<'r> {
                 half,
             };
             let first: &[&Event] = if index == 0 { deps } else { &[] };
-            last = Some(body(self, at, first)?);
+            last = body(self, at, first)?;
         }
-        Ok(last.expect("total > 0: a piece"))
+        Ok(last)
     }
 
     /// `MPI_Barrier` on the device: every rank's later commands on the team queue start after
     /// every rank's earlier ones reached it.
     pub fn barrier(&mut self, deps: &[&Event]) -> Result<Event> {
+        self.operation(deps, |team, deps| team.barrier_commands(deps))
+    }
+
+    /// [`Team::barrier`]'s commands.
+    fn barrier_commands(&mut self, deps: &[&Event]) -> Result<Option<Event>> {
         let sig = signature(&[5]);
         self.meet(sig, deps)
     }
@@ -628,6 +785,19 @@ impl<'r> Team<'r> {
         op: ReduceOp,
         deps: &[&Event],
     ) -> Result<Event> {
+        self.operation(deps, |team, deps| {
+            team.all_reduce_commands(send, recv, op, deps)
+        })
+    }
+
+    /// [`Team::all_reduce`]'s commands.
+    fn all_reduce_commands<T: Element>(
+        &mut self,
+        send: &impl AsUsmRange<T>,
+        recv: &impl AsUsmRange<T>,
+        op: ReduceOp,
+        deps: &[&Event],
+    ) -> Result<Option<Event>> {
         let (send, recv) = (send.usm_range(), recv.usm_range());
         let total = send.len();
         let bytes = total * std::mem::size_of::<T>();
@@ -691,7 +861,7 @@ impl<'r> Team<'r> {
                 };
                 return team.step(sig(k), c, &m, deps);
             }
-            team.queue.copy(&input, &own.sub(0..c)?, deps)?;
+            team.copy_in(&input, &own.sub(0..c)?, deps)?;
             let parts = team.parts::<T>(half, 0..c, false)?;
             if !two_shot {
                 let m = Move::reduce(op, 0, c, parts, out);
@@ -721,6 +891,18 @@ impl<'r> Team<'r> {
         recv: &impl AsUsmRange<T>,
         deps: &[&Event],
     ) -> Result<Event> {
+        self.operation(deps, |team, deps| {
+            team.all_gather_commands(send, recv, deps)
+        })
+    }
+
+    /// [`Team::all_gather`]'s commands.
+    fn all_gather_commands<T: Element>(
+        &mut self,
+        send: &impl AsUsmRange<T>,
+        recv: &impl AsUsmRange<T>,
+        deps: &[&Event],
+    ) -> Result<Option<Event>> {
         let (send, recv) = (send.usm_range(), recv.usm_range());
         let total = send.len();
         let sig = |piece: usize| signature(&[2, T::CODE as u64, total as u64, piece as u64]);
@@ -753,7 +935,7 @@ impl<'r> Team<'r> {
                 m.staged = Some((Some(input), own.sub(0..c)?));
                 return team.step(sig(at.index), c, &m, deps);
             }
-            team.queue.copy(&input, &own.sub(0..c)?, deps)?;
+            team.copy_in(&input, &own.sub(0..c)?, deps)?;
             team.step(sig(at.index), c, &m, &[])
         })
     }
@@ -769,6 +951,19 @@ impl<'r> Team<'r> {
         op: ReduceOp,
         deps: &[&Event],
     ) -> Result<Event> {
+        self.operation(deps, |team, deps| {
+            team.reduce_scatter_commands(send, recv, op, deps)
+        })
+    }
+
+    /// [`Team::reduce_scatter`]'s commands.
+    fn reduce_scatter_commands<T: Element>(
+        &mut self,
+        send: &impl AsUsmRange<T>,
+        recv: &impl AsUsmRange<T>,
+        op: ReduceOp,
+        deps: &[&Event],
+    ) -> Result<Option<Event>> {
         let (send, recv) = (send.usm_range(), recv.usm_range());
         let total = recv.len();
         let n = self.n;
@@ -802,8 +997,7 @@ impl<'r> Team<'r> {
             for d in 0..n {
                 let src = send.sub(d * total + off..d * total + off + c)?;
                 let after: &[&Event] = if d == 0 { deps } else { &[] };
-                team.queue
-                    .copy(&src, &own.sub(d * c..(d + 1) * c)?, after)?;
+                team.copy_in(&src, &own.sub(d * c..(d + 1) * c)?, after)?;
             }
             let parts = team.parts::<T>(at.half, 0..n * c, false)?;
             let m = Move::reduce(op, team.me * c, c, parts, recv.sub(off..off + c)?);
@@ -820,6 +1014,16 @@ impl<'r> Team<'r> {
         root: usize,
         deps: &[&Event],
     ) -> Result<Event> {
+        self.operation(deps, |team, deps| team.broadcast_commands(buf, root, deps))
+    }
+
+    /// [`Team::broadcast`]'s commands.
+    fn broadcast_commands<T: Element>(
+        &mut self,
+        buf: &impl AsUsmRange<T>,
+        root: usize,
+        deps: &[&Event],
+    ) -> Result<Option<Event>> {
         let buf = buf.usm_range();
         let total = buf.len();
         let sig =
