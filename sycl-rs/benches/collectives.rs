@@ -19,7 +19,12 @@ use sycl::half::bf16;
 use sycl::ranks::{DeviceChoice, Ranks, RanksOptions};
 use sycl::{Device, Queue};
 
-const REPS: usize = 7;
+/// Batches per row (`--reps`).
+static REPS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+fn reps() -> usize {
+    *REPS.get().unwrap_or(&7)
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
@@ -33,7 +38,7 @@ fn timed(world: &impl Communicator, iters: usize, mut op: impl FnMut() -> sycl::
         op().wait().expect("warm-up");
     }
     let mut per = Vec::new();
-    for _ in 0..REPS {
+    for _ in 0..reps() {
         world.barrier();
         let t = Instant::now();
         let mut last = None;
@@ -88,7 +93,7 @@ fn rows<T: Element + Copy>(
                 let mut recv = vec![0.0f32; bytes / 4];
                 let mpi_us = {
                     let mut per = Vec::new();
-                    for _ in 0..REPS {
+                    for _ in 0..reps() {
                         world.barrier();
                         let t = Instant::now();
                         for _ in 0..iters {
@@ -148,6 +153,24 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let cuda = args.iter().any(|a| a == "--device") && args.iter().any(|a| a == "cuda");
     let quick = args.iter().any(|a| a == "--quick");
+    // `--sizes 512,65536`: only these sizes (bytes); `--auto`: only the `auto` team;
+    // `--reps N`: batches per row (7).
+    let given: Option<Vec<usize>> = args
+        .iter()
+        .position(|a| a == "--sizes")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect());
+    let only_auto = args.iter().any(|a| a == "--auto");
+    // `--kernels`: team_step kernels on the native CPU too (not host steps).
+    let host_steps = !args.iter().any(|a| a == "--kernels");
+    if let Some(n) = args
+        .iter()
+        .position(|a| a == "--reps")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+    {
+        REPS.set(n).expect("set once");
+    }
     let device = if cuda {
         DeviceChoice::RoundRobin(Some("cuda:*".into()))
     } else {
@@ -160,7 +183,9 @@ fn main() {
     };
     let ranks = Ranks::new(&world, options).expect("ranks");
     let q = Queue::in_order(ranks.device()).expect("queue");
-    let sizes: Vec<usize> = if quick {
+    let sizes: Vec<usize> = if let Some(given) = given {
+        given
+    } else if quick {
         vec![512, 32 << 10, 256 << 10, 4 << 20]
     } else if cuda {
         vec![
@@ -182,17 +207,18 @@ fn main() {
             buffer_bytes: big,
             algorithm,
             staged_max_bytes,
+            host_steps,
             ..TeamOptions::default()
         };
         Team::new(&ranks, &q, options).expect("team")
     };
     let staged = TeamOptions::default().staged_max_bytes;
-    let mut teams = vec![
-        ("auto", team(Algorithm::Auto, staged)),
-        ("one-shot staged", team(Algorithm::OneShot, usize::MAX)),
-        ("one-shot copied in", team(Algorithm::OneShot, 0)),
-        ("two-shot", team(Algorithm::TwoShot, staged)),
-    ];
+    let mut teams = vec![("auto", team(Algorithm::Auto, staged))];
+    if !only_auto {
+        teams.push(("one-shot staged", team(Algorithm::OneShot, usize::MAX)));
+        teams.push(("one-shot copied in", team(Algorithm::OneShot, 0)));
+        teams.push(("two-shot", team(Algorithm::TwoShot, staged)));
+    }
     if world.rank() == 0 {
         println!(
             "# bench collectives: {} ranks on {} ({})",

@@ -131,21 +131,30 @@ impl Queue {
             matches!(d.status(), Ok(sycl_backend::EventStatus::Complete)) && d.wait().is_ok()
         };
         let now = self.inner.is_idle() && deps.iter().all(done);
-        let deps = Event::raw_list(deps);
-        self.submit_using(uses, || {
+        for (record, _) in uses {
+            record.check_queue(self)?;
+        }
+        let raw = MemoryRecord::submit_or_run(uses, || {
             if now && work(true)? {
-                return self
-                    .context
-                    .raw()
-                    .create_event(sycl_backend::EventProperties::default());
+                // Done: nothing to track.
+                return Ok(None);
             }
             let task = move || {
                 if let Err(error) = work(false) {
                     std::panic::resume_unwind(Box::new(error));
                 }
             };
-            self.inner.host_task(Box::new(task), &deps)
-        })
+            let deps = Event::raw_list(deps);
+            self.inner.host_task(Box::new(task), &deps).map(Some)
+        })?;
+        let raw = match raw {
+            Some(raw) => raw,
+            None => self
+                .context
+                .raw()
+                .create_event(sycl_backend::EventProperties::default())?,
+        };
+        Ok(Event::from_raw(raw, self.context.clone()))
     }
 
     /// Copies `src` into `dst` (same length; any USM kinds, IPC-opened memory, mappings).

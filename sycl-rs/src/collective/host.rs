@@ -57,39 +57,97 @@ struct Meeting {
     word: u64,
     me: usize,
     groups: usize,
+    pads: Pads,
+    timeout: Duration,
+    /// How long a wait spins before it yields.
+    spin: Duration,
+}
+
+/// The host addresses of the pads a rank's meetings use, checked once when the team formed.
+#[derive(Clone)]
+pub(super) struct Pads {
     /// This rank's pad.
     own: usize,
     /// Each peer's rank and pad.
-    peers: Vec<(usize, usize)>,
-    timeout: Duration,
+    peers: Arc<[(usize, usize)]>,
+}
+
+impl Pads {
+    /// The pads of rank `me`: its own, and each peer's `(rank, pad)`; all of the team's own
+    /// memory (alive as long as the team, which waits for its queue before it frees them).
+    pub(super) fn new(
+        me: usize,
+        own: &UsmRange<u64>,
+        peers: &[(usize, UsmRange<u64>)],
+    ) -> Result<Pads> {
+        let at = |pad: &UsmRange<u64>| -> Result<usize> {
+            if pad.len() < PAD_WORDS || !pad.is_host_accessible() {
+                return Err(Error::invalid("team: a pad the host cannot reach whole"));
+            }
+            usize::try_from(pad.as_ptr())
+                .map_err(|_| Error::invalid("an address beyond this host's"))
+        };
+        if me >= super::MAX_RANKS || peers.iter().any(|(r, _)| *r >= super::MAX_RANKS) {
+            return Err(Error::invalid("team: a rank beyond the pads' slots"));
+        }
+        Ok(Pads {
+            own: at(own)?,
+            peers: peers
+                .iter()
+                .map(|(r, pad)| Ok((*r, at(pad)?)))
+                .collect::<Result<Vec<_>>>()?
+                .into(),
+        })
+    }
 }
 
 /// An operation's commands, planned on the calling thread and run in order by one host task.
-#[derive(Default)]
 pub(super) struct Plan {
     work: Vec<Work>,
+    /// The caller's memory the plan uses (admitted and tracked when it is submitted).
     uses: Vec<(Arc<MemoryRecord>, Use)>,
+    /// The team's own memory (its buffers, pads and scratch, and the peers' opened ones): no
+    /// one else holds a range of it, so no host borrow can exist, and the team waits for its
+    /// queue before it frees it. Not admitted per operation (`MemoryRecord` addresses).
+    private: Arc<[usize]>,
+}
+
+/// The address of a record, as [`Plan`]'s `private` lists them.
+pub(super) fn record_key(record: &Arc<MemoryRecord>) -> usize {
+    Arc::as_ptr(record) as usize
 }
 
 /// The host address of `r`, recording the use; `Errc::Invalid` for memory this process does
 /// not map (never on the native CPU).
 fn address<T: bytemuck::Pod>(
     uses: &mut Vec<(Arc<MemoryRecord>, Use)>,
+    private: &[usize],
     r: &UsmRange<T>,
     use_: Use,
 ) -> Result<usize> {
     if !r.is_host_accessible() {
         return Err(r.record.not_host_accessible());
     }
-    match uses.iter_mut().find(|(rec, _)| Arc::ptr_eq(rec, &r.record)) {
-        Some((_, u)) if use_ == Use::Write => *u = Use::Write,
-        Some(_) => {}
-        None => uses.push((r.record.clone(), use_)),
+    if !private.contains(&record_key(&r.record)) {
+        match uses.iter_mut().find(|(rec, _)| Arc::ptr_eq(rec, &r.record)) {
+            Some((_, u)) if use_ == Use::Write => *u = Use::Write,
+            Some(_) => {}
+            None => uses.push((r.record.clone(), use_)),
+        }
     }
     usize::try_from(r.as_ptr()).map_err(|_| Error::invalid("an address beyond this host's"))
 }
 
 impl Plan {
+    /// An empty plan; `private`: the team's own records ([`record_key`]s).
+    pub(super) fn new(private: Arc<[usize]>) -> Plan {
+        Plan {
+            work: Vec::with_capacity(4),
+            uses: Vec::with_capacity(2),
+            private,
+        }
+    }
+
     /// Copies `src` into `dst` (the same length).
     pub(super) fn copy<T: Element>(&mut self, src: &UsmRange<T>, dst: &UsmRange<T>) -> Result<()> {
         if src.len() != dst.len() {
@@ -99,8 +157,8 @@ impl Plan {
                 dst.len()
             )));
         }
-        let src_at = address(&mut self.uses, src, Use::Read)?;
-        let dst_at = address(&mut self.uses, dst, Use::Write)?;
+        let src_at = address(&mut self.uses, &self.private, src, Use::Read)?;
+        let dst_at = address(&mut self.uses, &self.private, dst, Use::Write)?;
         let bytes = src.byte_len();
         let align = [8, 4, 2, 1]
             .into_iter()
@@ -115,39 +173,29 @@ impl Plan {
         Ok(())
     }
 
-    /// A meeting under `word` for `groups` work-groups: this rank's pad `own`, then each
-    /// peer's `(rank, pad)`.
+    /// A meeting under `word` for `groups` work-groups, of rank `me` over `pads`; its waits
+    /// spin for `spin` before they yield the core.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn meet(
         &mut self,
         word: u64,
         me: usize,
         groups: usize,
-        own: &UsmRange<u64>,
-        peers: &[(usize, UsmRange<u64>)],
+        pads: &Pads,
         timeout: Duration,
+        spin: Duration,
     ) -> Result<()> {
-        let slots = groups * super::MAX_RANKS;
-        if own.len() < PAD_WORDS || slots >= PAD_WORDS || me >= super::MAX_RANKS {
+        if groups * super::MAX_RANKS >= PAD_WORDS {
             return Err(Error::invalid("team: a meeting outside the pads"));
         }
-        let own = address(&mut self.uses, own, Use::Write)?;
-        let peers = peers
-            .iter()
-            .map(
-                |(rank, pad)| match pad.len() >= PAD_WORDS && *rank < super::MAX_RANKS {
-                    true => Ok((*rank, address(&mut self.uses, pad, Use::Write)?)),
-                    false => Err(Error::invalid("team: a peer pad shorter than a pad")),
-                },
-            )
-            .collect::<Result<Vec<_>>>()?;
         self.work.push(Work::Meet(Meeting {
             arrived: false,
             word,
             me,
             groups,
-            own,
-            peers,
+            pads: pads.clone(),
             timeout,
+            spin,
         }));
         Ok(())
     }
@@ -167,9 +215,9 @@ impl Plan {
         }
         let srcs = srcs
             .iter()
-            .map(|s| address(&mut self.uses, s, Use::Read))
+            .map(|s| address(&mut self.uses, &self.private, s, Use::Read))
             .collect::<Result<Vec<_>>>()?;
-        let out = address(&mut self.uses, out, Use::Write)?;
+        let out = address(&mut self.uses, &self.private, out, Use::Write)?;
         self.work.push(Work::Reduce(Box::new(move || {
             // SAFETY: each address starts `count` aligned `T`s of memory this process maps
             // (bounds checked above), alive until the host task completes (`submit`).
@@ -186,14 +234,13 @@ impl Plan {
     /// else the event's: a meeting's `Errc::Runtime` (timed out) or `Errc::Invalid`
     /// (mismatched), as the kernels'.
     pub(super) fn submit(self, queue: &Queue, deps: &[&Event]) -> Result<Event> {
-        let Plan { work, uses } = self;
+        let Plan { work, uses, .. } = self;
         let uses: Vec<(&Arc<MemoryRecord>, Use)> = uses.iter().map(|(r, u)| (r, *u)).collect();
         let mut work: VecDeque<Work> = work.into();
         queue.host_work_using(&uses, deps, move |inline| {
-            let until = inline.then(|| Instant::now() + INLINE_WAIT);
             while let Some(w) = work.front_mut() {
                 if let Work::Meet(m) = w {
-                    if !meet(m, until)? {
+                    if !meet(m, inline)? {
                         return Ok(false);
                     }
                     work.pop_front();
@@ -242,15 +289,16 @@ unsafe fn slot<'a>(pad: usize, w: usize) -> &'a AtomicU64 {
 /// The kernels' meeting on the host: arrive in every peer's pad (release), then wait for every
 /// peer's arrival at this epoch or a later one (acquire) in this rank's, per work-group; a
 /// peer at this epoch under another signature is a mismatch, no arrival within the time-out a
-/// time-out; either poisons the pad. A poisoned pad fails at once. With `until`, gives up
-/// (`Ok(false)`, to be called again) when the peers have not all arrived by then.
-fn meet(m: &mut Meeting, until: Option<Instant>) -> Result<bool> {
-    // The pads were checked to hold PAD_WORDS words when planned (`Plan::meet`), slots are
+/// time-out; either poisons the pad. A poisoned pad fails at once. `inline`: gives up
+/// (`Ok(false)`, to be called again) when the peers have not all arrived within
+/// [`INLINE_WAIT`].
+fn meet(m: &mut Meeting, inline: bool) -> Result<bool> {
+    // The pads were checked to hold PAD_WORDS words (`Pads::new`), slots are
     // below `groups * MAX_RANKS < PAD_WORDS`, and pad words are only ever accessed atomically
     // (here, by the kernels and by the peers).
     let own = |w: usize| {
         // SAFETY: as just said; `w` is a slot or the poison word.
-        unsafe { slot(m.own, w) }
+        unsafe { slot(m.pads.own, w) }
     };
     let poison = own(PAD_WORDS - 1);
     if !m.arrived {
@@ -259,7 +307,7 @@ fn meet(m: &mut Meeting, until: Option<Instant>) -> Result<bool> {
             TIMED_OUT => return Err(failure(TIMED_OUT)),
             _ => return Err(failure(MISMATCHED)),
         }
-        for &(_, pad) in &m.peers {
+        for &(_, pad) in m.pads.peers.iter() {
             for g in 0..m.groups {
                 // SAFETY: as above.
                 unsafe { slot(pad, g * super::MAX_RANKS + m.me) }.store(m.word, Ordering::Release);
@@ -269,12 +317,10 @@ fn meet(m: &mut Meeting, until: Option<Instant>) -> Result<bool> {
     }
     let epoch = (m.word >> 32) as u32;
     let sig = m.word as u32;
-    let start = Instant::now();
-    let deadline = until.unwrap_or(start + m.timeout);
+    let mut backoff = Backoff::new(if inline { INLINE_WAIT } else { m.timeout }, m.spin);
     for g in 0..m.groups {
-        for &(p, _) in &m.peers {
+        for &(p, _) in m.pads.peers.iter() {
             let word = own(g * super::MAX_RANKS + p);
-            let mut polls = 0u32;
             loop {
                 let w = word.load(Ordering::Acquire);
                 let ahead = ((w >> 32) as u32).wrapping_sub(epoch);
@@ -285,10 +331,8 @@ fn meet(m: &mut Meeting, until: Option<Instant>) -> Result<bool> {
                     }
                     break;
                 }
-                polls = polls.wrapping_add(1);
-                pause(polls, start);
-                if polls % 64 == 0 && Instant::now() >= deadline {
-                    if until.is_some() {
+                if !backoff.pause() {
+                    if inline {
                         return Ok(false);
                     }
                     poison.store(TIMED_OUT, Ordering::Relaxed);
@@ -300,35 +344,101 @@ fn meet(m: &mut Meeting, until: Option<Instant>) -> Result<bool> {
     Ok(true)
 }
 
-/// Between polls: spin first (a peer on another core arrives within microseconds), then yield
-/// (ranks may outnumber cores: the peer needs this one), then sleep (a peer far behind).
-fn pause(polls: u32, start: Instant) {
-    if polls < 256 {
-        std::hint::spin_loop();
-    } else if polls % 64 != 0 || start.elapsed() < Duration::from_millis(1) {
-        std::thread::yield_now();
-    } else {
-        std::thread::sleep(Duration::from_micros(50));
+/// How a wait spends the time between polls: spinning first (a peer on another core arrives
+/// within microseconds; no spinning where ranks outnumber cores), then yielding (the peer may
+/// need this core), then sleeping (a peer far behind). The clock is read every 64 polls, from
+/// the first pause on (a wait that needs none reads it never).
+struct Backoff {
+    polls: u32,
+    start: Option<Instant>,
+    waited: Duration,
+    limit: Duration,
+    spin: Duration,
+}
+
+impl Backoff {
+    const YIELD: Duration = Duration::from_millis(1);
+
+    /// A wait of at most `limit` (from its first pause) that spins for `spin`.
+    fn new(limit: Duration, spin: Duration) -> Backoff {
+        Backoff {
+            polls: 0,
+            start: None,
+            waited: Duration::ZERO,
+            limit,
+            spin,
+        }
+    }
+
+    /// Pauses after a poll; `false` once the wait took its limit.
+    fn pause(&mut self) -> bool {
+        let start = *self.start.get_or_insert_with(Instant::now);
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls % 64 == 0 {
+            self.waited = start.elapsed();
+            if self.waited >= self.limit {
+                return false;
+            }
+        }
+        if self.waited < self.spin {
+            std::hint::spin_loop();
+        } else if self.waited < Self::YIELD {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        true
     }
 }
 
-/// Copies `bytes` from `src` to `dst` in volatile accesses of `align` bytes.
+/// 16 bytes that one volatile access moves: an unaligned SSE load or store on x86-64 (the
+/// packed wrapper keeps it one access at any address), two words elsewhere.
+#[cfg(target_arch = "x86_64")]
+#[repr(C, packed)]
+#[derive(Clone, Copy)]
+struct Chunk(std::arch::x86_64::__m128i);
+#[cfg(not(target_arch = "x86_64"))]
+#[repr(C, packed)]
+#[derive(Clone, Copy)]
+struct Chunk(u128);
+
+const CHUNK: usize = std::mem::size_of::<Chunk>();
+
+impl Chunk {
+    fn to_bytes(self) -> [u8; CHUNK] {
+        // SAFETY: both are 16 plain bytes.
+        unsafe { std::mem::transmute::<Chunk, [u8; CHUNK]>(self) }
+    }
+
+    fn from_bytes(b: [u8; CHUNK]) -> Chunk {
+        // SAFETY: both are 16 plain bytes (any bits are a valid vector).
+        unsafe { std::mem::transmute::<[u8; CHUNK], Chunk>(b) }
+    }
+}
+
+/// Copies `bytes` from `src` to `dst` in volatile accesses: 16-byte chunks, then the rest in
+/// accesses of `align` bytes.
 ///
 /// # Safety
 /// Both ranges are valid for `bytes` bytes and aligned to `align` (1, 2, 4 or 8), which
 /// divides `bytes`.
 unsafe fn copy(src: usize, dst: usize, bytes: usize, align: usize) {
     /// # Safety
-    /// As `copy`'s, for `W`.
+    /// As `copy`'s, for `W` (aligned for it, `bytes` a multiple of its size).
     unsafe fn words<W: Copy>(src: usize, dst: usize, bytes: usize) {
         let (s, d) = (src as *const W, dst as *mut W);
         for i in 0..bytes / std::mem::size_of::<W>() {
-            // SAFETY: `i` is below the ranges' length in `W`s; both are aligned for `W`.
+            // SAFETY: `i` is below the ranges' length in `W`s; both are aligned for `W`
+            // (a `Chunk` needs no alignment).
             unsafe { d.add(i).write_volatile(s.add(i).read_volatile()) };
         }
     }
-    // SAFETY: the caller's contract, for the width it gives.
+    let whole = bytes / CHUNK * CHUNK;
+    // SAFETY: the caller's contract: the chunks, then the rest (still aligned to `align`,
+    // since CHUNK is a multiple of it), in accesses of that width.
     unsafe {
+        words::<Chunk>(src, dst, whole);
+        let (src, dst, bytes) = (src + whole, dst + whole, bytes - whole);
         match align {
             8 => words::<u64>(src, dst, bytes),
             4 => words::<u32>(src, dst, bytes),
@@ -338,7 +448,22 @@ unsafe fn copy(src: usize, dst: usize, bytes: usize, align: usize) {
     }
 }
 
-/// `out[i] = srcs[0][i] op srcs[1][i] op ..` for `i < count`, in volatile accesses.
+/// `f` on each `T` of two chunks (little pieces of `T`s, `T` dividing 16 bytes).
+#[inline(always)]
+fn lanes<T: Element>(a: Chunk, b: Chunk, f: &impl Fn(T, T) -> T) -> Chunk {
+    let size = std::mem::size_of::<T>();
+    let (mut x, y) = (a.to_bytes(), b.to_bytes());
+    for k in 0..CHUNK / size {
+        let at = k * size..(k + 1) * size;
+        let p: T = bytemuck::pod_read_unaligned(&x[at.clone()]);
+        let q: T = bytemuck::pod_read_unaligned(&y[at.clone()]);
+        x[at].copy_from_slice(bytemuck::bytes_of(&f(p, q)));
+    }
+    Chunk::from_bytes(x)
+}
+
+/// `out[i] = srcs[0][i] op srcs[1][i] op ..` for `i < count`, in volatile accesses: 16-byte
+/// chunks, then single elements.
 ///
 /// # Safety
 /// Every address starts `count` aligned, live `T`s.
@@ -348,7 +473,20 @@ unsafe fn reduce<T: Element>(op: u32, srcs: &[usize], out: usize, count: usize) 
     #[inline(always)]
     unsafe fn with<T: Element>(f: impl Fn(T, T) -> T, srcs: &[usize], out: usize, count: usize) {
         let (first, rest) = srcs.split_first().expect("a source");
-        for i in 0..count {
+        let per_chunk = CHUNK / std::mem::size_of::<T>();
+        let chunks = count / per_chunk;
+        for c in 0..chunks {
+            // SAFETY: chunk `c` lies inside every range (`c * per_chunk + per_chunk <=
+            // count`); a `Chunk` needs no alignment.
+            unsafe {
+                let mut acc = (*first as *const Chunk).add(c).read_volatile();
+                for s in rest {
+                    acc = lanes(acc, (*s as *const Chunk).add(c).read_volatile(), &f);
+                }
+                (out as *mut Chunk).add(c).write_volatile(acc);
+            }
+        }
+        for i in chunks * per_chunk..count {
             // SAFETY: `i < count`: inside every range (the caller's contract).
             unsafe {
                 let mut acc = (*first as *const T).add(i).read_volatile();
@@ -374,6 +512,61 @@ unsafe fn reduce<T: Element>(op: u32, srcs: &[usize], out: usize, count: usize) 
 mod tests {
     use super::*;
     use crate::Errc;
+
+    /// `reduce::<T>` over three sources at an odd element offset (chunks and a tail), for
+    /// every count up to 40 and every operation, against the same fold one element at a time.
+    fn reduces_as_a_fold<T: Element + std::fmt::Debug>(value: impl Fn(usize) -> T) {
+        let ops: [fn(T, T) -> T; 4] = [T::sum, T::product, T::minimum, T::maximum];
+        for count in 0..40 {
+            let src: Vec<Vec<T>> = (0..3)
+                .map(|r| (0..=count).map(|i| value(r * 41 + i)).collect())
+                .collect();
+            for (op, f) in ops.iter().enumerate() {
+                let mut out = vec![value(999); count + 1];
+                let srcs: Vec<usize> = src.iter().map(|s| s[1..].as_ptr() as usize).collect();
+                // SAFETY: every source and the output hold `count` elements from index 1.
+                unsafe { reduce::<T>(op as u32, &srcs, out[1..].as_mut_ptr() as usize, count) };
+                for i in 0..count {
+                    let want = f(f(src[0][i + 1], src[1][i + 1]), src[2][i + 1]);
+                    let (got, want) = (bytemuck::bytes_of(&out[i + 1]), bytemuck::bytes_of(&want));
+                    assert_eq!(got, want, "op {op}, count {count}, element {i}");
+                }
+                assert_eq!(bytemuck::bytes_of(&out[0]), bytemuck::bytes_of(&value(999)));
+            }
+        }
+    }
+
+    #[test]
+    fn reductions_match_one_element_at_a_time() {
+        reduces_as_a_fold::<f32>(|i| (i as f32 - 20.0) * 0.37);
+        reduces_as_a_fold::<f64>(|i| (i as f64 - 20.0) * 0.37);
+        reduces_as_a_fold::<i32>(|i| (i as i32 - 20) * 1_000_003);
+        reduces_as_a_fold::<u64>(|i| (i as u64) << 40 | 7);
+        reduces_as_a_fold::<half::bf16>(|i| half::bf16::from_f32(i as f32 * 0.7 - 9.0));
+        reduces_as_a_fold::<half::f16>(|i| half::f16::from_f32(i as f32 * 0.7 - 9.0));
+    }
+
+    #[test]
+    fn copies_at_every_alignment() {
+        let src: Vec<u8> = (0..100u8).collect();
+        for (offset, len, align) in [(0, 96, 8), (4, 68, 4), (2, 38, 2), (1, 37, 1), (0, 0, 8)] {
+            let mut dst = vec![0xffu8; 100];
+            let (s, d) = (
+                src.as_ptr() as usize + offset,
+                dst.as_mut_ptr() as usize + offset,
+            );
+            // (Vec<u8> is 8-aligned in practice; the test needs it.)
+            assert_eq!((s - offset) % 8, 0);
+            assert_eq!((d - offset) % 8, 0);
+            // SAFETY: both ranges lie inside their vectors, aligned to `align`.
+            unsafe { copy(s, d, len, align) };
+            assert_eq!(dst[offset..offset + len], src[offset..offset + len]);
+            assert!(dst[..offset]
+                .iter()
+                .chain(&dst[offset + len..])
+                .all(|&b| b == 0xff));
+        }
+    }
 
     #[test]
     fn failures_are_the_kernels() {

@@ -234,6 +234,14 @@ pub struct Team<'r> {
     host: bool,
     /// While a host-step operation is being planned: its commands so far.
     plan: Option<host::Plan>,
+    /// The records of the team's own memory (host steps do not admit it per operation).
+    private: std::sync::Arc<[usize]>,
+    /// Host steps: the pads' addresses.
+    host_pads: Option<host::Pads>,
+    /// Host steps: how long a wait for a peer spins before it yields its core (none where
+    /// the node's ranks outnumber the cores this process may run on, as Open MPI's
+    /// `mpi_yield_when_idle` when oversubscribed).
+    spin: Duration,
     /// Work-groups a step may launch: MAX_GROUPS on GPUs; on the native CPU one per core
     /// (each group's meeting is a spin of its own there, and more groups only wait longer).
     max_groups: usize,
@@ -394,9 +402,22 @@ impl<'r> Team<'r> {
             timeout,
             host,
             plan: None,
+            private: std::sync::Arc::new([]),
+            host_pads: None,
+            spin: host_spin(n),
             max_groups,
             options,
         };
+        team.private = team.private_records()?;
+        if host {
+            let peers = (1..n)
+                .map(|k| {
+                    let r = (team.me + k) % n;
+                    Ok((r, team.pads.peer(r)?.full()))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            team.host_pads = Some(host::Pads::new(team.me, &team.pads.local().full(), &peers)?);
+        }
         // (Host steps time their waits by the clock.)
         if !host {
             team.limit = team.calibrate(timeout)?;
@@ -404,6 +425,18 @@ impl<'r> Team<'r> {
         // Every pad is zero before any rank's first step writes into a peer's.
         ranks.node_barrier()?;
         Ok(team)
+    }
+
+    /// The records of the team's own memory: every rank's parts and pads as opened here, the
+    /// spare pads and the scratch.
+    fn private_records(&self) -> Result<std::sync::Arc<[usize]>> {
+        let mut keys = vec![host::record_key(&self.scratch.record)];
+        for r in 0..self.n {
+            keys.push(host::record_key(&self.data.peer(r)?.record));
+            keys.push(host::record_key(&self.pads.peer(r)?.record));
+        }
+        keys.extend(self.spare_pads.iter().map(|p| host::record_key(&p.record)));
+        Ok(keys.into())
     }
 
     /// This rank's index in the team (its local rank).
@@ -606,14 +639,11 @@ impl<'r> Team<'r> {
     /// its stage (staged), the meeting of `groups` work-groups under `word`, then the move.
     fn plan_step<T: Element>(&mut self, word: u64, groups: usize, m: &Move<T>) -> Result<()> {
         let (me, n) = (self.me, self.n);
-        let own_pad = self.pads.local().full();
-        let peers = (1..n)
-            .map(|k| {
-                let r = (me + k) % n;
-                Ok((r, self.pads.peer(r)?.full()))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let timeout = self.timeout;
+        let (timeout, spin) = (self.timeout, self.spin);
+        let pads = self
+            .host_pads
+            .as_ref()
+            .expect("host steps: the pads' addresses");
         let plan = self.plan.as_mut().expect("an operation being planned");
         // Staged: this rank's values are its input (`out` in place), copied into its half
         // before it arrives.
@@ -625,7 +655,7 @@ impl<'r> Team<'r> {
             }
             None => None,
         };
-        plan.meet(word, me, groups, &own_pad, &peers, timeout)?;
+        plan.meet(word, me, groups, pads, timeout, spin)?;
         // Rank r's first `len` values of the step.
         let values = |r: usize, len: usize| match (&mine, r == me) {
             (Some(v), true) => v.sub(0..len),
@@ -676,7 +706,7 @@ impl<'r> Team<'r> {
         body: impl FnOnce(&mut Self, &[&Event]) -> Result<Option<Event>>,
     ) -> Result<Event> {
         if self.host {
-            self.plan = Some(host::Plan::default());
+            self.plan = Some(host::Plan::new(self.private.clone()));
         }
         let result = body(self, deps).and_then(|last| self.finish(last, deps));
         self.plan = None;
@@ -1062,6 +1092,17 @@ impl<'r> Team<'r> {
             };
             team.step(sig(at.index), c, &m, deps)
         })
+    }
+}
+
+/// How long a host step's wait spins before it yields: 20 us, or nothing where the node's
+/// `ranks` outnumber the cores this process may use. A process pinned to one core is taken
+/// to be one of ranks pinned to cores of their own (as `mpirun` binds them when they fit).
+fn host_spin(ranks: usize) -> Duration {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    match cores == 1 || ranks <= cores {
+        true => Duration::from_micros(20),
+        false => Duration::ZERO,
     }
 }
 

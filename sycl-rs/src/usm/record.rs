@@ -81,6 +81,11 @@ struct Pending {
 /// Everything the access rules decide on, under one lock.
 struct AccessState {
     pending: Vec<Pending>,
+    /// `pending`'s length at which completed commands are dropped from it next: twice what
+    /// the last pruning kept (at least 8), so that a record used by many commands in flight
+    /// asks each event's status a bounded number of times per command (a status can be a
+    /// driver call) instead of every command asking all of them again.
+    prune_at: usize,
     /// Submissions admitted but not yet tracked (their event does not exist yet).
     in_flight: usize,
     host: HostBorrow,
@@ -169,6 +174,7 @@ impl MemoryRecord {
             released: false,
             state: Mutex::new(AccessState {
                 pending: Vec::new(),
+                prune_at: 8,
                 in_flight: 0,
                 host: HostBorrow::None,
                 shared: spec.shared,
@@ -199,6 +205,21 @@ impl MemoryRecord {
         let mut in_flight = InFlight::admit(&merged)?;
         let event = submit()?;
         in_flight.event = Some(event.clone());
+        Ok(event)
+    }
+
+    /// As [`MemoryRecord::submit`], for work that may finish inside `submit` (it returns
+    /// `None` then): the records count it in flight while it runs and track its event only
+    /// when it made one.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn submit_or_run(
+        uses: &[(&Arc<MemoryRecord>, Use)],
+        submit: impl FnOnce() -> Result<Option<Arc<dyn sycl_backend::Event>>>,
+    ) -> Result<Option<Arc<dyn sycl_backend::Event>>> {
+        let merged = merge_uses(uses);
+        let mut in_flight = InFlight::admit(&merged)?;
+        let event = submit()?;
+        in_flight.event = event.clone();
         Ok(event)
     }
 
@@ -265,9 +286,10 @@ impl MemoryRecord {
     fn settle(&self, tracked: Option<Pending>) {
         let mut st = self.state.lock();
         if let Some(p) = tracked {
-            if st.pending.len() >= 8 {
+            if st.pending.len() >= st.prune_at {
                 st.pending
                     .retain(|p| !matches!(p.event.status(), Ok(EventStatus::Complete)));
+                st.prune_at = (2 * st.pending.len()).max(8);
             }
             st.pending.push(p);
         }
