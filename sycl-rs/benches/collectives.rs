@@ -33,11 +33,16 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Per-op microseconds of `op` run `iters` times back to back, median of REPS batches; every
 /// rank meets before each batch (MPI barrier) so that batches start together.
-fn timed(world: &impl Communicator, iters: usize, mut op: impl FnMut() -> sycl::Event) -> f64 {
+/// Also the host's part: the per-op time of the calls alone (the batch's submission), median.
+fn timed(
+    world: &impl Communicator,
+    iters: usize,
+    mut op: impl FnMut() -> sycl::Event,
+) -> (f64, f64) {
     for _ in 0..3 {
         op().wait().expect("warm-up");
     }
-    let mut per = Vec::new();
+    let (mut per, mut submit) = (Vec::new(), Vec::new());
     for _ in 0..reps() {
         world.barrier();
         let t = Instant::now();
@@ -45,10 +50,11 @@ fn timed(world: &impl Communicator, iters: usize, mut op: impl FnMut() -> sycl::
         for _ in 0..iters {
             last = Some(op());
         }
+        submit.push(t.elapsed().as_secs_f64() * 1e6 / iters as f64);
         last.expect("an op").wait().expect("a batch");
         per.push(t.elapsed().as_secs_f64() * 1e6 / iters as f64);
     }
-    median(per)
+    (median(per), median(submit))
 }
 
 fn iters_for(bytes: usize) -> usize {
@@ -79,13 +85,13 @@ fn rows<T: Element + Copy>(
         q.fill(&x, one, &[]).expect("fill").wait().expect("fill");
         let gathered = sycl::malloc_device::<T>(count * ranks.local_size(), q).expect("memory");
         for (name, team) in teams.iter_mut() {
-            let us = timed(world, iters, || {
+            let (us, submit_us) = timed(world, iters, || {
                 team.all_reduce(&x, &x, ReduceOp::Sum, &[])
                     .expect("all_reduce")
             });
             let busbw = bytes as f64 * 2.0 * (n - 1.0) / n / (us * 1e-6) / 1e9;
             let mut row = format!(
-                "{{\"op\": \"all_reduce\", \"algorithm\": \"{name}\", \"dtype\": \"{dtype}\", \"bytes\": {bytes}, \"us\": {us:.2}, \"busbw_GBs\": {busbw:.1}"
+                "{{\"op\": \"all_reduce\", \"algorithm\": \"{name}\", \"dtype\": \"{dtype}\", \"bytes\": {bytes}, \"us\": {us:.2}, \"busbw_GBs\": {busbw:.1}, \"submit_us\": {submit_us:.2}"
             );
             if native && *name == "auto" {
                 // Open MPI's MPI_Allreduce over host memory of the same size, same ranks.
@@ -123,7 +129,7 @@ fn rows<T: Element + Copy>(
             let (_, team) = &mut teams[0];
             let src = x.range(0..part).expect("range");
             let dst = gathered.range(0..part * ranks.local_size()).expect("range");
-            let us = timed(world, iters, || {
+            let (us, _) = timed(world, iters, || {
                 team.all_gather(&src, &dst, &[]).expect("all_gather")
             });
             let busbw = bytes as f64 * (n - 1.0) / n / (us * 1e-6) / 1e9;
@@ -132,7 +138,7 @@ fn rows<T: Element + Copy>(
             }
             let all = x.range(0..part * ranks.local_size()).expect("range");
             let out = gathered.range(0..part).expect("range");
-            let us = timed(world, iters, || {
+            let (us, _) = timed(world, iters, || {
                 team.reduce_scatter(&all, &out, ReduceOp::Sum, &[])
                     .expect("reduce_scatter")
             });

@@ -418,14 +418,30 @@ pub(crate) unsafe fn launch(
         }
     }
 
-    let mut values: Vec<Vec<u8>> = Vec::with_capacity(args.len());
+    // Every value in one buffer of 8-byte aligned slots (a launch passes dozens: one
+    // allocation, not one each); `values` holds each value's first word and byte length.
+    let mut words: Vec<u64> = Vec::with_capacity(args.len());
+    let mut values: Vec<(usize, usize)> = Vec::with_capacity(args.len());
     let mut shared = 0usize;
     for a in args {
-        match a {
-            KernelArg::Scalar(b) => values.push(b.to_vec()),
-            KernelArg::Pointer(p) => values.push(p.to_le_bytes().to_vec()),
-            KernelArg::Local(n) => shared = shared.saturating_add(*n),
+        let value: &[u8] = match a {
+            KernelArg::Scalar(b) => b,
+            KernelArg::Pointer(p) => &p.to_le_bytes(),
+            KernelArg::Local(n) => {
+                shared = shared.saturating_add(*n);
+                continue;
+            }
+        };
+        let at = words.len();
+        for chunk in value.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            words.push(u64::from_ne_bytes(w));
         }
+        if value.is_empty() {
+            words.push(0);
+        }
+        values.push((at, value.len()));
     }
     if let Some(sizes) = &k.params {
         if sizes.len() != values.len() {
@@ -439,14 +455,13 @@ pub(crate) unsafe fn launch(
                 ),
             ));
         }
-        for (i, (v, &s)) in values.iter().zip(sizes).enumerate() {
-            if v.len() != s {
+        for (i, (v, &s)) in values.iter().map(|v| v.1).zip(sizes).enumerate() {
+            if v != s {
                 return Err(Error::new(
                     Errc::KernelArgument,
                     format!(
                         "argument {i} of kernel `{}` has {} bytes, the parameter has {s}",
-                        k.name,
-                        v.len()
+                        k.name, v
                     ),
                 ));
             }
@@ -458,9 +473,14 @@ pub(crate) unsafe fn launch(
             format!("{shared} bytes of local memory is too much"),
         )
     })?;
-    // Each value lives in its own heap buffer, so the pointers stay valid while `values`
-    // is alive (the driver copies the values during cuLaunchKernel).
-    let mut ptrs: Vec<*mut c_void> = values.iter_mut().map(|v| v.as_mut_ptr().cast()).collect();
+    // The pointers stay valid while `words` is alive and unchanged (the driver copies the
+    // values during cuLaunchKernel); a value's bytes start its slot, in memory order.
+    let base = words.as_mut_ptr();
+    let mut ptrs: Vec<*mut c_void> = values
+        .iter()
+        // SAFETY: each value's first word lies inside `words` (built above).
+        .map(|v| unsafe { base.add(v.0) }.cast())
+        .collect();
     queue.enqueue(deps, |s| {
         let params = if ptrs.is_empty() {
             std::ptr::null_mut()

@@ -219,9 +219,10 @@ pub struct Team<'r> {
     data: NodeBuffer<'r, u64>,
     half_words: usize,
     pads: NodeBuffer<'r, u64>,
-    /// Distinct pads for the peer parameters a smaller team leaves unused (a `&mut`
-    /// argument may not alias another).
-    spare_pads: Vec<Usm<u64>>,
+    /// Distinct pads (`MAX_RANKS` of `PAD_WORDS`, one allocation: a launch admits one record
+    /// for them) for the peer parameters a smaller team leaves unused (a `&mut` argument
+    /// may not overlap another).
+    spare_pads: Usm<u64>,
     /// Four 16-byte slots for the slice parameters a step does not use (`scratch_slot`).
     scratch: Usm<u64>,
     epoch: u32,
@@ -374,9 +375,7 @@ impl<'r> Team<'r> {
         let data = ranks.node_buffer::<u64>(&queue, 2 * half_words)?;
         let pads = ranks.node_buffer::<u64>(&queue, PAD_WORDS)?;
         queue.fill(pads.local(), 0u64, &[])?.wait()?;
-        let spare_pads = (0..MAX_RANKS)
-            .map(|_| crate::malloc_device::<u64>(PAD_WORDS, &queue))
-            .collect::<Result<Vec<_>>>()?;
+        let spare_pads = crate::malloc_device::<u64>(MAX_RANKS * PAD_WORDS, &queue)?;
         let scratch = crate::malloc_device::<u64>(8, &queue)?;
         let timeout = options.timeout.unwrap_or(ranks.options().timeout);
         let backend = queue.device().backend();
@@ -435,7 +434,7 @@ impl<'r> Team<'r> {
             keys.push(host::record_key(&self.data.peer(r)?.record));
             keys.push(host::record_key(&self.pads.peer(r)?.record));
         }
-        keys.extend(self.spare_pads.iter().map(|p| host::record_key(&p.record)));
+        keys.push(host::record_key(&self.spare_pads.record));
         Ok(keys.into())
     }
 
@@ -480,7 +479,9 @@ impl<'r> Team<'r> {
     /// on its slot 0, writing into another spare (the team's pads are left alone).
     fn timed_out_wait(&self, polls: u64) -> Result<()> {
         let word = 1u64 << 32;
-        let pads: Vec<UsmRange<u64>> = self.spare_pads.iter().map(|p| p.full()).collect();
+        let pads = (0..MAX_RANKS)
+            .map(|k| self.spare_pad(k))
+            .collect::<Result<Vec<_>>>()?;
         self.queue.fill(&pads[0], 0u64, &[])?;
         let nothing = self.nothing::<u32>()?;
         let ev = self.launch::<u32>((1, 2, word, polls), &pads, 1, &nothing, &[])?;
@@ -501,11 +502,15 @@ impl<'r> Team<'r> {
         for k in 1..self.n {
             pads.push(self.pads.peer((self.me + k) % self.n)?.full());
         }
-        let mut spare = self.spare_pads.iter();
-        while pads.len() < MAX_RANKS {
-            pads.push(spare.next().expect("a spare pad per rank").full());
+        for k in self.n..MAX_RANKS {
+            pads.push(self.spare_pad(k)?);
         }
         Ok(pads)
+    }
+
+    /// Spare pad `k`.
+    fn spare_pad(&self, k: usize) -> Result<UsmRange<u64>> {
+        self.spare_pads.range(k * PAD_WORDS..(k + 1) * PAD_WORDS)
     }
 
     /// Slot `w` (0 to 3, 16 bytes each) of the private scratch as `T`s: what a step's unused
