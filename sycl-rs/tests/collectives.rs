@@ -230,6 +230,49 @@ fn overlapping(team: &mut Team, q: &Queue) -> R {
     )
 }
 
+/// Operations whose dependencies are pending, and operations issued back to back without
+/// waits: on the native CPU these run as host tasks of the team queue (not on the calling
+/// thread), after their dependencies and in order; a host borrow of the output waits for them
+/// (`host_steps`: this rank's team runs host steps; a kernel's argument views refuse borrows).
+fn ordering(team: &mut Team, q: &Queue, host_steps: bool) -> R {
+    let n = team.size() as u64;
+    let c = 300;
+    let x = upload(q, &vec![0u64; c])?;
+    let range = x.range(0..c).map_err(e2s)?;
+    // The input is written only after a 30 ms host task: the all-reduce must wait for it.
+    let gate = q
+        .host_task(&[], || std::thread::sleep(Duration::from_millis(30)))
+        .map_err(e2s)?;
+    let filled = q.fill(&range, 3u64, &[&gate]).map_err(e2s)?;
+    let mut last = team
+        .all_reduce(&range, &range, ReduceOp::Sum, &[&filled])
+        .map_err(|e| format!("all_reduce after a pending fill: {e}"))?;
+    // Four more in place, back to back, each after the last: 3 n^5 in the end.
+    for _ in 0..4 {
+        last = team
+            .all_reduce(&range, &range, ReduceOp::Sum, &[&last])
+            .map_err(|e| format!("chained all_reduce: {e}"))?;
+    }
+    let want = vec![3 * n.pow(5); c];
+    if host_steps {
+        // A host borrow waits for the commands that write the memory, the last host task
+        // too (no wait on the event first).
+        let got = x.as_slice().map_err(e2s)?[..c].to_vec();
+        same(
+            &got,
+            &want,
+            "chained all_reduce, read through a host borrow",
+        )?;
+    }
+    last.wait()
+        .map_err(|e| format!("chained all_reduce: {e}"))?;
+    same(
+        &team.queue().to_vec(&range).map_err(e2s)?,
+        &want,
+        "chained all_reduce",
+    )
+}
+
 fn wants(r: sycl::Result<()>, code: Errc, what: &str) -> R {
     match r {
         Err(e) if e.code() == code => Ok(()),
@@ -346,6 +389,7 @@ fn ranks_main() -> ExitCode {
                     every_type(&mut team, &q, count, &what)?;
                 }
                 overlapping(&mut team, &q)?;
+                ordering(&mut team, &q, native && host_steps)?;
             }
             if !native {
                 break;
