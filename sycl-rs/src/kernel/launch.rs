@@ -55,6 +55,59 @@ struct Resolved {
     cpu_guard: Option<Vec<Bound>>,
     /// The CUDA C++ and OpenCL C functions, printed at the first launch that needs them.
     c: [OnceLock<Result<Arc<c::Printed>>>; 2],
+    /// The last verdicts of `cpu_guard` and of each C dialect's guards.
+    memos: [GuardMemo; 3],
+}
+
+/// The last verdict of a set of guards and the leaf values it was reached with: launches
+/// that repeat a shape (the same ranges, lengths and scalars the guards read) reuse it
+/// instead of evaluating the guards again (a team step's guards took 6 us per launch on the
+/// H200 host). Sound because a guard is a pure function of its leaves (`Bound::eval`).
+#[derive(Default)]
+struct GuardMemo {
+    /// The distinct leaves the guards read, in a fixed order.
+    leaves: OnceLock<Vec<Bound>>,
+    last: parking_lot::Mutex<Option<(Vec<Option<u64>>, bool)>>,
+}
+
+impl GuardMemo {
+    /// The guards' verdict for these leaf values: the last one if the values repeat.
+    fn verdict(
+        &self,
+        guards: &[Bound],
+        leaf: &dyn Fn(&Bound) -> Option<u64>,
+        evaluate: impl FnOnce() -> bool,
+    ) -> bool {
+        let leaves = self.leaves.get_or_init(|| {
+            let mut found: Vec<Bound> = Vec::new();
+            for g in guards {
+                g.visit(&mut |b| {
+                    let is_leaf = matches!(
+                        b,
+                        Bound::LocalRange(_)
+                            | Bound::GroupRange(_)
+                            | Bound::GlobalRange(_)
+                            | Bound::Param(_)
+                            | Bound::Len(_)
+                            | Bound::Const(_)
+                    );
+                    if is_leaf && !found.contains(b) {
+                        found.push(b.clone());
+                    }
+                });
+            }
+            found
+        });
+        let values: Vec<Option<u64>> = leaves.iter().map(leaf).collect();
+        if let Some((seen, verdict)) = &*self.last.lock() {
+            if *seen == values {
+                return *verdict;
+            }
+        }
+        let verdict = evaluate();
+        *self.last.lock() = Some((values, verdict));
+        verdict
+    }
 }
 
 impl Resolved {
@@ -140,6 +193,7 @@ fn resolve(def: &'static Definition) -> Result<&'static Resolved> {
         fp64,
         cpu_guard,
         c: Default::default(),
+        memos: Default::default(),
     }));
     Ok(*map.lock().entry(key).or_insert(resolved))
 }
@@ -340,26 +394,22 @@ fn submit_definition(
 ) -> Result<Event> {
     let p = &def.parts;
     let device = queue.device();
-    device.require(
-        Aspect::ExtSyclRsKernels,
-        &format!("#[sycl::kernel] kernel `{}`", p.name),
-    )?;
+    // (The refusal's text is made only when the device lacks the aspect: launches are hot.)
+    let require = |aspect: Aspect, what: &str| match device.has(aspect) {
+        true => Ok(()),
+        false => device.require(aspect, &format!("kernel `{}`{what}", p.name)),
+    };
+    require(Aspect::ExtSyclRsKernels, " (#[sycl::kernel])")?;
     check_args(p, &args)?;
     let resolved = resolve(def)?;
     if resolved.fp64 {
-        device.require(Aspect::Fp64, &format!("kernel `{}` (f64)", p.name))?;
+        require(Aspect::Fp64, " (f64)")?;
     }
     if p.info.atomic64 {
-        device.require(
-            Aspect::Atomic64,
-            &format!("kernel `{}` (64-bit atomics)", p.name),
-        )?;
+        require(Aspect::Atomic64, " (64-bit atomics)")?;
     }
     if p.info.sub_groups {
-        device.require(
-            Aspect::ExtSyclRsSubGroups,
-            &format!("kernel `{}` (sub-group operations)", p.name),
-        )?;
+        require(Aspect::ExtSyclRsSubGroups, " (sub-group operations)")?;
     }
     check_memory_model(p, device)?;
     check_range(p, &range, device)?;
@@ -414,7 +464,7 @@ fn submit_cpu(
     let guarded = resolved
         .cpu_guard
         .as_ref()
-        .is_some_and(|g| guards_hold(g, args, &launch, &geometry));
+        .is_some_and(|g| guards_hold(g, Some(&resolved.memos[2]), args, &launch, &geometry));
     for (record, _) in uses {
         record.check_queue(queue)?;
     }
@@ -586,7 +636,8 @@ fn submit_gpu(
     let guarded = match form {
         KernelIr::CudaC | KernelIr::OpenClC => {
             let printed = resolved.c_program(def, form)?;
-            guards_hold(&printed.guards, args, &launch, &geometry)
+            let memo = &resolved.memos[(form == KernelIr::CudaC) as usize];
+            guards_hold(&printed.guards, Some(memo), args, &launch, &geometry)
         }
         _ => false,
     };
@@ -604,7 +655,7 @@ fn submit_gpu(
     // all hold for this launch (the values the device would compute: ranges, scalar
     // parameters, slice lengths).
     let kernel = match &built.guarded {
-        Some((guarded, guards)) if guards_hold(guards, args, &launch, &geometry) => guarded,
+        Some((guarded, guards)) if guards_hold(guards, None, args, &launch, &geometry) => guarded,
         _ => &built.kernel,
     };
     let slot = queue.context().shared.kernels.status_slot(queue)?;
@@ -862,9 +913,11 @@ pub(crate) struct Variant {
 /// Whether every condition of a kernel's guard holds for this launch (never with
 /// `SYCL_RS_KERNEL_GUARDS=0`, which keeps every check the guards would drop, to compare),
 /// evaluated as the device would (`Bound::eval`, the preludes' saturating `u64`
-/// arithmetic); a value the launch cannot supply makes it false.
+/// arithmetic); a value the launch cannot supply makes it false. `memo`: the guards' memo,
+/// for guards that live as long as it (those of the leaked `Resolved`).
 fn guards_hold(
     guards: &[Bound],
+    memo: Option<&GuardMemo>,
     args: &Args,
     launch: &LaunchRange,
     geometry: &LaunchRange,
@@ -874,10 +927,15 @@ fn guards_hold(
     {
         return false;
     }
-    !guards.is_empty()
-        && guards
-            .iter()
-            .all(|g| g.eval(&|leaf| guard_leaf(leaf, launch, geometry, args)) == Some(1))
+    if guards.is_empty() {
+        return false;
+    }
+    let leaf = |leaf: &Bound| guard_leaf(leaf, launch, geometry, args);
+    let evaluate = || guards.iter().all(|g| g.eval(&leaf) == Some(1));
+    match memo {
+        Some(memo) => memo.verdict(guards, &leaf, evaluate),
+        None => evaluate(),
+    }
 }
 
 /// The full source of a program: the variant's definitions, the preludes, then the
