@@ -128,12 +128,9 @@ fn address<T: bytemuck::Pod>(
     if !r.is_host_accessible() {
         return Err(r.record.not_host_accessible());
     }
+    // (A record may repeat: the submission merges repeats at their strongest use.)
     if !private.contains(&record_key(&r.record)) {
-        match uses.iter_mut().find(|(rec, _)| Arc::ptr_eq(rec, &r.record)) {
-            Some((_, u)) if use_ == Use::Write => *u = Use::Write,
-            Some(_) => {}
-            None => uses.push((r.record.clone(), use_)),
-        }
+        uses.push((r.record.clone(), use_));
     }
     usize::try_from(r.as_ptr()).map_err(|_| Error::invalid("an address beyond this host's"))
 }

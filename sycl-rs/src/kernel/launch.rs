@@ -99,14 +99,15 @@ impl GuardMemo {
             found
         });
         let values: Vec<Option<u64>> = leaves.iter().map(leaf).collect();
-        if let Some((seen, verdict)) = &*self.last.lock() {
-            if *seen == values {
-                return *verdict;
+        let mut last = self.last.lock();
+        match &*last {
+            Some((seen, verdict)) if *seen == values => *verdict,
+            _ => {
+                let verdict = evaluate();
+                *last = Some((values, verdict));
+                verdict
             }
         }
-        let verdict = evaluate();
-        *self.last.lock() = Some((values, verdict));
-        verdict
     }
 }
 
