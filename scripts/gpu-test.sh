@@ -6,6 +6,8 @@
 #   device tool: run(command="bash scripts/gpu-test.sh device", carry=[".gpu-bundle"],
 #                    kind="nvidia-h100-x1" or "nvidia-h200-x2")
 #   scripts/gpu-test.sh device-mpi   # only the MPI steps (sycl::ranks), for the multi-GPU kinds
+#   scripts/gpu-test.sh device-collectives # only sycl::collective: tests on CUDA (MPI, launcher,
+#                                    # Python under torchrun and mpi4py), bench and NCCL anchor
 #   scripts/gpu-test.sh device-tests # tests, demos and examples only; device-rest: benches,
 #                                    # Python and MPI (the two halves of `device`, each within
 #                                    # one 600 s device call; `device` alone now takes longer)
@@ -31,6 +33,8 @@ build)
     # sycl::collective: its test (self-launching under mpirun) and bench_collectives.
     cargo test --release --no-run --message-format=json -p sycl-rs --features mpi --test collectives >>"$json"
     cargo bench --no-run --message-format=json -p sycl-rs --features mpi --bench collectives >>"$json"
+    # Teams without MPI (torchrun-style launches): self-launching, like the collectives test.
+    cargo test --release --no-run --message-format=json -p sycl-rs --test launch >>"$json"
     python3 - "$json" "$bundle/bin" <<'PY'
 import json, shutil, sys, os
 src, dst = sys.argv[1], sys.argv[2]
@@ -68,7 +72,7 @@ PY
     du -sh "$bundle"
     tar -tzvf "$bundle/bin.tar.gz" | awk '{print $3, $6}'
     ;;
-device | device-tests | device-rest | device-mpi)
+device | device-tests | device-rest | device-mpi | device-collectives)
     out=${OUT:-/tmp/gpu-out}
     mkdir -p "$out"
     export SYCL_RS_REQUIRE_BACKENDS=${SYCL_RS_REQUIRE_BACKENDS:-cuda}
@@ -90,6 +94,39 @@ device | device-tests | device-rest | device-mpi)
     nvidia-smi -L | tee "$out/gpus.txt"
     nvidia-smi topo -m >>"$out/gpus.txt" 2>&1
     ngpu=$(nvidia-smi -L | grep -c '^GPU')
+    py=${SYCL_RS_GPU_PYTHON:-/opt/torch/.venv/bin/python3}
+    pyroot=""
+    py_setup() { # the wheel unpacked beside the machine's torch/CuPy Python (no network there)
+        [ -n "$pyroot" ] && return 0
+        [ -x "$py" ] && ls "$bundle"/wheel/*.whl >/dev/null 2>&1 || return 1
+        pyroot=$(mktemp -d)
+        "$py" -m pip install -q --no-deps --no-index --target "$pyroot" "$bundle"/wheel/*.whl
+    }
+    collective_steps() {
+        # sycl::collective on the GPUs: the MPI suite, teams joined from a launcher's
+        # environment (Rust, then Python on torch tensors under torchrun and under mpirun
+        # with mpi4py), the tensor-parallel example, bench_collectives beside NCCL/symm_mem.
+        export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+        local mpi="mpirun --allow-run-as-root --oversubscribe --bind-to none"
+        [ -x "$b/test-collectives" ] && step collectives-cuda env SYCL_RS_COLLECTIVES_DEVICE=cuda "$b/test-collectives"
+        [ -x "$b/test-launch" ] && step launch-cuda env SYCL_RS_COLLECTIVES_DEVICE=cuda "$b/test-launch"
+        if py_setup; then
+            step python-collective-torchrun env PYTHONPATH="$pyroot" "$py" -m torch.distributed.run \
+                --standalone --nproc-per-node 2 python/tests/collective_workers.py torch
+            step python-collective-mpi4py $mpi -np 2 -x PYTHONPATH="$pyroot" "$py" \
+                python/tests/collective_workers.py torch --mpi4py
+        else
+            echo "python-collective rc=1 (no $py or no wheel)" >>"$summary"
+        fi
+        step tensor-parallel-cuda $mpi -np 2 "$b/tensor_parallel" --batch 64 --model 1024 --hidden 4096 --steps 50
+        # SYCL_RS_SKIP_BENCH=1: the tests only (the anchor alone takes about 300 s).
+        [ -n "${SYCL_RS_SKIP_BENCH:-}" ] && return
+        step bench-collectives-cuda $mpi -np 2 "$b/bench-collectives" --device cuda
+        if [ -f "$bundle/collectives_anchor.py" ]; then
+            step collectives-anchor "${SYCL_RS_TORCH_PYTHON:-/opt/torch/.venv/bin/python3}" \
+                "$bundle/collectives_anchor.py" --out "$out/anchor.json"
+        fi
+    }
     mpi_steps() {
         # sycl::ranks: one rank per GPU (one node), then two "nodes" of two GPUs (node key)
         # with the inter-node path CUDA-aware and staged. Open MPI refuses root without these.
@@ -104,13 +141,7 @@ device | device-tests | device-rest | device-mpi)
         # two nodes of two), then on the GPUs; bench_collectives beside NCCL and symm_mem.
         [ -x "$b/test-collectives" ] && step collectives-native "$b/test-collectives"
         if [ "$ngpu" -ge 2 ] && [ -x "$b/test-collectives" ]; then
-            step collectives-cuda env SYCL_RS_COLLECTIVES_DEVICE=cuda "$b/test-collectives"
-            step tensor-parallel-cuda $mpi -np 2 "$b/tensor_parallel" --batch 64 --model 1024 --hidden 4096 --steps 50
-            step bench-collectives-cuda $mpi -np 2 "$b/bench-collectives" --device cuda
-            if [ -f "$bundle/collectives_anchor.py" ]; then
-                step collectives-anchor "${SYCL_RS_TORCH_PYTHON:-/opt/torch/.venv/bin/python3}" \
-                    "$bundle/collectives_anchor.py" --out "$out/anchor.json"
-            fi
+            collective_steps
             step nccl-gather-scatter "${SYCL_RS_TORCH_PYTHON:-/opt/torch/.venv/bin/python3}" \
                 scripts/nccl_gather_scatter.py
         fi
@@ -130,6 +161,9 @@ device | device-tests | device-rest | device-mpi)
     esac
     if [ "$mode" = device-mpi ]; then
         mpi_steps
+    fi
+    if [ "$mode" = device-collectives ]; then
+        STEP_TIMEOUT=${STEP_TIMEOUT:-300} collective_steps
     fi
     if [ "$tests" = 1 ]; then
     step sycl-ls "$b/sycl-ls" --verbose
@@ -168,11 +202,7 @@ device | device-tests | device-rest | device-mpi)
         step bench-kernels-opencl "$b/bench-kernels" --only opencl
     fi
     [ -x "$b/all_to_all_ranks" ] && step all-to-all "$b/all_to_all_ranks"
-    # Python: the wheel unpacked beside the machine's torch/CuPy Python (no network there).
-    py=${SYCL_RS_GPU_PYTHON:-/opt/torch/.venv/bin/python3}
-    if [ -x "$py" ] && ls "$bundle"/wheel/*.whl >/dev/null 2>&1; then
-        pyroot=$(mktemp -d)
-        "$py" -m pip install -q --no-deps --no-index --target "$pyroot" "$bundle"/wheel/*.whl
+    if py_setup; then
         step python-tests env PYTHONPATH="$pyroot" "$py" -m pytest -q -p no:cacheprovider python/tests
         step python-bench env PYTHONPATH="$pyroot" "$py" python/bench/bench_python.py
     else
@@ -189,7 +219,7 @@ device | device-tests | device-rest | device-mpi)
             grep -E "^test .*FAILED|^---- |check failed|failed|panicked|Error|error" "$f" | head -30
         fi
     done
-    for f in demo-cuda0 demo-spread bench-cuda bench-kernels-cuda bench-kernels-native bench-kernels-opencl all-to-all python-tests python-bench mpi-ranks mpi-halo-1node mpi-halo-2nodes mpi-halo-2nodes-staged collectives-native collectives-cuda tensor-parallel-cuda bench-collectives-cuda collectives-anchor nccl-gather-scatter; do
+    for f in demo-cuda0 demo-spread bench-cuda bench-kernels-cuda bench-kernels-native bench-kernels-opencl all-to-all python-tests python-bench python-collective-torchrun python-collective-mpi4py launch-cuda mpi-ranks mpi-halo-1node mpi-halo-2nodes mpi-halo-2nodes-staged collectives-native collectives-cuda tensor-parallel-cuda bench-collectives-cuda collectives-anchor nccl-gather-scatter; do
         [ -f "$out/$f.log" ] && { echo "---- $f"; tail -40 "$out/$f.log"; }
     done
     # Only a few files come back from the device machine: pack the logs into one.

@@ -4,6 +4,7 @@
 //! Every `sycl::Error` becomes a `sycl_rs.SyclError` subclass named after its `Errc`, with the
 //! SYCL name in `errc`.
 
+mod collective;
 mod dlpack;
 mod errors;
 mod fds;
@@ -21,5 +22,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     memory::register(m)?;
     ipc::register(m)?;
     virtual_mem::register(m)?;
+    collective::register(m)?;
     Ok(())
 }

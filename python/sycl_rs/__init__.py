@@ -46,7 +46,7 @@ from ._native import (
     malloc_shared,
     platforms,
 )
-from . import ipc
+from . import collective, ipc
 
 __all__ = [
     "AccessorError",
@@ -76,6 +76,7 @@ __all__ = [
     "devices",
     "from_dlpack",
     "get_mem_granularity",
+    "collective",
     "ipc",
     "malloc_device",
     "malloc_host",

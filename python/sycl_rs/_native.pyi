@@ -247,3 +247,45 @@ def physical_memory_open(
     context: Optional[Context] = None,
     queue: Optional[Queue] = None,
 ) -> PhysicalMemory: ...
+
+class NodeRanks:
+    local_rank: int
+    local_size: int
+    device: Device
+    @staticmethod
+    def from_env(*, device: Optional[Device] = None, timeout: Optional[float] = None) -> NodeRanks: ...
+    @staticmethod
+    def join(
+        local_rank: int,
+        local_size: int,
+        job: str,
+        *,
+        rank: Optional[int] = None,
+        device: Optional[Device] = None,
+        timeout: Optional[float] = None,
+    ) -> NodeRanks: ...
+    def rank_of_local(self, local: int) -> int: ...
+    def barrier(self) -> None: ...
+
+class Team:
+    rank: int
+    size: int
+    queue: Queue
+    def __init__(
+        self,
+        ranks: NodeRanks,
+        queue: Optional[Queue] = None,
+        *,
+        algorithm: str = "auto",
+        buffer_bytes: Optional[int] = None,
+        timeout: Optional[float] = None,
+    ) -> None: ...
+    def all_reduce(
+        self, send: Memory, recv: Memory, dtype: str, op: str = "sum", deps: list[Event] = ...
+    ) -> Event: ...
+    def all_gather(self, send: Memory, recv: Memory, dtype: str, deps: list[Event] = ...) -> Event: ...
+    def reduce_scatter(
+        self, send: Memory, recv: Memory, dtype: str, op: str = "sum", deps: list[Event] = ...
+    ) -> Event: ...
+    def broadcast(self, buf: Memory, dtype: str, root: int, deps: list[Event] = ...) -> Event: ...
+    def barrier(self, deps: list[Event] = ...) -> Event: ...

@@ -44,7 +44,6 @@
 // Generated kernel code names this crate `::sycl`, also inside it (unit tests).
 extern crate self as sycl;
 
-#[cfg(feature = "mpi")]
 pub mod collective;
 mod context;
 mod device;
@@ -53,7 +52,6 @@ pub mod ipc;
 pub mod kernel;
 mod platform;
 mod queue;
-#[cfg(feature = "mpi")]
 pub mod ranks;
 mod runtime;
 mod selector;

@@ -1,7 +1,9 @@
 //! Collectives between the ranks of one node on shared memory: all-reduce, all-gather,
-//! reduce-scatter, broadcast and barrier (feature `mpi`; spec/collectives.md).
+//! reduce-scatter, broadcast and barrier (spec/collectives.md).
 //!
-//! A [`Team`] is the ranks of one node of a [`Ranks`]. It allocates, once, a symmetric buffer
+//! A [`Team`] is the ranks of one node: a [`NodeRanks`] made by MPI
+//! (`Ranks::node`, feature `mpi`) or joined from a launcher's
+//! environment without MPI ([`NodeRanks::join`]: torchrun, `mpirun`). It allocates, once, a symmetric buffer
 //! (every rank the same size, every rank's opened by every other rank through `ipc::memory`:
 //! zero-copy over NVLink/PCIe peer access on GPUs, shared memory on the native CPU) and a
 //! signal pad per rank. Each operation is enqueued on the team's in-order queue and returns
@@ -20,8 +22,8 @@
 //! ```no_run
 //! # fn main() -> sycl::Result<()> {
 //! use sycl::collective::{ReduceOp, Team, TeamOptions};
-//! let universe = sycl::ranks::mpi::initialize().unwrap();
-//! let ranks = sycl::ranks::Ranks::new(&universe.world(), Default::default())?;
+//! // Under torchrun or mpirun (with MPI: `Team::new(&sycl::ranks::Ranks::new(..)?, ..)`).
+//! let ranks = sycl::ranks::NodeRanks::from_env(Default::default())?;
 //! let q = sycl::Queue::in_order(ranks.device())?;
 //! let mut team = Team::new(&ranks, &q, TeamOptions::default())?;
 //! let x = sycl::malloc_device::<f32>(1024, &q)?;
@@ -29,7 +31,6 @@
 //! team.all_reduce(&x, &x, ReduceOp::Sum, &[])?.wait()?;
 //! # Ok(()) }
 //! ```
-//! (`use sycl::ranks::mpi::traits::*` brings `universe.world()` into scope.)
 
 mod host;
 mod kernels;
@@ -38,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
 
-use crate::ranks::{NodeBuffer, Ranks};
+use crate::ranks::{NodeBuffer, NodeRanks};
 use crate::usm::{AsUsmRange, UsmRange};
 use crate::{Errc, Error, Event, Queue, QueueProperties, Range, Result, Usm};
 use kernels::{team_step, MAX_RANKS, MOVE_FROM_ROOT, MOVE_GATHER, MOVE_NONE, MOVE_REDUCE};
@@ -202,7 +203,7 @@ fn signature(parts: &[u64]) -> u32 {
     h
 }
 
-/// The ranks of one node of a [`Ranks`], with their symmetric buffer and signal pads. See the
+/// The ranks of one node ([`NodeRanks`]), with their symmetric buffer and signal pads. See the
 /// [module](self) docs.
 ///
 /// Every rank of the node must create it (collective, as `MPI_Comm_dup`) and then call the
@@ -354,7 +355,33 @@ impl<'r> Team<'r> {
     /// without IPC memory and events or system-scope acquire/release atomics;
     /// `Errc::Runtime` when a peer fails or dies while the team forms (every rank gets an
     /// error).
-    pub fn new(ranks: &'r Ranks, queue: &Queue, options: TeamOptions) -> Result<Team<'r>> {
+    pub fn new<R: AsRef<NodeRanks> + ?Sized>(
+        ranks: &'r R,
+        queue: &Queue,
+        options: TeamOptions,
+    ) -> Result<Team<'r>> {
+        let ranks = ranks.as_ref();
+        Team::form(ranks, queue, options, |q, len| ranks.node_buffer(q, len))
+    }
+
+    /// [`Team::new`] for an owner that holds the ranks by `Arc` rather than borrowing them (a
+    /// team kept in a Python object): the team keeps them alive.
+    pub fn with_shared_ranks(
+        ranks: std::sync::Arc<NodeRanks>,
+        queue: &Queue,
+        options: TeamOptions,
+    ) -> Result<Team<'static>> {
+        Team::form(&ranks, queue, options, |q, len| {
+            NodeRanks::node_buffer_shared(&ranks, q, len)
+        })
+    }
+
+    fn form(
+        ranks: &NodeRanks,
+        queue: &Queue,
+        options: TeamOptions,
+        node_buffer: impl Fn(&Queue, usize) -> Result<NodeBuffer<'r, u64>>,
+    ) -> Result<Team<'r>> {
         let n = ranks.local_size();
         if n > MAX_RANKS {
             return Err(Error::new(
@@ -372,8 +399,8 @@ impl<'r> Team<'r> {
         )?;
         // Whole 16 bytes, so that the second half is aligned for the vector steps too.
         let half_words = options.buffer_bytes.div_ceil(16).max(1) * 2;
-        let data = ranks.node_buffer::<u64>(&queue, 2 * half_words)?;
-        let pads = ranks.node_buffer::<u64>(&queue, PAD_WORDS)?;
+        let data = node_buffer(&queue, 2 * half_words)?;
+        let pads = node_buffer(&queue, PAD_WORDS)?;
         queue.fill(pads.local(), 0u64, &[])?.wait()?;
         let spare_pads = crate::malloc_device::<u64>(MAX_RANKS * PAD_WORDS, &queue)?;
         let scratch = crate::malloc_device::<u64>(8, &queue)?;
@@ -422,7 +449,7 @@ impl<'r> Team<'r> {
             team.limit = team.calibrate(timeout)?;
         }
         // Every pad is zero before any rank's first step writes into a peer's.
-        ranks.node_barrier()?;
+        ranks.barrier()?;
         Ok(team)
     }
 

@@ -4,7 +4,10 @@ use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
 
-use super::{DescriptorPath, NodeWatch, Ranks};
+use std::sync::Arc;
+
+use super::node::NodeWatch;
+use super::{DescriptorPath, NodeRanks};
 use crate::ipc::transport::{Channel, Listener};
 use crate::ipc::{self, Handle};
 use crate::{Errc, Error, Event, EventProperties, Queue, Result, Usm};
@@ -14,11 +17,11 @@ use crate::{Errc, Error, Event, EventProperties, Queue, Result, Usm};
 /// peer's part ([`NodeBuffer::peer`]) is a queue copy or a kernel argument: zero-copy, over
 /// NVLink/PCIe peer access on GPUs, plain memory on the native CPU device.
 ///
-/// Made by [`Ranks::node_buffer`] or [`Ranks::node_share`]; dropping it is collective over the
+/// Made by [`NodeRanks::node_buffer`] or [`NodeRanks::node_share`]; dropping it is collective over the
 /// node like `MPI_Win_free`: every rank closes its peers' parts, and no part is freed before
 /// every rank has closed it.
 pub struct NodeBuffer<'r, T: Pod> {
-    ranks: &'r Ranks,
+    ranks: NodeRef<'r>,
     local: Usm<T>,
     local_event: Event,
     exports: Vec<Handle>,
@@ -75,7 +78,7 @@ impl<'r, T: Pod> NodeBuffer<'r, T> {
 
     /// Enqueues a signal of this rank's event on `queue` (after what `queue` already has, for
     /// an in-order queue): peers that [`NodeBuffer::wait_for`] it after the next
-    /// [`Ranks::node_barrier`] wait for everything before it.
+    /// [`NodeRanks::barrier`] wait for everything before it.
     pub fn signal(&self, queue: &Queue) -> Result<()> {
         queue.enqueue_signal_event(&self.local_event)
     }
@@ -110,7 +113,7 @@ impl<T: Pod> Drop for NodeBuffer<'_, T> {
         // Close the peers' parts, then wait until every rank has closed ours before it goes.
         self.peers.clear();
         self.peer_events.clear();
-        if let Err(err) = self.ranks.node_barrier() {
+        if let Err(err) = self.ranks.barrier() {
             log::warn!("sycl-rs: NodeBuffer drop: {err}");
         }
         for handle in self.exports.drain(..) {
@@ -125,10 +128,10 @@ impl<T: Pod> Drop for NodeBuffer<'_, T> {
     }
 }
 
-impl Ranks {
+impl NodeRanks {
     /// A [`NodeBuffer`] of `len` elements per rank: allocates this rank's part on `queue`'s
     /// device (`malloc_device`), exports it and an IPC event, exchanges the handles within the
-    /// node through MPI, and opens every peer's part and event. Collective over the node
+    /// node through MPI or the hub, and opens every peer's part and event. Collective over the node
     /// (every rank passes the same `len`).
     ///
     /// Errors: `Errc::FeatureNotSupported` when the device lacks `ext_oneapi_ipc_memory` or
@@ -141,7 +144,18 @@ impl Ranks {
         self.node_share(queue, local)
     }
 
-    /// [`Ranks::node_buffer`] over memory this rank already has (device USM of `queue`'s
+    /// [`NodeRanks::node_share`] for an owner that holds the ranks by `Arc` (a
+    /// [`Team`](crate::collective::Team) made by `Team::with_shared_ranks`).
+    pub(crate) fn node_buffer_shared<T: Pod>(
+        ranks: &Arc<NodeRanks>,
+        queue: &Queue,
+        len: usize,
+    ) -> Result<NodeBuffer<'static, T>> {
+        let local = crate::malloc_device::<T>(len, queue);
+        NodeRef::Shared(ranks.clone()).share(queue, local)
+    }
+
+    /// [`NodeRanks::node_buffer`] over memory this rank already has (device USM of `queue`'s
     /// context, a whole allocation). `memory` is `Err` when its allocation failed: the rank
     /// still takes part in the collective, and every rank gets an error.
     pub fn node_share<T: Pod>(
@@ -149,6 +163,30 @@ impl Ranks {
         queue: &Queue,
         memory: Result<Usm<T>>,
     ) -> Result<NodeBuffer<'_, T>> {
+        NodeRef::Borrowed(self).share(queue, memory)
+    }
+}
+
+/// The ranks a [`NodeBuffer`] belongs to: borrowed (the Rust API's lifetime) or shared by an
+/// owner without one (the Python bindings).
+enum NodeRef<'r> {
+    Borrowed(&'r NodeRanks),
+    Shared(Arc<NodeRanks>),
+}
+
+impl std::ops::Deref for NodeRef<'_> {
+    type Target = NodeRanks;
+    fn deref(&self) -> &NodeRanks {
+        match self {
+            NodeRef::Borrowed(r) => r,
+            NodeRef::Shared(r) => r,
+        }
+    }
+}
+
+impl<'r> NodeRef<'r> {
+    fn share<T: Pod>(self, queue: &Queue, memory: Result<Usm<T>>) -> Result<NodeBuffer<'r, T>> {
+        let ranks = &*self;
         // 1. This rank's part, event and handles (or the reason it has none).
         let mine = memory.and_then(|local| {
             let event = Event::new_for_queue(
@@ -166,11 +204,9 @@ impl Ranks {
             Ok((_, _, m, e)) => encode_handles(m, e),
             Err(err) => encode_failure(&err.to_string()),
         };
-        let messages = self.collective("node buffer: handles", |w| {
-            w.all_gather_bytes(&self.node, &message)
-        })?;
-        let me = self.local_rank();
-        let size = self.local_size();
+        let messages = ranks.all_gather_bytes("node buffer: handles", &message)?;
+        let me = ranks.local_rank();
+        let size = ranks.local_size();
 
         // 2. Open every peer's handles with pidfd_getfd; note the pairs that need the channel.
         let mut peers: Vec<Option<Usm<T>>> = (0..size).map(|_| None).collect();
@@ -189,18 +225,18 @@ impl Ranks {
                     continue;
                 }
             };
-            if self.options.descriptors == DescriptorPath::Channel {
+            if ranks.options().descriptors == DescriptorPath::Channel {
                 need_channel[r] = 1;
                 continue;
             }
-            match self.open_pair::<T>(queue, &mem, &ev, r) {
+            match ranks.open_pair::<T>(queue, &mem, &ev, r) {
                 Ok((m, e)) => {
                     peers[r] = Some(m);
                     peer_events[r] = Some(e);
                     paths[r] = Some(DescriptorPath::Pidfd);
                 }
                 Err(err)
-                    if self.options.descriptors == DescriptorPath::Auto
+                    if ranks.options().descriptors == DescriptorPath::Auto
                         && descriptors_denied(&err) =>
                 {
                     log::debug!("sycl-rs: local rank {r}: pidfd_getfd denied ({err}); using the rank channel");
@@ -213,15 +249,13 @@ impl Ranks {
         }
 
         // 3. The pairs that need the channel: every rank learns who will connect to it.
-        let matrix = self.collective("node buffer: descriptor paths", |w| {
-            w.all_gather(&self.node, &need_channel)
-        })?;
+        let matrix = ranks.all_gather_fixed("node buffer: descriptor paths", &need_channel)?;
         let importers: Vec<usize> = (0..size).filter(|&r| matrix[r * size + me] == 1).collect();
         let exporters: Vec<usize> = (0..size).filter(|&r| need_channel[r] == 1).collect();
         if !importers.is_empty() || !exporters.is_empty() {
             let served = std::thread::scope(|s| {
-                let watch = self.watch();
-                let listener = &self.listener;
+                let watch = ranks.watch();
+                let listener = &ranks.listener;
                 let ours = mine.as_ref().ok().map(|(_, _, mem, ev)| (mem, ev));
                 let importers = &importers;
                 let server = s.spawn(move || match ours {
@@ -232,11 +266,11 @@ impl Ranks {
                 // Fetch from every exporter that expects us, even after a failure, so that
                 // no exporter waits for a connection that never comes.
                 for &r in &exporters {
-                    let fetched = self.fetch_handles(r);
+                    let fetched = ranks.fetch_handles(r);
                     if failure.is_some() {
                         continue;
                     }
-                    match fetched.and_then(|(mem, ev)| self.open_pair::<T>(queue, &mem, &ev, r)) {
+                    match fetched.and_then(|(mem, ev)| ranks.open_pair::<T>(queue, &mem, &ev, r)) {
                         Ok((m, e)) => {
                             peers[r] = Some(m);
                             peer_events[r] = Some(e);
@@ -256,8 +290,7 @@ impl Ranks {
 
         // 4. Every rank reports; one failure fails them all.
         let status = [u8::from(failure.is_some())];
-        let statuses =
-            self.collective("node buffer: status", |w| w.all_gather(&self.node, &status))?;
+        let statuses = ranks.all_gather_fixed("node buffer: status", &status)?;
         if let Some(err) = failure {
             return Err(err);
         }
@@ -266,7 +299,7 @@ impl Ranks {
                 Errc::Runtime,
                 format!(
                     "node buffer: local rank {bad} (rank {}) failed to share or open its part",
-                    self.node_members[bad]
+                    ranks.members[bad]
                 ),
             ));
         }
@@ -281,7 +314,9 @@ impl Ranks {
             paths,
         })
     }
+}
 
+impl NodeRanks {
     fn open_pair<T: Pod>(
         &self,
         queue: &Queue,
@@ -322,7 +357,7 @@ impl Ranks {
                 ),
             ));
         }
-        channel.set_recv_timeout(Some(self.options.timeout))?;
+        channel.set_recv_timeout(Some(self.options().timeout))?;
         let mem = channel.recv_handle()?;
         let ev = channel.recv_handle()?;
         Ok((mem, ev))

@@ -18,7 +18,7 @@ use mpi::request::{Request, StaticScope};
 use mpi::topology::{Communicator, Rank};
 use mpi::traits::Root;
 
-use super::NodeWatch;
+use super::node::NodeWatch;
 use crate::{Errc, Error, Result};
 
 /// What a collective waits with: its deadline, the node's ranks to watch (`None` before

@@ -334,13 +334,13 @@ impl Ranks {
             if spins % 1024 == 0 {
                 if let Err(err) = self.check_node_alive() {
                     failure = Some(err);
-                } else if start.elapsed() > self.options.timeout {
+                } else if start.elapsed() > self.options().timeout {
                     failure = Some(Error::new(
                         Errc::Runtime,
                         format!(
                             "rank {}: exchange with rank {peer} timed out after {:?}",
                             self.rank(),
-                            self.options.timeout
+                            self.options().timeout
                         ),
                     ));
                 }

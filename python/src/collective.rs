@@ -1,0 +1,384 @@
+//! `sycl_rs.collective`'s native half: the ranks of a node joined from a launcher's environment
+//! (`sycl::ranks::NodeRanks`) and teams over them (`sycl::collective::Team`). The Python half
+//! (`sycl_rs/collective.py`) turns tensors into `Memory` through DLPack and names dtypes.
+
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use sycl::collective::{Algorithm, ReduceOp, Team, TeamOptions};
+use sycl::half::{bf16, f16};
+use sycl::ranks::{DeviceChoice, Launch, NodeRanks, RanksOptions};
+use sycl::{Errc, UsmRange};
+
+use crate::errors::{error, IntoPy};
+use crate::memory::Memory;
+use crate::runtime::{timeout, Device, Event, Queue};
+
+/// The ranks of this node, joined without MPI (`sycl::ranks::NodeRanks`).
+#[pyclass(module = "sycl_rs.collective", name = "NodeRanks", frozen)]
+pub struct PyNodeRanks {
+    inner: Arc<NodeRanks>,
+}
+
+fn ranks_options(timeout_s: Option<f64>, device: Option<&Device>) -> PyResult<RanksOptions> {
+    let mut options = RanksOptions::default();
+    if let Some(t) = timeout(timeout_s)? {
+        options.timeout = t;
+    }
+    if let Some(d) = device {
+        options.device = DeviceChoice::Device(d.inner.clone());
+    }
+    Ok(options)
+}
+
+#[pymethods]
+impl PyNodeRanks {
+    /// The ranks of this node as the launcher's environment says (torchrun's `LOCAL_RANK`,
+    /// `LOCAL_WORLD_SIZE`, ...; Open MPI's `mpirun`; or `SYCL_RS_LOCAL_RANK`,
+    /// `SYCL_RS_LOCAL_SIZE`, `SYCL_RS_JOB`). Every rank of the node calls it. `device`: this
+    /// rank's device (default: one GPU per local rank, round-robin, else the default device);
+    /// `timeout`: seconds any wait on another rank may take.
+    #[staticmethod]
+    #[pyo3(signature = (*, device=None, timeout=None))]
+    fn from_env(py: Python<'_>, device: Option<&Device>, timeout: Option<f64>) -> PyResult<Self> {
+        let options = ranks_options(timeout, device)?;
+        let inner = py.detach(|| NodeRanks::from_env(options)).py_err()?;
+        Ok(PyNodeRanks {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The ranks of this node, given explicitly: `local_size` processes each call it with their
+    /// `local_rank` and the same `job` key (e.g. one broadcast by mpi4py from rank 0).
+    #[staticmethod]
+    #[pyo3(signature = (local_rank, local_size, job, *, rank=None, device=None, timeout=None))]
+    fn join(
+        py: Python<'_>,
+        local_rank: usize,
+        local_size: usize,
+        job: String,
+        rank: Option<usize>,
+        device: Option<&Device>,
+        timeout: Option<f64>,
+    ) -> PyResult<Self> {
+        let options = ranks_options(timeout, device)?;
+        let mut launch = Launch::new(local_rank, local_size, job);
+        if let Some(r) = rank {
+            launch.rank = r;
+        }
+        let inner = py.detach(|| NodeRanks::join(&launch, options)).py_err()?;
+        Ok(PyNodeRanks {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// This rank's index on the node.
+    #[getter]
+    fn local_rank(&self) -> usize {
+        self.inner.local_rank()
+    }
+
+    /// Ranks on the node.
+    #[getter]
+    fn local_size(&self) -> usize {
+        self.inner.local_size()
+    }
+
+    /// This rank's device.
+    #[getter]
+    fn device(&self) -> Device {
+        self.inner.device().clone().into()
+    }
+
+    /// The job rank of local rank `local`.
+    fn rank_of_local(&self, local: usize) -> PyResult<usize> {
+        self.inner.rank_of_local(local).py_err()
+    }
+
+    /// A barrier over the node's ranks (fails, instead of hanging, when a rank exits or the
+    /// time-out passes).
+    fn barrier(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.inner.barrier()).py_err()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "NodeRanks(local_rank={}, local_size={}, device={:?})",
+            self.inner.local_rank(),
+            self.inner.local_size(),
+            self.inner.device().name()
+        )
+    }
+}
+
+/// Collectives over the ranks of a node (`sycl::collective::Team`): operations on `Memory`
+/// of the team's device, each returning an `Event`.
+#[pyclass(module = "sycl_rs.collective", name = "Team", frozen)]
+pub struct PyTeam {
+    /// One operation at a time: a team's operations are ordered by their calls.
+    inner: Mutex<Team<'static>>,
+    queue: sycl::Queue,
+    rank: usize,
+    size: usize,
+}
+
+fn reduce_op(op: &str) -> PyResult<ReduceOp> {
+    match op {
+        "sum" => Ok(ReduceOp::Sum),
+        "prod" | "product" => Ok(ReduceOp::Prod),
+        "min" => Ok(ReduceOp::Min),
+        "max" => Ok(ReduceOp::Max),
+        other => Err(error(
+            Errc::Invalid,
+            format!("reduction {other:?}: one of \"sum\", \"prod\", \"min\", \"max\""),
+        )),
+    }
+}
+
+/// Calls `$body` with `T` the element type `$dtype` names.
+macro_rules! with_element {
+    ($dtype:expr, $t:ident => $body:expr) => {
+        match $dtype {
+            "int32" => {
+                type $t = i32;
+                $body
+            }
+            "uint32" => {
+                type $t = u32;
+                $body
+            }
+            "int64" => {
+                type $t = i64;
+                $body
+            }
+            "uint64" => {
+                type $t = u64;
+                $body
+            }
+            "float32" => {
+                type $t = f32;
+                $body
+            }
+            "float64" => {
+                type $t = f64;
+                $body
+            }
+            "float16" => {
+                type $t = f16;
+                $body
+            }
+            "bfloat16" => {
+                type $t = bf16;
+                $body
+            }
+            other => Err(error(
+                Errc::Invalid,
+                format!(
+                    "element type {other:?}: one of int32, uint32, int64, uint64, float32, \
+                     float64, float16, bfloat16"
+                ),
+            )),
+        }
+    };
+}
+
+/// The whole of `memory` as elements of `T` (`InvalidError` when its size is not a multiple).
+fn elements<T: bytemuck::Pod>(memory: &Memory) -> PyResult<UsmRange<T>> {
+    let size = std::mem::size_of::<T>();
+    if memory.byte_len() % size != 0 {
+        return Err(error(
+            Errc::Invalid,
+            format!(
+                "memory of {} bytes is not a whole number of {size}-byte elements",
+                memory.byte_len()
+            ),
+        ));
+    }
+    memory.range(0, memory.byte_len())?.cast::<T>().py_err()
+}
+
+fn events(deps: &[PyRef<'_, Event>]) -> Vec<sycl::Event> {
+    deps.iter().map(|e| e.inner.clone()).collect()
+}
+
+impl PyTeam {
+    fn run(
+        &self,
+        py: Python<'_>,
+        deps: &[PyRef<'_, Event>],
+        op: impl FnOnce(&mut Team<'static>, &[&sycl::Event]) -> sycl::Result<sycl::Event> + Send,
+    ) -> PyResult<Event> {
+        let deps = events(deps);
+        py.detach(|| {
+            let refs: Vec<&sycl::Event> = deps.iter().collect();
+            let mut team = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            op(&mut team, &refs)
+        })
+        .py_err()
+        .map(Event::from)
+    }
+}
+
+#[pymethods]
+impl PyTeam {
+    /// The team of `ranks`' node; collective over its ranks. Operations run on a new in-order
+    /// queue on `queue`'s device and context (default: the ranks' device). `algorithm`:
+    /// "auto", "one_shot" or "two_shot"; `buffer_bytes`: the symmetric buffer's half;
+    /// `timeout`: seconds a rank waits for its peers within an operation.
+    #[new]
+    #[pyo3(signature = (ranks, queue=None, *, algorithm="auto", buffer_bytes=None, timeout=None))]
+    fn new(
+        py: Python<'_>,
+        ranks: &PyNodeRanks,
+        queue: Option<&Queue>,
+        algorithm: &str,
+        buffer_bytes: Option<usize>,
+        timeout: Option<f64>,
+    ) -> PyResult<Self> {
+        let mut options = TeamOptions {
+            algorithm: match algorithm {
+                "auto" => Algorithm::Auto,
+                "one_shot" => Algorithm::OneShot,
+                "two_shot" => Algorithm::TwoShot,
+                other => {
+                    return Err(error(
+                        Errc::Invalid,
+                        format!("algorithm {other:?}: \"auto\", \"one_shot\" or \"two_shot\""),
+                    ))
+                }
+            },
+            timeout: self::timeout(timeout)?,
+            ..TeamOptions::default()
+        };
+        if let Some(b) = buffer_bytes {
+            options.buffer_bytes = b;
+        }
+        let ranks = ranks.inner.clone();
+        let team = py
+            .detach(|| {
+                let queue = match queue {
+                    Some(q) => q.inner.clone(),
+                    None => sycl::Queue::in_order(ranks.device())?,
+                };
+                Team::with_shared_ranks(ranks, &queue, options)
+            })
+            .py_err()?;
+        Ok(PyTeam {
+            queue: team.queue().clone(),
+            rank: team.rank(),
+            size: team.size(),
+            inner: Mutex::new(team),
+        })
+    }
+
+    /// This rank's index in the team.
+    #[getter]
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Ranks in the team.
+    #[getter]
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The team's queue (its operations' events are of this queue's context).
+    #[getter]
+    fn queue(&self) -> Queue {
+        Queue {
+            inner: self.queue.clone(),
+        }
+    }
+
+    /// `recv` = the reduction of every rank's `send` (elements of `dtype`); in place when
+    /// they are the same memory.
+    #[pyo3(signature = (send, recv, dtype, op="sum", deps=Vec::new()))]
+    fn all_reduce(
+        &self,
+        py: Python<'_>,
+        send: &Memory,
+        recv: &Memory,
+        dtype: &str,
+        op: &str,
+        deps: Vec<PyRef<'_, Event>>,
+    ) -> PyResult<Event> {
+        let op = reduce_op(op)?;
+        with_element!(dtype, T => {
+            let (s, r) = (elements::<T>(send)?, elements::<T>(recv)?);
+            self.run(py, &deps, |team, deps| team.all_reduce(&s, &r, op, deps))
+        })
+    }
+
+    /// `recv` = every rank's `send`, in rank order (`recv` holds `size` times `send`).
+    #[pyo3(signature = (send, recv, dtype, deps=Vec::new()))]
+    fn all_gather(
+        &self,
+        py: Python<'_>,
+        send: &Memory,
+        recv: &Memory,
+        dtype: &str,
+        deps: Vec<PyRef<'_, Event>>,
+    ) -> PyResult<Event> {
+        with_element!(dtype, T => {
+            let (s, r) = (elements::<T>(send)?, elements::<T>(recv)?);
+            self.run(py, &deps, |team, deps| team.all_gather(&s, &r, deps))
+        })
+    }
+
+    /// `recv` = this rank's block of the reduction of every rank's `send` (`send` holds `size`
+    /// blocks of `recv`'s length).
+    #[pyo3(signature = (send, recv, dtype, op="sum", deps=Vec::new()))]
+    fn reduce_scatter(
+        &self,
+        py: Python<'_>,
+        send: &Memory,
+        recv: &Memory,
+        dtype: &str,
+        op: &str,
+        deps: Vec<PyRef<'_, Event>>,
+    ) -> PyResult<Event> {
+        let op = reduce_op(op)?;
+        with_element!(dtype, T => {
+            let (s, r) = (elements::<T>(send)?, elements::<T>(recv)?);
+            self.run(py, &deps, |team, deps| team.reduce_scatter(&s, &r, op, deps))
+        })
+    }
+
+    /// `buf` = rank `root`'s `buf` on every rank.
+    #[pyo3(signature = (buf, dtype, root, deps=Vec::new()))]
+    fn broadcast(
+        &self,
+        py: Python<'_>,
+        buf: &Memory,
+        dtype: &str,
+        root: usize,
+        deps: Vec<PyRef<'_, Event>>,
+    ) -> PyResult<Event> {
+        with_element!(dtype, T => {
+            let b = elements::<T>(buf)?;
+            self.run(py, &deps, |team, deps| team.broadcast(&b, root, deps))
+        })
+    }
+
+    /// Completes when every rank has reached it (and its `deps` completed).
+    #[pyo3(signature = (deps=Vec::new()))]
+    fn barrier(&self, py: Python<'_>, deps: Vec<PyRef<'_, Event>>) -> PyResult<Event> {
+        self.run(py, &deps, |team, deps| team.barrier(deps))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Team(rank={}, size={}, device={:?})",
+            self.rank,
+            self.size,
+            self.queue.device().name()
+        )
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyNodeRanks>()?;
+    m.add_class::<PyTeam>()?;
+    Ok(())
+}

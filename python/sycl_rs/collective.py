@@ -1,0 +1,155 @@
+"""Collectives between the ranks of one node on shared memory: all-reduce, all-gather,
+reduce-scatter, broadcast and barrier (``sycl::collective`` of sycl-rs).
+
+The ranks are processes started by a launcher. ``NodeRanks.from_env()`` reads torchrun's
+variables (``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ...), Open MPI's (``mpirun``, with or without
+mpi4py in the program) or sycl-rs's own (``SYCL_RS_LOCAL_RANK``, ``SYCL_RS_LOCAL_SIZE``,
+``SYCL_RS_JOB``); ``from_mpi4py(comm)`` forms them from an mpi4py communicator. A ``Team``
+allocates one symmetric buffer per rank, opened by every other rank, and runs each operation
+on its own in-order queue.
+
+Operands are sycl_rs ``Memory`` (with ``dtype=``), ``ArrayView``, or any DLPack tensor of the
+team's device (a torch or CuPy tensor on its GPU, a NumPy array for the native CPU), used in
+place without a copy::
+
+    import torch, sycl_rs.collective as coll
+    team = coll.Team()                      # under torchrun: one GPU per local rank
+    x = torch.ones(1024, dtype=torch.bfloat16, device=f"cuda:{team.rank}")
+    team.all_reduce(x)                      # x = the sum over the ranks, in place
+
+CUDA tensors are taken on the legacy default stream, so work torch queued on them comes first.
+Operations wait for their result by default (``wait=False`` returns the pending ``Event``
+instead: wait for it before torch or NumPy reads the output).
+"""
+
+import os as _os
+import uuid as _uuid
+
+from ._native import ArrayView, Memory, NodeRanks, from_dlpack
+from ._native import Team as _Team
+
+__all__ = ["NodeRanks", "Team", "from_mpi4py"]
+
+_ALIASES = {
+    "float": "float32",
+    "half": "float16",
+    "double": "float64",
+    "int": "int32",
+    "long": "int64",
+}
+
+
+def _dtype_name(dtype):
+    name = str(dtype)
+    if name.startswith("torch."):
+        name = name[len("torch.") :]
+    return _ALIASES.get(name, name)
+
+
+def from_mpi4py(comm, **options):
+    """The ``NodeRanks`` of this rank's node of the mpi4py communicator ``comm`` (collective
+    over ``comm``). Local rank 0 of each node draws the job key and broadcasts it to its node;
+    ``options`` go to ``NodeRanks.join`` (``device=``, ``timeout=``)."""
+    from mpi4py import MPI
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    try:
+        key = f"mpi4py/{_os.getpid()}/{_uuid.uuid4().hex}" if node.Get_rank() == 0 else None
+        key = node.bcast(key, root=0)
+        return NodeRanks.join(
+            node.Get_rank(), node.Get_size(), key, rank=comm.Get_rank(), **options
+        )
+    finally:
+        node.Free()
+
+
+class Team:
+    """The ranks of a node (``ranks``, default ``NodeRanks.from_env()``) and their symmetric
+    buffers. ``queue``: where operations run (default: an in-order queue on the ranks'
+    device); ``algorithm``: "auto", "one_shot" or "two_shot"; ``buffer_bytes``: the symmetric
+    buffer's half; ``timeout``: seconds a rank waits for its peers. Collective over the node's
+    ranks, as every operation is."""
+
+    def __init__(self, ranks=None, queue=None, **options):
+        if ranks is None:
+            ranks = NodeRanks.from_env()
+        self.ranks = ranks
+        self._team = _Team(ranks, queue, **options)
+
+    @property
+    def rank(self):
+        """This rank's index in the team (its local rank)."""
+        return self._team.rank
+
+    @property
+    def size(self):
+        """Ranks in the team."""
+        return self._team.size
+
+    @property
+    def queue(self):
+        """The team's queue: operations' events belong to its context."""
+        return self._team.queue
+
+    def _operand(self, obj, dtype):
+        """``obj`` as ``Memory`` and its element type name."""
+        if isinstance(obj, Memory):
+            if dtype is None:
+                raise TypeError("sycl_rs.Memory has no element type: pass dtype=")
+            return obj, _dtype_name(dtype)
+        if isinstance(obj, ArrayView):
+            return obj.memory, _dtype_name(dtype or obj.dtype)
+        if not hasattr(obj, "__dlpack__"):
+            raise TypeError(
+                f"{type(obj).__name__} is neither sycl_rs memory nor a DLPack tensor"
+            )
+        if dtype is None:
+            dtype = getattr(obj, "dtype", None)
+            if dtype is None:
+                raise TypeError(f"{type(obj).__name__} has no dtype: pass dtype=")
+        return from_dlpack(obj, self._team.queue), _dtype_name(dtype)
+
+    def _operands(self, send, recv, dtype):
+        send_mem, send_type = self._operand(send, dtype)
+        if recv is None or recv is send:
+            return send_mem, send_mem, send_type
+        recv_mem, recv_type = self._operand(recv, dtype)
+        if recv_type != send_type:
+            raise TypeError(f"send is {send_type}, recv is {recv_type}")
+        return send_mem, recv_mem, send_type
+
+    @staticmethod
+    def _finish(event, wait):
+        if wait:
+            event.wait()
+        return event
+
+    def all_reduce(self, send, recv=None, op="sum", *, dtype=None, deps=(), wait=True):
+        """``recv`` (default: ``send``, in place) = the reduction ("sum", "prod", "min",
+        "max") of every rank's ``send``, bitwise the same on every rank."""
+        s, r, t = self._operands(send, recv, dtype)
+        return self._finish(self._team.all_reduce(s, r, t, op, list(deps)), wait)
+
+    def all_gather(self, send, recv, *, dtype=None, deps=(), wait=True):
+        """``recv`` (``size`` times ``send``'s length) = every rank's ``send`` in rank
+        order."""
+        s, r, t = self._operands(send, recv, dtype)
+        return self._finish(self._team.all_gather(s, r, t, list(deps)), wait)
+
+    def reduce_scatter(self, send, recv, op="sum", *, dtype=None, deps=(), wait=True):
+        """``recv`` = this rank's block of the reduction of every rank's ``send`` (``size``
+        blocks of ``recv``'s length)."""
+        s, r, t = self._operands(send, recv, dtype)
+        return self._finish(self._team.reduce_scatter(s, r, t, op, list(deps)), wait)
+
+    def broadcast(self, buf, root=0, *, dtype=None, deps=(), wait=True):
+        """``buf`` = rank ``root``'s ``buf``, on every rank."""
+        b, t = self._operand(buf, dtype)
+        return self._finish(self._team.broadcast(b, t, root, list(deps)), wait)
+
+    def barrier(self, *, deps=(), wait=True):
+        """Completes when every rank has reached it."""
+        return self._finish(self._team.barrier(list(deps)), wait)
+
+    def __repr__(self):
+        return repr(self._team)

@@ -1,0 +1,186 @@
+"""A rank of the sycl_rs.collective tests, started by test_collective.py (native CPU, NumPy),
+by torchrun (GPU, torch tensors) or by mpirun (mpi4py):
+
+    python collective_workers.py numpy|torch [--mpi4py]
+
+Checks every operation against a reference computed here, prints "collective: rank R: ok"
+or the failure, and exits non-zero on failure."""
+
+import os
+import sys
+import time
+
+import numpy as np
+
+import sycl_rs
+from sycl_rs import collective as coll
+
+# Values whose sums, products, minima and maxima over a few ranks are exact in every dtype.
+N = 1000
+
+
+def values(rank, n, dtype):
+    return ((np.arange(n) * (rank + 1)) % 7 + rank).astype(dtype)
+
+
+def reduce_ref(size, n, dtype, op):
+    parts = [values(r, n, dtype) for r in range(size)]
+    fn = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}[op]
+    acc = parts[0]
+    for p in parts[1:]:
+        acc = fn(acc, p)
+    return acc.astype(dtype)
+
+
+def bf16_bits(a):
+    """float32 values (exact in bfloat16) as bfloat16 bit patterns."""
+    return (np.asarray(a, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def check(name, got, want):
+    if not np.array_equal(np.asarray(got), np.asarray(want)):
+        raise AssertionError(f"{name}: got {np.asarray(got)[:8]}, wanted {np.asarray(want)[:8]}")
+
+
+def numpy_checks(team):
+    me, size = team.rank, team.size
+    for dtype in ["float32", "float64", "float16", "int32", "uint32", "int64", "uint64"]:
+        for op in ["sum", "prod", "min", "max"]:
+            x = values(me, N, dtype)
+            team.all_reduce(x, op=op)
+            check(f"all_reduce {dtype} {op} in place", x, reduce_ref(size, N, dtype, op))
+        out = np.zeros(N, dtype=dtype)
+        team.all_reduce(values(me, N, dtype), out)
+        check(f"all_reduce {dtype} out of place", out, reduce_ref(size, N, dtype, "sum"))
+        gathered = np.zeros(N * size, dtype=dtype)
+        team.all_gather(values(me, N, dtype), gathered)
+        check(
+            f"all_gather {dtype}",
+            gathered,
+            np.concatenate([values(r, N, dtype) for r in range(size)]),
+        )
+        block = np.zeros(N, dtype=dtype)
+        team.reduce_scatter(values(me, N * size, dtype), block)
+        full = reduce_ref(size, N * size, dtype, "sum")
+        check(f"reduce_scatter {dtype}", block, full[me * N : (me + 1) * N])
+        buf = values(me, N, dtype)
+        team.broadcast(buf, root=size - 1)
+        check(f"broadcast {dtype}", buf, values(size - 1, N, dtype))
+    # bfloat16: sycl_rs memory, typed by dtype=.
+    mem = sycl_rs.malloc_device(2 * N, team.queue)
+    mem.copy_from(bf16_bits(values(me, N, "float32")).tobytes())
+    team.all_reduce(mem, dtype="bfloat16")
+    got = np.frombuffer(mem.copy_to(), dtype=np.uint16)
+    check("all_reduce bfloat16", got, bf16_bits(reduce_ref(size, N, "float32", "sum")))
+    # Zero elements, and events chained without waits.
+    team.all_reduce(np.zeros(0, dtype="float32"))
+    x = values(me, N, "int64")
+    first = team.all_reduce(x, wait=False)
+    team.all_reduce(x, deps=[first], wait=False)
+    team.barrier()
+    want = reduce_ref(size, N, "int64", "sum") * size
+    check("two chained all_reduces", x, want)
+    team.ranks.barrier()
+
+
+def mismatch_check(ranks, mode):
+    """Ranks that disagree on the count: InvalidError on every rank."""
+    team = coll.Team(ranks, buffer_bytes=4096)
+    n = 10 if team.rank == 0 else 11
+    if mode == "numpy":
+        x = np.ones(n, dtype="float32")
+    else:
+        import torch
+
+        x = torch.ones(n, dtype=torch.float32, device="cuda")
+    try:
+        team.all_reduce(x)
+    except sycl_rs.InvalidError as e:
+        print(f"collective: rank {team.rank}: a mismatch is InvalidError: {e}", flush=True)
+    else:
+        raise AssertionError("ranks with different counts did not fail")
+
+
+def torch_checks(team):
+    import torch
+
+    me, size = team.rank, team.size
+    device = torch.device("cuda", torch.cuda.current_device())
+    for dtype in [torch.bfloat16, torch.float32, torch.float16, torch.int64]:
+        for n in [1, 1000, 1 << 20]:
+            x = torch.arange(n, device=device, dtype=torch.float32).remainder(7).add(me)
+            x = x.to(dtype)
+            want = sum(
+                torch.arange(n, device=device, dtype=torch.float32).remainder(7).add(r)
+                for r in range(size)
+            ).to(dtype)
+            team.all_reduce(x)
+            if not torch.equal(x, want):
+                raise AssertionError(f"all_reduce {dtype} {n}: {x[:8]} != {want[:8]}")
+        out = torch.empty(1000 * size, device=device, dtype=dtype)
+        team.all_gather(torch.full((1000,), me, device=device, dtype=dtype), out)
+        want = torch.arange(size, device=device).repeat_interleave(1000).to(dtype)
+        if not torch.equal(out, want):
+            raise AssertionError(f"all_gather {dtype}")
+    # Per-call times through Python, 512 B of bf16: the whole call (DLPack wrap, launch, event
+    # wait); the wrap alone; a call on memory wrapped once; calls that do not wait.
+    x = torch.ones(256, device=device, dtype=torch.bfloat16)
+    mem = sycl_rs.from_dlpack(x, team.queue)
+    reps = 200
+
+    def per_call(fn):
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        return (time.perf_counter() - start) / reps * 1e6
+
+    whole = per_call(lambda: team.all_reduce(x))
+    wrap = per_call(lambda: sycl_rs.from_dlpack(x, team.queue))
+    wrapped = per_call(lambda: team.all_reduce(mem, dtype="bfloat16"))
+    events = []
+    no_wait = per_call(lambda: events.append(team.all_reduce(mem, dtype="bfloat16", wait=False)))
+    events[-1].wait()
+    print(
+        f"collective: rank {me}: bf16 512 B all_reduce from Python, us per call: {whole:.1f} "
+        f"(from_dlpack alone {wrap:.1f}; on memory wrapped once {wrapped:.1f}, without waiting "
+        f"{no_wait:.1f})",
+        flush=True,
+    )
+
+
+def main():
+    mode = sys.argv[1]
+    if mode == "numpy":
+        device = sycl_rs.Device.native_cpu()
+    else:
+        # One CUDA GPU per local rank, as torch numbers them.
+        import torch
+
+        gpus = [d for d in sycl_rs.devices() if d.backend == "cuda"]
+        local = int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", 0)))
+        device = gpus[local % len(gpus)]
+        torch.cuda.set_device(local % torch.cuda.device_count())
+    if "--mpi4py" in sys.argv:
+        from mpi4py import MPI
+
+        ranks = coll.from_mpi4py(MPI.COMM_WORLD, device=device, timeout=60.0)
+    else:
+        ranks = coll.NodeRanks.from_env(device=device, timeout=60.0)
+    team = coll.Team(ranks, buffer_bytes=4096 if mode == "numpy" else None)
+    try:
+        if mode == "numpy":
+            numpy_checks(team)
+        else:
+            torch_checks(team)
+        mismatch_check(ranks, mode)
+    except Exception as e:  # noqa: BLE001 - every failure is reported, then the exit code says it
+        print(f"collective: rank {team.rank}: FAILED: {type(e).__name__}: {e}", flush=True)
+        sys.exit(1)
+    print(f"collective: rank {team.rank}: ok ({ranks.device.name})", flush=True)
+
+
+if __name__ == "__main__":
+    main()

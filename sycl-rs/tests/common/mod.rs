@@ -1,0 +1,2 @@
+//! Code shared by the integration tests.
+pub mod checks;
