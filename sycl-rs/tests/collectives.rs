@@ -14,7 +14,8 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use common::checks::*;
-use sycl::collective::{Algorithm, Team, TeamOptions};
+use sycl::collective::{Algorithm, ReduceOp, Team, TeamOptions, WorldTeam};
+use sycl::half::bf16;
 use sycl::ranks::{DescriptorPath, DeviceChoice, NodeKey, Ranks, RanksOptions};
 use sycl::{Device, Queue};
 
@@ -29,10 +30,13 @@ fn ranks_main() -> ExitCode {
         Ok("cuda") => DeviceChoice::RoundRobin(Some("cuda:gpu".into())),
         _ => DeviceChoice::Device(Device::native_cpu()),
     };
+    // Interleaved nodes (even ranks on one, odd on the other): only the world team runs.
+    let parity = std::env::var("SYCL_RS_TEST_NODE_PARITY").is_ok();
     let node_key = match std::env::var("SYCL_RS_RANKS_PER_NODE")
         .ok()
         .and_then(|v| v.parse().ok())
     {
+        _ if parity => NodeKey::Key(world.rank() as u32 % 2),
         Some(k) => NodeKey::RanksPerNode(k),
         None => NodeKey::SharedMemory,
     };
@@ -48,6 +52,9 @@ fn ranks_main() -> ExitCode {
         let q = Queue::in_order(ranks.device()).map_err(e2s)?;
         if let Some(steps) = silent {
             return silent_rank(ranks.node(), &q, steps == "host steps");
+        }
+        if parity {
+            return world_checks(&ranks, &q);
         }
         let forms = [
             (Algorithm::OneShot, usize::MAX, "one-shot staged"),
@@ -86,7 +93,8 @@ fn ranks_main() -> ExitCode {
             }
         }
         mismatches(ranks.node(), &q, true)?;
-        mismatches(ranks.node(), &q, me != 0)
+        mismatches(ranks.node(), &q, me != 0)?;
+        world_checks(&ranks, &q)
     })();
     match result {
         Ok(()) => {
@@ -102,6 +110,133 @@ fn ranks_main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The world team against a host reference in its own order (node order, then local rank
+/// order: bitwise what every rank must get), with and without nodes.
+fn world_checks(ranks: &Ranks, q: &Queue) -> R {
+    let options = TeamOptions {
+        buffer_bytes: 4096,
+        ..TeamOptions::default()
+    };
+    let mut world = WorldTeam::new(ranks, q, options).map_err(e2s)?;
+    // The ranks of every node, in local rank order.
+    let mut nodes: Vec<Vec<usize>> = vec![Vec::new(); ranks.node_count()];
+    for w in 0..ranks.size() {
+        nodes[ranks.node_of(w).map_err(e2s)?].push(w);
+    }
+    for count in [0, 1, 7, 1500] {
+        world_operations::<f32>(&mut world, q, &nodes, count)?;
+        world_operations::<f64>(&mut world, q, &nodes, count)?;
+        world_operations::<bf16>(&mut world, q, &nodes, count)?;
+        world_operations::<i32>(&mut world, q, &nodes, count)?;
+        world_operations::<u64>(&mut world, q, &nodes, count)?;
+    }
+    world
+        .barrier(&[])
+        .and_then(|e| e.wait())
+        .map_err(|e| format!("world barrier: {e}"))?;
+    Ok(())
+}
+
+fn world_reduce<T: TestElem>(op: ReduceOp, nodes: &[Vec<usize>], i: usize) -> T {
+    let node_value = |members: &Vec<usize>| {
+        members[1..]
+            .iter()
+            .fold(T::value(members[0], i), |acc, &w| {
+                T::combine(op, acc, T::value(w, i))
+            })
+    };
+    nodes[1..].iter().fold(node_value(&nodes[0]), |acc, m| {
+        T::combine(op, acc, node_value(m))
+    })
+}
+
+fn world_operations<T: TestElem>(
+    world: &mut WorldTeam,
+    q: &Queue,
+    nodes: &[Vec<usize>],
+    count: usize,
+) -> R {
+    let (me, n) = (world.rank(), world.size());
+    let what = format!("world team, {count} {}", std::any::type_name::<T>());
+    let mine: Vec<T> = (0..count).map(|i| T::value(me, i)).collect();
+    let range = |m: &sycl::Usm<T>, len: usize| m.range(0..len).map_err(e2s);
+    let read = |m: &sycl::Usm<T>, len: usize| q.to_vec(&range(m, len)?).map_err(e2s);
+    for op in OPS {
+        let send = upload(q, &mine)?;
+        let recv = upload(q, &vec![T::value(99, 0); count])?;
+        world
+            .all_reduce(&range(&send, count)?, &range(&recv, count)?, op, &[])
+            .and_then(|e| e.wait())
+            .map_err(|e| format!("{what}: all_reduce {op:?}: {e}"))?;
+        let want: Vec<T> = (0..count).map(|i| world_reduce(op, nodes, i)).collect();
+        same(
+            &read(&recv, count)?,
+            &want,
+            &format!("{what}: all_reduce {op:?}"),
+        )?;
+        world
+            .all_reduce(&range(&send, count)?, &range(&send, count)?, op, &[])
+            .and_then(|e| e.wait())
+            .map_err(|e| format!("{what}: all_reduce {op:?} in place: {e}"))?;
+        same(
+            &read(&send, count)?,
+            &want,
+            &format!("{what}: all_reduce {op:?} in place"),
+        )?;
+    }
+    // all_gather, in communicator rank order.
+    let send = upload(q, &mine)?;
+    let recv = upload(q, &vec![T::value(99, 0); n * count])?;
+    world
+        .all_gather(&range(&send, count)?, &range(&recv, n * count)?, &[])
+        .and_then(|e| e.wait())
+        .map_err(|e| format!("{what}: all_gather: {e}"))?;
+    let want: Vec<T> = (0..n * count)
+        .map(|k| T::value(k / count.max(1), k % count.max(1)))
+        .collect();
+    same(
+        &read(&recv, n * count)?,
+        &want,
+        &format!("{what}: all_gather"),
+    )?;
+    // reduce_scatter: this rank's block of the reduction of n blocks.
+    let big: Vec<T> = (0..n * count).map(|i| T::value(me, i)).collect();
+    let send = upload(q, &big)?;
+    let recv = upload(q, &vec![T::value(99, 0); count])?;
+    world
+        .reduce_scatter(
+            &range(&send, n * count)?,
+            &range(&recv, count)?,
+            ReduceOp::Sum,
+            &[],
+        )
+        .and_then(|e| e.wait())
+        .map_err(|e| format!("{what}: reduce_scatter: {e}"))?;
+    let want: Vec<T> = (0..count)
+        .map(|i| world_reduce(ReduceOp::Sum, nodes, me * count + i))
+        .collect();
+    same(
+        &read(&recv, count)?,
+        &want,
+        &format!("{what}: reduce_scatter"),
+    )?;
+    // broadcast from the last rank and from rank 1.
+    for root in [n - 1, 1] {
+        let buf = upload(q, &mine)?;
+        world
+            .broadcast(&range(&buf, count)?, root, &[])
+            .and_then(|e| e.wait())
+            .map_err(|e| format!("{what}: broadcast from {root}: {e}"))?;
+        let want: Vec<T> = (0..count).map(|i| T::value(root, i)).collect();
+        same(
+            &read(&buf, count)?,
+            &want,
+            &format!("{what}: broadcast from {root}"),
+        )?;
+    }
+    Ok(())
 }
 
 fn mpirun(np: usize, env: &[(&str, &str)], extra: &[&str]) -> Result<String, String> {
@@ -149,11 +284,21 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let device = std::env::var("SYCL_RS_COLLECTIVES_DEVICE").unwrap_or_default();
-    let runs: &[(usize, Option<&str>)] = &[(2, None), (3, None), (4, None), (4, Some("2"))];
-    for &(np, per_node) in runs {
+    // (ranks, ranks per node, nodes interleaved by rank parity)
+    let runs: &[(usize, Option<&str>, bool)] = &[
+        (2, None, false),
+        (3, None, false),
+        (4, None, false),
+        (4, Some("2"), false),
+        (4, None, true),
+    ];
+    for &(np, per_node, parity) in runs {
         let mut env = vec![("SYCL_RS_COLLECTIVES_DEVICE", device.as_str())];
         if let Some(k) = per_node {
             env.push(("SYCL_RS_RANKS_PER_NODE", k));
+        }
+        if parity {
+            env.push(("SYCL_RS_TEST_NODE_PARITY", "1"));
         }
         let start = Instant::now();
         let stdout = match mpirun(np, &env, &[]) {
@@ -164,7 +309,11 @@ fn main() -> ExitCode {
             }
         };
         let oks = stdout.matches(": ok").count();
-        let nodes = per_node.map_or(String::new(), |k| format!(", {k} per node"));
+        let nodes = match (per_node, parity) {
+            (_, true) => ", two nodes interleaved (world team)".to_string(),
+            (Some(k), _) => format!(", {k} per node"),
+            _ => String::new(),
+        };
         if oks != np {
             eprintln!("collectives: {np} ranks{nodes}: {oks} of {np} ok");
             return ExitCode::FAILURE;

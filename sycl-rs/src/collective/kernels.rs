@@ -35,6 +35,17 @@ fn combine<T: sycl::Scalar>(op: u32, a: T, b: T) -> T {
     }
 }
 
+/// `acc[i] = acc[i] op other[i]`: one node's contribution folded into a block, in node order,
+/// by the inter-node phase of [`WorldTeam`](super::WorldTeam) (the same arithmetic as
+/// `team_step`'s, so every rank folds to the same bits).
+#[sycl::kernel]
+pub(crate) fn fold<T: sycl::Scalar>(op: u32, acc: &mut [T], other: &[T]) {
+    let i = global_id(0);
+    if i < acc.len() && i < other.len() {
+        acc[i] = combine(op, acc[i], other[i]);
+    }
+}
+
 /// One step of a collective. Every work-group:
 /// 1. writes `word` (the step's epoch in the high 32 bits, its signature in the low 32) into
 ///    slot `group * 8 + me` of each peer's pad (`q1`..: the peers after this rank, in order),

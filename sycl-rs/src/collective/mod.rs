@@ -34,6 +34,11 @@
 
 mod host;
 mod kernels;
+#[cfg(feature = "mpi")]
+mod world;
+
+#[cfg(feature = "mpi")]
+pub use world::WorldTeam;
 
 use std::time::{Duration, Instant};
 

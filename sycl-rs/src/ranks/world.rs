@@ -225,6 +225,41 @@ impl Ranks {
         self.node.node_share(queue, memory)
     }
 
+    /// Every rank's `mine` (all of one length), in rank order: a timed `MPI_Iallgather` over
+    /// every rank, watching this node's ranks; refused once a collective was abandoned.
+    pub(crate) fn world_all_gather_u64(
+        &self,
+        what: &'static str,
+        mine: &[u64],
+    ) -> Result<Vec<u64>> {
+        self.world_wait(what)?.all_gather(&self.world, mine)
+    }
+
+    /// A timed `MPI_Ibarrier` over every rank.
+    pub(crate) fn world_barrier(&self, what: &'static str) -> Result<()> {
+        self.world_wait(what)?.barrier(&self.world)
+    }
+
+    fn world_wait(&self, what: &'static str) -> Result<Wait<'_>> {
+        if let Some(why) = self.node.abandoned.get() {
+            return Err(Error::new(
+                crate::Errc::Runtime,
+                format!(
+                    "rank {}: {what}: refused, an earlier collective of these ranks failed \
+                     ({why}); MPI cannot cancel it, so these ranks can run no more collectives",
+                    self.rank()
+                ),
+            ));
+        }
+        Ok(Wait {
+            what,
+            rank: self.world.rank(),
+            timeout: self.node.options().timeout,
+            watch: Some(self.node.watch()),
+            abandoned: Some(&self.node.abandoned),
+        })
+    }
+
     /// `Errc::Runtime` naming the first other rank of this node that has exited.
     pub fn check_node_alive(&self) -> Result<()> {
         self.node.check_alive()
