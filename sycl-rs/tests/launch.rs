@@ -2,8 +2,9 @@
 //! environment, and teams over it.
 //!
 //! `cargo test -p sycl-rs --test launch` starts copies of itself as the ranks:
-//! - 2 ranks with sycl-rs's variables, 3 ranks with torchrun's, and (when `mpirun` exists) 2
-//!   ranks under `mpirun` with MPI never initialised: a node buffer, then every collective
+//! - 2 ranks with sycl-rs's variables, 3 ranks with torchrun's, and (when `mpirun` exists; its
+//!   absence fails with `SYCL_RS_REQUIRE_MPI=1`) 2 ranks under `mpirun` with MPI never
+//!   initialised: a node buffer, then every collective
 //!   operation, type and reduction against a host reference, and the mismatch cases;
 //! - a rank that never calls: rank 0 fails in time;
 //! - a rank with another local size: refused at once (`Errc::Invalid`), rank 0 times out;
@@ -319,6 +320,8 @@ fn parent() -> R {
             return Err(format!("2 ranks under mpirun without MPI: {oks} of 2 ok"));
         }
         println!("launch: 2 ranks under mpirun (Open MPI's variables, no MPI calls): ok");
+    } else if std::env::var("SYCL_RS_REQUIRE_MPI").as_deref() == Ok("1") {
+        return Err("mpirun not found, and SYCL_RS_REQUIRE_MPI=1".into());
     } else {
         println!("launch: no mpirun: the Open MPI environment case is skipped");
     }

@@ -11,7 +11,6 @@
 //! on: a rank that exits makes the others' collectives fail at once.
 
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
@@ -210,11 +209,10 @@ fn hub_name(job: &str) -> String {
 /// Local rank 0's connections to every other rank, or another rank's connection to it.
 pub(super) struct Hub {
     role: Role,
-    /// The number of the next collective, carried in every message: ranks that disagree on
-    /// it called different collectives.
-    seq: AtomicU64,
-    /// One collective at a time per process.
-    lock: parking_lot::Mutex<()>,
+    /// The number of the next collective, carried in every message (ranks that disagree on
+    /// it called different collectives); held for the whole collective, so that a process
+    /// runs one at a time.
+    seq: parking_lot::Mutex<u64>,
 }
 
 enum Role {
@@ -241,8 +239,7 @@ impl Hub {
         };
         let hub = Hub {
             role,
-            seq: AtomicU64::new(0),
-            lock: parking_lot::Mutex::new(()),
+            seq: parking_lot::Mutex::new(0),
         };
         Ok((hub, members, pids))
     }
@@ -255,8 +252,9 @@ impl Hub {
         watch: &NodeWatch<'_>,
         timeout: Duration,
     ) -> Result<Vec<Vec<u8>>> {
-        let _one_at_a_time = self.lock.lock();
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let mut next = self.seq.lock();
+        let seq = *next;
+        *next += 1;
         let deadline = Instant::now() + timeout;
         match &self.role {
             Role::Member { leader } => {

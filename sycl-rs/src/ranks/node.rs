@@ -240,9 +240,10 @@ impl NodeRanks {
         }
     }
 
-    /// The deadline and watch of an MPI collective (refused once one was abandoned).
+    /// The deadline and watch of an MPI collective of these ranks, on the node's communicator
+    /// or (`Ranks`) the world's: refused once one was abandoned.
     #[cfg(feature = "mpi")]
-    fn mpi_wait(&self, what: &'static str) -> Result<super::timed::Wait<'_>> {
+    pub(super) fn mpi_wait(&self, what: &'static str) -> Result<super::timed::Wait<'_>> {
         self.refuse_if_abandoned(what)?;
         Ok(super::timed::Wait {
             what,

@@ -1,10 +1,9 @@
 //! [`NodeBuffer`]: one part per rank of a node, every part opened by every rank of the node.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
-
-use std::sync::Arc;
 
 use super::node::NodeWatch;
 use super::{DescriptorPath, NodeRanks};
@@ -17,8 +16,8 @@ use crate::{Errc, Error, Event, EventProperties, Queue, Result, Usm};
 /// peer's part ([`NodeBuffer::peer`]) is a queue copy or a kernel argument: zero-copy, over
 /// NVLink/PCIe peer access on GPUs, plain memory on the native CPU device.
 ///
-/// Made by [`NodeRanks::node_buffer`] or [`NodeRanks::node_share`]; dropping it is collective over the
-/// node like `MPI_Win_free`: every rank closes its peers' parts, and no part is freed before
+/// Made by [`NodeRanks::node_buffer`] or [`NodeRanks::node_share`]; dropping it is collective
+/// over the node like `MPI_Win_free`: every rank closes its peers' parts, and no part is freed before
 /// every rank has closed it.
 pub struct NodeBuffer<'r, T: Pod> {
     ranks: NodeRef<'r>,
@@ -131,8 +130,8 @@ impl<T: Pod> Drop for NodeBuffer<'_, T> {
 impl NodeRanks {
     /// A [`NodeBuffer`] of `len` elements per rank: allocates this rank's part on `queue`'s
     /// device (`malloc_device`), exports it and an IPC event, exchanges the handles within the
-    /// node through MPI or the hub, and opens every peer's part and event. Collective over the node
-    /// (every rank passes the same `len`).
+    /// node through MPI or the hub, and opens every peer's part and event. Collective over the
+    /// node (every rank passes the same `len`).
     ///
     /// Errors: `Errc::FeatureNotSupported` when the device lacks `ext_oneapi_ipc_memory` or
     /// `ext_oneapi_ipc_event`; `Errc::Runtime` when a peer's descriptors can be taken neither

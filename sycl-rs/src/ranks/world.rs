@@ -232,32 +232,12 @@ impl Ranks {
         what: &'static str,
         mine: &[u64],
     ) -> Result<Vec<u64>> {
-        self.world_wait(what)?.all_gather(&self.world, mine)
+        self.node.mpi_wait(what)?.all_gather(&self.world, mine)
     }
 
     /// A timed `MPI_Ibarrier` over every rank.
     pub(crate) fn world_barrier(&self, what: &'static str) -> Result<()> {
-        self.world_wait(what)?.barrier(&self.world)
-    }
-
-    fn world_wait(&self, what: &'static str) -> Result<Wait<'_>> {
-        if let Some(why) = self.node.abandoned.get() {
-            return Err(Error::new(
-                crate::Errc::Runtime,
-                format!(
-                    "rank {}: {what}: refused, an earlier collective of these ranks failed \
-                     ({why}); MPI cannot cancel it, so these ranks can run no more collectives",
-                    self.rank()
-                ),
-            ));
-        }
-        Ok(Wait {
-            what,
-            rank: self.world.rank(),
-            timeout: self.node.options().timeout,
-            watch: Some(self.node.watch()),
-            abandoned: Some(&self.node.abandoned),
-        })
+        self.node.mpi_wait(what)?.barrier(&self.world)
     }
 
     /// `Errc::Runtime` naming the first other rank of this node that has exited.
