@@ -121,7 +121,7 @@ device | device-tests | device-rest | device-mpi | device-collectives)
         step tensor-parallel-cuda $mpi -np 2 "$b/tensor_parallel" --batch 64 --model 1024 --hidden 4096 --steps 50
         # SYCL_RS_SKIP_BENCH=1: the tests only (the anchor alone takes about 300 s).
         [ -n "${SYCL_RS_SKIP_BENCH:-}" ] && return
-        step bench-collectives-cuda $mpi -np 2 "$b/bench-collectives" --device cuda
+        step bench-collectives-cuda $mpi -np 2 "$b/bench-collectives" --device cuda --graph
         if [ -f "$bundle/collectives_anchor.py" ]; then
             step collectives-anchor "${SYCL_RS_TORCH_PYTHON:-/opt/torch/.venv/bin/python3}" \
                 "$bundle/collectives_anchor.py" --out "$out/anchor.json"

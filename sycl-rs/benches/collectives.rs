@@ -6,7 +6,7 @@
 //! same device call (`scripts/gpu-test.sh`).
 //!
 //! Run under MPI, one rank per device:
-//! `mpirun -np 2 target/release/deps/collectives-* [--device cuda] [--quick]`
+//! `mpirun -np 2 target/release/deps/collectives-* [--device cuda] [--quick] [--graph]`
 //! (`cargo bench -p sycl-rs --features mpi --bench collectives --no-run` builds it). Rank 0
 //! prints one JSON line per row: operation, algorithm, dtype, bytes, our per-op time in us,
 //! the bus bandwidth (nccl-tests' definition), and on the native CPU `mpi_us` and the ratio.
@@ -18,6 +18,12 @@ use sycl::collective::{Algorithm, Element, ReduceOp, Team, TeamOptions};
 use sycl::half::bf16;
 use sycl::ranks::{DeviceChoice, Ranks, RanksOptions};
 use sycl::{Device, Queue};
+
+/// Whether to time the `auto` team's operations replayed from a graph too (`--graph`).
+static GRAPH: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Operations per recorded graph, as the NCCL anchor captures them (20 per CUDA graph).
+const GRAPH_OPS: usize = 20;
 
 /// Batches per row (`--reps`).
 static REPS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -55,6 +61,22 @@ fn timed(
         per.push(t.elapsed().as_secs_f64() * 1e6 / iters as f64);
     }
     (median(per), median(submit))
+}
+
+/// Per-op microseconds of `op` recorded GRAPH_OPS times into one graph, replayed
+/// `iters / GRAPH_OPS` times per batch (the anchor's `nccl_graph_us`: replay time / 20).
+fn graph_us(
+    world: &impl Communicator,
+    team: &mut Team,
+    iters: usize,
+    op: impl Fn(&mut sycl::collective::TeamRecorder) -> sycl::Result<()>,
+) -> f64 {
+    let graph = team
+        .record(|g| (0..GRAPH_OPS).try_for_each(|_| op(g)))
+        .expect("record");
+    let replays = (iters / GRAPH_OPS).max(1);
+    let (us, _) = timed(world, replays, || team.replay(&graph, &[]).expect("replay"));
+    us / GRAPH_OPS as f64
 }
 
 fn iters_for(bytes: usize) -> usize {
@@ -121,6 +143,24 @@ fn rows<T: Element + Copy>(
             if me == 0 {
                 println!("{row}}}");
             }
+            if *name == "auto" && *GRAPH.get().unwrap_or(&false) {
+                // GRAPH_OPS in-place all-reduces recorded once, the graph replayed
+                // iters / GRAPH_OPS times per batch: per-op time as the anchor's
+                // `nccl_graph_us`.
+                let graph = team
+                    .record(|g| {
+                        (0..GRAPH_OPS).try_for_each(|_| g.all_reduce(&x, &x, ReduceOp::Sum))
+                    })
+                    .expect("record");
+                let replays = (iters / GRAPH_OPS).max(1);
+                let (us, submit_us) =
+                    timed(world, replays, || team.replay(&graph, &[]).expect("replay"));
+                let (us, submit_us) = (us / GRAPH_OPS as f64, submit_us / GRAPH_OPS as f64);
+                let busbw = bytes as f64 * 2.0 * (n - 1.0) / n / (us * 1e-6) / 1e9;
+                if me == 0 {
+                    println!("{{\"op\": \"all_reduce\", \"algorithm\": \"auto graph\", \"dtype\": \"{dtype}\", \"bytes\": {bytes}, \"us\": {us:.2}, \"busbw_GBs\": {busbw:.1}, \"submit_us\": {submit_us:.2}, \"graph_ops\": {GRAPH_OPS}}}");
+                }
+            }
         }
         // all_gather (each rank contributes bytes / n) and reduce_scatter (each rank gets
         // bytes / n), beside all_reduce of the same total.
@@ -136,6 +176,13 @@ fn rows<T: Element + Copy>(
             if me == 0 {
                 println!("{{\"op\": \"all_gather\", \"dtype\": \"{dtype}\", \"bytes\": {bytes}, \"us\": {us:.2}, \"busbw_GBs\": {busbw:.1}}}");
             }
+            if *GRAPH.get().unwrap_or(&false) {
+                let us = graph_us(world, team, iters, |g| g.all_gather(&src, &dst));
+                let busbw = bytes as f64 * (n - 1.0) / n / (us * 1e-6) / 1e9;
+                if me == 0 {
+                    println!("{{\"op\": \"all_gather\", \"algorithm\": \"graph\", \"dtype\": \"{dtype}\", \"bytes\": {bytes}, \"us\": {us:.2}, \"busbw_GBs\": {busbw:.1}}}");
+                }
+            }
             let all = x.range(0..part * ranks.local_size()).expect("range");
             let out = gathered.range(0..part).expect("range");
             let (us, _) = timed(world, iters, || {
@@ -145,6 +192,15 @@ fn rows<T: Element + Copy>(
             let busbw = bytes as f64 * (n - 1.0) / n / (us * 1e-6) / 1e9;
             if me == 0 {
                 println!("{{\"op\": \"reduce_scatter\", \"dtype\": \"{dtype}\", \"bytes\": {bytes}, \"us\": {us:.2}, \"busbw_GBs\": {busbw:.1}}}");
+            }
+            if *GRAPH.get().unwrap_or(&false) {
+                let us = graph_us(world, team, iters, |g| {
+                    g.reduce_scatter(&all, &out, ReduceOp::Sum)
+                });
+                let busbw = bytes as f64 * (n - 1.0) / n / (us * 1e-6) / 1e9;
+                if me == 0 {
+                    println!("{{\"op\": \"reduce_scatter\", \"algorithm\": \"graph\", \"dtype\": \"{dtype}\", \"bytes\": {bytes}, \"us\": {us:.2}, \"busbw_GBs\": {busbw:.1}}}");
+                }
             }
         }
     }
@@ -167,6 +223,10 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect());
     let only_auto = args.iter().any(|a| a == "--auto");
+    // `--graph`: also the `auto` team's operations recorded into a graph and replayed.
+    GRAPH
+        .set(args.iter().any(|a| a == "--graph"))
+        .expect("set once");
     // `--kernels`: team_step kernels on the native CPU too (not host steps).
     let host_steps = !args.iter().any(|a| a == "--kernels");
     if let Some(n) = args

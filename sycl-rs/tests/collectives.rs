@@ -71,6 +71,12 @@ fn ranks_main() -> ExitCode {
             ("rank 0 on kernels", me != 0),
         ];
         for (steps, host_steps) in steps {
+            // A second team, which may not replay the first one's graphs.
+            let other_options = TeamOptions {
+                host_steps,
+                ..TeamOptions::default()
+            };
+            let mut other = Team::new(&ranks, &q, other_options).map_err(e2s)?;
             for (algorithm, staged_max_bytes, name) in forms {
                 // 4 KiB halves: the larger counts run in several pieces.
                 let options = TeamOptions {
@@ -87,6 +93,12 @@ fn ranks_main() -> ExitCode {
                 }
                 overlapping(&mut team, &q)?;
                 ordering(&mut team, &q, native && host_steps)?;
+                graphs(
+                    &mut team,
+                    &q,
+                    &mut other,
+                    &format!("{steps}, {name}, graph"),
+                )?;
             }
             if !native {
                 break;
@@ -94,6 +106,8 @@ fn ranks_main() -> ExitCode {
         }
         mismatches(ranks.node(), &q, true)?;
         mismatches(ranks.node(), &q, me != 0)?;
+        graph_mismatch(ranks.node(), &q, true)?;
+        graph_mismatch(ranks.node(), &q, me != 0)?;
         world_checks(&ranks, &q)
     })();
     match result {

@@ -390,6 +390,56 @@ pub(crate) unsafe fn launch(
     args: &[KernelArg<'_>],
     deps: &[Arc<dyn sycl_backend::Event>],
 ) -> Result<Arc<dyn sycl_backend::Event>> {
+    let mut packed = pack(queue, kernel, range, args)?;
+    let mut ptrs = packed.pointers();
+    let (func, grid, block, shared) = (packed.func, packed.grid, packed.block, packed.shared);
+    queue.enqueue(deps, |s| {
+        let params = if ptrs.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            ptrs.as_mut_ptr()
+        };
+        // SAFETY: one pointer per parameter, each to a value of the parameter's size (checked
+        // in `pack` where the driver reports sizes); the caller guarantees what the kernel
+        // does with pointer arguments.
+        unsafe { result::module::launch(func, grid, block, shared, s, params) }
+    })
+}
+
+/// A launch's function, geometry and parameter values, checked against the kernel.
+pub(crate) struct Packed {
+    func: sys::CUfunction,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    /// Every value in 8-byte aligned slots (a launch passes dozens: one allocation, not one
+    /// each).
+    words: Vec<u64>,
+    /// Each value's first word and byte length.
+    values: Vec<(usize, usize)>,
+}
+
+impl Packed {
+    /// One pointer per parameter into `words`, as `cuLaunchKernel` takes them: valid while
+    /// `self` is alive and unchanged (the driver copies the values during the call).
+    fn pointers(&mut self) -> Vec<*mut c_void> {
+        let base = self.words.as_mut_ptr();
+        self.values
+            .iter()
+            // SAFETY: each value's first word lies inside `words` (built by `pack`).
+            .map(|v| unsafe { base.add(v.0) }.cast())
+            .collect()
+    }
+}
+
+/// Checks and packs a launch of `kernel` on `queue` (its function for the queue's device, the
+/// grid and block, the argument count and sizes where the driver reports them).
+fn pack(
+    queue: &Queue,
+    kernel: &Arc<dyn sycl_backend::Kernel>,
+    range: LaunchRange,
+    args: &[KernelArg<'_>],
+) -> Result<Packed> {
     let k = sycl_backend::downcast::<Kernel>(kernel.as_any(), "kernel", BackendKind::Cuda)?;
     let (func, max_threads) = k
         .funcs
@@ -418,8 +468,6 @@ pub(crate) unsafe fn launch(
         }
     }
 
-    // Every value in one buffer of 8-byte aligned slots (a launch passes dozens: one
-    // allocation, not one each); `values` holds each value's first word and byte length.
     let mut words: Vec<u64> = Vec::with_capacity(args.len());
     let mut values: Vec<(usize, usize)> = Vec::with_capacity(args.len());
     let mut shared = 0usize;
@@ -473,24 +521,122 @@ pub(crate) unsafe fn launch(
             format!("{shared} bytes of local memory is too much"),
         )
     })?;
-    // The pointers stay valid while `words` is alive and unchanged (the driver copies the
-    // values during cuLaunchKernel); a value's bytes start its slot, in memory order.
-    let base = words.as_mut_ptr();
-    let mut ptrs: Vec<*mut c_void> = values
+    Ok(Packed {
+        func,
+        grid,
+        block,
+        shared,
+        words,
+        values,
+    })
+}
+
+/// An instantiated CUDA graph of kernel launches ([`sycl_backend::Queue::build_graph`]).
+pub(crate) struct Graph {
+    exec: sys::CUgraphExec,
+    ctx: Arc<crate::context::PrimaryContext>,
+    launches: usize,
+}
+
+// SAFETY: a CUgraphExec is a driver handle usable from any thread once its context is current
+// (every use below makes it current); the driver serialises launches of one graph.
+unsafe impl Send for Graph {}
+// SAFETY: as for Send: `&Graph` only launches it, which the driver allows from many threads.
+unsafe impl Sync for Graph {}
+
+impl sycl_backend::Graph for Graph {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn launches(&self) -> usize {
+        self.launches
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        if self.ctx.make_current().is_ok() {
+            // SAFETY: ours, destroyed once; a replay still running is released by the driver
+            // when it completes.
+            unsafe { result::graph::destroy(self.exec) };
+        }
+    }
+}
+
+/// [`sycl_backend::Queue::build_graph`] for CUDA queues: each launch packed as
+/// [`launch`] packs it, the nodes chained in order.
+///
+/// # Safety
+/// As [`sycl_backend::Queue::build_graph`].
+pub(crate) unsafe fn build_graph(
+    queue: &Queue,
+    launches: &[sycl_backend::GraphLaunch<'_>],
+) -> Result<Arc<dyn sycl_backend::Graph>> {
+    let mut packed = launches
         .iter()
-        // SAFETY: each value's first word lies inside `words` (built above).
-        .map(|v| unsafe { base.add(v.0) }.cast())
+        .map(|l| pack(queue, l.kernel, l.range, l.args))
+        .collect::<Result<Vec<_>>>()?;
+    let mut pointers: Vec<Vec<*mut c_void>> = packed.iter_mut().map(Packed::pointers).collect();
+    let nodes: Vec<result::graph::KernelNode> = packed
+        .iter()
+        .zip(pointers.iter_mut())
+        .map(|(p, ptrs)| result::graph::KernelNode {
+            func: p.func,
+            grid: p.grid,
+            block: p.block,
+            shared: p.shared,
+            params: if ptrs.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                ptrs.as_mut_ptr()
+            },
+        })
         .collect();
+    queue.ctx.make_current()?;
+    // SAFETY: the context is current; each node's pointers point into its `Packed`, alive
+    // here (the driver copies the values while adding the node); what the kernels touch is the
+    // caller's contract (# Safety).
+    let exec = unsafe { result::graph::build(&nodes)? };
+    Ok(Arc::new(Graph {
+        exec,
+        ctx: queue.ctx.clone(),
+        launches: launches.len(),
+    }))
+}
+
+/// [`sycl_backend::Queue::launch_graph`] for CUDA queues.
+///
+/// # Safety
+/// As [`sycl_backend::Queue::launch_graph`].
+pub(crate) unsafe fn launch_graph(
+    queue: &Queue,
+    graph: &Arc<dyn sycl_backend::Graph>,
+    patch: Option<(u64, u32)>,
+    deps: &[Arc<dyn sycl_backend::Event>],
+) -> Result<Arc<dyn sycl_backend::Event>> {
+    let g = sycl_backend::downcast::<Graph>(graph.as_any(), "graph", BackendKind::Cuda)?;
+    if !Arc::ptr_eq(&g.ctx, &queue.ctx) {
+        return Err(Error::invalid(
+            "the graph was built for another device's context than this queue's",
+        ));
+    }
+    if let Some((ptr, _)) = patch {
+        if ptr % 4 != 0 {
+            return Err(Error::invalid(
+                "a graph's patch word must be 4-byte aligned",
+            ));
+        }
+    }
     queue.enqueue(deps, |s| {
-        let params = if ptrs.is_empty() {
-            std::ptr::null_mut()
-        } else {
-            ptrs.as_mut_ptr()
-        };
-        // SAFETY: one pointer per parameter, each to a value of the parameter's size (checked
-        // above where the driver reports sizes); the caller guarantees what the kernel does
-        // with pointer arguments.
-        unsafe { result::module::launch(func, grid, block, shared, s, params) }
+        if let Some((ptr, value)) = patch {
+            // SAFETY: the caller guarantees the word is this device's memory that nothing
+            // else accesses meanwhile; 4-aligned (checked above).
+            unsafe { result::mem::set_async(ptr, value, 4, 1, s)? };
+        }
+        // SAFETY: `g.exec` is live and of this stream's context (checked above); what its
+        // kernels touch is the caller's contract.
+        unsafe { result::graph::launch(g.exec, s) }
     })
 }
 

@@ -836,6 +836,26 @@ impl sycl_backend::Queue for Queue {
         unsafe { crate::kernel::launch(self, kernel, range, args, deps) }
     }
 
+    #[doc(alias = "cuGraphInstantiate")]
+    unsafe fn build_graph(
+        &self,
+        launches: &[sycl_backend::GraphLaunch<'_>],
+    ) -> Result<Arc<dyn sycl_backend::Graph>> {
+        // SAFETY: forwarded contract.
+        unsafe { crate::kernel::build_graph(self, launches) }
+    }
+
+    #[doc(alias = "cuGraphLaunch")]
+    unsafe fn launch_graph(
+        &self,
+        graph: &Arc<dyn sycl_backend::Graph>,
+        patch: Option<(u64, u32)>,
+        deps: &[DynEvent],
+    ) -> Result<DynEvent> {
+        // SAFETY: forwarded contract.
+        unsafe { crate::kernel::launch_graph(self, graph, patch, deps) }
+    }
+
     fn barrier(&self, deps: &[DynEvent]) -> Result<DynEvent> {
         self.enqueue(deps, |_| Ok(()))
     }

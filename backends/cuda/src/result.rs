@@ -1110,6 +1110,97 @@ pub(crate) mod module {
 }
 
 /// NVRTC, loaded on demand; its absence only disables CUDA C sources.
+pub(crate) mod graph {
+    use super::*;
+
+    /// One kernel node: a function, its geometry and its parameter pointers.
+    pub(crate) struct KernelNode {
+        pub(crate) func: sys::CUfunction,
+        pub(crate) grid: [u32; 3],
+        pub(crate) block: [u32; 3],
+        pub(crate) shared: u32,
+        pub(crate) params: *mut *mut c_void,
+    }
+
+    /// A graph of `nodes` in a chain (each after the one before), instantiated
+    /// (`cuGraphCreate`, `cuGraphAddKernelNode_v2`, `cuGraphInstantiateWithFlags`); the
+    /// template is destroyed once instantiated.
+    ///
+    /// # Safety
+    /// The context is current; each node's `params` is as [`module::launch`]'s (the driver
+    /// copies the values while adding the node), and the memory its kernel touches stays
+    /// valid for every launch of the graph.
+    pub(crate) unsafe fn build(nodes: &[KernelNode]) -> Result<sys::CUgraphExec> {
+        need!("cuGraphCreate");
+        need!("cuGraphAddKernelNode_v2");
+        need!("cuGraphInstantiateWithFlags");
+        need!("cuGraphDestroy");
+        let mut g = std::ptr::null_mut();
+        // SAFETY: an out-pointer and no flags.
+        check(unsafe { sys::cuGraphCreate(&mut g, 0) }, "cuGraphCreate")?;
+        let built = (|| {
+            let mut last: Option<sys::CUgraphNode> = None;
+            for n in nodes {
+                let p = sys::CUDA_KERNEL_NODE_PARAMS_v2 {
+                    func: n.func,
+                    gridDimX: n.grid[0],
+                    gridDimY: n.grid[1],
+                    gridDimZ: n.grid[2],
+                    blockDimX: n.block[0],
+                    blockDimY: n.block[1],
+                    blockDimZ: n.block[2],
+                    sharedMemBytes: n.shared,
+                    kernelParams: n.params,
+                    extra: std::ptr::null_mut(),
+                    kern: std::ptr::null_mut(),
+                    ctx: std::ptr::null_mut(),
+                };
+                let mut node = std::ptr::null_mut();
+                let (deps, count) = match &last {
+                    Some(l) => (l as *const sys::CUgraphNode, 1),
+                    None => (std::ptr::null(), 0),
+                };
+                // SAFETY: `g` is a live graph, `deps` points to `count` of its nodes, and the
+                // parameters are the caller's (# Safety).
+                let r = unsafe { sys::cuGraphAddKernelNode_v2(&mut node, g, deps, count, &p) };
+                check(r, "cuGraphAddKernelNode")?;
+                last = Some(node);
+            }
+            let mut exec = std::ptr::null_mut();
+            // SAFETY: `g` is a complete graph; an out-pointer and no flags.
+            let r = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, g, 0) };
+            check(r, "cuGraphInstantiateWithFlags").map(|()| exec)
+        })();
+        // SAFETY: `g` is ours, and nothing refers to it any more (an instantiated graph is
+        // independent of its template).
+        unsafe { sys::cuGraphDestroy(g) };
+        built
+    }
+
+    /// `cuGraphLaunch`.
+    ///
+    /// # Safety
+    /// `exec` is a live graph of the stream's context; what its kernels touch is valid until
+    /// the stream passes.
+    pub(crate) unsafe fn launch(exec: sys::CUgraphExec, s: sys::CUstream) -> Result<()> {
+        need!("cuGraphLaunch");
+        // SAFETY: guaranteed by the caller.
+        check(unsafe { sys::cuGraphLaunch(exec, s) }, "cuGraphLaunch")
+    }
+
+    /// `cuGraphExecDestroy`.
+    ///
+    /// # Safety
+    /// `exec` is live and not destroyed before (a replay still running is released by the
+    /// driver when it completes).
+    pub(crate) unsafe fn destroy(exec: sys::CUgraphExec) {
+        if has_symbol("cuGraphExecDestroy") {
+            // SAFETY: guaranteed by the caller.
+            unsafe { sys::cuGraphExecDestroy(exec) };
+        }
+    }
+}
+
 pub(crate) mod nvrtc {
     use super::*;
     use cudarc::nvrtc::sys as nv;

@@ -19,9 +19,9 @@ use std::time::Duration;
 use crate::ipc::{IpcExport, IpcImport, IpcObjectKind, OpenedMemory};
 use crate::{
     AccessMode, Aspect, BackendKind, ClosureKernel, DeviceInfo, Error, EventProperties,
-    EventStatus, GranularityMode, HostTask, KernelArg, KernelIr, KernelSource, LaunchRange,
-    PhysicalMemProperties, PlatformInfo, PointerInfo, ProfilingInfo, QueueProperties, RawIpcMem,
-    Result, UsmKind,
+    EventStatus, GranularityMode, GraphLaunch, HostTask, KernelArg, KernelIr, KernelSource,
+    LaunchRange, PhysicalMemProperties, PlatformInfo, PointerInfo, ProfilingInfo, QueueProperties,
+    RawIpcMem, Result, UsmKind,
 };
 
 /// The OpenCL-style build option that makes `f32` division and square root correctly
@@ -496,6 +496,40 @@ pub trait Queue: Send + Sync + Any {
         Err(Error::unsupported(Aspect::OnlineCompiler, "kernel launch"))
     }
 
+    /// Builds an executable graph of `launches`, which each replay runs one after another in
+    /// this order (`cuGraphInstantiate`). Backends without graphs answer
+    /// `Errc::FeatureNotSupported` (the runtime then replays the launches one by one).
+    ///
+    /// # Safety
+    /// As [`Queue::launch`] for every launch, for as long as the graph may be replayed.
+    unsafe fn build_graph(&self, launches: &[GraphLaunch<'_>]) -> Result<Arc<dyn Graph>> {
+        let _ = launches;
+        Err(Error::new(
+            crate::Errc::FeatureNotSupported,
+            "this backend has no kernel graphs",
+        ))
+    }
+
+    /// Enqueues one replay of `graph` (built by this queue) after `deps`, having first
+    /// stored `patch.1` into the 4-byte word at device address `patch.0` (stream-ordered
+    /// before the graph's first launch). The event completes when the replay did.
+    ///
+    /// # Safety
+    /// As [`Queue::launch`] for the graph's launches; `patch`'s word is device memory of this
+    /// queue's device that nothing else accesses meanwhile.
+    unsafe fn launch_graph(
+        &self,
+        graph: &Arc<dyn Graph>,
+        patch: Option<(u64, u32)>,
+        deps: &[Arc<dyn Event>],
+    ) -> Result<Arc<dyn Event>> {
+        let _ = (graph, patch, deps);
+        Err(Error::new(
+            crate::Errc::FeatureNotSupported,
+            "this backend has no kernel graphs",
+        ))
+    }
+
     /// An event that completes when `deps` and (in-order queue) all earlier commands did.
     fn barrier(&self, deps: &[Arc<dyn Event>]) -> Result<Arc<dyn Event>>;
 
@@ -655,6 +689,14 @@ pub fn poll_pause(waited: Duration) -> PollPause {
     } else {
         PollPause::Sleep((waited / 128).min(Duration::from_millis(1)))
     }
+}
+
+/// An executable graph of kernel launches ([`Queue::build_graph`]).
+pub trait Graph: Send + Sync + Any {
+    /// For downcasting.
+    fn as_any(&self) -> &dyn Any;
+    /// How many launches each replay runs.
+    fn launches(&self) -> usize;
 }
 
 #[cfg(test)]

@@ -464,6 +464,17 @@ pub enum KernelArg<'a> {
     Local(usize),
 }
 
+/// One kernel launch of a graph ([`Queue::build_graph`](crate::Queue::build_graph)).
+#[derive(Clone)]
+pub struct GraphLaunch<'a> {
+    /// The kernel (of a bundle built for the queue's device).
+    pub kernel: &'a std::sync::Arc<dyn crate::Kernel>,
+    /// Its range, as [`Queue::launch`](crate::Queue::launch) takes it.
+    pub range: LaunchRange,
+    /// Its arguments.
+    pub args: &'a [KernelArg<'a>],
+}
+
 /// A native kernel: called with contiguous chunks of the linear work-item range.
 pub type ClosureKernel = std::sync::Arc<dyn Fn(std::ops::Range<usize>) + Send + Sync>;
 

@@ -46,6 +46,16 @@ pub(crate) fn fold<T: sycl::Scalar>(op: u32, acc: &mut [T], other: &[T]) {
     }
 }
 
+/// `dst[i] = src[i]`: a graph's copy into the symmetric buffer (a queue copy is not a
+/// kernel, and graphs hold kernels).
+#[sycl::kernel]
+pub(crate) fn copy<T: sycl::Scalar>(src: &[T], dst: &mut [T]) {
+    let i = global_id(0);
+    if i < dst.len() && i < src.len() {
+        dst[i] = src[i];
+    }
+}
+
 /// One step of a collective. Every work-group:
 /// 1. writes `word` (the step's epoch in the high 32 bits, its signature in the low 32) into
 ///    slot `group * 8 + me` of each peer's pad (`q1`..: the peers after this rank, in order),
@@ -56,9 +66,13 @@ pub(crate) fn fold<T: sycl::Scalar>(op: u32, acc: &mut [T], other: &[T]) {
 /// 3. moves its block of `count` elements as `kind` says (the `MOVE_` constants), reading
 ///    the ranks' data `b0`.. (rank order) from element `first`.
 ///
-/// `staged`: before step 1 each group also copies its block of this rank's input (`out` when
+/// `flags` bit 0, staged: before step 1 each group also copies its block of this rank's input (`out` when
 /// `in_place`) into `stage` (this rank's half, from `first`), and the moves read this rank's
 /// values from the input: the copy costs no launch of its own, and `b{me}` is not read.
+///
+/// `flags` bit 1, relative: the step is part of a replayed graph, and its epoch is the high
+/// 32 bits of `word` plus the base in the low 32 bits of this rank's pad word `len - 2`
+/// (set by the replay before its first step).
 ///
 /// Epochs compare in serial-number arithmetic (peers are never more than one step apart), so
 /// they wrap harmlessly and no pad is ever reset. The pad's last word is this rank's poison:
@@ -76,7 +90,7 @@ pub(crate) fn team_step<T: sycl::Scalar>(
     first: usize,
     count: usize,
     stride: usize,
-    staged: u32,
+    flags: u32,
     in_place: u32,
     own: &mut [u64],
     q1: &mut [u64],
@@ -100,8 +114,15 @@ pub(crate) fn team_step<T: sycl::Scalar>(
 ) {
     let g = group_id(0);
     let lid = local_id(0);
-    let epoch = (word >> 32) as u32;
+    // A replayed graph's steps carry epochs relative to the base word its replay set.
+    let base = if (flags & 2) != 0 {
+        atomic_load(own, own.len() - 2, Ordering::Relaxed, MemoryScope::Device) as u32
+    } else {
+        0u32
+    };
+    let epoch = ((word >> 32) as u32).wrapping_add(base);
     let sig = word as u32;
+    let stamped = ((epoch as u64) << 32) | (sig as u64);
     let at = g * 8 + me as usize;
     // Each work-group moves one contiguous block (whole multiples of its size), its
     // work-items strided within it: adjacent work-items touch adjacent elements (coalesced on
@@ -119,7 +140,7 @@ pub(crate) fn team_step<T: sycl::Scalar>(
     // Staged: this rank's input goes into its half here (its block, before this group's
     // arrival, which the peers' same group waits for), not by a copy before the launch; the
     // moves below read this rank's values from the input (`out` in place).
-    if staged != 0 {
+    if (flags & 1) != 0 {
         for i in (start + lid..end).step_by(l) {
             let v = if in_place != 0 { out[i] } else { input[i] };
             stage[first + i] = v;
@@ -137,25 +158,25 @@ pub(crate) fn team_step<T: sycl::Scalar>(
     barrier();
     if lid == 0 {
         if n > 1 {
-            atomic_store(q1, at, word, Ordering::Release, MemoryScope::System);
+            atomic_store(q1, at, stamped, Ordering::Release, MemoryScope::System);
         }
         if n > 2 {
-            atomic_store(q2, at, word, Ordering::Release, MemoryScope::System);
+            atomic_store(q2, at, stamped, Ordering::Release, MemoryScope::System);
         }
         if n > 3 {
-            atomic_store(q3, at, word, Ordering::Release, MemoryScope::System);
+            atomic_store(q3, at, stamped, Ordering::Release, MemoryScope::System);
         }
         if n > 4 {
-            atomic_store(q4, at, word, Ordering::Release, MemoryScope::System);
+            atomic_store(q4, at, stamped, Ordering::Release, MemoryScope::System);
         }
         if n > 5 {
-            atomic_store(q5, at, word, Ordering::Release, MemoryScope::System);
+            atomic_store(q5, at, stamped, Ordering::Release, MemoryScope::System);
         }
         if n > 6 {
-            atomic_store(q6, at, word, Ordering::Release, MemoryScope::System);
+            atomic_store(q6, at, stamped, Ordering::Release, MemoryScope::System);
         }
         if n > 7 {
-            atomic_store(q7, at, word, Ordering::Release, MemoryScope::System);
+            atomic_store(q7, at, stamped, Ordering::Release, MemoryScope::System);
         }
     }
     if lid < n as usize && lid != me as usize {
@@ -180,7 +201,7 @@ pub(crate) fn team_step<T: sycl::Scalar>(
     }
     barrier();
     // Rank p's value of element i: its part's, or for this rank when staged, its input's.
-    let mine_at = if staged != 0 { me } else { 8u32 };
+    let mine_at = if (flags & 1) != 0 { me } else { 8u32 };
     if kind == 1 {
         for i in (start + lid..end).step_by(l) {
             let k = first + i;
@@ -291,7 +312,7 @@ macro_rules! vector_step {
             first: usize,
             count: usize,
             stride: usize,
-            staged: u32,
+            flags: u32,
             in_place: u32,
             own: &mut [u64],
             q1: &mut [u64],
@@ -315,8 +336,14 @@ macro_rules! vector_step {
         ) {
             let g = group_id(0);
             let lid = local_id(0);
-            let epoch = (word >> 32) as u32;
+            let base = if (flags & 2) != 0 {
+                atomic_load(own, own.len() - 2, Ordering::Relaxed, MemoryScope::Device) as u32
+            } else {
+                0u32
+            };
+            let epoch = ((word >> 32) as u32).wrapping_add(base);
             let sig = word as u32;
+            let stamped = ((epoch as u64) << 32) | (sig as u64);
             let at = g * 8 + me as usize;
             let l = local_range(0);
             let groups = group_range(0);
@@ -327,7 +354,7 @@ macro_rules! vector_step {
             } else {
                 count
             };
-            if staged != 0 {
+            if (flags & 1) != 0 {
                 if in_place != 0 {
                     for i in (start + lid..end).step_by(l) {
                         let v = out[i];
@@ -350,25 +377,25 @@ macro_rules! vector_step {
             barrier();
             if lid == 0 {
                 if n > 1 {
-                    atomic_store(q1, at, word, Ordering::Release, MemoryScope::System);
+                    atomic_store(q1, at, stamped, Ordering::Release, MemoryScope::System);
                 }
                 if n > 2 {
-                    atomic_store(q2, at, word, Ordering::Release, MemoryScope::System);
+                    atomic_store(q2, at, stamped, Ordering::Release, MemoryScope::System);
                 }
                 if n > 3 {
-                    atomic_store(q3, at, word, Ordering::Release, MemoryScope::System);
+                    atomic_store(q3, at, stamped, Ordering::Release, MemoryScope::System);
                 }
                 if n > 4 {
-                    atomic_store(q4, at, word, Ordering::Release, MemoryScope::System);
+                    atomic_store(q4, at, stamped, Ordering::Release, MemoryScope::System);
                 }
                 if n > 5 {
-                    atomic_store(q5, at, word, Ordering::Release, MemoryScope::System);
+                    atomic_store(q5, at, stamped, Ordering::Release, MemoryScope::System);
                 }
                 if n > 6 {
-                    atomic_store(q6, at, word, Ordering::Release, MemoryScope::System);
+                    atomic_store(q6, at, stamped, Ordering::Release, MemoryScope::System);
                 }
                 if n > 7 {
-                    atomic_store(q7, at, word, Ordering::Release, MemoryScope::System);
+                    atomic_store(q7, at, stamped, Ordering::Release, MemoryScope::System);
                 }
             }
             if lid < n as usize && lid != me as usize {

@@ -393,6 +393,30 @@ fn submit_definition(
     def: &'static Definition,
     args: Args,
 ) -> Result<Event> {
+    let resolved = check_definition(queue, &range, def, &args)?;
+    let p = &def.parts;
+    let uses = uses_of(&args);
+    if range.inner.total() == Some(0) {
+        // Nothing to run; still an event ordered after `deps`.
+        for (record, _) in &uses {
+            record.check_queue(queue)?;
+        }
+        return queue.barrier(deps);
+    }
+    if queue.device().has(Aspect::ExtSyclRsClosureKernels) {
+        return submit_cpu(queue, range, deps, p, resolved, &args, &uses);
+    }
+    submit_gpu(queue, range, deps, def, resolved, &args, uses)
+}
+
+/// Every check of a launch of `def` on `queue` that does not depend on the moment: the
+/// device's aspects, the arguments, the range, aliasing.
+fn check_definition(
+    queue: &Queue,
+    range: &Range,
+    def: &'static Definition,
+    args: &Args,
+) -> Result<&'static Resolved> {
     let p = &def.parts;
     let device = queue.device();
     // (The refusal's text is made only when the device lacks the aspect: launches are hot.)
@@ -401,7 +425,7 @@ fn submit_definition(
         false => device.require(aspect, &format!("kernel `{}`{what}", p.name)),
     };
     require(Aspect::ExtSyclRsKernels, " (#[sycl::kernel])")?;
-    check_args(p, &args)?;
+    check_args(p, args)?;
     let resolved = resolve(def)?;
     if resolved.fp64 {
         require(Aspect::Fp64, " (f64)")?;
@@ -413,10 +437,14 @@ fn submit_definition(
         require(Aspect::ExtSyclRsSubGroups, " (sub-group operations)")?;
     }
     check_memory_model(p, device)?;
-    check_range(p, &range, device)?;
-    check_aliasing(p, &args)?;
-    let uses: Vec<(&Arc<MemoryRecord>, Use)> = args
-        .0
+    check_range(p, range, device)?;
+    check_aliasing(p, args)?;
+    Ok(resolved)
+}
+
+/// The memory `args` reach and how: `&mut` slices written, `&` slices read.
+fn uses_of(args: &Args) -> Vec<(&Arc<MemoryRecord>, Use)> {
+    args.0
         .iter()
         .filter_map(|a| match &a.0 {
             ArgInner::Slice {
@@ -424,18 +452,7 @@ fn submit_definition(
             } => Some((record, if *mutable { Use::Write } else { Use::Read })),
             ArgInner::Scalar { .. } => None,
         })
-        .collect();
-    if range.inner.total() == Some(0) {
-        // Nothing to run; still an event ordered after `deps`.
-        for (record, _) in &uses {
-            record.check_queue(queue)?;
-        }
-        return queue.barrier(deps);
-    }
-    if device.has(Aspect::ExtSyclRsClosureKernels) {
-        return submit_cpu(queue, range, deps, p, resolved, &args, &uses);
-    }
-    submit_gpu(queue, range, deps, def, resolved, &args, uses)
+        .collect()
 }
 
 fn submit_cpu(
@@ -628,6 +645,75 @@ fn submit_gpu(
     args: &Args,
     uses: Vec<(&Arc<MemoryRecord>, Use)>,
 ) -> Result<Event> {
+    let slot = queue.context().shared.kernels.status_slot(queue)?;
+    let prepared = prepare_gpu(queue, range, def, resolved, args, slot.device_ptr())?;
+    let raw: Vec<sycl_backend::KernelArg<'_>> = prepared.args.iter().map(RawArg::view).collect();
+    let mut all_deps = Event::raw_list(deps);
+    if let Some(zeroed) = slot.prepare(queue)? {
+        all_deps.push(zeroed.inner.clone());
+    }
+    let slot_record = slot.record().clone();
+    let mut uses: Vec<(&Arc<MemoryRecord>, Use)> = uses;
+    uses.push((&slot_record, Use::Write));
+    let mut event = queue.submit_using(&uses, || {
+        // The arguments match the kernel's parameters (the source was generated from
+        // the same definition that `check_args` checked them against: slices as pointer and
+        // length, then the status word and the range); every pointer is the start of a live
+        // range of its length whose record frees nothing before this command completed; the
+        // generated code accesses a slice only below its length (checked indices, or the
+        // caller's `unsafe` where it wrote `get_unchecked`), writes only `&mut` slices, which
+        // `check_aliasing` kept apart from the others, and keeps to the launched range.
+        // SAFETY: the launch contract of `Queue::launch`, met as the lines above say.
+        unsafe {
+            queue
+                .inner
+                .launch(&prepared.kernel.inner, prepared.geometry, &raw, &all_deps)
+        }
+    })?;
+    drop(uses);
+    slot.launched(event.inner.clone());
+    event.kernel_status = Some(Arc::new(KernelStatus {
+        name: def.parts.name,
+        slot,
+    }));
+    Ok(event)
+}
+
+/// A backend argument that owns its bytes (scalars are at most 8 bytes).
+#[derive(Clone, Copy)]
+enum RawArg {
+    Scalar([u8; 8], u8),
+    Pointer(u64),
+    Local(usize),
+}
+
+impl RawArg {
+    fn view(&self) -> sycl_backend::KernelArg<'_> {
+        match self {
+            RawArg::Scalar(bytes, len) => sycl_backend::KernelArg::Scalar(&bytes[..*len as usize]),
+            RawArg::Pointer(p) => sycl_backend::KernelArg::Pointer(*p),
+            RawArg::Local(n) => sycl_backend::KernelArg::Local(*n),
+        }
+    }
+}
+
+/// A GPU launch resolved to the built kernel (the variant its guards allow), the geometry
+/// and the backend's arguments (slices as pointer and length, then `status`, the status
+/// word's address, and the range).
+struct PreparedGpu {
+    kernel: Kernel,
+    geometry: LaunchRange,
+    args: Vec<RawArg>,
+}
+
+fn prepare_gpu(
+    queue: &Queue,
+    range: Range,
+    def: &'static Definition,
+    resolved: &'static Resolved,
+    args: &Args,
+    status: u64,
+) -> Result<PreparedGpu> {
     let p = &def.parts;
     let device = queue.device();
     let launch = range.inner;
@@ -659,33 +745,19 @@ fn submit_gpu(
         Some((guarded, guards)) if guards_hold(guards, None, args, &launch, &geometry) => guarded,
         _ => &built.kernel,
     };
-    let slot = queue.context().shared.kernels.status_slot(queue)?;
-    let len_bytes: Vec<[u8; 8]> = args
-        .0
-        .iter()
-        .map(|a| match &a.0 {
-            ArgInner::Slice { len, .. } => (*len as u64).to_ne_bytes(),
-            ArgInner::Scalar { .. } => [0; 8],
-        })
-        .collect();
-    let range_bytes: Vec<[u8; 8]> = (0..3)
-        .map(|d| (launch.global[d] as u64).to_ne_bytes())
-        .collect();
-    let mut raw: Vec<sycl_backend::KernelArg<'_>> = Vec::with_capacity(args.0.len() * 2 + 5);
-    for (arg, len) in args.0.iter().zip(&len_bytes) {
+    let mut raw: Vec<RawArg> = Vec::with_capacity(args.0.len() * 2 + 5);
+    for arg in &args.0 {
         match &arg.0 {
-            ArgInner::Scalar { bytes, ty } => {
-                raw.push(sycl_backend::KernelArg::Scalar(&bytes[..ty.size()]))
-            }
-            ArgInner::Slice { ptr, .. } => {
-                raw.push(sycl_backend::KernelArg::Pointer(*ptr));
-                raw.push(sycl_backend::KernelArg::Scalar(len));
+            ArgInner::Scalar { bytes, ty } => raw.push(RawArg::Scalar(*bytes, ty.size() as u8)),
+            ArgInner::Slice { ptr, len, .. } => {
+                raw.push(RawArg::Pointer(*ptr));
+                raw.push(RawArg::Scalar((*len as u64).to_ne_bytes(), 8));
             }
         }
     }
-    raw.push(sycl_backend::KernelArg::Pointer(slot.device_ptr()));
-    for r in &range_bytes {
-        raw.push(sycl_backend::KernelArg::Scalar(r));
+    raw.push(RawArg::Pointer(status));
+    for d in 0..3 {
+        raw.push(RawArg::Scalar((launch.global[d] as u64).to_ne_bytes(), 8));
     }
     // (The SPIR-V form takes the same parameter, unused, so that both forms take the same
     // arguments.)
@@ -695,30 +767,195 @@ fn submit_gpu(
             .expect("a GPU launch has groups")
             .iter()
             .product();
-        raw.push(sycl_backend::KernelArg::Local(items * 8));
+        raw.push(RawArg::Local(items * 8));
     }
-    let mut all_deps = Event::raw_list(deps);
-    if let Some(zeroed) = slot.prepare(queue)? {
-        all_deps.push(zeroed.inner.clone());
+    Ok(PreparedGpu {
+        kernel: kernel.clone(),
+        geometry,
+        args: raw,
+    })
+}
+
+// ---- graphs
+
+/// A launch of a `#[sycl::kernel]` definition, checked when recorded and kept for the replays
+/// of a [`LaunchGraph`].
+pub(crate) struct RecordedLaunch {
+    def: &'static Definition,
+    range: Range,
+    args: Args,
+}
+
+/// Records a launch of `def` (a generated kernel's definition, `K::definition()`) over
+/// `range` with `args`: checked now as `Queue::parallel_for` checks a launch (the same
+/// errors), run by the graph it goes into. The arguments keep their memory alive.
+pub(crate) fn record(
+    queue: &Queue,
+    range: Range,
+    def: &'static Definition,
+    args: Args,
+) -> Result<RecordedLaunch> {
+    check_definition(queue, &range, def, &args)?;
+    for (record, _) in uses_of(&args) {
+        record.check_queue(queue)?;
     }
-    let slot_record = slot.record().clone();
-    let mut uses: Vec<(&Arc<MemoryRecord>, Use)> = uses;
-    uses.push((&slot_record, Use::Write));
-    let mut event = queue.submit_using(&uses, || {
-        // The arguments match the kernel's parameters (the source was generated from
-        // the same definition that `check_args` checked them against: slices as pointer and
-        // length, then the status word and the range); every pointer is the start of a live
-        // range of its length whose record frees nothing before this command completed; the
-        // generated code accesses a slice only below its length (checked indices, or the
-        // caller's `unsafe` where it wrote `get_unchecked`), writes only `&mut` slices, which
-        // `check_aliasing` kept apart from the others, and keeps to the launched range.
-        // SAFETY: the launch contract of `Queue::launch`, met as the lines above say.
-        unsafe { queue.inner.launch(&kernel.inner, geometry, &raw, &all_deps) }
-    })?;
-    drop(uses);
-    slot.launched(event.inner.clone());
-    event.kernel_status = Some(Arc::new(KernelStatus { name: p.name, slot }));
-    Ok(event)
+    Ok(RecordedLaunch { def, range, args })
+}
+
+/// The definition of a generated kernel's launch value.
+pub(crate) fn definition_of<K: GeneratedKernel>(_: &K) -> &'static Definition {
+    K::definition()
+}
+
+/// Recorded launches replayed together, in order: as one backend graph where the backend has
+/// them (CUDA: one `cuGraphLaunch`), else launched one after another.
+pub(crate) struct LaunchGraph {
+    queue: Queue,
+    launches: Vec<RecordedLaunch>,
+    /// The backend's graph and the status word all its launches report through. The word is
+    /// zeroed once: a failure is reported by that replay and every later one.
+    backend: Option<(Arc<dyn sycl_backend::Graph>, Arc<KernelStatus>)>,
+}
+
+impl std::fmt::Debug for LaunchGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchGraph")
+            .field("launches", &self.launches.len())
+            .field("backend_graph", &self.backend.is_some())
+            .finish()
+    }
+}
+
+impl LaunchGraph {
+    /// The graph of `launches` (recorded for `queue`).
+    pub(crate) fn build(queue: &Queue, launches: Vec<RecordedLaunch>) -> Result<LaunchGraph> {
+        let cpu = queue.device().has(Aspect::ExtSyclRsClosureKernels);
+        let empty = launches.iter().any(|l| l.range.inner.total() == Some(0));
+        let mut graph = LaunchGraph {
+            queue: queue.clone(),
+            launches,
+            backend: None,
+        };
+        if cpu || empty || graph.launches.is_empty() {
+            return Ok(graph);
+        }
+        let slot = queue.context().shared.kernels.status_slot(queue)?;
+        if let Some(zeroed) = slot.prepare(queue)? {
+            zeroed.wait()?;
+        }
+        let prepared = graph
+            .launches
+            .iter()
+            .map(|l| {
+                let resolved = resolve(l.def)?;
+                prepare_gpu(queue, l.range, l.def, resolved, &l.args, slot.device_ptr())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let raw: Vec<Vec<sycl_backend::KernelArg<'_>>> = prepared
+            .iter()
+            .map(|p| p.args.iter().map(RawArg::view).collect())
+            .collect();
+        let nodes: Vec<sycl_backend::GraphLaunch<'_>> = prepared
+            .iter()
+            .zip(&raw)
+            .map(|(p, args)| sycl_backend::GraphLaunch {
+                kernel: &p.kernel.inner,
+                range: p.geometry,
+                args,
+            })
+            .collect();
+        // Each launch's arguments match its kernel and reach only its live ranges, as in
+        // `submit_gpu` (the same preparation); the recorded arguments keep that memory alive
+        // for the graph's life, and every replay admits it (`launch`).
+        // SAFETY: the launch contract of `Queue::launch` for every replay, met as above.
+        match unsafe { queue.inner.build_graph(&nodes) } {
+            Ok(g) => {
+                let name = graph.launches[0].def.parts.name;
+                graph.backend = Some((g, Arc::new(KernelStatus { name, slot })));
+                Ok(graph)
+            }
+            Err(e) if e.code() == Errc::FeatureNotSupported => Ok(graph),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// How many launches a replay runs.
+    pub(crate) fn len(&self) -> usize {
+        self.launches.len()
+    }
+
+    /// One replay after `deps`: first `patch`'s word (a `u64` of device memory that only this
+    /// queue touches) set to its value (the low 32 bits; the kernels read those alone), then
+    /// every launch in order. Its memory is admitted as one command's.
+    pub(crate) fn launch(
+        &self,
+        patch: Option<(&crate::UsmRange<u64>, u32)>,
+        deps: &[&Event],
+    ) -> Result<Event> {
+        let queue = &self.queue;
+        let Some((graph, status)) = &self.backend else {
+            let mut last: Option<Event> = None;
+            if let Some((word, value)) = patch {
+                last = Some(queue.fill(word, value as u64, deps)?);
+            }
+            // On the native CPU each launch holds views of its memory until it completed, and
+            // launches of another element width may not start meanwhile (mixed-size
+            // atomics): there the replay waits for each launch before the next.
+            let cpu = queue.device().has(Aspect::ExtSyclRsClosureKernels);
+            for l in &self.launches {
+                if let (true, Some(e)) = (cpu, &last) {
+                    e.wait()?;
+                }
+                let after: Vec<&Event> = match &last {
+                    Some(e) => vec![e],
+                    None => deps.to_vec(),
+                };
+                last = Some(submit_definition(
+                    queue,
+                    l.range,
+                    &after,
+                    l.def,
+                    l.args.clone(),
+                )?);
+            }
+            return match last {
+                Some(e) => Ok(e),
+                None => queue.barrier(deps),
+            };
+        };
+        let mut uses: Vec<(&Arc<MemoryRecord>, Use)> = Vec::new();
+        for l in &self.launches {
+            for (record, how) in uses_of(&l.args) {
+                match uses.iter_mut().find(|(r, _)| Arc::ptr_eq(r, record)) {
+                    Some(entry) if how == Use::Write => entry.1 = Use::Write,
+                    Some(_) => {}
+                    None => uses.push((record, how)),
+                }
+            }
+        }
+        uses.push((status.slot.record(), Use::Write));
+        let raw_patch = match patch {
+            Some((word, value)) => {
+                if word.is_empty() {
+                    return Err(Error::invalid("a graph's patch word is an empty range"));
+                }
+                uses.push((&word.record, Use::Write));
+                Some((word.as_ptr(), value))
+            }
+            None => None,
+        };
+        let raw_deps = Event::raw_list(deps);
+        let mut event = queue.submit_using(&uses, || {
+            // The graph's launches were prepared as `submit_gpu` prepares one (see `build`);
+            // their memory is admitted here as this command's, and `patch`'s word is this
+            // queue's device memory (its record passed `check_queue` in `submit_using`).
+            // SAFETY: the contract of `Queue::launch_graph`, met as the lines above say.
+            unsafe { queue.inner.launch_graph(graph, raw_patch, &raw_deps) }
+        })?;
+        status.slot.launched(event.inner.clone());
+        event.kernel_status = Some(status.clone());
+        Ok(event)
+    }
 }
 
 /// The definition's native CPU guards (`None`: it has none), decoded and validated against
@@ -1137,7 +1374,7 @@ impl StatusPool {
             chunk_index: c,
             index,
             pool: pool.clone(),
-            event: OnceLock::new(),
+            event: Mutex::new(None),
             queue: queue.clone(),
         })
     }
@@ -1148,7 +1385,9 @@ struct StatusSlot {
     chunk_index: usize,
     index: usize,
     pool: Arc<Mutex<StatusPool>>,
-    event: OnceLock<Arc<dyn sycl_backend::Event>>,
+    /// The last launch that may write it (a graph's slot serves every replay; the queue is
+    /// in order, so the last one completing means all did).
+    event: Mutex<Option<Arc<dyn sycl_backend::Event>>>,
     queue: Queue,
 }
 
@@ -1177,7 +1416,7 @@ impl StatusSlot {
     }
 
     fn launched(&self, event: Arc<dyn sycl_backend::Event>) {
-        let _ = self.event.set(event);
+        *self.event.lock() = Some(event);
     }
 
     /// The failure code the kernel left (after it completed).
@@ -1197,7 +1436,7 @@ impl StatusSlot {
 impl Drop for StatusSlot {
     fn drop(&mut self) {
         let mut pool = self.pool.lock();
-        match self.event.take() {
+        match self.event.get_mut().take() {
             Some(event) => pool.retired.push((self.chunk_index, self.index, event)),
             None => pool.free.push((self.chunk_index, self.index)),
         }

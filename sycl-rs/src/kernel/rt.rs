@@ -1053,8 +1053,10 @@ pub fn scan_sub_groups<T: Copy>(
 }
 
 /// One argument of a generated kernel launch.
+#[derive(Clone)]
 pub struct ArgValue(pub(crate) ArgInner);
 
+#[derive(Clone)]
 pub(crate) enum ArgInner {
     Scalar {
         bytes: [u8; 8],
@@ -1146,6 +1148,7 @@ impl ArgValue {
 }
 
 /// The arguments of one launch, in parameter order.
+#[derive(Clone)]
 pub struct Args(pub(crate) Vec<ArgValue>);
 
 impl Args {

@@ -352,3 +352,140 @@ pub fn silent_rank(ranks: &NodeRanks, q: &Queue, host_steps: bool) -> R {
     // The team's drop is collective: leave without it.
     std::process::exit(0)
 }
+
+/// A recorded graph (`Team::record`) of five operations (an odd number of halves: the
+/// recording pads it) replayed three times with new inputs each time, with eager operations
+/// between replays that leave the team on an odd half: each replay's results bitwise the
+/// host reference. A graph is refused by another team.
+pub fn graphs(team: &mut Team, q: &Queue, other: &mut Team, what: &str) -> R {
+    let (me, n) = (team.rank(), team.size());
+    let tq = team.queue().clone();
+    let c = 300;
+    let up = |data: &[f32]| upload(q, data);
+    let x = up(&vec![0.0; c])?;
+    let y = up(&vec![0.0; c])?;
+    let z = upload(q, &vec![bf16::ZERO; c])?;
+    let g = upload(q, &vec![0i32; c])?;
+    let gathered = upload(q, &vec![0i32; n * c])?;
+    let b = upload(q, &vec![0u64; c])?;
+    let blocks = up(&vec![0.0; n * c])?;
+    let scattered = up(&vec![0.0; c])?;
+    let r = |m: &sycl::Usm<f32>, len: usize| m.range(0..len).map_err(e2s);
+    let graph = team
+        .record(|rec| {
+            rec.all_reduce(&x.range(0..c)?, &y.range(0..c)?, ReduceOp::Sum)?;
+            rec.all_reduce(&z.range(0..c)?, &z.range(0..c)?, ReduceOp::Max)?;
+            rec.all_gather(&g.range(0..c)?, &gathered.range(0..n * c)?)?;
+            rec.broadcast(&b.range(0..c)?, n - 1)?;
+            rec.reduce_scatter(
+                &blocks.range(0..n * c)?,
+                &scattered.range(0..c)?,
+                ReduceOp::Sum,
+            )
+        })
+        .map_err(|e| format!("{what}: record: {e}"))?;
+    if graph.operations() != 5 {
+        return Err(format!(
+            "{what}: a graph of {} operations, wanted 5",
+            graph.operations()
+        ));
+    }
+    let eager = up(&[1.0; 7])?;
+    for round in 0..3usize {
+        let off = round * 11;
+        let vals = |rank: usize, len: usize| {
+            (0..len)
+                .map(|i| f32::value(rank, i + off))
+                .collect::<Vec<_>>()
+        };
+        q.write(&r(&x, c)?, &vals(me, c)).map_err(e2s)?;
+        let zs: Vec<bf16> = (0..c).map(|i| bf16::value(me, i + off)).collect();
+        q.write(&z.range(0..c).map_err(e2s)?, &zs).map_err(e2s)?;
+        let gs: Vec<i32> = (0..c).map(|i| i32::value(me, i + off)).collect();
+        q.write(&g.range(0..c).map_err(e2s)?, &gs).map_err(e2s)?;
+        let bs: Vec<u64> = (0..c).map(|i| u64::value(me, i + off)).collect();
+        q.write(&b.range(0..c).map_err(e2s)?, &bs).map_err(e2s)?;
+        q.write(&r(&blocks, n * c)?, &vals(me, n * c))
+            .map_err(e2s)?;
+        team.replay(&graph, &[])
+            .and_then(|e| e.wait())
+            .map_err(|e| format!("{what}: replay {round}: {e}"))?;
+        let at = format!("{what}: replay {round}");
+        let want: Vec<f32> = (0..c)
+            .map(|i| host_reduce(ReduceOp::Sum, n, i + off))
+            .collect();
+        same(
+            &tq.to_vec(&r(&y, c)?).map_err(e2s)?,
+            &want,
+            &format!("{at}: all_reduce"),
+        )?;
+        let want: Vec<bf16> = (0..c)
+            .map(|i| host_reduce(ReduceOp::Max, n, i + off))
+            .collect();
+        same(
+            &tq.to_vec(&z.range(0..c).map_err(e2s)?).map_err(e2s)?,
+            &want,
+            &format!("{at}: all_reduce in place"),
+        )?;
+        let want: Vec<i32> = (0..n * c).map(|j| i32::value(j / c, j % c + off)).collect();
+        same(
+            &tq.to_vec(&gathered.range(0..n * c).map_err(e2s)?)
+                .map_err(e2s)?,
+            &want,
+            &format!("{at}: all_gather"),
+        )?;
+        let want: Vec<u64> = (0..c).map(|i| u64::value(n - 1, i + off)).collect();
+        same(
+            &tq.to_vec(&b.range(0..c).map_err(e2s)?).map_err(e2s)?,
+            &want,
+            &format!("{at}: broadcast"),
+        )?;
+        let want: Vec<f32> = (0..c)
+            .map(|i| host_reduce(ReduceOp::Sum, n, me * c + i + off))
+            .collect();
+        same(
+            &tq.to_vec(&r(&scattered, c)?).map_err(e2s)?,
+            &want,
+            &format!("{at}: reduce_scatter"),
+        )?;
+        // An eager operation of one half between replays: the next replay starts on the
+        // other half unless it meets first.
+        if round == 1 {
+            team.all_reduce(&r(&eager, 7)?, &r(&eager, 7)?, ReduceOp::Sum, &[])
+                .and_then(|e| e.wait())
+                .map_err(|e| format!("{what}: eager all_reduce between replays: {e}"))?;
+            same(
+                &tq.to_vec(&r(&eager, 7)?).map_err(e2s)?,
+                &[n as f32; 7],
+                &format!("{what}: eager all_reduce"),
+            )?;
+        }
+    }
+    wants(
+        other.replay(&graph, &[]).map(drop),
+        Errc::Invalid,
+        &format!("{what}: another team's replay of the graph"),
+    )
+}
+
+/// Ranks that record different graphs (rank 0 all-reduces 10 elements, the others 11): every
+/// rank's replay fails with `Errc::Invalid`, and so does the team's next operation.
+pub fn graph_mismatch(ranks: &NodeRanks, q: &Queue, host_steps: bool) -> R {
+    let me = ranks.local_rank();
+    let x = upload(q, &vec![1.0f32; 64])?;
+    let options = TeamOptions {
+        buffer_bytes: 4096,
+        host_steps,
+        ..TeamOptions::default()
+    };
+    let mut team = Team::new(ranks, q, options).map_err(e2s)?;
+    let count = if me == 0 { 10 } else { 11 };
+    let part = x.range(0..count).map_err(e2s)?;
+    let graph = team
+        .record(|rec| rec.all_reduce(&part, &part, ReduceOp::Sum))
+        .map_err(|e| format!("graph_mismatch: record: {e}"))?;
+    let r = team.replay(&graph, &[]).and_then(|e| e.wait());
+    wants(r, Errc::Invalid, "replays of graphs that differ in count")?;
+    let r = team.barrier(&[]).and_then(|e| e.wait());
+    wants(r, Errc::Invalid, "a barrier after a mismatched replay")
+}

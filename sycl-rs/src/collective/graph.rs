@@ -1,0 +1,351 @@
+//! Team operations recorded once and replayed as one command: a [`TeamGraph`] (CUDA: one
+//! `cuGraphLaunch` of every step's kernel, as NCCL's operations captured in a CUDA graph).
+//! See spec/collectives.md, "Graphs".
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::{Element, ReduceOp, Team, BASE_WORD};
+use crate::kernel::{LaunchGraph, RecordedLaunch};
+use crate::usm::AsUsmRange;
+use crate::{Errc, Error, Event, Result};
+
+/// A distinct identity per team of this process.
+pub(super) fn next_team_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A team's state while it records: the launches so far, and its live counters, restored
+/// when the recording ends (recorded steps count from zero: their epochs and halves are
+/// relative to the replay's).
+pub(super) struct Recording {
+    pub(super) launches: Mutex<Vec<RecordedLaunch>>,
+    epoch: u32,
+    operations: u64,
+}
+
+/// An operation of a host-step team's graph: called again at each replay.
+type Call = Box<dyn Fn(&mut Team<'_>, &[&Event]) -> Result<Event> + Send + Sync>;
+
+enum Form {
+    /// Kernel steps: one graph of every step's launch. `steps` epochs and `pieces` halves
+    /// per replay (`pieces` even).
+    Launches {
+        graph: LaunchGraph,
+        steps: u32,
+        pieces: u64,
+    },
+    /// Host steps (the native CPU's default): the operations, run again in order.
+    Calls(Vec<Call>),
+}
+
+/// Operations of one [`Team`], recorded once by [`Team::record`] and replayed by
+/// [`Team::replay`] as one command of the team's queue, like a CUDA graph of NCCL calls or
+/// `sycl_ext_oneapi_graph`.
+///
+/// On CUDA a replay is one `cuGraphLaunch` of every step's kernel (plus a 4-byte write of the
+/// replay's epoch base): no launch per operation, which is what small operations cost. On
+/// other devices it launches the recorded kernels one after another (the same steps), and a
+/// team with host steps runs the recorded operations again. The graph keeps the memory it
+/// names alive; each replay admits it as a command does (a host borrow of it waits).
+///
+/// Every rank records the same operations and replays them at the same points of its
+/// sequence of operations, as for the operations themselves: ranks whose graphs differ
+/// fail every replay with `Errc::Invalid`, as a mismatched call does.
+pub struct TeamGraph {
+    team: u64,
+    operations: usize,
+    form: Form,
+}
+
+impl std::fmt::Debug for TeamGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (kind, launches) = match &self.form {
+            Form::Launches { graph, .. } => ("launches", graph.len()),
+            Form::Calls(calls) => ("calls", calls.len()),
+        };
+        f.debug_struct("TeamGraph")
+            .field("operations", &self.operations)
+            .field("form", &kind)
+            .field("launches", &launches)
+            .finish()
+    }
+}
+
+impl TeamGraph {
+    /// How many operations a replay runs.
+    pub fn operations(&self) -> usize {
+        self.operations
+    }
+}
+
+/// The operations of a graph being recorded ([`Team::record`]): the team's operations
+/// without dependencies or events (a replay has them). Each is checked as the team's call
+/// checks it.
+pub struct TeamRecorder<'t, 'r> {
+    team: &'t mut Team<'r>,
+    calls: Vec<Call>,
+    operations: usize,
+}
+
+impl std::fmt::Debug for TeamRecorder<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TeamRecorder")
+            .field("operations", &self.operations)
+            .finish()
+    }
+}
+
+impl TeamRecorder<'_, '_> {
+    /// Records one operation: as a call (host steps) or as its launches (kernel steps).
+    fn add<A>(
+        &mut self,
+        call: impl Fn(&mut Team<'_>, &[&Event]) -> Result<Event> + Send + Sync + 'static,
+        launches: impl FnOnce(&mut Team<'_>, &A) -> Result<Option<Event>>,
+        args: A,
+    ) -> Result<()> {
+        self.operations += 1;
+        if self.team.host {
+            self.calls.push(Box::new(call));
+            return Ok(());
+        }
+        launches(self.team, &args).map(|_| ())
+    }
+
+    /// Records [`Team::all_reduce`].
+    pub fn all_reduce<T: Element>(
+        &mut self,
+        send: &impl AsUsmRange<T>,
+        recv: &impl AsUsmRange<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let (send, recv) = (send.usm_range(), recv.usm_range());
+        let args = (send.clone(), recv.clone());
+        self.add(
+            move |team, deps| team.all_reduce(&send, &recv, op, deps),
+            |team, (send, recv)| team.all_reduce_commands(send, recv, op, &[]),
+            args,
+        )
+    }
+
+    /// Records [`Team::all_gather`].
+    pub fn all_gather<T: Element>(
+        &mut self,
+        send: &impl AsUsmRange<T>,
+        recv: &impl AsUsmRange<T>,
+    ) -> Result<()> {
+        let (send, recv) = (send.usm_range(), recv.usm_range());
+        let args = (send.clone(), recv.clone());
+        self.add(
+            move |team, deps| team.all_gather(&send, &recv, deps),
+            |team, (send, recv)| team.all_gather_commands(send, recv, &[]),
+            args,
+        )
+    }
+
+    /// Records [`Team::reduce_scatter`].
+    pub fn reduce_scatter<T: Element>(
+        &mut self,
+        send: &impl AsUsmRange<T>,
+        recv: &impl AsUsmRange<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let (send, recv) = (send.usm_range(), recv.usm_range());
+        let args = (send.clone(), recv.clone());
+        self.add(
+            move |team, deps| team.reduce_scatter(&send, &recv, op, deps),
+            |team, (send, recv)| team.reduce_scatter_commands(send, recv, op, &[]),
+            args,
+        )
+    }
+
+    /// Records [`Team::broadcast`].
+    pub fn broadcast<T: Element>(&mut self, data: &impl AsUsmRange<T>, root: usize) -> Result<()> {
+        let data = data.usm_range();
+        let args = data.clone();
+        self.add(
+            move |team, deps| team.broadcast(&data, root, deps),
+            |team, data| team.broadcast_commands(data, root, &[]),
+            args,
+        )
+    }
+
+    /// Records [`Team::barrier`].
+    pub fn barrier(&mut self) -> Result<()> {
+        self.add(
+            |team, deps| team.barrier(deps),
+            |team, ()| team.barrier_commands(&[]),
+            (),
+        )
+    }
+}
+
+impl<'r> Team<'r> {
+    /// Records the operations `build` makes into a [`TeamGraph`], which [`Team::replay`]
+    /// then runs as one command (each replay the same operations on the same memory, as
+    /// their calls would). Nothing runs while recording. Collective: every rank records the
+    /// same operations.
+    ///
+    /// Errors: those of the operations' calls (a rank that refuses a call still meets its
+    /// peers once, so that their next operation or replay fails with `Errc::Invalid` too);
+    /// the recording is then dropped.
+    ///
+    /// ```no_run
+    /// # fn main() -> sycl::Result<()> {
+    /// use sycl::collective::{ReduceOp, Team, TeamOptions};
+    /// let ranks = sycl::ranks::NodeRanks::from_env(Default::default())?;
+    /// let q = sycl::Queue::in_order(ranks.device())?;
+    /// let mut team = Team::new(&ranks, &q, TeamOptions::default())?;
+    /// let x = sycl::malloc_device::<f32>(256, &q)?;
+    /// let graph = team.record(|g| {
+    ///     for _ in 0..20 {
+    ///         g.all_reduce(&x, &x, ReduceOp::Sum)?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// for _ in 0..10 {
+    ///     team.replay(&graph, &[])?;
+    /// }
+    /// team.barrier(&[])?.wait()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn record(
+        &mut self,
+        build: impl FnOnce(&mut TeamRecorder<'_, 'r>) -> Result<()>,
+    ) -> Result<TeamGraph> {
+        if self.recording.is_some() {
+            return Err(Error::invalid("team: already recording a graph"));
+        }
+        if !self.host {
+            self.recording = Some(Recording {
+                launches: Mutex::new(Vec::new()),
+                epoch: self.epoch,
+                operations: self.operations,
+            });
+            self.epoch = 0;
+            self.operations = 0;
+        }
+        let mut recorder = TeamRecorder {
+            team: self,
+            calls: Vec::new(),
+            operations: 0,
+        };
+        let built = build(&mut recorder);
+        let (calls, operations) = (recorder.calls, recorder.operations);
+        let recorded = built.and_then(|()| self.finish_recording());
+        let Some((launches, steps, pieces)) = (match recorded {
+            Ok(r) => r,
+            Err(e) => {
+                self.stop_recording();
+                return Err(e);
+            }
+        }) else {
+            return Ok(TeamGraph {
+                team: self.id,
+                operations,
+                form: Form::Calls(calls),
+            });
+        };
+        let graph = LaunchGraph::build(&self.queue, launches)?;
+        Ok(TeamGraph {
+            team: self.id,
+            operations,
+            form: Form::Launches {
+                graph,
+                steps,
+                pieces,
+            },
+        })
+    }
+
+    /// Ends a kernel-step recording: a barrier step appended where the graph used an odd
+    /// number of halves (so that every replay starts on half 0 and a half is reused only
+    /// after a meeting), the counters restored. `None` for a host-step team.
+    #[allow(clippy::type_complexity)]
+    fn finish_recording(&mut self) -> Result<Option<(Vec<RecordedLaunch>, u32, u64)>> {
+        if self.recording.is_none() {
+            return Ok(None);
+        }
+        let mut pieces = self.operations;
+        if pieces % 2 == 1 {
+            self.barrier_commands(&[])?;
+            pieces += 1;
+        }
+        let steps = self.epoch;
+        let rec = self.stop_recording().expect("recording (checked above)");
+        Ok(Some((rec.launches.into_inner(), steps, pieces)))
+    }
+
+    /// Ends a recording, if one is on: the team's live counters back.
+    pub(super) fn stop_recording(&mut self) -> Option<Recording> {
+        let rec = self.recording.take()?;
+        self.epoch = rec.epoch;
+        self.operations = rec.operations;
+        Some(rec)
+    }
+
+    /// Runs `graph` (recorded by this team) once after `deps`: its operations, in order, as
+    /// one command. Collective: every rank replays the same graph at the same point.
+    ///
+    /// Errors: `Errc::Invalid` for a graph another team recorded. From the event, as the
+    /// operations' events: `Errc::Invalid` when ranks replay different graphs (or one
+    /// replays where another calls an operation), `Errc::Runtime` when a peer does not
+    /// arrive within the time-out. A failure is reported by that replay and every later one
+    /// (the team stays failed).
+    pub fn replay(&mut self, graph: &TeamGraph, deps: &[&Event]) -> Result<Event> {
+        if graph.team != self.id {
+            return Err(Error::invalid(
+                "team: this graph was recorded by another team",
+            ));
+        }
+        // Every replay starts on half 0: after an odd number of halves, a meeting first (a
+        // half is written again only after every peer met a later step).
+        let mut first = None;
+        if self.operations % 2 == 1 {
+            first = Some(self.barrier(deps)?);
+            self.operations += 1;
+        }
+        let after: Vec<&Event> = match &first {
+            Some(e) => vec![e],
+            None => deps.to_vec(),
+        };
+        match &graph.form {
+            Form::Launches {
+                graph,
+                steps,
+                pieces,
+            } => {
+                let word = self.pads.local().full().sub(BASE_WORD..BASE_WORD + 1)?;
+                let event = graph.launch(Some((&word, self.epoch)), &after)?;
+                self.epoch = self.epoch.wrapping_add(*steps);
+                self.operations += pieces;
+                Ok(event)
+            }
+            Form::Calls(calls) => {
+                let start = self.operations;
+                let mut last: Option<Event> = None;
+                for call in calls {
+                    let ev = match &last {
+                        Some(e) => call(self, &[e])?,
+                        None => call(self, &after)?,
+                    };
+                    last = Some(ev);
+                }
+                // The same steps as a kernel graph's: a meeting where the halves were odd.
+                if (self.operations - start) % 2 == 1 {
+                    let deps: Vec<&Event> = last.iter().collect();
+                    last = Some(self.barrier(&deps)?);
+                    self.operations += 1;
+                }
+                match last {
+                    Some(e) => Ok(e),
+                    None => self.queue.barrier(&after).map_err(|e| {
+                        Error::new(Errc::Runtime, format!("team: an empty replay: {e}"))
+                    }),
+                }
+            }
+        }
+    }
+}
