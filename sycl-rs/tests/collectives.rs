@@ -108,6 +108,8 @@ fn ranks_main() -> ExitCode {
         mismatches(ranks.node(), &q, me != 0)?;
         graph_mismatch(ranks.node(), &q, true)?;
         graph_mismatch(ranks.node(), &q, me != 0)?;
+        symmetric_misuse(ranks.node(), &q, true)?;
+        symmetric_misuse(ranks.node(), &q, me != 0)?;
         world_checks(&ranks, &q)
     })();
     match result {

@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 
 use super::{Element, ReduceOp, Team, BASE_WORD};
 use crate::kernel::{LaunchGraph, RecordedLaunch};
+use crate::ranks::NodeBuffer;
 use crate::usm::AsUsmRange;
 use crate::{Errc, Error, Event, Result};
 
@@ -126,6 +127,31 @@ impl TeamRecorder<'_, '_> {
         self.add(
             move |team, deps| team.all_reduce(&send, &recv, op, deps),
             |team, (send, recv)| team.all_reduce_commands(send, recv, op, &[]),
+            args,
+        )
+    }
+
+    /// Records [`Team::all_reduce_symmetric`].
+    pub fn all_reduce_symmetric<T: Element>(
+        &mut self,
+        send: &NodeBuffer<'_, T>,
+        range: std::ops::Range<usize>,
+        recv: &impl AsUsmRange<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let parts = self.team.symmetric_parts(send, range.clone());
+        let recv = recv.usm_range();
+        let args = (parts.clone(), range.clone(), recv.clone());
+        self.add(
+            move |team, deps| {
+                let (parts, range, recv) = (parts.clone(), range.clone(), recv.clone());
+                team.operation(deps, |t, d| {
+                    t.all_reduce_symmetric_commands(parts, range, &recv, op, d)
+                })
+            },
+            |team, (parts, range, recv)| {
+                team.all_reduce_symmetric_commands(parts.clone(), range.clone(), recv, op, &[])
+            },
             args,
         )
     }

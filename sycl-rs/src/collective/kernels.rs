@@ -56,6 +56,16 @@ pub(crate) fn copy<T: sycl::Scalar>(src: &[T], dst: &mut [T]) {
     }
 }
 
+/// `dst[i] = src[i]` over 16-byte vectors: [`copy`] for ranges that are whole, aligned
+/// vectors (one 16-byte load and store per work-item where the device has them).
+#[sycl::kernel]
+pub(crate) fn copy_vectors(src: &[[u32; 4]], dst: &mut [[u32; 4]]) {
+    let i = global_id(0);
+    if i < dst.len() && i < src.len() {
+        dst[i] = src[i];
+    }
+}
+
 /// One step of a collective. Every work-group:
 /// 1. writes `word` (the step's epoch in the high 32 bits, its signature in the low 32) into
 ///    slot `group * 8 + me` of each peer's pad (`q1`..: the peers after this rank, in order),

@@ -784,10 +784,24 @@ impl<'r> Team<'r> {
             return plan.copy(src, dst);
         }
         if self.recording.is_some() {
-            // (A graph holds kernels: the copy is one.)
-            let range =
-                Range::d1(dst.len().div_ceil(GROUP).max(1) * GROUP).with_local([GROUP, 1, 1]);
-            team_kernel!(self, range, deps, kernels::copy(src, dst));
+            // (A graph holds kernels: the copy is one, of 16-byte vectors where both ranges
+            // are whole, aligned vectors.)
+            let vectors = |r: &UsmRange<T>| {
+                r.cast::<[u32; 4]>()
+                    .ok()
+                    .filter(|v| v.byte_len() == r.byte_len())
+            };
+            let items = |len: usize| {
+                Range::d1(len.div_ceil(GROUP).max(1) * GROUP).with_local([GROUP, 1, 1])
+            };
+            match (vectors(src), vectors(dst)) {
+                (Some(s), Some(d)) => {
+                    team_kernel!(self, items(d.len()), deps, kernels::copy_vectors(&s, &d));
+                }
+                _ => {
+                    team_kernel!(self, items(dst.len()), deps, kernels::copy(src, dst));
+                }
+            }
             return Ok(());
         }
         self.queue.copy(src, dst, deps).map(|_| ())
@@ -1007,6 +1021,91 @@ impl<'r> Team<'r> {
             let gather_sig = sig(k).rotate_left(16) ^ 0x5a5a_5a5a;
             team.step(gather_sig, s, &m, &[])
         })
+    }
+
+    /// [`Team::all_reduce`] of a symmetric buffer, read where it lies: `recv[i] =
+    /// part_0[range][i] op part_1[range][i] op ..` over every rank's part of `send` (a
+    /// [`NodeBuffer`] of this team's node), with no copy into the team's buffer: each rank
+    /// reads its peers' parts directly (NVLink or PCIe peer reads on GPUs, shared memory on
+    /// the native CPU). Every rank passes the same `range`. The event completes once every
+    /// rank has finished reading this rank's part (a closing meeting), so the part may be
+    /// written again after it.
+    ///
+    /// Errors (`Errc::Invalid`, on every rank): `range` outside the buffer, `recv` of
+    /// another length or overlapping this rank's part, a buffer of another node or rank,
+    /// ranks that pass different ranges, types or operations.
+    pub fn all_reduce_symmetric<T: Element>(
+        &mut self,
+        send: &NodeBuffer<'_, T>,
+        range: std::ops::Range<usize>,
+        recv: &impl AsUsmRange<T>,
+        op: ReduceOp,
+        deps: &[&Event],
+    ) -> Result<Event> {
+        let parts = self.symmetric_parts(send, range.clone());
+        let recv = recv.usm_range();
+        self.operation(deps, |team, deps| {
+            team.all_reduce_symmetric_commands(parts, range, &recv, op, deps)
+        })
+    }
+
+    /// Every rank's part of `send` over `range`, in rank order, or why not.
+    pub(crate) fn symmetric_parts<T: Element>(
+        &self,
+        send: &NodeBuffer<'_, T>,
+        range: std::ops::Range<usize>,
+    ) -> std::result::Result<Vec<UsmRange<T>>, String> {
+        if !std::ptr::eq(send.ranks(), self.data.ranks()) {
+            return Err(
+                "all_reduce_symmetric: a node buffer of other ranks than this team's".to_string(),
+            );
+        }
+        (0..self.n)
+            .map(|r| send.peer(r).and_then(|p| p.range(range.clone())))
+            .collect::<Result<Vec<_>>>()
+            .map_err(|e| format!("all_reduce_symmetric: range {range:?}: {e}"))
+    }
+
+    /// [`Team::all_reduce_symmetric`]'s commands, on the parts `symmetric_parts` found.
+    pub(crate) fn all_reduce_symmetric_commands<T: Element>(
+        &mut self,
+        parts: std::result::Result<Vec<UsmRange<T>>, String>,
+        range: std::ops::Range<usize>,
+        recv: &UsmRange<T>,
+        op: ReduceOp,
+        deps: &[&Event],
+    ) -> Result<Option<Event>> {
+        let count = range.len();
+        let sig = signature(&[
+            6,
+            T::CODE as u64,
+            range.start as u64,
+            count as u64,
+            op.code() as u64,
+        ]);
+        let problem = match &parts {
+            Err(e) => Some(e.clone()),
+            Ok(_) if recv.len() != count => Some(format!(
+                "all_reduce_symmetric: {count} elements in range, recv has {}",
+                recv.len()
+            )),
+            Ok(p) if count > 0 && overlap(&p[self.me], recv) => Some(
+                "all_reduce_symmetric: recv overlaps this rank's part, which its peers read"
+                    .to_string(),
+            ),
+            Ok(_) => None,
+        };
+        if let Some(problem) = problem {
+            return self.refuse(sig, Error::invalid(problem));
+        }
+        let parts = parts.expect("checked above");
+        if count == 0 {
+            return self.meet(sig, deps);
+        }
+        let m = Move::reduce(op.code(), 0, count, parts, recv.clone());
+        self.step(sig, count, &m, deps)?;
+        // The closing meeting: a peer may still be reading this rank's part.
+        self.meet(sig.rotate_left(8) ^ 0x3c3c_3c3c, &[])
     }
 
     /// `recv[p * count + i] = send_p[i]` for every rank `p` (`MPI_Allgather`): `recv` holds

@@ -47,6 +47,11 @@ impl<'r, T: Pod> NodeBuffer<'r, T> {
         &self.local
     }
 
+    /// The ranks whose parts these are.
+    pub(crate) fn ranks(&self) -> &NodeRanks {
+        &self.ranks
+    }
+
     /// The part of local rank `local_rank` (this rank's own part for its own index), opened in
     /// this process; `Errc::Invalid` for an index outside the node.
     pub fn peer(&self, local_rank: usize) -> Result<&Usm<T>> {

@@ -489,3 +489,123 @@ pub fn graph_mismatch(ranks: &NodeRanks, q: &Queue, host_steps: bool) -> R {
     let r = team.barrier(&[]).and_then(|e| e.wait());
     wants(r, Errc::Invalid, "a barrier after a mismatched replay")
 }
+
+/// `Team::all_reduce_symmetric` over a node buffer read where it lies: f32 sums over an odd,
+/// offset range and bf16 maxima over whole vectors, bitwise the host reference; then the
+/// same recorded into a graph and replayed on new values.
+pub fn symmetric(team: &mut Team, ranks: &NodeRanks, q: &Queue, what: &str) -> R {
+    let (me, n) = (team.rank(), team.size());
+    let tq = team.queue().clone();
+    let len = 1001;
+    let buf = ranks.node_buffer::<f32>(q, len).map_err(e2s)?;
+    let halves = ranks.node_buffer::<bf16>(q, 64).map_err(e2s)?;
+    let recv = upload(q, &vec![0.0f32; len])?;
+    let recv16 = upload(q, &[bf16::ZERO; 64])?;
+    // This rank's values of a round, into its parts.
+    let fill = |off: usize| -> R {
+        let values: Vec<f32> = (0..len).map(|i| f32::value(me, i + off)).collect();
+        q.write(&buf.local().range(0..len).map_err(e2s)?, &values)
+            .map_err(e2s)?;
+        let values: Vec<bf16> = (0..64).map(|i| bf16::value(me, i + off)).collect();
+        q.write(&halves.local().range(0..64).map_err(e2s)?, &values)
+            .map_err(e2s)
+    };
+    for round in 0..2usize {
+        let off = round * 5;
+        fill(off)?;
+        let at = format!("{what}: round {round}");
+        team.all_reduce_symmetric(
+            &buf,
+            3..1000,
+            &recv.range(0..997).map_err(e2s)?,
+            ReduceOp::Sum,
+            &[],
+        )
+        .and_then(|e| e.wait())
+        .map_err(|e| format!("{at}: f32 sum: {e}"))?;
+        let want: Vec<f32> = (0..997)
+            .map(|i| host_reduce(ReduceOp::Sum, n, i + 3 + off))
+            .collect();
+        same(
+            &tq.to_vec(&recv.range(0..997).map_err(e2s)?).map_err(e2s)?,
+            &want,
+            &format!("{at}: f32 sum"),
+        )?;
+        team.all_reduce_symmetric(&halves, 0..64, &recv16, ReduceOp::Max, &[])
+            .and_then(|e| e.wait())
+            .map_err(|e| format!("{at}: bf16 max: {e}"))?;
+        let want: Vec<bf16> = (0..64)
+            .map(|i| host_reduce(ReduceOp::Max, n, i + off))
+            .collect();
+        same(
+            &tq.to_vec(&recv16.range(0..64).map_err(e2s)?).map_err(e2s)?,
+            &want,
+            &format!("{at}: bf16 max"),
+        )?;
+    }
+    let graph = team
+        .record(|g| {
+            g.all_reduce_symmetric(&buf, 0..len, &recv, ReduceOp::Sum)?;
+            g.all_reduce_symmetric(&halves, 8..40, &recv16.range(0..32)?, ReduceOp::Min)
+        })
+        .map_err(|e| format!("{what}: record: {e}"))?;
+    for round in 2..4usize {
+        let off = round * 5;
+        fill(off)?;
+        let at = format!("{what}: replay {round}");
+        team.replay(&graph, &[])
+            .and_then(|e| e.wait())
+            .map_err(|e| format!("{at}: {e}"))?;
+        let want: Vec<f32> = (0..len)
+            .map(|i| host_reduce(ReduceOp::Sum, n, i + off))
+            .collect();
+        same(
+            &tq.to_vec(&recv.range(0..len).map_err(e2s)?).map_err(e2s)?,
+            &want,
+            &format!("{at}: f32 sum"),
+        )?;
+        let want: Vec<bf16> = (0..32)
+            .map(|i| host_reduce(ReduceOp::Min, n, i + 8 + off))
+            .collect();
+        same(
+            &tq.to_vec(&recv16.range(0..32).map_err(e2s)?).map_err(e2s)?,
+            &want,
+            &format!("{at}: bf16 min"),
+        )?;
+    }
+    Ok(())
+}
+
+/// Ranks that pass different ranges of a node buffer (rank 0 from 0, the others from 1), and
+/// a `recv` overlapping the range read: `Errc::Invalid` on every rank.
+pub fn symmetric_misuse(ranks: &NodeRanks, q: &Queue, host_steps: bool) -> R {
+    let me = ranks.local_rank();
+    let options = || TeamOptions {
+        buffer_bytes: 4096,
+        host_steps,
+        ..TeamOptions::default()
+    };
+    let buf = ranks.node_buffer::<f32>(q, 64).map_err(e2s)?;
+    let recv = upload(q, &[0.0f32; 16])?;
+    let mut team = Team::new(ranks, q, options()).map_err(e2s)?;
+    let start = if me == 0 { 0 } else { 1 };
+    let r = team
+        .all_reduce_symmetric(&buf, start..start + 16, &recv, ReduceOp::Sum, &[])
+        .and_then(|e| e.wait());
+    wants(
+        r,
+        Errc::Invalid,
+        "all_reduce_symmetric over different ranges",
+    )?;
+    drop(team);
+    let mut team = Team::new(ranks, q, options()).map_err(e2s)?;
+    let inside = buf.local().range(8..24).map_err(e2s)?;
+    let r = team
+        .all_reduce_symmetric(&buf, 0..16, &inside, ReduceOp::Sum, &[])
+        .and_then(|e| e.wait());
+    wants(
+        r,
+        Errc::Invalid,
+        "all_reduce_symmetric into the range it reads",
+    )
+}
