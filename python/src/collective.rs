@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
-use sycl::collective::{Algorithm, ReduceOp, Team, TeamOptions};
+use sycl::collective::{Algorithm, ReduceOp, Team, TeamGraph, TeamOptions, TeamRecorder};
 use sycl::half::{bf16, f16};
 use sycl::ranks::{DeviceChoice, Launch, NodeRanks, RanksOptions};
 use sycl::{Errc, UsmRange};
@@ -367,6 +367,70 @@ impl PyTeam {
         self.run(py, &deps, |team, deps| team.barrier(deps))
     }
 
+    /// Records `ops` into a graph that `replay` runs as one command (on CUDA one CUDA graph).
+    /// Each op is `(kind, send, recv, dtype, op, root)`: kind "all_reduce", "all_gather",
+    /// "reduce_scatter", "broadcast" (`send` the buffer) or "barrier" (the rest `None`).
+    /// Collective: every rank records the same operations.
+    fn record(&self, py: Python<'_>, ops: Vec<RecordedOp<'_>>) -> PyResult<PyGraph> {
+        let mut steps: Vec<Step> = Vec::with_capacity(ops.len());
+        for (kind, send, recv, dtype, op, root) in ops {
+            if kind == "barrier" {
+                steps.push(Box::new(|g: &mut TeamRecorder<'_, 'static>| g.barrier()));
+                continue;
+            }
+            let (Some(send), Some(dtype)) = (send, dtype) else {
+                return Err(error(
+                    Errc::Invalid,
+                    format!("{kind}: a recorded operation needs its memory and dtype"),
+                ));
+            };
+            let op = reduce_op(op.as_deref().unwrap_or("sum"))?;
+            let root = root.unwrap_or(0);
+            with_element!(dtype.as_str(), T => {
+                let s = elements::<T>(&send)?;
+                let r = match &recv {
+                    Some(m) => elements::<T>(m)?,
+                    None => s.clone(),
+                };
+                let step: Step = match kind.as_str() {
+                    "all_reduce" => Box::new(move |g| g.all_reduce(&s, &r, op)),
+                    "all_gather" => Box::new(move |g| g.all_gather(&s, &r)),
+                    "reduce_scatter" => Box::new(move |g| g.reduce_scatter(&s, &r, op)),
+                    "broadcast" => Box::new(move |g| g.broadcast(&s, root)),
+                    other => {
+                        return Err(error(
+                            Errc::Invalid,
+                            format!(
+                                "operation {other:?}: one of all_reduce, all_gather, \
+                                 reduce_scatter, broadcast, barrier"
+                            ),
+                        ))
+                    }
+                };
+                steps.push(step);
+                Ok(())
+            })?;
+        }
+        let operations = steps.len();
+        py.detach(|| {
+            let mut team = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            team.record(|g| steps.into_iter().try_for_each(|step| step(g)))
+        })
+        .py_err()
+        .map(|inner| PyGraph { inner, operations })
+    }
+
+    /// Runs `graph` (recorded by this team) once after `deps`, as one command.
+    #[pyo3(signature = (graph, deps=Vec::new()))]
+    fn replay(
+        &self,
+        py: Python<'_>,
+        graph: &PyGraph,
+        deps: Vec<PyRef<'_, Event>>,
+    ) -> PyResult<Event> {
+        self.run(py, &deps, |team, deps| team.replay(&graph.inner, deps))
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "Team(rank={}, size={}, device={:?})",
@@ -377,8 +441,43 @@ impl PyTeam {
     }
 }
 
+/// One operation to record: `(kind, send, recv, dtype, op, root)`.
+type RecordedOp<'py> = (
+    String,
+    Option<PyRef<'py, Memory>>,
+    Option<PyRef<'py, Memory>>,
+    Option<String>,
+    Option<String>,
+    Option<usize>,
+);
+
+/// A recorded operation, applied to the recorder.
+type Step = Box<dyn FnOnce(&mut TeamRecorder<'_, 'static>) -> sycl::Result<()> + Send>;
+
+/// Operations recorded once by `Team.record` and replayed by `Team.replay`
+/// (`sycl::collective::TeamGraph`).
+#[pyclass(module = "sycl_rs.collective", name = "Graph", frozen)]
+pub struct PyGraph {
+    inner: TeamGraph,
+    operations: usize,
+}
+
+#[pymethods]
+impl PyGraph {
+    /// How many operations a replay runs.
+    #[getter]
+    fn operations(&self) -> usize {
+        self.operations
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Graph(operations={})", self.operations)
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyNodeRanks>()?;
     m.add_class::<PyTeam>()?;
+    m.add_class::<PyGraph>()?;
     Ok(())
 }

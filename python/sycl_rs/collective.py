@@ -20,6 +20,12 @@ place without a copy::
 CUDA tensors are taken on the legacy default stream, so work torch queued on them comes first.
 Operations wait for their result by default (``wait=False`` returns the pending ``Event``
 instead: wait for it before torch or NumPy reads the output).
+
+Operations repeated on the same memory can be recorded once and replayed as one command (on
+CUDA one CUDA graph: no launch per operation)::
+
+    graph = team.record(lambda g: [g.all_reduce(x) for _ in range(20)])
+    team.replay(graph)                      # 20 all-reduces of x
 """
 
 import os as _os
@@ -28,7 +34,7 @@ import uuid as _uuid
 from ._native import ArrayView, Memory, NodeRanks, from_dlpack
 from ._native import Team as _Team
 
-__all__ = ["NodeRanks", "Team", "from_mpi4py"]
+__all__ = ["Graph", "NodeRanks", "Recorder", "Team", "from_mpi4py"]
 
 _ALIASES = {
     "float": "float32",
@@ -151,5 +157,66 @@ class Team:
         """Completes when every rank has reached it."""
         return self._finish(self._team.barrier(list(deps)), wait)
 
+    def record(self, build):
+        """Records the operations ``build(recorder)`` makes (a ``Recorder``: this team's
+        operations without ``deps`` or ``wait``) into a ``Graph``; nothing runs. Collective:
+        every rank records the same operations. The graph keeps its operands alive."""
+        recorder = Recorder(self)
+        build(recorder)
+        return Graph(self._team.record(recorder._ops), recorder._keep)
+
+    def replay(self, graph, *, deps=(), wait=True):
+        """Runs ``graph`` (recorded by this team) once, as one command: its operations on
+        their memory as it is now, bitwise as the calls would."""
+        return self._finish(self._team.replay(graph._graph, list(deps)), wait)
+
     def __repr__(self):
         return repr(self._team)
+
+
+class Recorder:
+    """The operations of a graph being recorded (``Team.record``)."""
+
+    def __init__(self, team):
+        self._team = team
+        self._ops = []
+        self._keep = []
+
+    def all_reduce(self, send, recv=None, op="sum", *, dtype=None):
+        s, r, t = self._team._operands(send, recv, dtype)
+        self._ops.append(("all_reduce", s, r, t, op, None))
+        self._keep += [send, recv, s, r]
+
+    def all_gather(self, send, recv, *, dtype=None):
+        s, r, t = self._team._operands(send, recv, dtype)
+        self._ops.append(("all_gather", s, r, t, None, None))
+        self._keep += [send, recv, s, r]
+
+    def reduce_scatter(self, send, recv, op="sum", *, dtype=None):
+        s, r, t = self._team._operands(send, recv, dtype)
+        self._ops.append(("reduce_scatter", s, r, t, op, None))
+        self._keep += [send, recv, s, r]
+
+    def broadcast(self, buf, root=0, *, dtype=None):
+        b, t = self._team._operand(buf, dtype)
+        self._ops.append(("broadcast", b, None, t, None, root))
+        self._keep += [buf, b]
+
+    def barrier(self):
+        self._ops.append(("barrier", None, None, None, None, None))
+
+
+class Graph:
+    """Operations of a team recorded once (``Team.record``), replayed by ``Team.replay``."""
+
+    def __init__(self, graph, keep):
+        self._graph = graph
+        self._keep = keep
+
+    @property
+    def operations(self):
+        """How many operations a replay runs."""
+        return self._graph.operations
+
+    def __repr__(self):
+        return repr(self._graph)

@@ -112,6 +112,12 @@ impl TeamRecorder<'_, '_> {
             self.calls.push(Box::new(call));
             return Ok(());
         }
+        if self.team.recording.is_none() {
+            // A refused call ended the recording (and met the peers): nothing more joins it.
+            return Err(Error::invalid(
+                "team: this recording ended at an earlier error; record again",
+            ));
+        }
         launches(self.team, &args).map(|_| ())
     }
 
@@ -289,7 +295,6 @@ impl<'r> Team<'r> {
     /// Ends a kernel-step recording: a barrier step appended where the graph used an odd
     /// number of halves (so that every replay starts on half 0 and a half is reused only
     /// after a meeting), the counters restored. `None` for a host-step team.
-    #[allow(clippy::type_complexity)]
     fn finish_recording(&mut self) -> Result<Option<(Vec<RecordedLaunch>, u32, u64)>> {
         if self.recording.is_none() {
             return Ok(None);
