@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use super::{Element, ReduceOp, Team, BASE_WORD};
+use super::{host, Element, ReduceOp, Team, BASE_WORD};
 use crate::kernel::{LaunchGraph, RecordedLaunch};
 use crate::ranks::NodeBuffer;
 use crate::usm::AsUsmRange;
-use crate::{Errc, Error, Event, Result};
+use crate::{Error, Event, Result};
 
 /// A distinct identity per team of this process.
 pub(super) fn next_team_id() -> u64 {
@@ -27,19 +27,21 @@ pub(super) struct Recording {
     operations: u64,
 }
 
-/// An operation of a host-step team's graph: called again at each replay.
-type Call = Box<dyn Fn(&mut Team<'_>, &[&Event]) -> Result<Event> + Send + Sync>;
-
 enum Form {
     /// Kernel steps: one graph of every step's launch. `steps` epochs and `pieces` halves
-    /// per replay (`pieces` even).
+    /// per replay (`pieces` even), in both forms.
     Launches {
         graph: LaunchGraph,
         steps: u32,
         pieces: u64,
     },
-    /// Host steps (the native CPU's default): the operations, run again in order.
-    Calls(Vec<Call>),
+    /// Host steps (the native CPU's default): one plan of every step's commands, run again
+    /// by each replay as one host task.
+    Plan {
+        plan: host::SharedPlan,
+        steps: u32,
+        pieces: u64,
+    },
 }
 
 /// Operations of one [`Team`], recorded once by [`Team::record`] and replayed by
@@ -49,7 +51,8 @@ enum Form {
 /// On CUDA a replay is one `cuGraphLaunch` of every step's kernel (plus a 4-byte write of the
 /// replay's epoch base): no launch per operation, which is what small operations cost. On
 /// other devices it launches the recorded kernels one after another (the same steps), and a
-/// team with host steps runs the recorded operations again. The graph keeps the memory it
+/// team with host steps runs the recorded plan (every step's copies, meetings and
+/// reductions) again as one host task. The graph keeps the memory it
 /// names alive; each replay admits it as a command does (a host borrow of it waits).
 ///
 /// Every rank records the same operations and replays them at the same points of its
@@ -65,7 +68,7 @@ impl std::fmt::Debug for TeamGraph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (kind, launches) = match &self.form {
             Form::Launches { graph, .. } => ("launches", graph.len()),
-            Form::Calls(calls) => ("calls", calls.len()),
+            Form::Plan { steps, .. } => ("host plan", *steps as usize),
         };
         f.debug_struct("TeamGraph")
             .field("operations", &self.operations)
@@ -87,7 +90,6 @@ impl TeamGraph {
 /// checks it.
 pub struct TeamRecorder<'t, 'r> {
     team: &'t mut Team<'r>,
-    calls: Vec<Call>,
     operations: usize,
 }
 
@@ -100,25 +102,20 @@ impl std::fmt::Debug for TeamRecorder<'_, '_> {
 }
 
 impl TeamRecorder<'_, '_> {
-    /// Records one operation: as a call (host steps) or as its launches (kernel steps).
+    /// Records one operation: its steps' launches (kernel steps) or commands (host steps).
     fn add<A>(
         &mut self,
-        call: impl Fn(&mut Team<'_>, &[&Event]) -> Result<Event> + Send + Sync + 'static,
-        launches: impl FnOnce(&mut Team<'_>, &A) -> Result<Option<Event>>,
+        steps: impl FnOnce(&mut Team<'_>, &A) -> Result<Option<Event>>,
         args: A,
     ) -> Result<()> {
         self.operations += 1;
-        if self.team.host {
-            self.calls.push(Box::new(call));
-            return Ok(());
-        }
         if self.team.recording.is_none() {
             // A refused call ended the recording (and met the peers): nothing more joins it.
             return Err(Error::invalid(
                 "team: this recording ended at an earlier error; record again",
             ));
         }
-        launches(self.team, &args).map(|_| ())
+        steps(self.team, &args).map(|_| ())
     }
 
     /// Records [`Team::all_reduce`].
@@ -128,10 +125,8 @@ impl TeamRecorder<'_, '_> {
         recv: &impl AsUsmRange<T>,
         op: ReduceOp,
     ) -> Result<()> {
-        let (send, recv) = (send.usm_range(), recv.usm_range());
-        let args = (send.clone(), recv.clone());
+        let args = (send.usm_range(), recv.usm_range());
         self.add(
-            move |team, deps| team.all_reduce(&send, &recv, op, deps),
             |team, (send, recv)| team.all_reduce_commands(send, recv, op, &[]),
             args,
         )
@@ -146,15 +141,8 @@ impl TeamRecorder<'_, '_> {
         op: ReduceOp,
     ) -> Result<()> {
         let parts = self.team.symmetric_parts(send, range.clone());
-        let recv = recv.usm_range();
-        let args = (parts.clone(), range.clone(), recv.clone());
+        let args = (parts, range, recv.usm_range());
         self.add(
-            move |team, deps| {
-                let (parts, range, recv) = (parts.clone(), range.clone(), recv.clone());
-                team.operation(deps, |t, d| {
-                    t.all_reduce_symmetric_commands(parts, range, &recv, op, d)
-                })
-            },
             |team, (parts, range, recv)| {
                 team.all_reduce_symmetric_commands(parts.clone(), range.clone(), recv, op, &[])
             },
@@ -168,10 +156,8 @@ impl TeamRecorder<'_, '_> {
         send: &impl AsUsmRange<T>,
         recv: &impl AsUsmRange<T>,
     ) -> Result<()> {
-        let (send, recv) = (send.usm_range(), recv.usm_range());
-        let args = (send.clone(), recv.clone());
+        let args = (send.usm_range(), recv.usm_range());
         self.add(
-            move |team, deps| team.all_gather(&send, &recv, deps),
             |team, (send, recv)| team.all_gather_commands(send, recv, &[]),
             args,
         )
@@ -184,10 +170,8 @@ impl TeamRecorder<'_, '_> {
         recv: &impl AsUsmRange<T>,
         op: ReduceOp,
     ) -> Result<()> {
-        let (send, recv) = (send.usm_range(), recv.usm_range());
-        let args = (send.clone(), recv.clone());
+        let args = (send.usm_range(), recv.usm_range());
         self.add(
-            move |team, deps| team.reduce_scatter(&send, &recv, op, deps),
             |team, (send, recv)| team.reduce_scatter_commands(send, recv, op, &[]),
             args,
         )
@@ -195,22 +179,13 @@ impl TeamRecorder<'_, '_> {
 
     /// Records [`Team::broadcast`].
     pub fn broadcast<T: Element>(&mut self, data: &impl AsUsmRange<T>, root: usize) -> Result<()> {
-        let data = data.usm_range();
-        let args = data.clone();
-        self.add(
-            move |team, deps| team.broadcast(&data, root, deps),
-            |team, data| team.broadcast_commands(data, root, &[]),
-            args,
-        )
+        let args = data.usm_range();
+        self.add(|team, data| team.broadcast_commands(data, root, &[]), args)
     }
 
     /// Records [`Team::barrier`].
     pub fn barrier(&mut self) -> Result<()> {
-        self.add(
-            |team, deps| team.barrier(deps),
-            |team, ()| team.barrier_commands(&[]),
-            (),
-        )
+        self.add(|team, ()| team.barrier_commands(&[]), ())
     }
 }
 
@@ -250,70 +225,74 @@ impl<'r> Team<'r> {
         if self.recording.is_some() {
             return Err(Error::invalid("team: already recording a graph"));
         }
-        if !self.host {
-            self.recording = Some(Recording {
-                launches: Mutex::new(Vec::new()),
-                epoch: self.epoch,
-                operations: self.operations,
-            });
-            self.epoch = 0;
-            self.operations = 0;
+        self.recording = Some(Recording {
+            launches: Mutex::new(Vec::new()),
+            epoch: self.epoch,
+            operations: self.operations,
+        });
+        self.epoch = 0;
+        self.operations = 0;
+        if self.host {
+            // Every operation's commands go into this one plan.
+            self.plan = Some(host::Plan::new(self.private.clone()));
         }
         let mut recorder = TeamRecorder {
             team: self,
-            calls: Vec::new(),
             operations: 0,
         };
         let built = build(&mut recorder);
-        let (calls, operations) = (recorder.calls, recorder.operations);
-        let recorded = built.and_then(|()| self.finish_recording());
-        let Some((launches, steps, pieces)) = (match recorded {
+        let operations = recorder.operations;
+        let (launches, plan, steps, pieces) = match built.and_then(|()| self.finish_recording()) {
             Ok(r) => r,
             Err(e) => {
                 self.stop_recording();
                 return Err(e);
             }
-        }) else {
-            return Ok(TeamGraph {
-                team: self.id,
-                operations,
-                form: Form::Calls(calls),
-            });
         };
-        let graph = LaunchGraph::build(&self.queue, launches)?;
-        Ok(TeamGraph {
-            team: self.id,
-            operations,
-            form: Form::Launches {
-                graph,
+        let form = match plan {
+            Some(plan) => Form::Plan {
+                plan: plan.share(),
                 steps,
                 pieces,
             },
+            None => Form::Launches {
+                graph: LaunchGraph::build(&self.queue, launches)?,
+                steps,
+                pieces,
+            },
+        };
+        Ok(TeamGraph {
+            team: self.id,
+            operations,
+            form,
         })
     }
 
-    /// Ends a kernel-step recording: a barrier step appended where the graph used an odd
-    /// number of halves (so that every replay starts on half 0 and a half is reused only
-    /// after a meeting), the counters restored. `None` for a host-step team.
-    fn finish_recording(&mut self) -> Result<Option<(Vec<RecordedLaunch>, u32, u64)>> {
-        if self.recording.is_none() {
-            return Ok(None);
-        }
+    /// Ends a recording: a barrier step appended where the graph used an odd number of
+    /// halves (so that every replay starts on half 0 and a half is reused only after a
+    /// meeting), the counters restored. The launches (kernel steps) or the plan (host steps),
+    /// the steps and the halves of a replay.
+    fn finish_recording(&mut self) -> Result<(Vec<RecordedLaunch>, Option<host::Plan>, u32, u64)> {
         let mut pieces = self.operations;
         if pieces % 2 == 1 {
             self.barrier_commands(&[])?;
             pieces += 1;
         }
         let steps = self.epoch;
-        let rec = self.stop_recording().expect("recording (checked above)");
-        Ok(Some((rec.launches.into_inner(), steps, pieces)))
+        let plan = self.plan.take();
+        let rec = self.stop_recording().expect("recording");
+        Ok((rec.launches.into_inner(), plan, steps, pieces))
     }
 
-    /// Ends a recording, if one is on: the team's live counters back.
+    /// Ends a recording, if one is on: the team's live counters back, a host-step team's
+    /// recorded plan dropped.
     pub(super) fn stop_recording(&mut self) -> Option<Recording> {
         let rec = self.recording.take()?;
         self.epoch = rec.epoch;
         self.operations = rec.operations;
+        if self.host {
+            self.plan = None;
+        }
         Some(rec)
     }
 
@@ -354,28 +333,15 @@ impl<'r> Team<'r> {
                 self.operations += pieces;
                 Ok(event)
             }
-            Form::Calls(calls) => {
-                let start = self.operations;
-                let mut last: Option<Event> = None;
-                for call in calls {
-                    let ev = match &last {
-                        Some(e) => call(self, &[e])?,
-                        None => call(self, &after)?,
-                    };
-                    last = Some(ev);
-                }
-                // The same steps as a kernel graph's: a meeting where the halves were odd.
-                if (self.operations - start) % 2 == 1 {
-                    let deps: Vec<&Event> = last.iter().collect();
-                    last = Some(self.barrier(&deps)?);
-                    self.operations += 1;
-                }
-                match last {
-                    Some(e) => Ok(e),
-                    None => self.queue.barrier(&after).map_err(|e| {
-                        Error::new(Errc::Runtime, format!("team: an empty replay: {e}"))
-                    }),
-                }
+            Form::Plan {
+                plan,
+                steps,
+                pieces,
+            } => {
+                let event = plan.submit(self.epoch, &self.queue, &after)?;
+                self.epoch = self.epoch.wrapping_add(*steps);
+                self.operations += pieces;
+                Ok(event)
             }
         }
     }

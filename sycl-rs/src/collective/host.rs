@@ -36,6 +36,7 @@ fn failure(code: u64) -> Error {
 }
 
 /// One command of a host plan.
+#[derive(Clone)]
 enum Work {
     /// `bytes` from `src` to `dst`, both aligned to `align` (1, 2, 4 or 8), `bytes` a
     /// multiple of it.
@@ -46,11 +47,13 @@ enum Work {
         align: usize,
     },
     Meet(Meeting),
-    /// A reduction's loop, typed and checked when planned.
-    Reduce(Box<dyn FnOnce() + Send>),
+    /// A reduction's loop, typed and checked when planned (run again by each replay of a
+    /// shared plan).
+    Reduce(Arc<dyn Fn() + Send + Sync>),
 }
 
 /// A step's meeting: the kernels' for `groups` work-groups.
+#[derive(Clone)]
 struct Meeting {
     /// Whether this rank arrived already (a meeting resumes where it stopped).
     arrived: bool,
@@ -215,7 +218,7 @@ impl Plan {
             .map(|s| address(&mut self.uses, &self.private, s, Use::Read))
             .collect::<Result<Vec<_>>>()?;
         let out = address(&mut self.uses, &self.private, out, Use::Write)?;
-        self.work.push(Work::Reduce(Box::new(move || {
+        self.work.push(Work::Reduce(Arc::new(move || {
             // SAFETY: each address starts `count` aligned `T`s of memory this process maps
             // (bounds checked above), alive until the host task completes (`submit`).
             unsafe { reduce::<T>(op, &srcs, out, count) }
@@ -232,22 +235,70 @@ impl Plan {
     /// (mismatched), as the kernels'.
     pub(super) fn submit(self, queue: &Queue, deps: &[&Event]) -> Result<Event> {
         let Plan { work, uses, .. } = self;
-        let uses: Vec<(&Arc<MemoryRecord>, Use)> = uses.iter().map(|(r, u)| (r, *u)).collect();
-        let mut work: VecDeque<Work> = work.into();
-        queue.host_work_using(&uses, deps, move |inline| {
-            while let Some(w) = work.front_mut() {
-                if let Work::Meet(m) = w {
-                    if !meet(m, inline)? {
-                        return Ok(false);
-                    }
-                    work.pop_front();
-                    continue;
-                }
-                run(work.pop_front().expect("a command"));
-            }
-            Ok(true)
-        })
+        submit_work(queue, &uses, work.into(), deps)
     }
+
+    /// The plan kept for replays ([`SharedPlan`]).
+    pub(super) fn share(self) -> SharedPlan {
+        SharedPlan {
+            work: self.work.into(),
+            uses: self.uses,
+        }
+    }
+}
+
+/// A plan recorded into a team's graph: its commands, submitted again by each replay with the
+/// meetings' epochs moved by the replay's base (recorded epochs count from the graph's
+/// start). Its `uses` keep the caller's memory alive (every address in the commands lies in
+/// it or in the team's own memory, which outlives the team's replays).
+pub(super) struct SharedPlan {
+    work: Arc<[Work]>,
+    uses: Vec<(Arc<MemoryRecord>, Use)>,
+}
+
+impl SharedPlan {
+    /// Submits one replay after `deps`, its meetings' epochs `base` later than recorded; as
+    /// [`Plan::submit`] otherwise.
+    pub(super) fn submit(&self, base: u32, queue: &Queue, deps: &[&Event]) -> Result<Event> {
+        let work: VecDeque<Work> = self
+            .work
+            .iter()
+            .map(|w| match w {
+                Work::Meet(m) => {
+                    let epoch = ((m.word >> 32) as u32).wrapping_add(base);
+                    Work::Meet(Meeting {
+                        word: ((epoch as u64) << 32) | (m.word & 0xffff_ffff),
+                        ..m.clone()
+                    })
+                }
+                other => other.clone(),
+            })
+            .collect();
+        submit_work(queue, &self.uses, work, deps)
+    }
+}
+
+/// Runs `work` as one command of `queue` after `deps` using `uses` (see [`Plan::submit`]).
+fn submit_work(
+    queue: &Queue,
+    uses: &[(Arc<MemoryRecord>, Use)],
+    mut work: VecDeque<Work>,
+    deps: &[&Event],
+) -> Result<Event> {
+    let uses: Vec<(&Arc<MemoryRecord>, Use)> = uses.iter().map(|(r, u)| (r, *u)).collect();
+    queue.host_work_using(&uses, deps, move |inline| {
+        while let Some(w) = work.front_mut() {
+            if let Work::Meet(m) = w {
+                if !meet(m, inline)? {
+                    return Ok(false);
+                }
+                work.pop_front();
+                continue;
+            }
+            run(work.pop_front().expect("a command"));
+        }
+        Ok(true)
+    })
 }
 
 /// How long a call run on the calling thread waits for its peers before it hands the rest of

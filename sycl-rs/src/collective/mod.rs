@@ -847,7 +847,9 @@ impl<'r> Team<'r> {
     fn refuse(&mut self, sig: u32, error: Error) -> Result<Option<Event>> {
         // While recording, the refusal ends the recording and meets the peers now, at the
         // live epoch: a peer that replays its graph meets this poisoned word first.
-        self.stop_recording();
+        if self.stop_recording().is_some() && self.host {
+            self.plan = Some(host::Plan::new(self.private.clone()));
+        }
         let poisoned = !sig;
         let met = self
             .meet(poisoned, &[])
