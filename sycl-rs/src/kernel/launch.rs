@@ -815,6 +815,9 @@ pub(crate) struct LaunchGraph {
     /// The backend's graph and the status word all its launches report through. The word is
     /// zeroed once: a failure is reported by that replay and every later one.
     backend: Option<(Arc<dyn sycl_backend::Graph>, Arc<KernelStatus>)>,
+    /// The memory the launches use, each record once at its strongest use (admitted by
+    /// every replay of the backend's graph; found once, when built).
+    uses: Vec<(Arc<MemoryRecord>, Use)>,
 }
 
 impl std::fmt::Debug for LaunchGraph {
@@ -831,10 +834,21 @@ impl LaunchGraph {
     pub(crate) fn build(queue: &Queue, launches: Vec<RecordedLaunch>) -> Result<LaunchGraph> {
         let cpu = queue.device().has(Aspect::ExtSyclRsClosureKernels);
         let empty = launches.iter().any(|l| l.range.inner.total() == Some(0));
+        let mut uses: Vec<(Arc<MemoryRecord>, Use)> = Vec::new();
+        for l in &launches {
+            for (record, how) in uses_of(&l.args) {
+                match uses.iter_mut().find(|(r, _)| Arc::ptr_eq(r, record)) {
+                    Some(entry) if how == Use::Write => entry.1 = Use::Write,
+                    Some(_) => {}
+                    None => uses.push((record.clone(), how)),
+                }
+            }
+        }
         let mut graph = LaunchGraph {
             queue: queue.clone(),
             launches,
             backend: None,
+            uses,
         };
         if cpu || empty || graph.launches.is_empty() {
             return Ok(graph);
@@ -923,16 +937,8 @@ impl LaunchGraph {
                 None => queue.barrier(deps),
             };
         };
-        let mut uses: Vec<(&Arc<MemoryRecord>, Use)> = Vec::new();
-        for l in &self.launches {
-            for (record, how) in uses_of(&l.args) {
-                match uses.iter_mut().find(|(r, _)| Arc::ptr_eq(r, record)) {
-                    Some(entry) if how == Use::Write => entry.1 = Use::Write,
-                    Some(_) => {}
-                    None => uses.push((record, how)),
-                }
-            }
-        }
+        let mut uses: Vec<(&Arc<MemoryRecord>, Use)> =
+            self.uses.iter().map(|(r, how)| (r, *how)).collect();
         uses.push((status.slot.record(), Use::Write));
         let raw_patch = match patch {
             Some((word, value)) => {
