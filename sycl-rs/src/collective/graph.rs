@@ -66,14 +66,14 @@ pub struct TeamGraph {
 
 impl std::fmt::Debug for TeamGraph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (kind, launches) = match &self.form {
-            Form::Launches { graph, .. } => ("launches", graph.len()),
-            Form::Plan { steps, .. } => ("host plan", *steps as usize),
+        let (kind, steps) = match &self.form {
+            Form::Launches { steps, .. } => ("launches", steps),
+            Form::Plan { steps, .. } => ("host plan", steps),
         };
         f.debug_struct("TeamGraph")
             .field("operations", &self.operations)
             .field("form", &kind)
-            .field("launches", &launches)
+            .field("steps", steps)
             .finish()
     }
 }
@@ -101,13 +101,9 @@ impl std::fmt::Debug for TeamRecorder<'_, '_> {
     }
 }
 
-impl TeamRecorder<'_, '_> {
+impl<'r> TeamRecorder<'_, 'r> {
     /// Records one operation: its steps' launches (kernel steps) or commands (host steps).
-    fn add<A>(
-        &mut self,
-        steps: impl FnOnce(&mut Team<'_>, &A) -> Result<Option<Event>>,
-        args: A,
-    ) -> Result<()> {
+    fn add(&mut self, steps: impl FnOnce(&mut Team<'r>) -> Result<Option<Event>>) -> Result<()> {
         self.operations += 1;
         if self.team.recording.is_none() {
             // A refused call ended the recording (and met the peers): nothing more joins it.
@@ -115,7 +111,7 @@ impl TeamRecorder<'_, '_> {
                 "team: this recording ended at an earlier error; record again",
             ));
         }
-        steps(self.team, &args).map(|_| ())
+        steps(self.team).map(|_| ())
     }
 
     /// Records [`Team::all_reduce`].
@@ -125,11 +121,7 @@ impl TeamRecorder<'_, '_> {
         recv: &impl AsUsmRange<T>,
         op: ReduceOp,
     ) -> Result<()> {
-        let args = (send.usm_range(), recv.usm_range());
-        self.add(
-            |team, (send, recv)| team.all_reduce_commands(send, recv, op, &[]),
-            args,
-        )
+        self.add(|team| team.all_reduce_commands(send, recv, op, &[]))
     }
 
     /// Records [`Team::all_reduce_symmetric`].
@@ -140,14 +132,7 @@ impl TeamRecorder<'_, '_> {
         recv: &impl AsUsmRange<T>,
         op: ReduceOp,
     ) -> Result<()> {
-        let parts = self.team.symmetric_parts(send, range.clone());
-        let args = (parts, range, recv.usm_range());
-        self.add(
-            |team, (parts, range, recv)| {
-                team.all_reduce_symmetric_commands(parts.clone(), range.clone(), recv, op, &[])
-            },
-            args,
-        )
+        self.add(|team| team.all_reduce_symmetric_commands(send, range, recv, op, &[]))
     }
 
     /// Records [`Team::all_gather`].
@@ -156,11 +141,7 @@ impl TeamRecorder<'_, '_> {
         send: &impl AsUsmRange<T>,
         recv: &impl AsUsmRange<T>,
     ) -> Result<()> {
-        let args = (send.usm_range(), recv.usm_range());
-        self.add(
-            |team, (send, recv)| team.all_gather_commands(send, recv, &[]),
-            args,
-        )
+        self.add(|team| team.all_gather_commands(send, recv, &[]))
     }
 
     /// Records [`Team::reduce_scatter`].
@@ -170,22 +151,17 @@ impl TeamRecorder<'_, '_> {
         recv: &impl AsUsmRange<T>,
         op: ReduceOp,
     ) -> Result<()> {
-        let args = (send.usm_range(), recv.usm_range());
-        self.add(
-            |team, (send, recv)| team.reduce_scatter_commands(send, recv, op, &[]),
-            args,
-        )
+        self.add(|team| team.reduce_scatter_commands(send, recv, op, &[]))
     }
 
     /// Records [`Team::broadcast`].
     pub fn broadcast<T: Element>(&mut self, data: &impl AsUsmRange<T>, root: usize) -> Result<()> {
-        let args = data.usm_range();
-        self.add(|team, data| team.broadcast_commands(data, root, &[]), args)
+        self.add(|team| team.broadcast_commands(data, root, &[]))
     }
 
     /// Records [`Team::barrier`].
     pub fn barrier(&mut self) -> Result<()> {
-        self.add(|team, ()| team.barrier_commands(&[]), ())
+        self.add(|team| team.barrier_commands(&[]))
     }
 }
 

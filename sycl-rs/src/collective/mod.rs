@@ -1044,15 +1044,13 @@ impl<'r> Team<'r> {
         op: ReduceOp,
         deps: &[&Event],
     ) -> Result<Event> {
-        let parts = self.symmetric_parts(send, range.clone());
-        let recv = recv.usm_range();
         self.operation(deps, |team, deps| {
-            team.all_reduce_symmetric_commands(parts, range, &recv, op, deps)
+            team.all_reduce_symmetric_commands(send, range, recv, op, deps)
         })
     }
 
     /// Every rank's part of `send` over `range`, in rank order, or why not.
-    pub(crate) fn symmetric_parts<T: Element>(
+    fn symmetric_parts<T: Element>(
         &self,
         send: &NodeBuffer<'_, T>,
         range: std::ops::Range<usize>,
@@ -1068,15 +1066,17 @@ impl<'r> Team<'r> {
             .map_err(|e| format!("all_reduce_symmetric: range {range:?}: {e}"))
     }
 
-    /// [`Team::all_reduce_symmetric`]'s commands, on the parts `symmetric_parts` found.
-    pub(crate) fn all_reduce_symmetric_commands<T: Element>(
+    /// [`Team::all_reduce_symmetric`]'s commands.
+    fn all_reduce_symmetric_commands<T: Element>(
         &mut self,
-        parts: std::result::Result<Vec<UsmRange<T>>, String>,
+        send: &NodeBuffer<'_, T>,
         range: std::ops::Range<usize>,
-        recv: &UsmRange<T>,
+        recv: &impl AsUsmRange<T>,
         op: ReduceOp,
         deps: &[&Event],
     ) -> Result<Option<Event>> {
+        let parts = self.symmetric_parts(send, range.clone());
+        let recv = &recv.usm_range();
         let count = range.len();
         let sig = signature(&[
             6,

@@ -893,11 +893,6 @@ impl LaunchGraph {
         }
     }
 
-    /// How many launches a replay runs.
-    pub(crate) fn len(&self) -> usize {
-        self.launches.len()
-    }
-
     /// One replay after `deps`: first `patch`'s word (a `u64` of device memory that only this
     /// queue touches) set to its value (the low 32 bits; the kernels read those alone), then
     /// every launch in order. Its memory is admitted as one command's.
