@@ -284,7 +284,14 @@ fn main() {
     } else {
         vec![512, 4 << 10, 64 << 10, 1 << 20, 64 << 20]
     };
-    let big = *sizes.iter().max().expect("sizes");
+    // `--buffer-bytes N`: the teams' halves (default: the largest size, one piece per
+    // operation; `TeamOptions::default()`'s is 8 MiB).
+    let big = args
+        .iter()
+        .position(|a| a == "--buffer-bytes")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| *sizes.iter().max().expect("sizes"));
     let team = |algorithm, staged_max_bytes| {
         let options = TeamOptions {
             buffer_bytes: big,
@@ -298,7 +305,6 @@ fn main() {
     let staged = TeamOptions::default().staged_max_bytes;
     let mut teams = vec![("auto", team(Algorithm::Auto, staged))];
     if !only_auto {
-        teams.push(("one-shot staged", team(Algorithm::OneShot, usize::MAX)));
         teams.push(("one-shot copied in", team(Algorithm::OneShot, 0)));
         teams.push(("two-shot", team(Algorithm::TwoShot, staged)));
     }

@@ -100,6 +100,25 @@ fn ranks_main() -> ExitCode {
                     &format!("{steps}, {name}, graph"),
                 )?;
             }
+            // Halves of 1 MiB: steps of several chunks, in both forms of the kernel; every
+            // rank staged, rank 0 copying in first (its peers' chunks arrive one by one), and
+            // every rank copying in (each arrives at its last epoch at once).
+            let copies = [
+                (usize::MAX, "staged"),
+                (if me == 0 { 0 } else { usize::MAX }, "rank 0 copied in"),
+                (0, "copied in"),
+            ];
+            for (staged_max_bytes, name) in copies {
+                let options = TeamOptions {
+                    buffer_bytes: 1 << 20,
+                    algorithm: Algorithm::OneShot,
+                    staged_max_bytes,
+                    host_steps,
+                    ..TeamOptions::default()
+                };
+                let mut team = Team::new(&ranks, &q, options).map_err(e2s)?;
+                chunked(&mut team, &q, &format!("{steps}, chunked, {name}"))?;
+            }
             if !native {
                 break;
             }

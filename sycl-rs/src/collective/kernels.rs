@@ -66,25 +66,35 @@ pub(crate) fn copy_vectors(src: &[[u32; 4]], dst: &mut [[u32; 4]]) {
     }
 }
 
-/// One step of a collective. Every work-group:
-/// 1. writes `word` (the step's epoch in the high 32 bits, its signature in the low 32) into
-///    slot `group * 8 + me` of each peer's pad (`q1`..: the peers after this rank, in order),
-///    release, system scope;
-/// 2. waits until slot `group * 8 + p` of its own pad holds the epoch (or a later one) for
-///    every peer `p`, acquire; a peer at this epoch with another signature is a mismatch
-///    (`Failure::Mismatched`), and more than `limit` polls a time-out (`Failure::TimedOut`);
-/// 3. moves its block of `count` elements as `kind` says (the `MOVE_` constants), reading
-///    the ranks' data `b0`.. (rank order) from element `first`.
+/// One step of a collective. Work-group `g` owns elements `[g * block, (g + 1) * block)` of
+/// the step (clipped to `count`), in chunks of `chunk` elements; for each chunk `c` it:
+/// 1. writes `word` (epoch `e + c`, where `e` is the step's first epoch, in the high 32 bits;
+///    its signature in the low 32) into slot `group * 8 + me` of each peer's pad (`q1`..: the
+///    peers after this rank, in order), release, system scope; a step that is not staged
+///    (below) has its values in place from the start and writes its last epoch, once;
+/// 2. waits until slot `group * 8 + p` of its own pad holds epoch `e + c` (or a later one) for
+///    every peer `p`, acquire; a peer within the step's epochs under another signature is a
+///    mismatch (`Failure::Mismatched`), and more than `limit` polls a time-out
+///    (`Failure::TimedOut`);
+/// 3. moves the chunk as `kind` says (the `MOVE_` constants), reading the ranks' data `b0`..
+///    (rank order) from element `first`.
 ///
-/// `flags` bit 0, staged: before step 1 each group also copies its block of this rank's input (`out` when
-/// `in_place`) into `stage` (this rank's half, from `first`), and the moves read this rank's
-/// values from the input: the copy costs no launch of its own, and `b{me}` is not read.
+/// A step of `chunks` chunks takes the epochs `e .. e + chunks`. `block` and `chunk` are
+/// whole 16-byte vectors' worth of elements, set by the runtime the same way on every rank
+/// and in every form of the kernel, so that every rank's group `g` covers the same elements.
+///
+/// `flags` bit 0, staged: each group also copies its chunks of this rank's input (`out` when
+/// `in_place`) into `stage` (this rank's half, from `first`), chunk 0 before the first
+/// arrival and chunk `c + 1` while chunk `c` moves, and the moves read this rank's values
+/// from the input: the copy costs no launch of its own, `b{me}` is not read, and from the
+/// second chunk on the copy overlaps the peers' reads (the step's input is copied and read at
+/// once instead of one after the other).
 ///
 /// `flags` bit 1, relative: the step is part of a replayed graph, and its epoch is the high
 /// 32 bits of `word` plus the base in the low 32 bits of this rank's pad word `len - 2`
 /// (set by the replay before its first step).
 ///
-/// Epochs compare in serial-number arithmetic (peers are never more than one step apart), so
+/// Epochs compare in serial-number arithmetic (peers are never more than a step apart), so
 /// they wrap harmlessly and no pad is ever reset. The pad's last word is this rank's poison:
 /// the code of the first failed wait (4 timed out, 5 mismatched); a step that finds it set
 /// fails at once with the same error, so a team that failed stays failed.
@@ -100,6 +110,8 @@ pub(crate) fn team_step<T: sycl::Scalar>(
     first: usize,
     count: usize,
     stride: usize,
+    block: usize,
+    chunk: usize,
     flags: u32,
     in_place: u32,
     own: &mut [u64],
@@ -132,26 +144,32 @@ pub(crate) fn team_step<T: sycl::Scalar>(
     };
     let epoch = ((word >> 32) as u32).wrapping_add(base);
     let sig = word as u32;
-    let stamped = ((epoch as u64) << 32) | (sig as u64);
     let at = g * 8 + me as usize;
-    // Each work-group moves one contiguous block (whole multiples of its size), its
-    // work-items strided within it: adjacent work-items touch adjacent elements (coalesced on
-    // GPUs), and on the CPU, where a group's work-items run one after another, the block
-    // stays in cache between them.
+    // Each work-group moves one contiguous block, its work-items strided within it: adjacent
+    // work-items touch adjacent elements (coalesced on GPUs), and on the CPU, where a group's
+    // work-items run one after another, the block stays in cache between them.
     let l = local_range(0);
-    let groups = group_range(0);
-    let block = ((count + groups - 1) / groups + l - 1) / l * l;
     let start = g * block;
     let end = if start + block < count {
         start + block
     } else {
         count
     };
-    // Staged: this rank's input goes into its half here (its block, before this group's
-    // arrival, which the peers' same group waits for), not by a copy before the launch; the
-    // moves below read this rank's values from the input (`out` in place).
-    if (flags & 1) != 0 {
-        for i in (start + lid..end).step_by(l) {
+    let chunks = if block > chunk {
+        (block + chunk - 1) / chunk
+    } else {
+        1
+    };
+    let staged = flags & 1;
+    // Staged: chunk 0 of this rank's input goes into its half before this group's first
+    // arrival, which the peers' same group waits for.
+    if staged != 0 {
+        let hi = if start + chunk < end {
+            start + chunk
+        } else {
+            end
+        };
+        for i in (start + lid..hi).step_by(l) {
             let v = if in_place != 0 { out[i] } else { input[i] };
             stage[first + i] = v;
         }
@@ -166,140 +184,166 @@ pub(crate) fn team_step<T: sycl::Scalar>(
         kernel_fail(Failure::Mismatched);
     }
     barrier();
-    if lid == 0 {
-        if n > 1 {
-            atomic_store(q1, at, stamped, Ordering::Release, MemoryScope::System);
-        }
-        if n > 2 {
-            atomic_store(q2, at, stamped, Ordering::Release, MemoryScope::System);
-        }
-        if n > 3 {
-            atomic_store(q3, at, stamped, Ordering::Release, MemoryScope::System);
-        }
-        if n > 4 {
-            atomic_store(q4, at, stamped, Ordering::Release, MemoryScope::System);
-        }
-        if n > 5 {
-            atomic_store(q5, at, stamped, Ordering::Release, MemoryScope::System);
-        }
-        if n > 6 {
-            atomic_store(q6, at, stamped, Ordering::Release, MemoryScope::System);
-        }
-        if n > 7 {
-            atomic_store(q7, at, stamped, Ordering::Release, MemoryScope::System);
-        }
-    }
-    if lid < n as usize && lid != me as usize {
-        let slot = g * 8 + lid;
-        let mut polls = 0u64;
-        loop {
-            let w = atomic_load(own, slot, Ordering::Acquire, MemoryScope::System);
-            let ahead = ((w >> 32) as u32).wrapping_sub(epoch);
-            if ahead < 0x8000_0000u32 {
-                if ahead == 0 && w as u32 != sig {
-                    atomic_store(own, poison, 5u64, Ordering::Relaxed, MemoryScope::Device);
-                    kernel_fail(Failure::Mismatched);
-                }
-                break;
-            }
-            polls += 1;
-            if polls >= limit {
-                atomic_store(own, poison, 4u64, Ordering::Relaxed, MemoryScope::Device);
-                kernel_fail(Failure::TimedOut);
-            }
-        }
-    }
-    barrier();
     // Rank p's value of element i: its part's, or for this rank when staged, its input's.
-    let mine_at = if (flags & 1) != 0 { me } else { 8u32 };
-    if kind == 1 {
-        for i in (start + lid..end).step_by(l) {
-            let k = first + i;
-            let v = if mine_at == 8 {
-                b0[k]
-            } else if in_place != 0 {
-                out[i]
-            } else {
-                input[i]
-            };
-            let mut acc = if mine_at == 0 { v } else { b0[k] };
+    let mine_at = if staged != 0 { me } else { 8u32 };
+    for c in 0..chunks {
+        let now = epoch.wrapping_add(c as u32);
+        // A staged rank arrives chunk by chunk, as its copy goes; any other has all its
+        // values in place already and arrives at the step's last epoch at once, so that its
+        // peers' later waits pass at their first poll instead of keeping step with it.
+        let arrive = if staged != 0 {
+            now
+        } else {
+            epoch.wrapping_add(chunks as u32 - 1)
+        };
+        let stamped = ((arrive as u64) << 32) | (sig as u64);
+        if lid == 0 && (staged != 0 || c == 0) {
             if n > 1 {
-                acc = combine(op, acc, if mine_at == 1 { v } else { b1[k] });
+                atomic_store(q1, at, stamped, Ordering::Release, MemoryScope::System);
             }
             if n > 2 {
-                acc = combine(op, acc, if mine_at == 2 { v } else { b2[k] });
+                atomic_store(q2, at, stamped, Ordering::Release, MemoryScope::System);
             }
             if n > 3 {
-                acc = combine(op, acc, if mine_at == 3 { v } else { b3[k] });
+                atomic_store(q3, at, stamped, Ordering::Release, MemoryScope::System);
             }
             if n > 4 {
-                acc = combine(op, acc, if mine_at == 4 { v } else { b4[k] });
+                atomic_store(q4, at, stamped, Ordering::Release, MemoryScope::System);
             }
             if n > 5 {
-                acc = combine(op, acc, if mine_at == 5 { v } else { b5[k] });
+                atomic_store(q5, at, stamped, Ordering::Release, MemoryScope::System);
             }
             if n > 6 {
-                acc = combine(op, acc, if mine_at == 6 { v } else { b6[k] });
+                atomic_store(q6, at, stamped, Ordering::Release, MemoryScope::System);
             }
             if n > 7 {
-                acc = combine(op, acc, if mine_at == 7 { v } else { b7[k] });
-            }
-            out[i] = acc;
-        }
-    } else if kind == 2 {
-        // Rank p's element i lands at p * stride + i, where the output has room (the last
-        // slice of a two-shot all-reduce is short).
-        let len = out.len();
-        for i in (start + lid..end).step_by(l) {
-            let k = first + i;
-            let v = if mine_at == 8 { b0[k] } else { input[i] };
-            if i < len {
-                out[i] = if mine_at == 0 { v } else { b0[k] };
-            }
-            if n > 1 && stride + i < len {
-                out[stride + i] = if mine_at == 1 { v } else { b1[k] };
-            }
-            if n > 2 && 2 * stride + i < len {
-                out[2 * stride + i] = if mine_at == 2 { v } else { b2[k] };
-            }
-            if n > 3 && 3 * stride + i < len {
-                out[3 * stride + i] = if mine_at == 3 { v } else { b3[k] };
-            }
-            if n > 4 && 4 * stride + i < len {
-                out[4 * stride + i] = if mine_at == 4 { v } else { b4[k] };
-            }
-            if n > 5 && 5 * stride + i < len {
-                out[5 * stride + i] = if mine_at == 5 { v } else { b5[k] };
-            }
-            if n > 6 && 6 * stride + i < len {
-                out[6 * stride + i] = if mine_at == 6 { v } else { b6[k] };
-            }
-            if n > 7 && 7 * stride + i < len {
-                out[7 * stride + i] = if mine_at == 7 { v } else { b7[k] };
+                atomic_store(q7, at, stamped, Ordering::Release, MemoryScope::System);
             }
         }
-    } else if kind == 3 {
-        for i in (start + lid..end).step_by(l) {
-            let k = first + i;
-            let v = if root == 0 {
-                b0[k]
-            } else if root == 1 {
-                b1[k]
-            } else if root == 2 {
-                b2[k]
-            } else if root == 3 {
-                b3[k]
-            } else if root == 4 {
-                b4[k]
-            } else if root == 5 {
-                b5[k]
-            } else if root == 6 {
-                b6[k]
-            } else {
-                b7[k]
-            };
-            out[i] = v;
+        if lid < n as usize && lid != me as usize {
+            let slot = g * 8 + lid;
+            let mut polls = 0u64;
+            loop {
+                let w = atomic_load(own, slot, Ordering::Acquire, MemoryScope::System);
+                let at_epoch = (w >> 32) as u32;
+                if at_epoch.wrapping_sub(now) < 0x8000_0000u32 {
+                    // A peer still within this step's epochs must be at this call.
+                    if at_epoch.wrapping_sub(epoch) < chunks as u32 && w as u32 != sig {
+                        atomic_store(own, poison, 5u64, Ordering::Relaxed, MemoryScope::Device);
+                        kernel_fail(Failure::Mismatched);
+                    }
+                    break;
+                }
+                polls += 1;
+                if polls >= limit {
+                    atomic_store(own, poison, 4u64, Ordering::Relaxed, MemoryScope::Device);
+                    kernel_fail(Failure::TimedOut);
+                }
+            }
         }
+        barrier();
+        let lo = start + c * chunk;
+        let hi = if lo + chunk < end { lo + chunk } else { end };
+        // Staged: the next chunk into the stage while this one moves; the peers wait for it
+        // at the next arrival.
+        if staged != 0 && c + 1 < chunks {
+            let next = if hi + chunk < end { hi + chunk } else { end };
+            for i in (hi + lid..next).step_by(l) {
+                let v = if in_place != 0 { out[i] } else { input[i] };
+                stage[first + i] = v;
+            }
+        }
+        if kind == 1 {
+            for i in (lo + lid..hi).step_by(l) {
+                let k = first + i;
+                let v = if mine_at == 8 {
+                    b0[k]
+                } else if in_place != 0 {
+                    out[i]
+                } else {
+                    input[i]
+                };
+                let mut acc = if mine_at == 0 { v } else { b0[k] };
+                if n > 1 {
+                    acc = combine(op, acc, if mine_at == 1 { v } else { b1[k] });
+                }
+                if n > 2 {
+                    acc = combine(op, acc, if mine_at == 2 { v } else { b2[k] });
+                }
+                if n > 3 {
+                    acc = combine(op, acc, if mine_at == 3 { v } else { b3[k] });
+                }
+                if n > 4 {
+                    acc = combine(op, acc, if mine_at == 4 { v } else { b4[k] });
+                }
+                if n > 5 {
+                    acc = combine(op, acc, if mine_at == 5 { v } else { b5[k] });
+                }
+                if n > 6 {
+                    acc = combine(op, acc, if mine_at == 6 { v } else { b6[k] });
+                }
+                if n > 7 {
+                    acc = combine(op, acc, if mine_at == 7 { v } else { b7[k] });
+                }
+                out[i] = acc;
+            }
+        } else if kind == 2 {
+            // Rank p's element i lands at p * stride + i, where the output has room (the last
+            // slice of a two-shot all-reduce is short).
+            let len = out.len();
+            for i in (lo + lid..hi).step_by(l) {
+                let k = first + i;
+                let v = if mine_at == 8 { b0[k] } else { input[i] };
+                if i < len {
+                    out[i] = if mine_at == 0 { v } else { b0[k] };
+                }
+                if n > 1 && stride + i < len {
+                    out[stride + i] = if mine_at == 1 { v } else { b1[k] };
+                }
+                if n > 2 && 2 * stride + i < len {
+                    out[2 * stride + i] = if mine_at == 2 { v } else { b2[k] };
+                }
+                if n > 3 && 3 * stride + i < len {
+                    out[3 * stride + i] = if mine_at == 3 { v } else { b3[k] };
+                }
+                if n > 4 && 4 * stride + i < len {
+                    out[4 * stride + i] = if mine_at == 4 { v } else { b4[k] };
+                }
+                if n > 5 && 5 * stride + i < len {
+                    out[5 * stride + i] = if mine_at == 5 { v } else { b5[k] };
+                }
+                if n > 6 && 6 * stride + i < len {
+                    out[6 * stride + i] = if mine_at == 6 { v } else { b6[k] };
+                }
+                if n > 7 && 7 * stride + i < len {
+                    out[7 * stride + i] = if mine_at == 7 { v } else { b7[k] };
+                }
+            }
+        } else if kind == 3 {
+            for i in (lo + lid..hi).step_by(l) {
+                let k = first + i;
+                let v = if root == 0 {
+                    b0[k]
+                } else if root == 1 {
+                    b1[k]
+                } else if root == 2 {
+                    b2[k]
+                } else if root == 3 {
+                    b3[k]
+                } else if root == 4 {
+                    b4[k]
+                } else if root == 5 {
+                    b5[k]
+                } else if root == 6 {
+                    b6[k]
+                } else {
+                    b7[k]
+                };
+                out[i] = v;
+            }
+        }
+        // Every work-item's copy of the next chunk is done before its arrival.
+        barrier();
     }
 }
 
@@ -322,6 +366,8 @@ macro_rules! vector_step {
             first: usize,
             count: usize,
             stride: usize,
+            block: usize,
+            chunk: usize,
             flags: u32,
             in_place: u32,
             own: &mut [u64],
@@ -353,25 +399,33 @@ macro_rules! vector_step {
             };
             let epoch = ((word >> 32) as u32).wrapping_add(base);
             let sig = word as u32;
-            let stamped = ((epoch as u64) << 32) | (sig as u64);
             let at = g * 8 + me as usize;
             let l = local_range(0);
-            let groups = group_range(0);
-            let block = ((count + groups - 1) / groups + l - 1) / l * l;
             let start = g * block;
             let end = if start + block < count {
                 start + block
             } else {
                 count
             };
-            if (flags & 1) != 0 {
+            let chunks = if block > chunk {
+                (block + chunk - 1) / chunk
+            } else {
+                1
+            };
+            let staged = flags & 1;
+            if staged != 0 {
+                let hi = if start + chunk < end {
+                    start + chunk
+                } else {
+                    end
+                };
                 if in_place != 0 {
-                    for i in (start + lid..end).step_by(l) {
+                    for i in (start + lid..hi).step_by(l) {
                         let v = out[i];
                         stage[first + i] = v;
                     }
                 } else {
-                    for i in (start + lid..end).step_by(l) {
+                    for i in (start + lid..hi).step_by(l) {
                         let v = input[i];
                         stage[first + i] = v;
                     }
@@ -385,215 +439,260 @@ macro_rules! vector_step {
                 kernel_fail(Failure::Mismatched);
             }
             barrier();
-            if lid == 0 {
-                if n > 1 {
-                    atomic_store(q1, at, stamped, Ordering::Release, MemoryScope::System);
-                }
-                if n > 2 {
-                    atomic_store(q2, at, stamped, Ordering::Release, MemoryScope::System);
-                }
-                if n > 3 {
-                    atomic_store(q3, at, stamped, Ordering::Release, MemoryScope::System);
-                }
-                if n > 4 {
-                    atomic_store(q4, at, stamped, Ordering::Release, MemoryScope::System);
-                }
-                if n > 5 {
-                    atomic_store(q5, at, stamped, Ordering::Release, MemoryScope::System);
-                }
-                if n > 6 {
-                    atomic_store(q6, at, stamped, Ordering::Release, MemoryScope::System);
-                }
-                if n > 7 {
-                    atomic_store(q7, at, stamped, Ordering::Release, MemoryScope::System);
-                }
-            }
-            if lid < n as usize && lid != me as usize {
-                let slot = g * 8 + lid;
-                let mut polls = 0u64;
-                loop {
-                    let w = atomic_load(own, slot, Ordering::Acquire, MemoryScope::System);
-                    let ahead = ((w >> 32) as u32).wrapping_sub(epoch);
-                    if ahead < 0x8000_0000u32 {
-                        if ahead == 0 && w as u32 != sig {
-                            atomic_store(own, poison, 5u64, Ordering::Relaxed, MemoryScope::Device);
-                            kernel_fail(Failure::Mismatched);
-                        }
-                        break;
-                    }
-                    polls += 1;
-                    if polls >= limit {
-                        atomic_store(own, poison, 4u64, Ordering::Relaxed, MemoryScope::Device);
-                        kernel_fail(Failure::TimedOut);
-                    }
-                }
-            }
-            barrier();
-            if kind == 1 {
-                for i in (start + lid..end).step_by(l) {
-                    let k = first + i;
-                    // Rank 0's value, then each next rank's combined in, in rank order.
-                    let mine = stage[k];
-                    let mut acc = stage[k];
-                    if me != 0 {
-                        let x = b0[k];
-                        for j in 0..$v {
-                            acc[j] = x[j];
-                        }
-                    }
+            for c in 0..chunks {
+                let now = epoch.wrapping_add(c as u32);
+                let arrive = if staged != 0 {
+                    now
+                } else {
+                    epoch.wrapping_add(chunks as u32 - 1)
+                };
+                let stamped = ((arrive as u64) << 32) | (sig as u64);
+                if lid == 0 && (staged != 0 || c == 0) {
                     if n > 1 {
-                        if me == 1 {
-                            for j in 0..$v {
-                                acc[j] = combine(op, acc[j], mine[j]);
-                            }
-                        } else {
-                            let x = b1[k];
-                            for j in 0..$v {
-                                acc[j] = combine(op, acc[j], x[j]);
-                            }
-                        }
+                        atomic_store(q1, at, stamped, Ordering::Release, MemoryScope::System);
                     }
                     if n > 2 {
-                        if me == 2 {
-                            for j in 0..$v {
-                                acc[j] = combine(op, acc[j], mine[j]);
-                            }
-                        } else {
-                            let x = b2[k];
-                            for j in 0..$v {
-                                acc[j] = combine(op, acc[j], x[j]);
-                            }
-                        }
+                        atomic_store(q2, at, stamped, Ordering::Release, MemoryScope::System);
                     }
                     if n > 3 {
-                        if me == 3 {
-                            for j in 0..$v {
-                                acc[j] = combine(op, acc[j], mine[j]);
-                            }
-                        } else {
-                            let x = b3[k];
-                            for j in 0..$v {
-                                acc[j] = combine(op, acc[j], x[j]);
-                            }
-                        }
+                        atomic_store(q3, at, stamped, Ordering::Release, MemoryScope::System);
                     }
                     if n > 4 {
-                        if me == 4 {
-                            for j in 0..$v {
-                                acc[j] = combine(op, acc[j], mine[j]);
-                            }
-                        } else {
-                            let x = b4[k];
-                            for j in 0..$v {
-                                acc[j] = combine(op, acc[j], x[j]);
-                            }
-                        }
+                        atomic_store(q4, at, stamped, Ordering::Release, MemoryScope::System);
                     }
                     if n > 5 {
-                        if me == 5 {
-                            for j in 0..$v {
-                                acc[j] = combine(op, acc[j], mine[j]);
-                            }
-                        } else {
-                            let x = b5[k];
-                            for j in 0..$v {
-                                acc[j] = combine(op, acc[j], x[j]);
-                            }
-                        }
+                        atomic_store(q5, at, stamped, Ordering::Release, MemoryScope::System);
                     }
                     if n > 6 {
-                        if me == 6 {
-                            for j in 0..$v {
-                                acc[j] = combine(op, acc[j], mine[j]);
-                            }
-                        } else {
-                            let x = b6[k];
-                            for j in 0..$v {
-                                acc[j] = combine(op, acc[j], x[j]);
-                            }
-                        }
+                        atomic_store(q6, at, stamped, Ordering::Release, MemoryScope::System);
                     }
                     if n > 7 {
-                        if me == 7 {
-                            for j in 0..$v {
-                                acc[j] = combine(op, acc[j], mine[j]);
-                            }
-                        } else {
-                            let x = b7[k];
-                            for j in 0..$v {
-                                acc[j] = combine(op, acc[j], x[j]);
-                            }
-                        }
+                        atomic_store(q7, at, stamped, Ordering::Release, MemoryScope::System);
                     }
-                    out[i] = acc;
                 }
-            } else if kind == 2 {
-                for i in (start + lid..end).step_by(l) {
-                    let k = first + i;
-                    let mine = stage[k];
-                    if me == 0 {
-                        out[i] = mine;
-                    } else {
-                        let x = b0[k];
-                        out[i] = x;
-                    }
-                    if n > 1 {
-                        if me == 1 {
-                            out[stride + i] = mine;
-                        } else {
-                            let x = b1[k];
-                            out[stride + i] = x;
+                if lid < n as usize && lid != me as usize {
+                    let slot = g * 8 + lid;
+                    let mut polls = 0u64;
+                    loop {
+                        let w = atomic_load(own, slot, Ordering::Acquire, MemoryScope::System);
+                        let at_epoch = (w >> 32) as u32;
+                        if at_epoch.wrapping_sub(now) < 0x8000_0000u32 {
+                            if at_epoch.wrapping_sub(epoch) < chunks as u32 && w as u32 != sig {
+                                atomic_store(
+                                    own,
+                                    poison,
+                                    5u64,
+                                    Ordering::Relaxed,
+                                    MemoryScope::Device,
+                                );
+                                kernel_fail(Failure::Mismatched);
+                            }
+                            break;
                         }
-                    }
-                    if n > 2 {
-                        if me == 2 {
-                            out[2 * stride + i] = mine;
-                        } else {
-                            let x = b2[k];
-                            out[2 * stride + i] = x;
-                        }
-                    }
-                    if n > 3 {
-                        if me == 3 {
-                            out[3 * stride + i] = mine;
-                        } else {
-                            let x = b3[k];
-                            out[3 * stride + i] = x;
-                        }
-                    }
-                    if n > 4 {
-                        if me == 4 {
-                            out[4 * stride + i] = mine;
-                        } else {
-                            let x = b4[k];
-                            out[4 * stride + i] = x;
-                        }
-                    }
-                    if n > 5 {
-                        if me == 5 {
-                            out[5 * stride + i] = mine;
-                        } else {
-                            let x = b5[k];
-                            out[5 * stride + i] = x;
-                        }
-                    }
-                    if n > 6 {
-                        if me == 6 {
-                            out[6 * stride + i] = mine;
-                        } else {
-                            let x = b6[k];
-                            out[6 * stride + i] = x;
-                        }
-                    }
-                    if n > 7 {
-                        if me == 7 {
-                            out[7 * stride + i] = mine;
-                        } else {
-                            let x = b7[k];
-                            out[7 * stride + i] = x;
+                        polls += 1;
+                        if polls >= limit {
+                            atomic_store(own, poison, 4u64, Ordering::Relaxed, MemoryScope::Device);
+                            kernel_fail(Failure::TimedOut);
                         }
                     }
                 }
+                barrier();
+                let lo = start + c * chunk;
+                let hi = if lo + chunk < end { lo + chunk } else { end };
+                // Staged: chunk c + 1 goes into the stage in the same loop as chunk c's move, so
+                // that the copy's loads and the peers' reads are in flight together.
+                let ahead = if staged != 0 && c + 1 < chunks {
+                    1u32
+                } else {
+                    0u32
+                };
+                if kind == 1 {
+                    for i in (lo + lid..hi).step_by(l) {
+                        if ahead != 0 && i + chunk < end {
+                            let nx = i + chunk;
+                            if in_place != 0 {
+                                let y = out[nx];
+                                stage[first + nx] = y;
+                            } else {
+                                let y = input[nx];
+                                stage[first + nx] = y;
+                            }
+                        }
+                        let k = first + i;
+                        // Rank 0's value, then each next rank's combined in, in rank order.
+                        let mine = stage[k];
+                        let mut acc = stage[k];
+                        if me != 0 {
+                            let x = b0[k];
+                            for j in 0..$v {
+                                acc[j] = x[j];
+                            }
+                        }
+                        if n > 1 {
+                            if me == 1 {
+                                for j in 0..$v {
+                                    acc[j] = combine(op, acc[j], mine[j]);
+                                }
+                            } else {
+                                let x = b1[k];
+                                for j in 0..$v {
+                                    acc[j] = combine(op, acc[j], x[j]);
+                                }
+                            }
+                        }
+                        if n > 2 {
+                            if me == 2 {
+                                for j in 0..$v {
+                                    acc[j] = combine(op, acc[j], mine[j]);
+                                }
+                            } else {
+                                let x = b2[k];
+                                for j in 0..$v {
+                                    acc[j] = combine(op, acc[j], x[j]);
+                                }
+                            }
+                        }
+                        if n > 3 {
+                            if me == 3 {
+                                for j in 0..$v {
+                                    acc[j] = combine(op, acc[j], mine[j]);
+                                }
+                            } else {
+                                let x = b3[k];
+                                for j in 0..$v {
+                                    acc[j] = combine(op, acc[j], x[j]);
+                                }
+                            }
+                        }
+                        if n > 4 {
+                            if me == 4 {
+                                for j in 0..$v {
+                                    acc[j] = combine(op, acc[j], mine[j]);
+                                }
+                            } else {
+                                let x = b4[k];
+                                for j in 0..$v {
+                                    acc[j] = combine(op, acc[j], x[j]);
+                                }
+                            }
+                        }
+                        if n > 5 {
+                            if me == 5 {
+                                for j in 0..$v {
+                                    acc[j] = combine(op, acc[j], mine[j]);
+                                }
+                            } else {
+                                let x = b5[k];
+                                for j in 0..$v {
+                                    acc[j] = combine(op, acc[j], x[j]);
+                                }
+                            }
+                        }
+                        if n > 6 {
+                            if me == 6 {
+                                for j in 0..$v {
+                                    acc[j] = combine(op, acc[j], mine[j]);
+                                }
+                            } else {
+                                let x = b6[k];
+                                for j in 0..$v {
+                                    acc[j] = combine(op, acc[j], x[j]);
+                                }
+                            }
+                        }
+                        if n > 7 {
+                            if me == 7 {
+                                for j in 0..$v {
+                                    acc[j] = combine(op, acc[j], mine[j]);
+                                }
+                            } else {
+                                let x = b7[k];
+                                for j in 0..$v {
+                                    acc[j] = combine(op, acc[j], x[j]);
+                                }
+                            }
+                        }
+                        out[i] = acc;
+                    }
+                } else if kind == 2 {
+                    for i in (lo + lid..hi).step_by(l) {
+                        if ahead != 0 && i + chunk < end {
+                            let nx = i + chunk;
+                            if in_place != 0 {
+                                let y = out[nx];
+                                stage[first + nx] = y;
+                            } else {
+                                let y = input[nx];
+                                stage[first + nx] = y;
+                            }
+                        }
+                        let k = first + i;
+                        let mine = stage[k];
+                        if me == 0 {
+                            out[i] = mine;
+                        } else {
+                            let x = b0[k];
+                            out[i] = x;
+                        }
+                        if n > 1 {
+                            if me == 1 {
+                                out[stride + i] = mine;
+                            } else {
+                                let x = b1[k];
+                                out[stride + i] = x;
+                            }
+                        }
+                        if n > 2 {
+                            if me == 2 {
+                                out[2 * stride + i] = mine;
+                            } else {
+                                let x = b2[k];
+                                out[2 * stride + i] = x;
+                            }
+                        }
+                        if n > 3 {
+                            if me == 3 {
+                                out[3 * stride + i] = mine;
+                            } else {
+                                let x = b3[k];
+                                out[3 * stride + i] = x;
+                            }
+                        }
+                        if n > 4 {
+                            if me == 4 {
+                                out[4 * stride + i] = mine;
+                            } else {
+                                let x = b4[k];
+                                out[4 * stride + i] = x;
+                            }
+                        }
+                        if n > 5 {
+                            if me == 5 {
+                                out[5 * stride + i] = mine;
+                            } else {
+                                let x = b5[k];
+                                out[5 * stride + i] = x;
+                            }
+                        }
+                        if n > 6 {
+                            if me == 6 {
+                                out[6 * stride + i] = mine;
+                            } else {
+                                let x = b6[k];
+                                out[6 * stride + i] = x;
+                            }
+                        }
+                        if n > 7 {
+                            if me == 7 {
+                                out[7 * stride + i] = mine;
+                            } else {
+                                let x = b7[k];
+                                out[7 * stride + i] = x;
+                            }
+                        }
+                    }
+                }
+                barrier();
             }
         }
     };

@@ -121,8 +121,8 @@ pub struct TeamOptions {
     /// two ranks read as much from each other either way).
     pub one_shot_max_bytes: usize,
     /// One-shot all-reduces and all-gathers up to this many bytes copy the input in inside
-    /// their step (one launch); larger ones copy it first (a queue copy, which moves large
-    /// inputs faster), then run a step of 16-byte vectors.
+    /// their step, chunk by chunk while the chunk before moves (one launch; the default, for
+    /// every size); larger ones copy it first (a queue copy), then run the step.
     pub staged_max_bytes: usize,
     /// On the native CPU, run each operation as one host task of the team's queue (its
     /// thread copies, meets and reduces; the default) rather than as `team_step` kernels.
@@ -138,7 +138,7 @@ impl Default for TeamOptions {
             timeout: None,
             algorithm: Algorithm::Auto,
             one_shot_max_bytes: 256 << 10,
-            staged_max_bytes: 64 << 20,
+            staged_max_bytes: usize::MAX,
             host_steps: true,
         }
     }
@@ -152,6 +152,39 @@ struct Piece {
     start: usize,
     len: usize,
     half: usize,
+}
+
+/// How a step's elements fall to its work-groups, the same on every rank whatever form of
+/// `team_step` it runs (scalar or vector, or host steps): work-group `g` owns
+/// `[g * block, (g + 1) * block)`, in chunks met one after another (a staged step copies a
+/// chunk while the one before moves). Counted in 16-byte vectors, whole work-groups of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Partition {
+    /// Elements per 16-byte vector.
+    unit: usize,
+    /// Vectors per work-group.
+    block_vectors: usize,
+    /// Vectors per chunk.
+    chunk_vectors: usize,
+    /// Chunks per work-group (at least one): the step's epochs.
+    chunks: usize,
+}
+
+impl Partition {
+    /// The partition of `count` elements of `T` over `groups` work-groups of `GROUP` items.
+    /// A chunk is at least 4 vectors per work-item (16 KiB per group) and a block at most 8
+    /// chunks, so that a meeting per chunk costs little beside its move.
+    fn of<T>(count: usize, groups: usize) -> Partition {
+        let unit = 16 / std::mem::size_of::<T>();
+        let per_item = count.div_ceil(unit).div_ceil(groups.max(1)).div_ceil(GROUP);
+        let chunk_per_item = per_item.div_ceil(8).max(4);
+        Partition {
+            unit,
+            block_vectors: per_item * GROUP,
+            chunk_vectors: chunk_per_item * GROUP,
+            chunks: per_item.div_ceil(chunk_per_item).max(1),
+        }
+    }
 }
 
 /// The element types collectives carry: `i32 u32 i64 u64 f32 f64 f16 bf16`.
@@ -302,7 +335,7 @@ macro_rules! team_kernel {
 /// otherwise (the scalar step runs instead); `Some(None)` when the team records it. This rank's values come from the stage: the
 /// staged move's, or this rank's part (its half, filled by a copy before the launch).
 macro_rules! vector_launch {
-    ($t:ty, $team:expr, $kernel:ident, $v:literal, $head:expr, $pads:expr, $groups:expr, $m:expr, $deps:expr) => {{
+    ($t:ty, $team:expr, $kernel:ident, $v:literal, $head:expr, $pads:expr, $groups:expr, $parts:expr, $m:expr, $deps:expr) => {{
         let (me, n, word, limit) = $head;
         let (team, pads, m): (&Team, &[UsmRange<u64>], &Move<$t>) = ($team, $pads, $m);
         let whole = |x: usize| x % $v == 0;
@@ -355,6 +388,8 @@ macro_rules! vector_launch {
                         first,
                         count,
                         stride,
+                        $parts.block_vectors,
+                        $parts.chunk_vectors,
                         flags,
                         in_place,
                         &pads[0],
@@ -445,12 +480,21 @@ impl<'r> Team<'r> {
         let timeout = options.timeout.unwrap_or(ranks.options().timeout);
         let backend = queue.device().backend();
         let host = options.host_steps && backend == sycl_backend::BackendKind::NativeCpu;
-        let max_groups = match backend {
+        let mine = match backend {
             sycl_backend::BackendKind::NativeCpu => std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .min(MAX_GROUPS),
             _ => MAX_GROUPS,
         };
+        // Every rank's steps meet as many work-groups and split their elements alike, so
+        // the ranks agree on the fewest any of them runs (processes may be allowed different
+        // numbers of cores). A peer's figure is only ever clamped to 1..=MAX_GROUPS.
+        let all = ranks.all_gather_fixed("team work-groups", &(mine as u64).to_le_bytes())?;
+        let max_groups = all
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            .fold(mine as u64, u64::min)
+            .clamp(1, MAX_GROUPS as u64) as usize;
         let mut team = Team {
             queue,
             me: ranks.local_rank(),
@@ -551,7 +595,8 @@ impl<'r> Team<'r> {
             .collect::<Result<Vec<_>>>()?;
         self.queue.fill(&pads[0], 0u64, &[])?;
         let nothing = self.nothing::<u32>()?;
-        let ev = self.launch::<u32>((1, 2, word, polls), &pads, 1, &nothing, &[])?;
+        let parts = Partition::of::<u32>(0, 1);
+        let ev = self.launch::<u32>((1, 2, word, polls), &pads, 1, parts, &nothing, &[])?;
         let ev = ev.ok_or_else(|| Error::new(Errc::Runtime, "team: calibrated while recording"))?;
         match ev.wait() {
             Err(e) if e.code() == Errc::Runtime => Ok(()),
@@ -627,6 +672,7 @@ impl<'r> Team<'r> {
         (me, n, word, limit): (u32, u32, u64, u64),
         pads: &[UsmRange<u64>],
         groups: usize,
+        parts: Partition,
         m: &Move<T>,
         deps: &[&Event],
     ) -> Result<Option<Event>> {
@@ -653,6 +699,8 @@ impl<'r> Team<'r> {
                 m.first,
                 m.count,
                 m.stride,
+                parts.block_vectors * parts.unit,
+                parts.chunk_vectors * parts.unit,
                 flags,
                 in_place as u32,
                 &pads[0],
@@ -697,15 +745,21 @@ impl<'r> Team<'r> {
         m: &Move<T>,
         deps: &[&Event],
     ) -> Result<Option<Event>> {
-        self.epoch = self.epoch.wrapping_add(1);
-        let word = ((self.epoch as u64) << 32) | sig as u64;
         // A work-group per 16-byte vector of each of its work-items (4 KiB): a vector step
         // (the usual form) has no idle groups, whose meetings cost as much as a busy one's
         // (256 KiB of bf16 took 8.3 us per op in a graph on 2x H200 with 512 groups, 64 busy).
         let bytes = width.saturating_mul(std::mem::size_of::<T>());
         let groups = bytes.div_ceil(16 * GROUP).clamp(1, self.max_groups);
+        let parts = Partition::of::<T>(width, groups);
+        // The step's epochs: one per chunk.
+        let first = self.epoch.wrapping_add(1);
+        self.epoch = self.epoch.wrapping_add(parts.chunks as u32);
+        let word = ((first as u64) << 32) | sig as u64;
         if self.plan.is_some() {
-            self.plan_step(word, groups, m)?;
+            // A host step copies and moves everything at once: it arrives at the step's
+            // last epoch (every chunk's) and waits for the peers' last.
+            let last = ((self.epoch as u64) << 32) | sig as u64;
+            self.plan_step(last, groups, m)?;
             return Ok(None);
         }
         let pads = self.pad_args()?;
@@ -713,13 +767,46 @@ impl<'r> Team<'r> {
         // Whole 16-byte vectors where the step allows (the same meeting and work-groups: the
         // ranks need not all take this form).
         let vectors = match std::mem::size_of::<T>() {
-            2 => vector_launch!(T, self, team_step_x8, 8, head, &pads, groups, m, deps),
-            4 => vector_launch!(T, self, team_step_x4, 4, head, &pads, groups, m, deps),
-            _ => vector_launch!(T, self, team_step_x2, 2, head, &pads, groups, m, deps),
+            2 => vector_launch!(
+                T,
+                self,
+                team_step_x8,
+                8,
+                head,
+                &pads,
+                groups,
+                parts,
+                m,
+                deps
+            ),
+            4 => vector_launch!(
+                T,
+                self,
+                team_step_x4,
+                4,
+                head,
+                &pads,
+                groups,
+                parts,
+                m,
+                deps
+            ),
+            _ => vector_launch!(
+                T,
+                self,
+                team_step_x2,
+                2,
+                head,
+                &pads,
+                groups,
+                parts,
+                m,
+                deps
+            ),
         };
         match vectors {
             Some(ev) => Ok(ev),
-            None => self.launch(head, &pads, groups, m, deps),
+            None => self.launch(head, &pads, groups, parts, m, deps),
         }
     }
 
@@ -1374,5 +1461,41 @@ impl Drop for Team<'_> {
         if let Err(err) = self.queue.wait() {
             log::warn!("sycl-rs: Team drop: {err}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Partition, GROUP};
+    use crate::half::bf16;
+
+    /// Every group's chunks cover its block, the blocks cover the step, and the chunk count
+    /// stays within 1..=8; a block of at most 4 vectors per work-item is one chunk.
+    #[test]
+    fn partitions_cover_their_steps() {
+        for count in [0, 1, 7, 4096, 65_560, 1 << 20, (64 << 20) + 3, 1 << 26] {
+            for groups in [1, 2, 3, 64, 1024] {
+                let check = |p: Partition, size: usize| {
+                    assert_eq!(p.unit * size, 16);
+                    assert!(p.block_vectors * p.unit * groups >= count);
+                    assert_eq!(p.block_vectors % GROUP, 0);
+                    assert_eq!(p.chunk_vectors % GROUP, 0);
+                    assert!(p.chunks * p.chunk_vectors >= p.block_vectors);
+                    assert!((1..=8).contains(&p.chunks), "{p:?}");
+                    if p.block_vectors <= 4 * GROUP {
+                        assert_eq!(p.chunks, 1, "{p:?}");
+                    }
+                };
+                check(Partition::of::<f32>(count, groups), 4);
+                check(Partition::of::<bf16>(count, groups), 2);
+                check(Partition::of::<u64>(count, groups), 8);
+            }
+        }
+        // 256 MiB of f32 over 1024 groups: 256 KiB per group in 8 chunks of 32 KiB.
+        let p = Partition::of::<f32>(64 << 20, 1024);
+        assert_eq!(
+            (p.block_vectors, p.chunk_vectors, p.chunks),
+            (16384, 2048, 8)
+        );
     }
 }

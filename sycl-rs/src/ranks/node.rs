@@ -205,7 +205,7 @@ impl NodeRanks {
 
     /// Every local rank's byte string of one length (that of `mine`), concatenated in local
     /// rank order; a rank that sent another length is `Errc::Invalid`.
-    pub(super) fn all_gather_fixed(&self, what: &'static str, mine: &[u8]) -> Result<Vec<u8>> {
+    pub(crate) fn all_gather_fixed(&self, what: &'static str, mine: &[u8]) -> Result<Vec<u8>> {
         #[cfg(feature = "mpi")]
         if let Link::Mpi(comm) = &self.link {
             return self.mpi_wait(what)?.all_gather(comm, mine);

@@ -609,3 +609,81 @@ pub fn symmetric_misuse(ranks: &NodeRanks, q: &Queue, host_steps: bool) -> R {
         "all_reduce_symmetric into the range it reads",
     )
 }
+
+/// Steps large enough to run in several chunks (`team` must have halves of at least 1 MiB),
+/// where rank 0's operands start one element into their allocations, so that its steps take
+/// the scalar form of `team_step` while the other ranks' take the vector form: every form
+/// must split a step's elements into the same chunks, met in the same order. Three rounds on
+/// shifted values, so that a chunk read before its owner copied it in shows stale values.
+pub fn chunked(team: &mut Team, q: &Queue, what: &str) -> R {
+    // Whole 16-byte vectors (else no rank takes the vector form), not whole work-groups of
+    // them: f32 8 chunks of a work-group's block where every rank runs one group, bf16 7,
+    // u64 8.
+    chunked_ops::<f32>(team, q, 65_536 + 24, &format!("{what} f32"))?;
+    chunked_ops::<bf16>(team, q, 65_536 + 40, &format!("{what} bf16"))?;
+    chunked_ops::<u64>(team, q, 32_768 + 6, &format!("{what} u64"))
+}
+
+fn chunked_ops<T: TestElem>(team: &mut Team, q: &Queue, count: usize, what: &str) -> R {
+    let (me, n) = (team.rank(), team.size());
+    let tq = team.queue().clone();
+    let skew = usize::from(me == 0);
+    // `count` elements from `skew` on, holding rank r's values shifted by `shift`.
+    let operand = |r: usize, shift: usize, len: usize| -> Result<sycl::Usm<T>, String> {
+        let values: Vec<T> = (0..skew + len)
+            .map(|i| T::value(r, (i + shift).wrapping_sub(skew)))
+            .collect();
+        upload(q, &values)
+    };
+    let range = |m: &sycl::Usm<T>, len: usize| m.range(skew..skew + len).map_err(e2s);
+    let read = |m: &sycl::Usm<T>, len: usize| tq.to_vec(&range(m, len)?).map_err(e2s);
+    let wait = |r: sycl::Result<sycl::Event>| r.and_then(|e| e.wait());
+    for round in 0..3 {
+        let shift = round * 5;
+        let what = format!("{what}, {count} elements, round {round}");
+        let want: Vec<T> = (0..count)
+            .map(|i| host_reduce(ReduceOp::Sum, n, i + shift))
+            .collect();
+        let send = operand(me, shift, count)?;
+        let recv = operand(99, 0, count)?;
+        wait(team.all_reduce(
+            &range(&send, count)?,
+            &range(&recv, count)?,
+            ReduceOp::Sum,
+            &[],
+        ))
+        .map_err(|e| format!("{what}: all_reduce: {e}"))?;
+        same(&read(&recv, count)?, &want, &format!("{what}: all_reduce"))?;
+        wait(team.all_reduce(
+            &range(&send, count)?,
+            &range(&send, count)?,
+            ReduceOp::Sum,
+            &[],
+        ))
+        .map_err(|e| format!("{what}: all_reduce in place: {e}"))?;
+        same(
+            &read(&send, count)?,
+            &want,
+            &format!("{what}: all_reduce in place"),
+        )?;
+        let send = operand(me, shift, count)?;
+        let recv = operand(99, 0, n * count)?;
+        wait(team.all_gather(&range(&send, count)?, &range(&recv, n * count)?, &[]))
+            .map_err(|e| format!("{what}: all_gather: {e}"))?;
+        let want: Vec<T> = (0..n * count)
+            .map(|j| T::value(j / count, j % count + shift))
+            .collect();
+        same(
+            &read(&recv, n * count)?,
+            &want,
+            &format!("{what}: all_gather"),
+        )?;
+        let root = round % n;
+        let buf = operand(me, shift, count)?;
+        wait(team.broadcast(&range(&buf, count)?, root, &[]))
+            .map_err(|e| format!("{what}: broadcast from {root}: {e}"))?;
+        let want: Vec<T> = (0..count).map(|i| T::value(root, i + shift)).collect();
+        same(&read(&buf, count)?, &want, &format!("{what}: broadcast"))?;
+    }
+    Ok(())
+}
