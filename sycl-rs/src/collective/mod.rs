@@ -338,12 +338,18 @@ macro_rules! team_kernel {
 
 /// Launches move `m` as `kernels::$kernel` over `[T; $v]` (16 bytes) when it is a reduce or
 /// gather whose offsets, counts and ranges are whole, aligned vectors: `Some(event)`; `None`
-/// otherwise (the scalar step runs instead); `Some(None)` when the team records it. This rank's values come from the stage: the
-/// staged move's, or this rank's part (its half, filled by a copy before the launch).
+/// otherwise (the scalar step runs instead); `Some(None)` when the team records it. `$shape`:
+/// the step's head, pads, work-groups and partition. This rank's values come from the stage:
+/// the staged move's, or this rank's part (its half, filled by a copy before the launch).
 macro_rules! vector_launch {
-    ($t:ty, $team:expr, $kernel:ident, $v:literal, $head:expr, $pads:expr, $groups:expr, $parts:expr, $m:expr, $deps:expr) => {{
-        let (me, n, word, limit) = $head;
-        let (team, pads, m): (&Team, &[UsmRange<u64>], &Move<$t>) = ($team, $pads, $m);
+    ($t:ty, $team:expr, $kernel:ident, $v:literal, $shape:expr, $m:expr, $deps:expr) => {{
+        let ((me, n, word, limit), pads, groups, partition): (
+            _,
+            &[UsmRange<u64>],
+            usize,
+            Partition,
+        ) = $shape;
+        let (team, m): (&Team, &Move<$t>) = ($team, $m);
         let whole = |x: usize| x % $v == 0;
         let cast = |r: &UsmRange<$t>| {
             r.cast::<[$t; $v]>()
@@ -377,7 +383,7 @@ macro_rules! vector_launch {
         match fits.then(views).flatten() {
             Some((out, parts, input, stage, staged, in_place)) => {
                 let b = |k: usize| parts.get(k).unwrap_or(&parts[0]);
-                let range = Range::d1($groups * GROUP).with_local([GROUP, 1, 1]);
+                let range = Range::d1(groups * GROUP).with_local([GROUP, 1, 1]);
                 let (first, count, stride) = (m.first / $v, m.count / $v, m.stride / $v);
                 let flags = staged | team.relative_flag();
                 Some(team_kernel!(
@@ -394,8 +400,8 @@ macro_rules! vector_launch {
                         first,
                         count,
                         stride,
-                        $parts.block_vectors,
-                        $parts.chunk_vectors,
+                        partition.block_vectors,
+                        partition.chunk_vectors,
                         flags,
                         in_place,
                         &pads[0],
@@ -499,7 +505,8 @@ impl<'r> Team<'r> {
         let max_groups = all
             .chunks_exact(8)
             .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-            .fold(mine as u64, u64::min)
+            .min()
+            .unwrap_or(mine as u64)
             .clamp(1, MAX_GROUPS as u64) as usize;
         let mut team = Team {
             queue,
@@ -773,43 +780,12 @@ impl<'r> Team<'r> {
         let head = (self.me as u32, self.n as u32, word, self.limit);
         // Whole 16-byte vectors where the step allows (the same meeting and work-groups: the
         // ranks need not all take this form).
+        // (The step's head, pads, work-groups and partition.)
+        let shape = (head, &pads[..], groups, parts);
         let vectors = match std::mem::size_of::<T>() {
-            2 => vector_launch!(
-                T,
-                self,
-                team_step_x8,
-                8,
-                head,
-                &pads,
-                groups,
-                parts,
-                m,
-                deps
-            ),
-            4 => vector_launch!(
-                T,
-                self,
-                team_step_x4,
-                4,
-                head,
-                &pads,
-                groups,
-                parts,
-                m,
-                deps
-            ),
-            _ => vector_launch!(
-                T,
-                self,
-                team_step_x2,
-                2,
-                head,
-                &pads,
-                groups,
-                parts,
-                m,
-                deps
-            ),
+            2 => vector_launch!(T, self, team_step_x8, 8, shape, m, deps),
+            4 => vector_launch!(T, self, team_step_x4, 4, shape, m, deps),
+            _ => vector_launch!(T, self, team_step_x2, 2, shape, m, deps),
         };
         match vectors {
             Some(ev) => Ok(ev),
