@@ -21,10 +21,13 @@ use sycl_kernel_ir as kir;
 use sycl_kernel_ir::Check;
 
 use crate::analyze::{Analysis, Class};
+
+mod block;
 use crate::ir::{
     AccessCheck, AtomicOp, Base, BinOp, Checked, Collective, GroupOp, MathFn, Param, ParamKind,
     Query, Reduce, SubGroupOp, SubGroupQuery, Ty, UnOp,
 };
+use block::BlockPlan;
 
 // The emitter reads the function with the bounds analysis' answers (`encode::checked`).
 type Function = kir::Function<Checked>;
@@ -51,6 +54,7 @@ enum Ctx {
     Helper,
 }
 
+#[derive(Clone)]
 pub struct RustEmitter<'a> {
     /// The function, each access's check and the facts written in by the analysis.
     f: &'a Function,
@@ -58,6 +62,9 @@ pub struct RustEmitter<'a> {
     params: &'a [Param],
     class: Vec<Class>,
     ctx: Ctx,
+    /// Inside the blocked copy of a loop's body: the buffers its slice accesses read and
+    /// write instead (see [`BlockPlan`]).
+    block: Option<std::rc::Rc<BlockPlan>>,
 }
 
 fn rt() -> TokenStream {
@@ -85,6 +92,7 @@ impl<'a> RustEmitter<'a> {
             params,
             class: an.map_or_else(|| vec![Class::Plain; f.locals.len()], |a| a.class.clone()),
             ctx,
+            block: None,
         }
     }
 
@@ -219,6 +227,15 @@ impl<'a> RustEmitter<'a> {
                     FieldForm::Checked => checked,
                 };
                 quote!({ let __i: usize = #i; let __k: usize = #k; #access })
+            }
+            ExprKind::Load {
+                base: Base::Param(p),
+                index,
+                field: None,
+                ..
+            } if self.block_buffer(*p, index).is_some() => {
+                let b = self.block_buffer(*p, index).expect("matched");
+                quote!(#b[__sycl_k])
             }
             ExprKind::Load {
                 base, index, check, ..
@@ -694,6 +711,22 @@ impl<'a> RustEmitter<'a> {
                 quote!({ let __v = #v; let __i: usize = #i; let __k: usize = #k; let __new = #new; #store; })
             }
             StmtKind::Store {
+                base: Base::Param(p),
+                op,
+                index,
+                value: e,
+                field: None,
+                ..
+            } if self.block_buffer(*p, index).is_some() => {
+                let b = self.block_buffer(*p, index).expect("matched");
+                let v = self.expr(e);
+                let new = match op {
+                    None => quote!(__v),
+                    Some(op) => binary(*op, self.slice_elem(*p), quote!(#b[__sycl_k]), quote!(__v)),
+                };
+                quote!({ let __v = #v; let __new = #new; #b[__sycl_k] = __new; })
+            }
+            StmtKind::Store {
                 base,
                 check,
                 op,
@@ -791,11 +824,43 @@ impl<'a> RustEmitter<'a> {
                 let body = self.block(body);
                 quote!(loop { #body })
             }
-            StmtKind::For(h, body) => {
+            StmtKind::For(h, body_stmts) => {
                 let (var, start, end, inclusive, step) =
                     (&h.var, &h.start, &h.end, &h.inclusive, &h.step);
                 let name = format_ident!("__sycl_v{}", var);
-                let body = self.block(body);
+                let body = self.block(body_stmts);
+                let plan = if *inclusive {
+                    None
+                } else {
+                    self.block_plan(*var, body_stmts)
+                };
+                if let Some(plan) = plan {
+                    // A loop whose body a block of iterations at a time can run on buffers
+                    // (see `BlockPlan`): a step of 1 (or none) runs blocks, then the rest as
+                    // above.
+                    let blocked = self.blocked_loop(plan, *var, body_stmts, &body);
+                    let (s, e) = (self.expr(start), self.expr(end));
+                    return match step {
+                        None => quote!({
+                            let __sycl_fs = #s;
+                            let __sycl_fe = #e;
+                            #blocked
+                        }),
+                        Some(st) => {
+                            let st = self.expr(st);
+                            quote!({
+                                let __sycl_fs = #s;
+                                let __sycl_fe = #e;
+                                let __sycl_fst: usize = #st;
+                                if __sycl_fst == 1 {
+                                    #blocked
+                                } else {
+                                    for #name in ((__sycl_fs)..(__sycl_fe)).step_by(__sycl_fst) { #body }
+                                }
+                            })
+                        }
+                    };
+                }
                 match step {
                     None => {
                         let range = self.range(start, end, *inclusive, None);

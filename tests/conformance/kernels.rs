@@ -7559,3 +7559,197 @@ pub fn generic_helpers(d: &Device) -> R {
         format!("g_mix::<i64> of item {i}")
     })
 }
+
+// ---------------------------------------------------------------- 19. blocked loops (native CPU)
+//
+// On the native CPU a `for` loop of step 1 whose body qualifies runs a block of iterations at
+// a time over private buffers (`sycl-macros`, `emit_rust/block.rs`), so that LLVM vectorizes
+// it. These kernels are written so that it applies (or, for the last two, so that it must
+// not), and every device runs them against the host's sequential loop.
+
+/// A blocked row pass: reads at an offset (one of them in an `if`), per-iteration values from
+/// the loop variable, a maximum, a float sum and a count carried across iterations, and a
+/// compound bf16 store in a second loop of `step_by(step)`.
+#[sycl::kernel]
+fn blocked_rows(
+    x: &[sycl::half::bf16],
+    y: &mut [f32],
+    w: &mut [sycl::half::bf16],
+    stats: &mut [f32],
+    off: usize,
+    n: usize,
+    step: usize,
+) {
+    let r = global_id(0);
+    let row = r * n;
+    let mut m = -3.0e38f32;
+    let mut odd = 0.0f32;
+    let mut hits = 0u32;
+    for c in 0..n {
+        let v = x[off + row + c].to_f32();
+        m = m.max(v);
+        if (c & 1) == 1 {
+            odd += x[off + row + c].to_f32() * 0.5;
+        }
+        hits += (v > 0.25) as u32;
+        y[row + c] = v * 2.0 - (c as f32) * 0.125;
+    }
+    for c in (0..n).step_by(step) {
+        w[row + c] += sycl::half::bf16::from_f32((x[off + row + c].to_f32() - m).exp());
+    }
+    stats[r * 3] = m;
+    stats[r * 3 + 1] = odd;
+    stats[r * 3 + 2] = hits as f32;
+}
+
+/// A blocked loop that runs past the end of `x`: the launch fails, on the CPU after the
+/// elements before the failing one were written, as the sequential loop writes them.
+#[sycl::kernel]
+fn blocked_past_end(x: &[f32], y: &mut [f32], n: usize) {
+    for i in 0..n {
+        y[i] = (x[i] * 2.0 + 1.0).max(0.0).min(1000.0);
+    }
+}
+
+/// Reads one element of `y` and writes the next: each iteration needs the last one's store
+/// (never blocked: a written slice at two offsets).
+#[sycl::kernel]
+fn chained_writes(y: &mut [u32], n: usize) {
+    for i in 0..n {
+        y[i + 1] = (y[i] ^ 0x9e37u32).rotate_left(5) * 3u32 + 1u32;
+    }
+}
+
+/// Writes only the even elements (never blocked: a store inside an `if`).
+#[sycl::kernel]
+fn even_writes(x: &[f32], y: &mut [f32], n: usize) {
+    for i in 0..n {
+        let v = (x[i] * 3.0 + 1.0).max(2.0);
+        if (i & 1) == 0 {
+            y[i] = v.min(50.0);
+        }
+    }
+}
+
+/// Item 19: loops the native CPU runs in blocks compute what the sequential loop computes,
+/// with lengths that are not whole blocks, at an offset, and with a failure in a block; loops
+/// it must not block (a written slice read at another offset, a conditional store) keep the
+/// loop's order.
+pub fn blocked_loops(d: &Device) -> R {
+    use sycl::half::bf16;
+    let q = in_order(d)?;
+    let (rows, n, off) = (5usize, 1000usize, 7usize);
+    let mut rng = Rng(0x5eed_b10c);
+    let x: Vec<bf16> = (0..off + rows * n + 3)
+        .map(|_| bf16::from_f32((rng.next() % 2001) as f32 / 1000.0 - 1.0))
+        .collect();
+    let w0: Vec<bf16> = (0..rows * n)
+        .map(|k| bf16::from_f32((k % 13) as f32 * 0.25))
+        .collect();
+    let (dx, dw) = (upload(&q, &x)?, upload(&q, &w0)?);
+    let (dy, ds) = (filled(&q, rows * n, 0f32)?, filled(&q, rows * 3, 0f32)?);
+    run(
+        &q,
+        Range::d1(rows),
+        blocked_rows(&dx, &dy, &dw, &ds, off, n, 1),
+    )?;
+    let (mut want_y, mut want_w, mut want_s) = (vec![0f32; rows * n], w0.clone(), Vec::new());
+    for r in 0..rows {
+        let row = r * n;
+        let (mut m, mut odd, mut hits) = (-3.0e38f32, 0.0f32, 0u32);
+        for c in 0..n {
+            let v = x[off + row + c].to_f32();
+            m = m.max(v);
+            if c & 1 == 1 {
+                odd += v * 0.5;
+            }
+            hits += (v > 0.25) as u32;
+            want_y[row + c] = v * 2.0 - (c as f32) * 0.125;
+        }
+        for c in 0..n {
+            want_w[row + c] += bf16::from_f32((x[off + row + c].to_f32() - m).exp());
+        }
+        want_s.extend([m, odd, hits as f32]);
+    }
+    compare_by(
+        &q.to_vec(&dy).map_err(fail)?,
+        &want_y,
+        |g, w, _| same_float(g, w),
+        |i| format!("blocked_rows y[{i}]"),
+    )?;
+    compare_by(
+        &q.to_vec(&ds).map_err(fail)?,
+        &want_s,
+        |g, w, _| same_float(g, w),
+        |i| {
+            format!(
+                "blocked_rows stats[{i}] (max, odd sum, count of row {})",
+                i / 3
+            )
+        },
+    )?;
+    // `exp` is the device's: within bf16's rounding of the host's.
+    compare_by(
+        &q.to_vec(&dw).map_err(fail)?,
+        &want_w,
+        |g, w, _| close(g.to_f32(), w.to_f32(), 1.0 / 128.0),
+        |i| format!("blocked_rows w[{i}]"),
+    )?;
+
+    // A failure in the second block: x has 300 elements, the loop runs to 700.
+    let xs: Vec<f32> = (0..300).map(|k| k as f32 * 0.5 - 20.0).collect();
+    let (dxs, dys) = (upload(&q, &xs)?, filled(&q, 700, -1f32)?);
+    fails_in_kernel(
+        &q,
+        Range::d1(1),
+        blocked_past_end(&dxs, &dys, 700),
+        "blocked_past_end",
+    )?;
+    if d.backend() == sycl::BackendKind::NativeCpu {
+        let want: Vec<f32> = (0..700)
+            .map(|i| match xs.get(i) {
+                Some(v) => (v * 2.0 + 1.0).clamp(0.0, 1000.0),
+                None => -1.0,
+            })
+            .collect();
+        compare_by(
+            &q.to_vec(&dys).map_err(fail)?,
+            &want,
+            |g, w, _| same_float(g, w),
+            |i| format!("blocked_past_end y[{i}] (written up to the failing element only)"),
+        )?;
+    }
+
+    let m = 600usize;
+    let y0: Vec<u32> = (0..m as u32 + 1)
+        .map(|k| k.wrapping_mul(2_654_435_761))
+        .collect();
+    let dc = upload(&q, &y0)?;
+    run(&q, Range::d1(1), chained_writes(&dc, m))?;
+    let mut want = y0.clone();
+    for i in 0..m {
+        want[i + 1] = (want[i] ^ 0x9e37)
+            .rotate_left(5)
+            .wrapping_mul(3)
+            .wrapping_add(1);
+    }
+    compare(&q.to_vec(&dc).map_err(fail)?, &want, |i| {
+        format!("chained_writes y[{i}]")
+    })?;
+
+    let xe: Vec<f32> = (0..m).map(|k| k as f32 * 0.1 - 3.0).collect();
+    let (dxe, dye) = (upload(&q, &xe)?, filled(&q, m, 7f32)?);
+    run(&q, Range::d1(1), even_writes(&dxe, &dye, m))?;
+    let want: Vec<f32> = (0..m)
+        .map(|i| match i & 1 {
+            0 => (xe[i] * 3.0 + 1.0).clamp(2.0, 50.0),
+            _ => 7.0,
+        })
+        .collect();
+    compare_by(
+        &q.to_vec(&dye).map_err(fail)?,
+        &want,
+        |g, w, _| same_float(g, w),
+        |i| format!("even_writes y[{i}]"),
+    )
+}

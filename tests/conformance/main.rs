@@ -1479,6 +1479,11 @@ fn main() -> ExitCode {
             run: kernels::unchecked_access,
         },
         DeviceTest {
+            name: "kernels::blocked_loops",
+            needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
+            run: kernels::blocked_loops,
+        },
+        DeviceTest {
             name: "kernels::aliasing",
             needs: &[Aspect::ExtSyclRsKernels, Aspect::UsmDeviceAllocations],
             run: kernels::aliasing,

@@ -239,6 +239,76 @@ impl<T: Element> KernelSlice<'_, T> {
     }
 }
 
+/// Reads elements `start..start + N` of the `len` at `ptr` into `out`, each a relaxed atomic
+/// load; `false` (and `out` untouched) when any is out of bounds.
+///
+/// # Safety
+/// `ptr` and `len` are a live, aligned range that every work-item accesses atomically at
+/// T's width (a [`KernelSlice`]'s or [`KernelSliceMut`]'s).
+#[inline(always)]
+unsafe fn load_block<T: Element, const N: usize>(
+    ptr: *const T,
+    len: usize,
+    start: usize,
+    out: &mut [T; N],
+) -> bool {
+    if !block_in_bounds(len, start, N) {
+        return false;
+    }
+    for (k, o) in out.iter_mut().enumerate() {
+        // SAFETY: `start + k < start + N <= len` (checked above); the rest is the caller's.
+        *o = unsafe { T::load(ptr.add(start + k)) };
+    }
+    true
+}
+
+/// Whether `start..start + n` lies inside `0..len`.
+#[inline(always)]
+fn block_in_bounds(len: usize, start: usize, n: usize) -> bool {
+    start <= len && len - start >= n
+}
+
+impl<T: Element> KernelSlice<'_, T> {
+    /// Reads elements `start..start + N` into `out` (relaxed atomic loads, in order), or
+    /// gives `false` when any is out of bounds: a blocked loop's copy of the elements its
+    /// next `N` iterations read.
+    #[inline(always)]
+    pub fn load_block<const N: usize>(&self, start: usize, out: &mut [T; N]) -> bool {
+        // SAFETY: `CpuArgs` made the slice from a live, aligned range of `len` elements that
+        // every work-item accesses atomically at T's width.
+        unsafe { load_block(self.ptr, self.len, start, out) }
+    }
+}
+
+impl<T: Element> KernelSliceMut<'_, T> {
+    /// As [`KernelSlice::load_block`].
+    #[inline(always)]
+    pub fn load_block<const N: usize>(&self, start: usize, out: &mut [T; N]) -> bool {
+        // SAFETY: as in `KernelSlice::load_block`.
+        unsafe { load_block(self.ptr, self.len, start, out) }
+    }
+
+    /// Whether elements `start..start + n` are all in bounds.
+    #[inline(always)]
+    pub fn block_in_bounds(&self, start: usize, n: usize) -> bool {
+        block_in_bounds(self.len, start, n)
+    }
+
+    /// Writes `values` to elements `start..start + N` (relaxed atomic stores, in order);
+    /// panics when any is out of bounds.
+    #[inline(always)]
+    pub fn store_block<const N: usize>(&self, start: usize, values: &[T; N]) {
+        if !block_in_bounds(self.len, start, N) {
+            out_of_bounds(start.saturating_add(N.saturating_sub(1)), self.len)
+        }
+        for (k, v) in values.iter().enumerate() {
+            // SAFETY: `start + k < len` (checked above), in the writable range `CpuArgs`
+            // bound; accessed atomically at T's width.
+            unsafe { T::store(self.ptr.add(start + k), *v) }
+        }
+    }
+}
+
 /// A `&[S]` (`MUT` false) or `&mut [S]` (`MUT` true, bound only to writable memory) kernel
 /// parameter of `SIZE`-byte kernel structs on the CPU: each field read and written on its
 /// own, bounds-checked.
