@@ -7568,8 +7568,8 @@ pub fn generic_helpers(d: &Device) -> R {
 // not), and every device runs them against the host's sequential loop.
 
 /// A blocked row pass: reads at an offset (one of them in an `if`), per-iteration values from
-/// the loop variable, a maximum, a float sum and a count carried across iterations, and a
-/// compound bf16 store in a second loop of `step_by(step)`.
+/// the loop variable, two maxima and a count carried across iterations, and a compound bf16
+/// store in a second loop of `step_by(step)`; then a float sum, which is never blocked.
 #[sycl::kernel]
 fn blocked_rows(
     x: &[sycl::half::bf16],
@@ -7583,13 +7583,13 @@ fn blocked_rows(
     let r = global_id(0);
     let row = r * n;
     let mut m = -3.0e38f32;
-    let mut odd = 0.0f32;
+    let mut odd = -1.0f32;
     let mut hits = 0u32;
     for c in 0..n {
         let v = x[off + row + c].to_f32();
         m = m.max(v);
         if (c & 1) == 1 {
-            odd += x[off + row + c].to_f32() * 0.5;
+            odd = odd.max(x[off + row + c].to_f32() * 0.5);
         }
         hits += (v > 0.25) as u32;
         y[row + c] = v * 2.0 - (c as f32) * 0.125;
@@ -7597,9 +7597,14 @@ fn blocked_rows(
     for c in (0..n).step_by(step) {
         w[row + c] += sycl::half::bf16::from_f32((x[off + row + c].to_f32() - m).exp());
     }
-    stats[r * 3] = m;
-    stats[r * 3 + 1] = odd;
-    stats[r * 3 + 2] = hits as f32;
+    let mut sum = 0.0f32;
+    for c in 0..n {
+        sum += (x[off + row + c].to_f32() - m) * 0.25;
+    }
+    stats[r * 4] = m;
+    stats[r * 4 + 1] = odd;
+    stats[r * 4 + 2] = hits as f32;
+    stats[r * 4 + 3] = sum;
 }
 
 /// A blocked loop that runs past the end of `x`: the launch fails, on the CPU after the
@@ -7647,7 +7652,7 @@ pub fn blocked_loops(d: &Device) -> R {
         .map(|k| bf16::from_f32((k % 13) as f32 * 0.25))
         .collect();
     let (dx, dw) = (upload(&q, &x)?, upload(&q, &w0)?);
-    let (dy, ds) = (filled(&q, rows * n, 0f32)?, filled(&q, rows * 3, 0f32)?);
+    let (dy, ds) = (filled(&q, rows * n, 0f32)?, filled(&q, rows * 4, 0f32)?);
     run(
         &q,
         Range::d1(rows),
@@ -7656,20 +7661,22 @@ pub fn blocked_loops(d: &Device) -> R {
     let (mut want_y, mut want_w, mut want_s) = (vec![0f32; rows * n], w0.clone(), Vec::new());
     for r in 0..rows {
         let row = r * n;
-        let (mut m, mut odd, mut hits) = (-3.0e38f32, 0.0f32, 0u32);
+        let (mut m, mut odd, mut hits) = (-3.0e38f32, -1.0f32, 0u32);
         for c in 0..n {
             let v = x[off + row + c].to_f32();
             m = m.max(v);
             if c & 1 == 1 {
-                odd += v * 0.5;
+                odd = odd.max(v * 0.5);
             }
             hits += (v > 0.25) as u32;
             want_y[row + c] = v * 2.0 - (c as f32) * 0.125;
         }
+        let mut sum = 0.0f32;
         for c in 0..n {
             want_w[row + c] += bf16::from_f32((x[off + row + c].to_f32() - m).exp());
+            sum += (x[off + row + c].to_f32() - m) * 0.25;
         }
-        want_s.extend([m, odd, hits as f32]);
+        want_s.extend([m, odd, hits as f32, sum]);
     }
     compare_by(
         &q.to_vec(&dy).map_err(fail)?,
