@@ -99,6 +99,7 @@ fn ranks_main() -> ExitCode {
                     &mut other,
                     &format!("{steps}, {name}, graph"),
                 )?;
+                kept_plans(&mut team, &q, &format!("{steps}, {name}"))?;
             }
             // Halves of 1 MiB: steps of several chunks, in both forms of the kernel; every
             // rank staged, rank 0 copying in first (its peers' chunks arrive one by one), and

@@ -15,9 +15,8 @@
 //! results wrong or its wait fail; it cannot make it touch memory outside the ranges planned.
 #![allow(unsafe_code)]
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::usm::{MemoryRecord, Use, UsmRange};
@@ -235,7 +234,24 @@ impl Plan {
     /// (mismatched), as the kernels'.
     pub(super) fn submit(self, queue: &Queue, deps: &[&Event]) -> Result<Event> {
         let Plan { work, uses, .. } = self;
-        submit_work(queue, &uses, work.into(), deps)
+        submit_work(queue, &uses, work.into(), 0, deps)
+    }
+
+    /// Submits the plan as [`Plan::submit`] does, and gives it back as a [`KeptPlan`] for
+    /// the next call of the same operation on the same memory.
+    pub(super) fn submit_and_keep(
+        self,
+        queue: &Queue,
+        deps: &[&Event],
+    ) -> (Result<Event>, KeptPlan) {
+        let Plan { work, uses, .. } = self;
+        let work: Arc<[Work]> = work.into();
+        let event = submit_work(queue, &uses, work.clone(), 0, deps);
+        let kept = KeptPlan {
+            work,
+            uses: uses.iter().map(|(r, u)| (Arc::downgrade(r), *u)).collect(),
+        };
+        (event, kept)
     }
 
     /// The plan kept for replays ([`SharedPlan`]).
@@ -260,45 +276,78 @@ impl SharedPlan {
     /// Submits one replay after `deps`, its meetings' epochs `base` later than recorded; as
     /// [`Plan::submit`] otherwise.
     pub(super) fn submit(&self, base: u32, queue: &Queue, deps: &[&Event]) -> Result<Event> {
-        let work: VecDeque<Work> = self
-            .work
-            .iter()
-            .map(|w| match w {
-                Work::Meet(m) => {
-                    let epoch = ((m.word >> 32) as u32).wrapping_add(base);
-                    Work::Meet(Meeting {
-                        word: ((epoch as u64) << 32) | (m.word & 0xffff_ffff),
-                        ..m.clone()
-                    })
-                }
-                other => other.clone(),
-            })
-            .collect();
-        submit_work(queue, &self.uses, work, deps)
+        submit_work(queue, &self.uses, self.work.clone(), base, deps)
     }
 }
 
-/// Runs `work` as one command of `queue` after `deps` using `uses` (see [`Plan::submit`]).
+/// An eager operation's plan, kept by its team for the next call of the same operation on the
+/// same memory at the same half ([`Team`](super::Team)'s `kept`): run again as a replay is,
+/// its meetings' epochs moved to the call's. It holds the caller's memory weakly: memory its
+/// owner dropped is freed as usual, and the plan then never runs again.
+pub(super) struct KeptPlan {
+    work: Arc<[Work]>,
+    uses: Vec<(Weak<MemoryRecord>, Use)>,
+}
+
+impl KeptPlan {
+    /// Submits the plan again after `deps`, its meetings' epochs `base` later than planned;
+    /// `None` (nothing submitted) when memory it uses was dropped since. Every address in
+    /// its commands lies in that memory, alive again here and tracked until the task
+    /// completes, or in the team's own.
+    pub(super) fn submit(
+        &self,
+        base: u32,
+        queue: &Queue,
+        deps: &[&Event],
+    ) -> Option<Result<Event>> {
+        let uses = self
+            .uses
+            .iter()
+            .map(|(r, u)| Some((r.upgrade()?, *u)))
+            .collect::<Option<Vec<_>>>()?;
+        Some(submit_work(queue, &uses, self.work.clone(), base, deps))
+    }
+}
+
+/// Runs `work` as one command of `queue` after `deps` using `uses` (see [`Plan::submit`]),
+/// its meetings' epochs `base` later than planned.
 fn submit_work(
     queue: &Queue,
     uses: &[(Arc<MemoryRecord>, Use)],
-    mut work: VecDeque<Work>,
+    work: Arc<[Work]>,
+    base: u32,
     deps: &[&Event],
 ) -> Result<Event> {
     let uses: Vec<(&Arc<MemoryRecord>, Use)> = uses.iter().map(|(r, u)| (r, *u)).collect();
+    // The next command, and the meeting in progress (a meeting resumes where it stopped).
+    let mut next = 0;
+    let mut meeting: Option<Meeting> = None;
     queue.host_work_using(&uses, deps, move |inline| {
-        while let Some(w) = work.front_mut() {
+        while let Some(w) = work.get(next) {
             if let Work::Meet(m) = w {
+                let m = meeting.get_or_insert_with(|| m.later(base));
                 if !meet(m, inline)? {
                     return Ok(false);
                 }
-                work.pop_front();
-                continue;
+                meeting = None;
+            } else {
+                run(w);
             }
-            run(work.pop_front().expect("a command"));
+            next += 1;
         }
         Ok(true)
     })
+}
+
+impl Meeting {
+    /// This meeting, its epoch `base` later.
+    fn later(&self, base: u32) -> Meeting {
+        let epoch = ((self.word >> 32) as u32).wrapping_add(base);
+        Meeting {
+            word: ((epoch as u64) << 32) | (self.word & 0xffff_ffff),
+            ..self.clone()
+        }
+    }
 }
 
 /// How long a call run on the calling thread waits for its peers before it hands the rest of
@@ -306,8 +355,8 @@ fn submit_work(
 const INLINE_WAIT: Duration = Duration::from_micros(50);
 
 /// Runs a copy or a reduction.
-fn run(work: Work) {
-    match work {
+fn run(work: &Work) {
+    match *work {
         Work::Copy {
             src,
             dst,
@@ -318,7 +367,7 @@ fn run(work: Work) {
             // `align`, in memory this process maps and alive until the task completes.
             unsafe { copy(src, dst, bytes, align) };
         }
-        Work::Reduce(f) => f(),
+        Work::Reduce(ref f) => f(),
         Work::Meet(_) => unreachable!("meetings run through `meet`"),
     }
 }

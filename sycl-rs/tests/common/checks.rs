@@ -687,3 +687,76 @@ fn chunked_ops<T: TestElem>(team: &mut Team, q: &Queue, count: usize, what: &str
     }
     Ok(())
 }
+
+/// Calls repeated on the same memory with new values each round (with host steps, each
+/// repeat runs the plan the team kept from the first call), starting on either half (a
+/// barrier, one piece, between rounds moves the parity), then on memory allocated after the
+/// first was dropped (often at the same address: it must be planned anew).
+pub fn kept_plans(team: &mut Team, q: &Queue, what: &str) -> R {
+    let (me, n) = (team.rank(), team.size());
+    let tq = team.queue().clone();
+    let wait = |r: sycl::Result<sycl::Event>| r.and_then(|e| e.wait());
+    // 1500 f32: two pieces in 4 KiB halves.
+    let (count, small) = (1500usize, 7usize);
+    let values = |r: usize, shift: usize, len: usize| -> Vec<f32> {
+        (0..len).map(|i| f32::value(r, i + shift)).collect()
+    };
+    let reduced = |shift: usize| -> Vec<f32> {
+        (0..count)
+            .map(|i| host_reduce(ReduceOp::Sum, n, i + shift))
+            .collect()
+    };
+    let mut send = upload(q, &values(me, 0, count))?;
+    let mut recv = upload(q, &values(99, 0, count))?;
+    let part = upload(q, &values(me, 0, small))?;
+    let gathered = upload(q, &values(99, 0, n * small))?;
+    let buf = upload(q, &values(me, 0, small))?;
+    for round in 0..6 {
+        let what = format!("{what}, kept plans, round {round}");
+        if round == 5 {
+            // Dropped, then allocated again.
+            drop((send, recv));
+            send = upload(q, &values(me, round, count))?;
+            recv = upload(q, &values(99, 0, count))?;
+        }
+        q.write(&send, &values(me, round, count)).map_err(e2s)?;
+        wait(team.all_reduce(&send, &recv, ReduceOp::Sum, &[]))
+            .map_err(|e| format!("{what}: all_reduce: {e}"))?;
+        same(
+            &tq.to_vec(&recv).map_err(e2s)?,
+            &reduced(round),
+            &format!("{what}: all_reduce"),
+        )?;
+        wait(team.all_reduce(&send, &send, ReduceOp::Sum, &[]))
+            .map_err(|e| format!("{what}: all_reduce in place: {e}"))?;
+        same(
+            &tq.to_vec(&send).map_err(e2s)?,
+            &reduced(round),
+            &format!("{what}: all_reduce in place"),
+        )?;
+        q.write(&part, &values(me, round, small)).map_err(e2s)?;
+        wait(team.all_gather(&part, &gathered, &[]))
+            .map_err(|e| format!("{what}: all_gather: {e}"))?;
+        let want: Vec<f32> = (0..n * small)
+            .map(|j| f32::value(j / small, j % small + round))
+            .collect();
+        same(
+            &tq.to_vec(&gathered).map_err(e2s)?,
+            &want,
+            &format!("{what}: all_gather"),
+        )?;
+        let root = round % n;
+        q.write(&buf, &values(me, round, small)).map_err(e2s)?;
+        wait(team.broadcast(&buf, root, &[]))
+            .map_err(|e| format!("{what}: broadcast from {root}: {e}"))?;
+        same(
+            &tq.to_vec(&buf).map_err(e2s)?,
+            &values(root, round, small),
+            &format!("{what}: broadcast from {root}"),
+        )?;
+        if round % 2 == 1 {
+            wait(team.barrier(&[])).map_err(|e| format!("{what}: barrier: {e}"))?;
+        }
+    }
+    Ok(())
+}
