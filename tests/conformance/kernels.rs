@@ -7684,14 +7684,19 @@ pub fn blocked_loops(d: &Device) -> R {
         |g, w, _| same_float(g, w),
         |i| format!("blocked_rows y[{i}]"),
     )?;
+    // The float sum (every fourth) within rounding: Intel's CPU runtime adds it in another
+    // order; the maxima and the count exactly.
     compare_by(
         &q.to_vec(&ds).map_err(fail)?,
         &want_s,
-        |g, w, _| same_float(g, w),
+        |g, w, i| match i % 4 {
+            3 => close(g, w, 1e-5),
+            _ => same_float(g, w),
+        },
         |i| {
             format!(
-                "blocked_rows stats[{i}] (max, odd sum, count of row {})",
-                i / 3
+                "blocked_rows stats[{i}] (max, odd max, count, sum of row {})",
+                i / 4
             )
         },
     )?;
