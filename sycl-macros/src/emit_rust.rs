@@ -21,12 +21,12 @@ use sycl_kernel_ir as kir;
 use sycl_kernel_ir::Check;
 
 use crate::analyze::{Analysis, Class};
-
-mod block;
 use crate::ir::{
     AccessCheck, AtomicOp, Base, BinOp, Checked, Collective, GroupOp, MathFn, Param, ParamKind,
     Query, Reduce, SubGroupOp, SubGroupQuery, Ty, UnOp,
 };
+
+mod block;
 use block::BlockPlan;
 
 // The emitter reads the function with the bounds analysis' answers (`encode::checked`).
@@ -186,6 +186,9 @@ impl<'a> RustEmitter<'a> {
     }
 
     pub fn expr(&self, e: &Expr) -> TokenStream {
+        if let Some(b) = self.block_load(e) {
+            return quote!(#b[__sycl_k]);
+        }
         let rt = rt();
         let t = self.ty(e);
         match &e.kind {
@@ -227,15 +230,6 @@ impl<'a> RustEmitter<'a> {
                     FieldForm::Checked => checked,
                 };
                 quote!({ let __i: usize = #i; let __k: usize = #k; #access })
-            }
-            ExprKind::Load {
-                base: Base::Param(p),
-                index,
-                field: None,
-                ..
-            } if self.block_buffer(*p, index).is_some() => {
-                let b = self.block_buffer(*p, index).expect("matched");
-                quote!(#b[__sycl_k])
             }
             ExprKind::Load {
                 base, index, check, ..
@@ -583,6 +577,9 @@ impl<'a> RustEmitter<'a> {
     }
 
     fn stmt(&self, s: &Stmt) -> TokenStream {
+        if let Some(store) = self.block_store(s) {
+            return store;
+        }
         let rt = rt();
         match &s.kind {
             StmtKind::Let(l, e) => {
@@ -711,22 +708,6 @@ impl<'a> RustEmitter<'a> {
                 quote!({ let __v = #v; let __i: usize = #i; let __k: usize = #k; let __new = #new; #store; })
             }
             StmtKind::Store {
-                base: Base::Param(p),
-                op,
-                index,
-                value: e,
-                field: None,
-                ..
-            } if self.block_buffer(*p, index).is_some() => {
-                let b = self.block_buffer(*p, index).expect("matched");
-                let v = self.expr(e);
-                let new = match op {
-                    None => quote!(__v),
-                    Some(op) => binary(*op, self.slice_elem(*p), quote!(#b[__sycl_k]), quote!(__v)),
-                };
-                quote!({ let __v = #v; let __new = #new; #b[__sycl_k] = __new; })
-            }
-            StmtKind::Store {
                 base,
                 check,
                 op,
@@ -738,11 +719,7 @@ impl<'a> RustEmitter<'a> {
                 let v = self.expr(e);
                 let i = self.expr(index);
                 let elem = match base {
-                    Base::Param(p) => match self.f.params[*p] {
-                        ParamKind::Slice { elem, .. } => elem,
-                        ParamKind::Scalar(t) => t,
-                        ParamKind::Structs { .. } => unreachable!("struct fields are stored above"),
-                    },
+                    Base::Param(p) => self.slice_elem(*p),
                     Base::Local(l) => self.f.locals[*l].ty,
                 };
                 let proved = self.proved(check);
@@ -829,60 +806,39 @@ impl<'a> RustEmitter<'a> {
                     (&h.var, &h.start, &h.end, &h.inclusive, &h.step);
                 let name = format_ident!("__sycl_v{}", var);
                 let body = self.block(body_stmts);
-                let plan = if *inclusive {
-                    None
-                } else {
-                    self.block_plan(*var, body_stmts)
+                // A loop whose body runs a block of iterations at a time over buffers (see
+                // `BlockPlan`) takes that form where its step is 1; the rest as below.
+                let blocked = match inclusive {
+                    true => None,
+                    false => self
+                        .block_plan(*var, body_stmts)
+                        .map(|plan| self.blocked_loop(plan, body_stmts, &body)),
                 };
-                if let Some(plan) = plan {
-                    // A loop whose body a block of iterations at a time can run on buffers
-                    // (see `BlockPlan`): a step of 1 (or none) runs blocks, then the rest as
-                    // above.
-                    let blocked = self.blocked_loop(plan, *var, body_stmts, &body);
-                    let (s, e) = (self.expr(start), self.expr(end));
-                    return match step {
-                        None => quote!({
-                            let __sycl_fs = #s;
-                            let __sycl_fe = #e;
-                            #blocked
-                        }),
-                        Some(st) => {
-                            let st = self.expr(st);
-                            quote!({
-                                let __sycl_fs = #s;
-                                let __sycl_fe = #e;
-                                let __sycl_fst: usize = #st;
-                                if __sycl_fst == 1 {
-                                    #blocked
-                                } else {
-                                    for #name in ((__sycl_fs)..(__sycl_fe)).step_by(__sycl_fst) { #body }
-                                }
-                            })
-                        }
-                    };
-                }
+                let range = if *inclusive {
+                    quote!((__sycl_fs)..=(__sycl_fe))
+                } else {
+                    quote!((__sycl_fs)..(__sycl_fe))
+                };
+                let step_one = blocked.unwrap_or_else(|| quote!(for #name in #range { #body }));
+                let (s, e) = (self.expr(start), self.expr(end));
                 match step {
-                    None => {
-                        let range = self.range(start, end, *inclusive, None);
-                        quote!(for #name in #range { #body })
-                    }
+                    None => quote!({
+                        let __sycl_fs = #s;
+                        let __sycl_fe = #e;
+                        #step_one
+                    }),
                     Some(st) => {
                         // Two copies of the loop: a step of 1 (a GPU-shaped loop run with
                         // groups of one work-item, as CPUs prefer) gets a plain range, which
                         // LLVM compiles far better than `step_by`. Bounds, then step, as Rust
                         // evaluates them; `step_by(0)` still fails.
-                        let (s, e, st) = (self.expr(start), self.expr(end), self.expr(st));
-                        let range = if *inclusive {
-                            quote!((__sycl_fs)..=(__sycl_fe))
-                        } else {
-                            quote!((__sycl_fs)..(__sycl_fe))
-                        };
+                        let st = self.expr(st);
                         quote!({
                             let __sycl_fs = #s;
                             let __sycl_fe = #e;
                             let __sycl_fst: usize = #st;
                             if __sycl_fst == 1 {
-                                for #name in #range { #body }
+                                #step_one
                             } else {
                                 for #name in (#range).step_by(__sycl_fst) { #body }
                             }

@@ -34,6 +34,8 @@ use std::rc::Rc;
 use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
 
+use sycl_kernel_ir::ir::{visit_stmts, walk_expr};
+
 use super::{ty_tokens, Expr, ExprKind, RustEmitter, Stmt, StmtKind};
 use crate::ir::{Base, BinOp, MathFn, ParamKind, Ty};
 
@@ -85,7 +87,7 @@ struct Access<'e> {
 
 impl RustEmitter<'_> {
     /// Inside a blocked body: the buffer standing for `param[index]`, if the plan has one.
-    pub(super) fn block_buffer(&self, param: usize, index: &Expr) -> Option<Ident> {
+    fn block_buffer(&self, param: usize, index: &Expr) -> Option<Ident> {
         let plan = self.block.as_ref()?;
         let offset = contiguous(plan.var, index)?;
         let key = self.offset_key(offset);
@@ -95,12 +97,49 @@ impl RustEmitter<'_> {
             .map(|b| b.name.clone())
     }
 
-    /// A scalar slice parameter's element type.
+    /// Inside a blocked body: the buffer a load of a slice element reads instead.
+    pub(super) fn block_load(&self, e: &Expr) -> Option<Ident> {
+        self.block.as_ref()?;
+        match &e.kind {
+            ExprKind::Load {
+                base: Base::Param(p),
+                index,
+                field: None,
+                ..
+            } => self.block_buffer(*p, index),
+            _ => None,
+        }
+    }
+
+    /// Inside a blocked body: a store of a slice element, into its buffer.
+    pub(super) fn block_store(&self, s: &Stmt) -> Option<TokenStream> {
+        self.block.as_ref()?;
+        let StmtKind::Store {
+            base: Base::Param(p),
+            op,
+            index,
+            value,
+            field: None,
+            ..
+        } = &s.kind
+        else {
+            return None;
+        };
+        let b = self.block_buffer(*p, index)?;
+        let v = self.expr(value);
+        let new = match op {
+            None => quote!(__v),
+            Some(op) => super::binary(*op, self.slice_elem(*p), quote!(#b[__sycl_k]), quote!(__v)),
+        };
+        Some(quote!({ let __v = #v; let __new = #new; #b[__sycl_k] = __new; }))
+    }
+
+    /// A scalar slice parameter's element type (a scalar parameter's type).
     pub(super) fn slice_elem(&self, param: usize) -> Ty {
         match self.f.params[param] {
             ParamKind::Slice { elem, .. } => elem,
             ParamKind::Scalar(t) => t,
-            ParamKind::Structs { .. } => unreachable!("struct slices are never blocked"),
+            ParamKind::Structs { .. } => unreachable!("struct slices are accessed by field"),
         }
     }
 
@@ -114,10 +153,18 @@ impl RustEmitter<'_> {
         if self.ctx == super::Ctx::Helper || self.f.locals[var].ty != Ty::Usize {
             return None;
         }
-        let mut assigned = BTreeSet::new();
-        assigned.insert(var);
-        collect_assigned(body, &mut assigned);
-        if carries_float_sum(self.f, body, &declared_in(body)) {
+        let (mut assigned, mut declared) = (BTreeSet::from([var]), BTreeSet::new());
+        visit_stmts(body, &mut |s| match &s.kind {
+            StmtKind::Let(l, _) => {
+                assigned.insert(*l);
+                declared.insert(*l);
+            }
+            StmtKind::AssignLocal(l, _, _) => {
+                assigned.insert(*l);
+            }
+            _ => {}
+        });
+        if carries_float_sum(self.f, body, &declared) {
             return None;
         }
         let scan = BodyScan {
@@ -170,12 +217,11 @@ impl RustEmitter<'_> {
     pub(super) fn blocked_loop(
         &self,
         plan: BlockPlan,
-        var: usize,
         body: &[Stmt],
         plain_body: &TokenStream,
     ) -> TokenStream {
         let n = BLOCK;
-        let name = format_ident!("__sycl_v{}", var);
+        let name = format_ident!("__sycl_v{}", plan.var);
         let plan = Rc::new(plan);
         let inner = RustEmitter {
             block: Some(plan.clone()),
@@ -226,75 +272,32 @@ impl RustEmitter<'_> {
     }
 }
 
-/// Locals a body assigns (declares or writes), nested statements included.
-fn collect_assigned(body: &[Stmt], out: &mut BTreeSet<usize>) {
-    for s in body {
-        match &s.kind {
-            StmtKind::Let(l, _) | StmtKind::AssignLocal(l, _, _) => {
-                out.insert(*l);
-            }
-            StmtKind::If(_, a, b) => {
-                collect_assigned(a, out);
-                collect_assigned(b, out);
-            }
-            StmtKind::While(_, b) | StmtKind::Loop(b) | StmtKind::For(_, b) => {
-                collect_assigned(b, out)
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Locals a body declares (`let`), in `if`s too (the plan admits no other nesting).
-fn declared_in(body: &[Stmt]) -> BTreeSet<usize> {
-    fn walk(stmts: &[Stmt], out: &mut BTreeSet<usize>) {
-        for s in stmts {
-            match &s.kind {
-                StmtKind::Let(l, _) => {
-                    out.insert(*l);
-                }
-                StmtKind::If(_, a, b) => {
-                    walk(a, out);
-                    walk(b, out);
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut out = BTreeSet::new();
-    walk(body, &mut out);
-    out
-}
-
 /// Whether the body adds to, subtracts from or multiplies a float that lives across
 /// iterations (`s += x[i]`, `s = s * v`): LLVM keeps such a chain in order (float
 /// arithmetic does not reassociate), so the loop gains nothing blocked and pays the copies
 /// (softmax's sum of exponentials: 1.07x the plain loop's time).
 fn carries_float_sum(f: &super::Function, body: &[Stmt], declared: &BTreeSet<usize>) -> bool {
     let carried = |l: usize| f.locals[l].ty.is_float() && !declared.contains(&l);
-    body.iter().any(|s| match &s.kind {
-        StmtKind::AssignLocal(l, Some(BinOp::Add | BinOp::Sub | BinOp::Mul), _) => carried(*l),
-        StmtKind::AssignLocal(l, None, e) => carried(*l) && sums_local(e, *l),
-        StmtKind::If(_, a, b) => {
-            carries_float_sum(f, a, declared) || carries_float_sum(f, b, declared)
+    let mut found = false;
+    visit_stmts(body, &mut |s| {
+        found |= match &s.kind {
+            StmtKind::AssignLocal(l, Some(BinOp::Add | BinOp::Sub | BinOp::Mul), _) => carried(*l),
+            StmtKind::AssignLocal(l, None, e) => carried(*l) && sums_local(e, *l),
+            _ => false,
         }
-        _ => false,
-    })
+    });
+    found
 }
 
 /// Whether `e` adds, subtracts or multiplies local `l` itself.
 fn sums_local(e: &Expr, l: usize) -> bool {
     let is_l = |e: &Expr| matches!(e.kind, ExprKind::Local(m) if m == l);
-    match &e.kind {
-        ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul, a, b, _) if is_l(a) || is_l(b) => {
-            true
-        }
-        ExprKind::Binary(_, a, b, _) => sums_local(a, l) || sums_local(b, l),
-        ExprKind::Unary(_, a) | ExprKind::Cast(a) => sums_local(a, l),
-        ExprKind::Select(c, a, b) => sums_local(c, l) || sums_local(a, l) || sums_local(b, l),
-        ExprKind::Math(_, args) => args.iter().any(|a| sums_local(a, l)),
-        _ => false,
-    }
+    let mut found = false;
+    walk_expr(e, &mut |x| {
+        found |= matches!(&x.kind,
+            ExprKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul, a, b, _) if is_l(a) || is_l(b));
+    });
+    found
 }
 
 /// `offset + var`, `var + offset` (`Some(offset)`, the offset loop-invariant) or `var`

@@ -340,8 +340,16 @@ impl CallKey {
     fn new<T: bytemuck::Pod>(call: [u64; 4], a: &UsmRange<T>, b: &UsmRange<T>) -> CallKey {
         let at = |r: &UsmRange<T>| (host::record_key(&r.record), r.as_ptr(), r.len());
         CallKey {
-            call,
             memory: [at(a), at(b)],
+            ..CallKey::without_memory(call)
+        }
+    }
+
+    /// The key of operation `call`, which names no caller memory.
+    fn without_memory(call: [u64; 4]) -> CallKey {
+        CallKey {
+            call,
+            memory: [(0, 0, 0); 2],
             half: 0,
         }
     }
@@ -969,32 +977,28 @@ impl<'r> Team<'r> {
         let (epoch, operations) = (self.epoch, self.operations);
         self.plan = Some(host::Plan::new(self.private.clone()));
         let result = body(self, deps);
+        // (A refusal submitted its own plan and returned its error.)
         let plan = self.plan.take();
-        match (result, plan, key) {
-            (Ok(_), Some(plan), Some(key)) => {
-                let (event, plan) = plan.submit_and_keep(&self.queue, deps);
-                if event.is_ok() {
-                    if self.kept.len() == KEPT_PLANS {
-                        self.kept.remove(0);
-                    }
-                    self.kept.push(Kept {
-                        key,
-                        plan,
-                        epoch,
-                        steps: self.epoch.wrapping_sub(epoch),
-                        pieces: self.operations - operations,
-                    });
-                }
-                event
+        let last = result?;
+        let (plan, key) = match (plan, key) {
+            (Some(plan), Some(key)) => (plan, key),
+            (Some(plan), None) => return plan.submit(&self.queue, deps),
+            (None, _) => return self.finish(last, deps),
+        };
+        let (event, plan) = plan.submit_and_keep(&self.queue, deps);
+        if event.is_ok() {
+            if self.kept.len() == KEPT_PLANS {
+                self.kept.remove(0);
             }
-            (Ok(last), plan, _) => {
-                self.plan = plan;
-                let event = self.finish(last, deps);
-                self.plan = None;
-                event
-            }
-            (Err(e), _, _) => Err(e),
+            self.kept.push(Kept {
+                key,
+                plan,
+                epoch,
+                steps: self.epoch.wrapping_sub(epoch),
+                pieces: self.operations - operations,
+            });
         }
+        event
     }
 
     /// The event of an operation: its last launch's, or that of its plan, submitted now.
@@ -1081,8 +1085,7 @@ impl<'r> Team<'r> {
     /// `MPI_Barrier` on the device: every rank's later commands on the team queue start after
     /// every rank's earlier ones reached it.
     pub fn barrier(&mut self, deps: &[&Event]) -> Result<Event> {
-        let none = self.scratch_word::<u64>(0)?;
-        let key = CallKey::new([5, 0, 0, 0], &none, &none);
+        let key = CallKey::without_memory([5, 0, 0, 0]);
         self.operation(deps, Some(key), |team, deps| team.barrier_commands(deps))
     }
 

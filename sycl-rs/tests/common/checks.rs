@@ -646,25 +646,12 @@ fn chunked_ops<T: TestElem>(team: &mut Team, q: &Queue, count: usize, what: &str
             .collect();
         let send = operand(me, shift, count)?;
         let recv = operand(99, 0, count)?;
-        wait(team.all_reduce(
+        sum_out_and_in_place(
+            team,
             &range(&send, count)?,
             &range(&recv, count)?,
-            ReduceOp::Sum,
-            &[],
-        ))
-        .map_err(|e| format!("{what}: all_reduce: {e}"))?;
-        same(&read(&recv, count)?, &want, &format!("{what}: all_reduce"))?;
-        wait(team.all_reduce(
-            &range(&send, count)?,
-            &range(&send, count)?,
-            ReduceOp::Sum,
-            &[],
-        ))
-        .map_err(|e| format!("{what}: all_reduce in place: {e}"))?;
-        same(
-            &read(&send, count)?,
             &want,
-            &format!("{what}: all_reduce in place"),
+            &what,
         )?;
         let send = operand(me, shift, count)?;
         let recv = operand(99, 0, n * count)?;
@@ -720,20 +707,8 @@ pub fn kept_plans(team: &mut Team, q: &Queue, what: &str) -> R {
             recv = upload(q, &values(99, 0, count))?;
         }
         q.write(&send, &values(me, round, count)).map_err(e2s)?;
-        wait(team.all_reduce(&send, &recv, ReduceOp::Sum, &[]))
-            .map_err(|e| format!("{what}: all_reduce: {e}"))?;
-        same(
-            &tq.to_vec(&recv).map_err(e2s)?,
-            &reduced(round),
-            &format!("{what}: all_reduce"),
-        )?;
-        wait(team.all_reduce(&send, &send, ReduceOp::Sum, &[]))
-            .map_err(|e| format!("{what}: all_reduce in place: {e}"))?;
-        same(
-            &tq.to_vec(&send).map_err(e2s)?,
-            &reduced(round),
-            &format!("{what}: all_reduce in place"),
-        )?;
+        let whole = |m: &sycl::Usm<f32>| m.range(..).map_err(e2s);
+        sum_out_and_in_place(team, &whole(&send)?, &whole(&recv)?, &reduced(round), &what)?;
         q.write(&part, &values(me, round, small)).map_err(e2s)?;
         wait(team.all_gather(&part, &gathered, &[]))
             .map_err(|e| format!("{what}: all_gather: {e}"))?;
@@ -759,4 +734,30 @@ pub fn kept_plans(team: &mut Team, q: &Queue, what: &str) -> R {
         }
     }
     Ok(())
+}
+
+/// `all_reduce` (sum) of `send` into `recv`, then of `send` in place: each must give `want`.
+fn sum_out_and_in_place<T: TestElem>(
+    team: &mut Team,
+    send: &sycl::UsmRange<T>,
+    recv: &sycl::UsmRange<T>,
+    want: &[T],
+    what: &str,
+) -> R {
+    let tq = team.queue().clone();
+    let wait = |r: sycl::Result<sycl::Event>| r.and_then(|e| e.wait());
+    wait(team.all_reduce(send, recv, ReduceOp::Sum, &[]))
+        .map_err(|e| format!("{what}: all_reduce: {e}"))?;
+    same(
+        &tq.to_vec(recv).map_err(e2s)?,
+        want,
+        &format!("{what}: all_reduce"),
+    )?;
+    wait(team.all_reduce(send, send, ReduceOp::Sum, &[]))
+        .map_err(|e| format!("{what}: all_reduce in place: {e}"))?;
+    same(
+        &tq.to_vec(send).map_err(e2s)?,
+        want,
+        &format!("{what}: all_reduce in place"),
+    )
 }
