@@ -285,7 +285,7 @@ fn main() {
         vec![512, 4 << 10, 64 << 10, 1 << 20, 64 << 20]
     };
     // `--buffer-bytes N`: the teams' halves (default: the largest size, one piece per
-    // operation; `TeamOptions::default()`'s is 8 MiB).
+    // operation; `TeamOptions::default()`'s is 64 MiB).
     let big = args
         .iter()
         .position(|a| a == "--buffer-bytes")

@@ -93,6 +93,7 @@ fn ranks_main() -> ExitCode {
                 }
                 overlapping(&mut team, &q)?;
                 ordering(&mut team, &q, native && host_steps)?;
+                widths(&mut team, &q)?;
                 graphs(
                     &mut team,
                     &q,
@@ -104,14 +105,21 @@ fn ranks_main() -> ExitCode {
             // Halves of 1 MiB: steps of several chunks, in both forms of the kernel; every
             // rank staged, rank 0 copying in first (its peers' chunks arrive one by one), and
             // every rank copying in (each arrives at its last epoch at once).
+            // Then halves of 64 KiB, which the operations stream through (a ring of chunk
+            // slots): every rank stages them, whatever its `staged_max_bytes`.
             let copies = [
-                (usize::MAX, "staged"),
-                (if me == 0 { 0 } else { usize::MAX }, "rank 0 copied in"),
-                (0, "copied in"),
+                (usize::MAX, "staged", 1 << 20),
+                (
+                    if me == 0 { 0 } else { usize::MAX },
+                    "rank 0 copied in",
+                    1 << 20,
+                ),
+                (0, "copied in", 1 << 20),
+                (if me == 0 { 0 } else { usize::MAX }, "ring", 64 << 10),
             ];
-            for (staged_max_bytes, name) in copies {
+            for (staged_max_bytes, name, buffer_bytes) in copies {
                 let options = TeamOptions {
-                    buffer_bytes: 1 << 20,
+                    buffer_bytes,
                     algorithm: Algorithm::OneShot,
                     staged_max_bytes,
                     host_steps,
@@ -124,6 +132,7 @@ fn ranks_main() -> ExitCode {
                 break;
             }
         }
+        halves_mismatch(ranks.node(), &q)?;
         mismatches(ranks.node(), &q, true)?;
         mismatches(ranks.node(), &q, me != 0)?;
         graph_mismatch(ranks.node(), &q, true)?;

@@ -51,14 +51,14 @@ enum Work {
     Reduce(Arc<dyn Fn() + Send + Sync>),
 }
 
-/// A step's meeting: the kernels' for `groups` work-groups.
+/// A step's meeting: the kernels' for work-groups `groups`.
 #[derive(Clone)]
 struct Meeting {
     /// Whether this rank arrived already (a meeting resumes where it stopped).
     arrived: bool,
     word: u64,
     me: usize,
-    groups: usize,
+    groups: std::ops::Range<usize>,
     pads: Pads,
     timeout: Duration,
     /// How long a wait spins before it yields.
@@ -172,19 +172,19 @@ impl Plan {
         Ok(())
     }
 
-    /// A meeting under `word` for `groups` work-groups, of rank `me` over `pads`; its waits
+    /// A meeting under `word` for work-groups `groups`, of rank `me` over `pads`; its waits
     /// spin for `spin` before they yield the core.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn meet(
         &mut self,
         word: u64,
         me: usize,
-        groups: usize,
+        groups: std::ops::Range<usize>,
         pads: &Pads,
         timeout: Duration,
         spin: Duration,
     ) -> Result<()> {
-        if groups * super::MAX_RANKS >= PAD_WORDS {
+        if groups.end * super::MAX_RANKS >= PAD_WORDS {
             return Err(Error::invalid("team: a meeting outside the pads"));
         }
         self.work.push(Work::Meet(Meeting {
@@ -391,7 +391,7 @@ unsafe fn slot<'a>(pad: usize, w: usize) -> &'a AtomicU64 {
 /// [`INLINE_WAIT`].
 fn meet(m: &mut Meeting, inline: bool) -> Result<bool> {
     // The pads were checked to hold PAD_WORDS words (`Pads::new`), slots are
-    // below `groups * MAX_RANKS < PAD_WORDS`, and pad words are only ever accessed atomically
+    // below `groups.end * MAX_RANKS < PAD_WORDS`, and pad words are only ever accessed atomically
     // (here, by the kernels and by the peers).
     let own = |w: usize| {
         // SAFETY: as just said; `w` is a slot or the poison word.
@@ -405,7 +405,7 @@ fn meet(m: &mut Meeting, inline: bool) -> Result<bool> {
             _ => return Err(failure(MISMATCHED)),
         }
         for &(_, pad) in m.pads.peers.iter() {
-            for g in 0..m.groups {
+            for g in m.groups.clone() {
                 // SAFETY: as above.
                 unsafe { slot(pad, g * super::MAX_RANKS + m.me) }.store(m.word, Ordering::Release);
             }
@@ -415,7 +415,7 @@ fn meet(m: &mut Meeting, inline: bool) -> Result<bool> {
     let epoch = (m.word >> 32) as u32;
     let sig = m.word as u32;
     let mut backoff = Backoff::new(if inline { INLINE_WAIT } else { m.timeout }, m.spin);
-    for g in 0..m.groups {
+    for g in m.groups.clone() {
         for &(p, _) in m.pads.peers.iter() {
             let word = own(g * super::MAX_RANKS + p);
             loop {

@@ -35,6 +35,18 @@ fn combine<T: sycl::Scalar>(op: u32, a: T, b: T) -> T {
     }
 }
 
+/// Where work-group `g`'s chunk `c` lies in the halves: in a ring (`ring` set), slot `c % 2`
+/// of the group's two, each `chunk` long; else at `place`, its offset in the step plus
+/// `first`.
+#[sycl::kernel_fn]
+fn chunk_at(ring: u32, g: usize, c: usize, chunk: usize, place: usize) -> usize {
+    if ring != 0 {
+        (2 * g + c % 2) * chunk
+    } else {
+        place
+    }
+}
+
 /// `acc[i] = acc[i] op other[i]`: one node's contribution folded into a block, in node order,
 /// by the inter-node phase of [`WorldTeam`](super::WorldTeam) (the same arithmetic as
 /// `team_step`'s, so every rank folds to the same bits).
@@ -89,6 +101,13 @@ pub(crate) fn copy_vectors(src: &[[u32; 4]], dst: &mut [[u32; 4]]) {
 /// from the input: the copy costs no launch of its own, `b{me}` is not read, and from the
 /// second chunk on the copy overlaps the peers' reads (the step's input is copied and read at
 /// once instead of one after the other).
+///
+/// `flags` bit 2, ring: the step streams through the halves, which need not hold it. Group
+/// `g`'s chunk `c` lies at `(2 g + c % 2) * chunk` of each half (two slots per group)
+/// instead of at `first` plus its offset, and every rank arrives chunk by chunk, staged or
+/// not: a rank that arrived at `e + c + 1` has moved chunk `c`, so a staged rank may put
+/// chunk `c + 2` into that slot once every peer is there (its wait before chunk `c + 1`'s
+/// move). Every rank of a ring step stages or reads only (a broadcast's non-roots).
 ///
 /// `flags` bit 1, relative: the step is part of a replayed graph, and its epoch is the high
 /// 32 bits of `word` plus the base in the low 32 bits of this rank's pad word `len - 2`
@@ -161,6 +180,11 @@ pub(crate) fn team_step<T: sycl::Scalar>(
         1
     };
     let staged = flags & 1;
+    // Ring: chunk c lies in slot c % 2 of this group's two in the half (`chunk_at`).
+    let ring = (flags >> 2) & 1;
+    // Every chunk's arrival is its own: a staged rank's tells that chunk is in its half, and
+    // in a ring every rank's also tells that it has read the chunk before.
+    let stepwise = staged | ring;
     // Staged: chunk 0 of this rank's input goes into its half before this group's first
     // arrival, which the peers' same group waits for.
     if staged != 0 {
@@ -169,9 +193,10 @@ pub(crate) fn team_step<T: sycl::Scalar>(
         } else {
             end
         };
+        let place = chunk_at(ring, g, 0usize, chunk, first + start);
         for i in (start + lid..hi).step_by(l) {
             let v = if in_place != 0 { out[i] } else { input[i] };
-            stage[first + i] = v;
+            stage[place + i - start] = v;
         }
     }
     // A failed step poisons the team: every later step of this rank fails at once, with the
@@ -191,13 +216,13 @@ pub(crate) fn team_step<T: sycl::Scalar>(
         // A staged rank arrives chunk by chunk, as its copy goes; any other has all its
         // values in place already and arrives at the step's last epoch at once, so that its
         // peers' later waits pass at their first poll instead of keeping step with it.
-        let arrive = if staged != 0 {
+        let arrive = if stepwise != 0 {
             now
         } else {
             epoch.wrapping_add(chunks as u32 - 1)
         };
         let stamped = ((arrive as u64) << 32) | (sig as u64);
-        if lid == 0 && (staged != 0 || c == 0) {
+        if lid == 0 && (stepwise != 0 || c == 0) {
             if n > 1 {
                 atomic_store(q1, at, stamped, Ordering::Release, MemoryScope::System);
             }
@@ -244,18 +269,21 @@ pub(crate) fn team_step<T: sycl::Scalar>(
         barrier();
         let lo = start + c * chunk;
         let hi = if lo + chunk < end { lo + chunk } else { end };
+        let place = chunk_at(ring, g, c, chunk, first + lo);
+        let next_place = chunk_at(ring, g, c + 1, chunk, first + hi);
         // Staged: the next chunk into the stage while this one moves; the peers wait for it
-        // at the next arrival.
+        // at the next arrival. (In a ring its slot held chunk c - 1, which every peer has
+        // read: each arrived at this chunk's epoch after its move of that one.)
         if staged != 0 && c + 1 < chunks {
             let next = if hi + chunk < end { hi + chunk } else { end };
             for i in (hi + lid..next).step_by(l) {
                 let v = if in_place != 0 { out[i] } else { input[i] };
-                stage[first + i] = v;
+                stage[next_place + i - hi] = v;
             }
         }
         if kind == 1 {
             for i in (lo + lid..hi).step_by(l) {
-                let k = first + i;
+                let k = place + i - lo;
                 let v = if mine_at == 8 {
                     b0[k]
                 } else if in_place != 0 {
@@ -292,7 +320,7 @@ pub(crate) fn team_step<T: sycl::Scalar>(
             // slice of a two-shot all-reduce is short).
             let len = out.len();
             for i in (lo + lid..hi).step_by(l) {
-                let k = first + i;
+                let k = place + i - lo;
                 let v = if mine_at == 8 { b0[k] } else { input[i] };
                 if i < len {
                     out[i] = if mine_at == 0 { v } else { b0[k] };
@@ -321,7 +349,7 @@ pub(crate) fn team_step<T: sycl::Scalar>(
             }
         } else if kind == 3 {
             for i in (lo + lid..hi).step_by(l) {
-                let k = first + i;
+                let k = place + i - lo;
                 let v = if root == 0 {
                     b0[k]
                 } else if root == 1 {
@@ -413,21 +441,24 @@ macro_rules! vector_step {
                 1
             };
             let staged = flags & 1;
+            let ring = (flags >> 2) & 1;
+            let stepwise = staged | ring;
             if staged != 0 {
                 let hi = if start + chunk < end {
                     start + chunk
                 } else {
                     end
                 };
+                let place = chunk_at(ring, g, 0usize, chunk, first + start);
                 if in_place != 0 {
                     for i in (start + lid..hi).step_by(l) {
                         let v = out[i];
-                        stage[first + i] = v;
+                        stage[place + i - start] = v;
                     }
                 } else {
                     for i in (start + lid..hi).step_by(l) {
                         let v = input[i];
-                        stage[first + i] = v;
+                        stage[place + i - start] = v;
                     }
                 }
             }
@@ -441,13 +472,13 @@ macro_rules! vector_step {
             barrier();
             for c in 0..chunks {
                 let now = epoch.wrapping_add(c as u32);
-                let arrive = if staged != 0 {
+                let arrive = if stepwise != 0 {
                     now
                 } else {
                     epoch.wrapping_add(chunks as u32 - 1)
                 };
                 let stamped = ((arrive as u64) << 32) | (sig as u64);
-                if lid == 0 && (staged != 0 || c == 0) {
+                if lid == 0 && (stepwise != 0 || c == 0) {
                     if n > 1 {
                         atomic_store(q1, at, stamped, Ordering::Release, MemoryScope::System);
                     }
@@ -499,6 +530,8 @@ macro_rules! vector_step {
                 barrier();
                 let lo = start + c * chunk;
                 let hi = if lo + chunk < end { lo + chunk } else { end };
+                let place = chunk_at(ring, g, c, chunk, first + lo);
+                let next_place = chunk_at(ring, g, c + 1, chunk, first + hi);
                 // Staged: chunk c + 1 goes into the stage in the same loop as chunk c's move, so
                 // that the copy's loads and the peers' reads are in flight together.
                 let ahead = if staged != 0 && c + 1 < chunks {
@@ -512,13 +545,13 @@ macro_rules! vector_step {
                             let nx = i + chunk;
                             if in_place != 0 {
                                 let y = out[nx];
-                                stage[first + nx] = y;
+                                stage[next_place + i - lo] = y;
                             } else {
                                 let y = input[nx];
-                                stage[first + nx] = y;
+                                stage[next_place + i - lo] = y;
                             }
                         }
-                        let k = first + i;
+                        let k = place + i - lo;
                         // Rank 0's value, then each next rank's combined in, in rank order.
                         let mine = stage[k];
                         let mut acc = stage[k];
@@ -620,13 +653,13 @@ macro_rules! vector_step {
                             let nx = i + chunk;
                             if in_place != 0 {
                                 let y = out[nx];
-                                stage[first + nx] = y;
+                                stage[next_place + i - lo] = y;
                             } else {
                                 let y = input[nx];
-                                stage[first + nx] = y;
+                                stage[next_place + i - lo] = y;
                             }
                         }
-                        let k = first + i;
+                        let k = place + i - lo;
                         let mine = stage[k];
                         if me == 0 {
                             out[i] = mine;

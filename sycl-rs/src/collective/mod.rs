@@ -53,7 +53,7 @@ use bytemuck::Pod;
 
 use crate::ranks::{NodeBuffer, NodeRanks};
 use crate::usm::{AsUsmRange, UsmRange};
-use crate::{Errc, Error, Event, Queue, QueueProperties, Range, Result, Usm};
+use crate::{Errc, Error, Event, EventStatus, Queue, QueueProperties, Range, Result, Usm};
 use kernels::{team_step, MAX_RANKS, MOVE_FROM_ROOT, MOVE_GATHER, MOVE_NONE, MOVE_REDUCE};
 
 /// The most work-groups a step launches (each has a pad slot per rank): enough loads in
@@ -109,8 +109,14 @@ pub enum Algorithm {
 /// Options of [`Team::new`].
 #[derive(Clone, Debug)]
 pub struct TeamOptions {
-    /// Bytes of each of the two halves of a rank's part of the symmetric buffer: operations
-    /// larger than a half run in pieces of it (rounded up to 16 bytes; at least 16).
+    /// Bytes of each of the two halves of a rank's part of the symmetric buffer (rounded up
+    /// to 16 bytes; at least 16; the same on every rank). One-shot all-reduces, all-gathers
+    /// and broadcasts larger than a half stream through it (two chunk slots per work-group,
+    /// one meeting per slot's worth); two-shot all-reduces and reduce-scatters run in pieces
+    /// of it. The default, 64 MiB (128 MiB per rank, against the 840 MiB NCCL took on each
+    /// of 2x H200), lets a 256 MiB all-reduce stream in 8 rounds at NCCL's bus bandwidth;
+    /// 8 MiB halves reach 0.84x there (spec/collectives.md). On the native CPU the memory is
+    /// shared pages, taken only as operations touch them.
     pub buffer_bytes: usize,
     /// The longest a rank waits for its peers in one step before its event fails with
     /// `Errc::Runtime` (`None`: the ranks' [`RanksOptions::timeout`](crate::ranks::RanksOptions)).
@@ -134,7 +140,7 @@ pub struct TeamOptions {
 impl Default for TeamOptions {
     fn default() -> Self {
         TeamOptions {
-            buffer_bytes: 8 << 20,
+            buffer_bytes: 64 << 20,
             timeout: None,
             algorithm: Algorithm::Auto,
             one_shot_max_bytes: 256 << 10,
@@ -190,6 +196,46 @@ impl Partition {
             chunk_vectors: chunk_per_item * GROUP,
             chunks: per_item.div_ceil(chunk_per_item).max(1),
         }
+    }
+
+    /// The partition of a ring step ([`Move::ring`]) of `count` elements of `T` over
+    /// `groups` work-groups, whose chunks fit slots of `slot_vectors` vectors: [`Partition::of`]'s
+    /// chunked blocks, their chunks cut to the slot where they are larger.
+    fn ring<T>(count: usize, groups: usize, slot_vectors: usize) -> Partition {
+        let p = Partition::of::<T>(count, groups, true);
+        let chunk_vectors = p.chunk_vectors.min(slot_vectors).max(1);
+        Partition {
+            chunk_vectors,
+            chunks: p.block_vectors.div_ceil(chunk_vectors).max(1),
+            ..p
+        }
+    }
+
+    /// Work-group `g`'s chunk `c` in elements: its first and end element of the step, and
+    /// where it lies in the halves (from `first`, or in a ring its group's slot `c % 2`).
+    /// `None` past the step's end.
+    fn chunk(
+        &self,
+        g: usize,
+        c: usize,
+        count: usize,
+        first: usize,
+        ring: bool,
+    ) -> Option<(usize, usize, usize)> {
+        let (block, chunk) = (
+            self.block_vectors * self.unit,
+            self.chunk_vectors * self.unit,
+        );
+        let end = ((g + 1) * block).min(count);
+        let lo = g * block + c * chunk;
+        if lo >= end {
+            return None;
+        }
+        let at = match ring {
+            true => (2 * g + c % 2) * chunk,
+            false => first + lo,
+        };
+        Some((lo, (lo + chunk).min(end), at))
     }
 }
 
@@ -290,8 +336,11 @@ pub struct Team<'r> {
     /// for them) for the peer parameters a smaller team leaves unused (a `&mut` argument
     /// may not overlap another).
     spare_pads: Usm<u64>,
-    /// Four 16-byte slots for the slice parameters a step does not use (`scratch_slot`).
-    scratch: Usm<u64>,
+    /// Four 16-byte slots for the slice parameters a step does not use (`scratch_slot`), an
+    /// allocation per alignment of the element (2, 4 and 8 bytes): a native CPU kernel views
+    /// its slices with atomics of the element's width, and live views of one allocation
+    /// must share theirs, so a bf16 step followed by a `u32` meeting must not share one.
+    scratch: [Usm<u64>; 3],
     epoch: u32,
     operations: u64,
     /// Polls of a pad word before a kernel's wait gives up.
@@ -321,6 +370,9 @@ pub struct Team<'r> {
     /// Host steps: the plans of the last eager calls, run again by a call of the same
     /// operation on the same memory (at most [`KEPT_PLANS`]).
     kept: Vec<Kept>,
+    /// On the native CPU with kernels: the element alignment and event of the last
+    /// operation that ran as kernels ([`Team::operation`]).
+    last_kernels: Option<(usize, Event)>,
 }
 
 /// Eager plans a host-step team keeps: a few, for the loops that repeat a handful of calls.
@@ -443,7 +495,7 @@ macro_rules! vector_launch {
                 let b = |k: usize| parts.get(k).unwrap_or(&parts[0]);
                 let range = Range::d1(groups * GROUP).with_local([GROUP, 1, 1]);
                 let (first, count, stride) = (m.first / $v, m.count / $v, m.stride / $v);
-                let flags = staged | team.relative_flag();
+                let flags = staged | (m.ring as u32) << 2 | team.relative_flag();
                 Some(team_kernel!(
                     team,
                     range,
@@ -546,7 +598,11 @@ impl<'r> Team<'r> {
         let pads = node_buffer(&queue, PAD_WORDS)?;
         queue.fill(pads.local(), 0u64, &[])?.wait()?;
         let spare_pads = crate::malloc_device::<u64>(MAX_RANKS * PAD_WORDS, &queue)?;
-        let scratch = crate::malloc_device::<u64>(8, &queue)?;
+        let scratch = [
+            crate::malloc_device::<u64>(8, &queue)?,
+            crate::malloc_device::<u64>(8, &queue)?,
+            crate::malloc_device::<u64>(8, &queue)?,
+        ];
         let timeout = options.timeout.unwrap_or(ranks.options().timeout);
         let backend = queue.device().backend();
         let host = options.host_steps && backend == sycl_backend::BackendKind::NativeCpu;
@@ -558,11 +614,24 @@ impl<'r> Team<'r> {
         };
         // Every rank's steps meet as many work-groups and split their elements alike, so
         // the ranks agree on the fewest any of them runs (processes may be allowed different
-        // numbers of cores). A peer's figure is only ever clamped to 1..=MAX_GROUPS.
-        let all = ranks.all_gather_fixed("team work-groups", &(mine as u64).to_le_bytes())?;
-        let max_groups = all
-            .chunks_exact(8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        // numbers of cores). A peer's figure is only ever clamped to 1..=MAX_GROUPS. Their
+        // halves must be as large (pieces and ring slots are cut from them): every rank
+        // sees every size, and all refuse alike.
+        let mut shape = (mine as u64).to_le_bytes().to_vec();
+        shape.extend_from_slice(&(half_words as u64).to_le_bytes());
+        let all = ranks.all_gather_fixed("team work-groups and halves", &shape)?;
+        let words = |k: usize| {
+            all.chunks_exact(16)
+                .map(move |b| u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().expect("8 bytes")))
+        };
+        if words(1).any(|w| w != half_words as u64) {
+            return Err(Error::invalid(format!(
+                "team: the ranks' buffer_bytes differ ({:?} bytes per half): every rank of a \
+                 team passes the same TeamOptions::buffer_bytes",
+                words(1).map(|w| w * 8).collect::<Vec<_>>()
+            )));
+        }
+        let max_groups = words(0)
             .min()
             .unwrap_or(mine as u64)
             .clamp(1, MAX_GROUPS as u64) as usize;
@@ -589,9 +658,11 @@ impl<'r> Team<'r> {
             id: graph::next_team_id(),
             recording: None,
             kept: Vec::new(),
+            last_kernels: None,
         };
         team.private = team.private_records()?;
-        if host {
+        // (On the native CPU a kernel team runs some operations as host steps too.)
+        if backend == sycl_backend::BackendKind::NativeCpu {
             let peers = (1..n)
                 .map(|k| {
                     let r = (team.me + k) % n;
@@ -612,7 +683,11 @@ impl<'r> Team<'r> {
     /// The records of the team's own memory: every rank's parts and pads as opened here, the
     /// spare pads and the scratch.
     fn private_records(&self) -> Result<std::sync::Arc<[usize]>> {
-        let mut keys = vec![host::record_key(&self.scratch.record)];
+        let mut keys: Vec<usize> = self
+            .scratch
+            .iter()
+            .map(|s| host::record_key(&s.record))
+            .collect();
         for r in 0..self.n {
             keys.push(host::record_key(&self.data.peer(r)?.record));
             keys.push(host::record_key(&self.pads.peer(r)?.record));
@@ -702,7 +777,13 @@ impl<'r> Team<'r> {
     /// slice parameters get, each role its own slot (a `&mut` may not alias another
     /// argument); 16 bytes, so that a vector step can take one as one `[T; 16 / size]`.
     fn scratch_slot<T: Pod>(&self, w: usize) -> Result<UsmRange<T>> {
-        self.scratch.range(2 * w..2 * w + 2)?.cast::<T>()
+        // (Elements of 2, 4 and 8 bytes, and vectors of them, align as their element.)
+        let scratch = match std::mem::align_of::<T>() {
+            ..=2 => &self.scratch[0],
+            4 => &self.scratch[1],
+            _ => &self.scratch[2],
+        };
+        scratch.range(2 * w..2 * w + 2)?.cast::<T>()
     }
 
     /// Slot `w`'s first `T`.
@@ -723,6 +804,7 @@ impl<'r> Team<'r> {
             out: self.scratch_word(2)?,
             staged: None,
             chunked: false,
+            ring: false,
         })
     }
 
@@ -736,6 +818,37 @@ impl<'r> Team<'r> {
     /// Elements of `T` in a half.
     fn half_len<T: Element>(&self) -> usize {
         self.half_words * 8 / std::mem::size_of::<T>()
+    }
+
+    /// Whether a staged step of `count` elements of `T` streams through the halves (a ring,
+    /// [`Move::ring`]) rather than running in pieces of a half: where it is larger than a
+    /// half, and a half holds two slots (every rank decides alike: the halves' size was
+    /// agreed when the team formed). One launch, with the copy in overlapping the peers'
+    /// reads throughout, where pieces paid a launch and an unoverlapped first chunk each
+    /// (256 MiB in 8 MiB halves on 2x H200: 1069 us streamed, 1186 us in pieces).
+    fn streams<T: Element>(&self, count: usize) -> bool {
+        count > self.half_len::<T>() && self.half_words >= 4
+    }
+
+    /// `send` as a ring step's input (`ring`: the step stages this rank's input, which may
+    /// not overlap the output it writes through another argument), with the dependencies
+    /// the step then takes: `send` and `deps` themselves, or, where `send` overlaps `recv`,
+    /// a copy of `send` in memory of its own (freed once the operation has run) and no
+    /// dependencies (the copy, on the team's in-order queue, took them).
+    fn ring_input<'e, T: Element>(
+        &mut self,
+        ring: bool,
+        send: UsmRange<T>,
+        recv: &UsmRange<T>,
+        deps: &[&'e Event],
+    ) -> Result<(UsmRange<T>, Vec<&'e Event>)> {
+        if !ring || !overlap(&send, recv) {
+            return Ok((send, deps.to_vec()));
+        }
+        let aside = crate::malloc_device::<T>(send.len(), &self.queue)?;
+        let aside = aside.range(..)?;
+        self.copy_in(&send, &aside, deps)?;
+        Ok((aside, Vec::new()))
     }
 
     /// Launches `team_step` on the team queue: `(me, n, word, limit)`, the pads (this rank's
@@ -756,7 +869,7 @@ impl<'r> Team<'r> {
             Some((None, stage)) => (self.scratch_word(0)?, stage.clone(), true),
         };
         let range = Range::d1(groups * GROUP).with_local([GROUP, 1, 1]);
-        let flags = m.staged.is_some() as u32 | self.relative_flag();
+        let flags = m.staged.is_some() as u32 | (m.ring as u32) << 2 | self.relative_flag();
         Ok(team_kernel!(
             self,
             range,
@@ -822,17 +935,23 @@ impl<'r> Team<'r> {
         // (the usual form) has no idle groups, whose meetings cost as much as a busy one's
         // (256 KiB of bf16 took 8.3 us per op in a graph on 2x H200 with 512 groups, 64 busy).
         let bytes = width.saturating_mul(std::mem::size_of::<T>());
-        let groups = bytes.div_ceil(16 * GROUP).clamp(1, self.max_groups);
-        let parts = Partition::of::<T>(width, groups, m.chunked);
+        let mut groups = bytes.div_ceil(16 * GROUP).clamp(1, self.max_groups);
+        let parts = match m.ring {
+            // Two slots per group in a half (every rank's halves are as large: agreed when
+            // the team formed), each a whole number of vectors.
+            true => {
+                let half_vectors = self.half_words / 2;
+                groups = groups.min(half_vectors / (2 * GROUP)).max(1);
+                Partition::ring::<T>(width, groups, half_vectors / (2 * groups))
+            }
+            false => Partition::of::<T>(width, groups, m.chunked),
+        };
         // The step's epochs: one per chunk.
         let first = self.epoch.wrapping_add(1);
         self.epoch = self.epoch.wrapping_add(parts.chunks as u32);
         let word = ((first as u64) << 32) | sig as u64;
         if self.plan.is_some() {
-            // A host step copies and moves everything at once: it arrives at the step's
-            // last epoch (every chunk's) and waits for the peers' last.
-            let last = ((self.epoch as u64) << 32) | sig as u64;
-            self.plan_step(last, groups, m)?;
+            self.plan_step(first, sig, groups, parts, m)?;
             return Ok(None);
         }
         let pads = self.pad_args()?;
@@ -852,9 +971,21 @@ impl<'r> Team<'r> {
         }
     }
 
-    /// Step `m` as host commands of the plan, as `team_step` does it: this rank's values into
-    /// its stage (staged), the meeting of `groups` work-groups under `word`, then the move.
-    fn plan_step<T: Element>(&mut self, word: u64, groups: usize, m: &Move<T>) -> Result<()> {
+    /// Step `m` as host commands of the plan, as `team_step` does it, from epoch `first`
+    /// under `sig` over `groups` work-groups split as `parts` says. Outside a ring it copies
+    /// this rank's values into its stage (staged), meets at the step's last epoch (every
+    /// chunk's at once) and moves everything. A ring goes as a kernel's work-group does, chunk
+    /// by chunk: chunk `c` into its slot, the group's meeting at `first + c`, then its move
+    /// (the copy of chunk `c + 2` into the same slot follows the meeting at `first + c + 1`,
+    /// where every peer has moved chunk `c`).
+    fn plan_step<T: Element>(
+        &mut self,
+        first: u32,
+        sig: u32,
+        groups: usize,
+        parts: Partition,
+        m: &Move<T>,
+    ) -> Result<()> {
         let (me, n) = (self.me, self.n);
         let (timeout, spin) = (self.timeout, self.spin);
         let pads = self
@@ -862,41 +993,37 @@ impl<'r> Team<'r> {
             .as_ref()
             .expect("host steps: the pads' addresses");
         let plan = self.plan.as_mut().expect("an operation being planned");
+        let word = |chunk: usize| ((first.wrapping_add(chunk as u32) as u64) << 32) | sig as u64;
         // Staged: this rank's values are its input (`out` in place), copied into its half
         // before it arrives.
-        let mine = match &m.staged {
-            Some((input, stage)) => {
-                let values = input.as_ref().unwrap_or(&m.out).sub(0..m.count)?;
-                plan.copy(&values, &stage.sub(m.first..m.first + m.count)?)?;
-                Some(values)
+        let staged = m
+            .staged
+            .as_ref()
+            .map(|(input, stage)| (input.as_ref().unwrap_or(&m.out), stage));
+        if !m.ring {
+            if let Some((input, stage)) = staged {
+                plan.copy(
+                    &input.sub(0..m.count)?,
+                    &stage.sub(m.first..m.first + m.count)?,
+                )?;
             }
-            None => None,
-        };
-        plan.meet(word, me, groups, pads, timeout, spin)?;
-        // Rank r's first `len` values of the step.
-        let values = |r: usize, len: usize| match (&mine, r == me) {
-            (Some(v), true) => v.sub(0..len),
-            _ => m.parts[r].sub(m.first..m.first + len),
-        };
-        match m.kind {
-            MOVE_REDUCE => {
-                let srcs = (0..n)
-                    .map(|r| values(r, m.count))
-                    .collect::<Result<Vec<_>>>()?;
-                plan.reduce(m.op, &srcs, &m.out.sub(0..m.count)?)?;
-            }
-            MOVE_GATHER => {
-                // Rank r's values land at r * stride, where the output has room.
-                for r in 0..n {
-                    let at = r * m.stride;
-                    let len = m.count.min(m.out.len().saturating_sub(at));
-                    if len > 0 {
-                        plan.copy(&values(r, len)?, &m.out.sub(at..at + len)?)?;
-                    }
+            plan.meet(word(parts.chunks - 1), me, 0..groups, pads, timeout, spin)?;
+            return plan_move(plan, m, me, n, (0, m.count, m.first));
+        }
+        // Group by group: a peer running kernels may run its groups one after another (a
+        // CPU's work-groups on fewer threads), each only once the one before has ended, so
+        // a meeting of all groups per chunk could wait for a group that waits for it.
+        for g in 0..groups {
+            for c in 0..parts.chunks {
+                let chunk = parts.chunk(g, c, m.count, 0, true);
+                if let (Some((input, stage)), Some((lo, hi, at))) = (staged, chunk) {
+                    plan.copy(&input.sub(lo..hi)?, &stage.sub(at..at + hi - lo)?)?;
+                }
+                plan.meet(word(c), me, g..g + 1, pads, timeout, spin)?;
+                if let Some(chunk) = chunk {
+                    plan_move(plan, m, me, n, chunk)?;
                 }
             }
-            MOVE_FROM_ROOT => plan.copy(&values(m.root, m.count)?, &m.out.sub(0..m.count)?)?,
-            _ => {}
         }
         Ok(())
     }
@@ -944,15 +1071,49 @@ impl<'r> Team<'r> {
     /// moved to this call's epochs: planning is most of what a small operation costs on the
     /// host (0.7 us of a 1.1 us all-reduce of 512 bytes between two ranks). Every input of
     /// the planning is in the key, so the commands are the ones planning would give.
+    ///
+    /// `width`: the alignment of the operation's elements (0 for a barrier, which views no
+    /// data). On the native CPU a kernel views its slices with atomics of the element's
+    /// width, and live views of one allocation may not mix widths: a kernel team's
+    /// operation of another width than the last one that ran as kernels, while that one
+    /// still runs, runs as host steps instead (the same protocol and results, no views;
+    /// after the last on the team's in-order queue), rather than being refused.
     fn operation(
+        &mut self,
+        deps: &[&Event],
+        key: Option<CallKey>,
+        width: usize,
+        body: impl FnOnce(&mut Self, &[&Event]) -> Result<Option<Event>>,
+    ) -> Result<Event> {
+        let clash = !self.host
+            && width != 0
+            && self.recording.is_none()
+            && self.last_kernels.as_ref().is_some_and(|(w, last)| {
+                *w != width && !matches!(last.status(), Ok(EventStatus::Complete))
+            });
+        if !self.host && !clash {
+            let event = body(self, deps).and_then(|last| self.finish(last, deps))?;
+            if width != 0 && self.host_pads.is_some() {
+                self.last_kernels = Some((width, event.clone()));
+            }
+            return Ok(event);
+        }
+        if !clash {
+            return self.host_operation(deps, key, body);
+        }
+        self.host = true;
+        let result = self.host_operation(deps, key, body);
+        self.host = false;
+        result
+    }
+
+    /// [`Team::operation`] as host steps.
+    fn host_operation(
         &mut self,
         deps: &[&Event],
         key: Option<CallKey>,
         body: impl FnOnce(&mut Self, &[&Event]) -> Result<Option<Event>>,
     ) -> Result<Event> {
-        if !self.host {
-            return body(self, deps).and_then(|last| self.finish(last, deps));
-        }
         let key = key.map(|k| CallKey {
             half: self.operations % 2,
             ..k
@@ -1086,7 +1247,7 @@ impl<'r> Team<'r> {
     /// every rank's earlier ones reached it.
     pub fn barrier(&mut self, deps: &[&Event]) -> Result<Event> {
         let key = CallKey::without_memory([5, 0, 0, 0]);
-        self.operation(deps, Some(key), |team, deps| team.barrier_commands(deps))
+        self.operation(deps, Some(key), 0, |team, deps| team.barrier_commands(deps))
     }
 
     /// [`Team::barrier`]'s commands.
@@ -1111,7 +1272,7 @@ impl<'r> Team<'r> {
     ) -> Result<Event> {
         let (send, recv) = (send.usm_range(), recv.usm_range());
         let key = CallKey::new([1, T::CODE as u64, op.code() as u64, 0], &send, &recv);
-        self.operation(deps, Some(key), |team, deps| {
+        self.operation(deps, Some(key), std::mem::align_of::<T>(), |team, deps| {
             team.all_reduce_commands(&send, &recv, op, deps)
         })
     }
@@ -1157,23 +1318,30 @@ impl<'r> Team<'r> {
             return self.meet(sig(0), deps);
         }
         let in_place = send.as_ptr() == recv.as_ptr();
+        // One-shot larger than a half streams through it, every rank staged.
+        let ring = !two_shot && self.streams::<T>(total);
+        let (send, deps) = self.ring_input(ring && !in_place, send, &recv, deps)?;
         // Staged (the input copied in by the step itself) unless the ranges overlap
         // otherwise, which the step's arguments may not.
-        let staged = !two_shot
-            && bytes <= self.options.staged_max_bytes
-            && (in_place || !overlap(&send, &recv));
+        let staged = ring
+            || (!two_shot
+                && bytes <= self.options.staged_max_bytes
+                && (in_place || !overlap(&send, &recv)));
         // Two-shot keeps its reduced slice after the input in the half.
-        let piece = match two_shot {
-            false => self.half_len::<T>(),
-            true => (self.half_len::<T>() * n / (n + 1)).max(1),
+        let piece = match (ring, two_shot) {
+            (true, _) => total,
+            (false, false) => self.half_len::<T>(),
+            (false, true) => (self.half_len::<T>() * n / (n + 1)).max(1),
         };
         let op = op.code();
-        self.in_pieces(total, piece, deps, |team, at, deps| {
+        self.in_pieces(total, piece, &deps, |team, at, deps| {
             let (k, off, c, half) = (at.index, at.start, at.len, at.half);
             let own = team.half::<T>(team.me, half)?;
             let input = send.sub(off..off + c)?;
             let out = recv.sub(off..off + c)?;
             if staged {
+                // (A ring's chunks lie anywhere in the halves.)
+                let span = if ring { team.half_len::<T>() } else { c };
                 let m = Move {
                     kind: MOVE_REDUCE,
                     op,
@@ -1181,10 +1349,11 @@ impl<'r> Team<'r> {
                     first: 0,
                     count: c,
                     stride: 0,
-                    parts: team.parts::<T>(half, 0..c, true)?,
+                    parts: team.parts::<T>(half, 0..span, true)?,
                     out,
-                    staged: Some(((!in_place).then_some(input), own.sub(0..c)?)),
+                    staged: Some(((!in_place).then_some(input), own.sub(0..span)?)),
                     chunked: true,
+                    ring,
                 };
                 return team.step(sig(k), c, &m, deps);
             }
@@ -1229,7 +1398,7 @@ impl<'r> Team<'r> {
         op: ReduceOp,
         deps: &[&Event],
     ) -> Result<Event> {
-        self.operation(deps, None, |team, deps| {
+        self.operation(deps, None, std::mem::align_of::<T>(), |team, deps| {
             team.all_reduce_symmetric_commands(send, range, recv, op, deps)
         })
     }
@@ -1307,7 +1476,7 @@ impl<'r> Team<'r> {
     ) -> Result<Event> {
         let (send, recv) = (send.usm_range(), recv.usm_range());
         let key = CallKey::new([2, T::CODE as u64, 0, 0], &send, &recv);
-        self.operation(deps, Some(key), |team, deps| {
+        self.operation(deps, Some(key), std::mem::align_of::<T>(), |team, deps| {
             team.all_gather_commands(&send, &recv, deps)
         })
     }
@@ -1335,21 +1504,26 @@ impl<'r> Team<'r> {
         if total == 0 {
             return self.meet(sig(0), deps);
         }
-        let staged = total * std::mem::size_of::<T>() <= self.options.staged_max_bytes
-            && !overlap(&send, &recv);
-        let piece = self.half_len::<T>();
-        self.in_pieces(total, piece, deps, |team, at, deps| {
+        let ring = self.streams::<T>(total);
+        let (send, deps) = self.ring_input(ring, send, &recv, deps)?;
+        let staged = ring
+            || (total * std::mem::size_of::<T>() <= self.options.staged_max_bytes
+                && !overlap(&send, &recv));
+        let piece = if ring { total } else { self.half_len::<T>() };
+        self.in_pieces(total, piece, &deps, |team, at, deps| {
             let (off, c) = (at.start, at.len);
             let own = team.half::<T>(team.me, at.half)?;
             let input = send.sub(off..off + c)?;
             // Rank p's piece lands at p * total + off: the output starts at `off`, stride
             // `total`.
             let out = recv.sub(off..)?;
-            let parts = team.parts::<T>(at.half, 0..c, staged)?;
+            let span = if ring { team.half_len::<T>() } else { c };
+            let parts = team.parts::<T>(at.half, 0..span, staged)?;
             let mut m = Move::gather(0, c, total, parts, out);
             m.chunked = true;
+            m.ring = ring;
             if staged {
-                m.staged = Some((Some(input), own.sub(0..c)?));
+                m.staged = Some((Some(input), own.sub(0..span)?));
                 return team.step(sig(at.index), c, &m, deps);
             }
             team.copy_in(&input, &own.sub(0..c)?, deps)?;
@@ -1370,7 +1544,7 @@ impl<'r> Team<'r> {
     ) -> Result<Event> {
         let (send, recv) = (send.usm_range(), recv.usm_range());
         let key = CallKey::new([3, T::CODE as u64, op.code() as u64, 0], &send, &recv);
-        self.operation(deps, Some(key), |team, deps| {
+        self.operation(deps, Some(key), std::mem::align_of::<T>(), |team, deps| {
             team.reduce_scatter_commands(&send, &recv, op, deps)
         })
     }
@@ -1435,7 +1609,7 @@ impl<'r> Team<'r> {
     ) -> Result<Event> {
         let buf = buf.usm_range();
         let key = CallKey::new([4, T::CODE as u64, root as u64, 0], &buf, &buf);
-        self.operation(deps, Some(key), |team, deps| {
+        self.operation(deps, Some(key), std::mem::align_of::<T>(), |team, deps| {
             team.broadcast_commands(&buf, root, deps)
         })
     }
@@ -1460,17 +1634,20 @@ impl<'r> Team<'r> {
         if total == 0 {
             return self.meet(sig(0), deps);
         }
-        let piece = self.half_len::<T>();
+        let ring = self.streams::<T>(total);
+        let piece = if ring { total } else { self.half_len::<T>() };
         self.in_pieces(total, piece, deps, |team, at, deps| {
             let (off, c) = (at.start, at.len);
             let piece = buf.sub(off..off + c)?;
+            let span = if ring { team.half_len::<T>() } else { c };
             if team.me == root {
                 // The root stages its piece; it moves nothing itself.
                 let own = team.half::<T>(team.me, at.half)?;
                 let mut m = team.nothing::<T>()?;
                 m.count = c;
-                m.staged = Some((Some(piece), own.sub(0..c)?));
+                m.staged = Some((Some(piece), own.sub(0..span)?));
                 m.chunked = true;
+                m.ring = ring;
                 return team.step(sig(at.index), c, &m, deps);
             }
             let m = Move {
@@ -1480,10 +1657,11 @@ impl<'r> Team<'r> {
                 first: 0,
                 count: c,
                 stride: 0,
-                parts: team.parts::<T>(at.half, 0..c, false)?,
+                parts: team.parts::<T>(at.half, 0..span, false)?,
                 out: piece,
                 staged: None,
                 chunked: true,
+                ring,
             };
             team.step(sig(at.index), c, &m, deps)
         })
@@ -1523,6 +1701,47 @@ struct Move<T> {
     /// Whether any rank may stage this step (the same on every rank, whichever does): its
     /// meetings then go chunk by chunk ([`Partition`]); else the step is one chunk.
     chunked: bool,
+    /// Whether the step streams through the halves, two chunk slots per work-group, instead
+    /// of lying in them whole from `first` (the same on every rank: an operation larger than
+    /// a half that can stream). Every rank stages, or only reads (a broadcast's non-roots);
+    /// `parts` and the stage are whole halves, `first` is 0.
+    ring: bool,
+}
+
+/// Move `m`'s elements `lo..hi` as host commands of `plan` (rank `me` of `n`), reading the
+/// ranks' values at `at` of their halves (this rank's from its input where staged).
+fn plan_move<T: Element>(
+    plan: &mut host::Plan,
+    m: &Move<T>,
+    me: usize,
+    n: usize,
+    (lo, hi, at): (usize, usize, usize),
+) -> Result<()> {
+    // Rank r's first `len` values of the chunk.
+    let values = |r: usize, len: usize| match (&m.staged, r == me) {
+        (Some((input, _)), true) => input.as_ref().unwrap_or(&m.out).sub(lo..lo + len),
+        _ => m.parts[r].sub(at..at + len),
+    };
+    let len = hi - lo;
+    match m.kind {
+        MOVE_REDUCE => {
+            let srcs = (0..n).map(|r| values(r, len)).collect::<Result<Vec<_>>>()?;
+            plan.reduce(m.op, &srcs, &m.out.sub(lo..hi)?)?;
+        }
+        MOVE_GATHER => {
+            // Rank r's values land at r * stride, where the output has room.
+            for r in 0..n {
+                let to = r * m.stride + lo;
+                let len = len.min(m.out.len().saturating_sub(to));
+                if len > 0 {
+                    plan.copy(&values(r, len)?, &m.out.sub(to..to + len)?)?;
+                }
+            }
+        }
+        MOVE_FROM_ROOT => plan.copy(&values(m.root, len)?, &m.out.sub(lo..hi)?)?,
+        _ => {}
+    }
+    Ok(())
 }
 
 impl<T> Move<T> {
@@ -1544,6 +1763,7 @@ impl<T> Move<T> {
             out,
             staged: None,
             chunked: false,
+            ring: false,
         }
     }
 
@@ -1565,6 +1785,7 @@ impl<T> Move<T> {
             out,
             staged: None,
             chunked: false,
+            ring: false,
         }
     }
 }
@@ -1585,6 +1806,40 @@ mod tests {
 
     /// Every group's chunks cover its block, the blocks cover the step, and the chunk count
     /// stays within 1..=8; a block of at most 4 vectors per work-item is one chunk.
+    /// A ring's chunks: every element of the step in exactly one, each inside the slot
+    /// `c % 2` of its group (`2 * groups` slots of `slot` vectors), none larger than a slot.
+    #[test]
+    fn ring_chunks_fit_their_slots() {
+        for count in [1, 7, 300, 1500, 4096, 65_560, 1 << 20, (64 << 20) + 3] {
+            for (groups, slot) in [(1, 1), (1, 128), (2, 1024), (3, 5), (8, 256), (1024, 256)] {
+                let check = |p: Partition| {
+                    assert!(p.chunk_vectors <= slot, "{p:?}");
+                    assert!(p.chunks * p.chunk_vectors >= p.block_vectors, "{p:?}");
+                    if p.chunks * groups > 1 << 20 {
+                        return;
+                    }
+                    let chunk = p.chunk_vectors * p.unit;
+                    let mut covered = 0;
+                    for g in 0..groups {
+                        for c in 0..p.chunks {
+                            let Some((lo, hi, at)) = p.chunk(g, c, count, 9, true) else {
+                                continue;
+                            };
+                            assert_eq!(lo, covered, "{p:?} g {g} c {c}");
+                            assert!(lo < hi && hi - lo <= chunk, "{p:?}");
+                            assert_eq!(at, (2 * g + c % 2) * chunk, "{p:?}");
+                            covered = hi;
+                        }
+                    }
+                    assert_eq!(covered, count, "{p:?}");
+                };
+                check(Partition::ring::<f32>(count, groups, slot));
+                check(Partition::ring::<bf16>(count, groups, slot));
+                check(Partition::ring::<u64>(count, groups, slot));
+            }
+        }
+    }
+
     #[test]
     fn partitions_cover_their_steps() {
         for count in [0, 1, 7, 4096, 65_560, 1 << 20, (64 << 20) + 3, 1 << 26] {

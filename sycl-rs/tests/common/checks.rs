@@ -224,6 +224,61 @@ pub fn overlapping(team: &mut Team, q: &Queue) -> R {
     )
 }
 
+/// Operations of other element widths issued back to back without waits (bf16, a barrier,
+/// f64, u32): on the native CPU with kernels, a kernel's views of the team's buffers use the
+/// element's width, and views of two widths may not be live at once; such an operation must
+/// still run (as host steps), never be refused.
+pub fn widths(team: &mut Team, q: &Queue) -> R {
+    let n = team.size();
+    let c = 300;
+    let halves = upload(q, &(0..c).map(|i| bf16::value(0, i)).collect::<Vec<_>>())?;
+    let doubles = upload(q, &(0..c).map(|i| f64::value(0, i)).collect::<Vec<_>>())?;
+    let words = upload(q, &(0..c).map(|i| u32::value(0, i)).collect::<Vec<_>>())?;
+    let mut events = Vec::new();
+    let mut run = |what: &str, r: sycl::Result<sycl::Event>| -> R {
+        events.push(r.map_err(|e| format!("widths: {what}: {e}"))?);
+        Ok(())
+    };
+    run(
+        "bf16",
+        team.all_reduce(&halves, &halves, ReduceOp::Sum, &[]),
+    )?;
+    run("barrier", team.barrier(&[]))?;
+    run(
+        "f64",
+        team.all_reduce(&doubles, &doubles, ReduceOp::Sum, &[]),
+    )?;
+    run("u32", team.all_reduce(&words, &words, ReduceOp::Sum, &[]))?;
+    run(
+        "bf16 again",
+        team.all_reduce(&halves, &halves, ReduceOp::Max, &[]),
+    )?;
+    for e in events {
+        e.wait().map_err(|e| format!("widths: {e}"))?;
+    }
+    let tq = team.queue().clone();
+    // Every rank held rank 0's values: the sum is n times them (then their maximum).
+    let scaled = |v: Vec<f64>| v.into_iter().map(|x| x * n as f64).collect::<Vec<_>>();
+    let want_bf16: Vec<bf16> = (0..c)
+        .map(|i| (0..n).fold(bf16::ZERO, |a, _| a + bf16::value(0, i)))
+        .collect();
+    same(
+        &tq.to_vec(&halves).map_err(e2s)?,
+        &want_bf16,
+        "widths: bf16",
+    )?;
+    let doubles_want = scaled((0..c).map(|i| f64::value(0, i)).collect());
+    same(
+        &tq.to_vec(&doubles).map_err(e2s)?,
+        &doubles_want,
+        "widths: f64",
+    )?;
+    let words_want: Vec<u32> = (0..c)
+        .map(|i| u32::value(0, i).wrapping_mul(n as u32))
+        .collect();
+    same(&tq.to_vec(&words).map_err(e2s)?, &words_want, "widths: u32")
+}
+
 /// Operations whose dependencies are pending, and operations issued back to back without
 /// waits: on the native CPU these run as host tasks of the team queue (not on the calling
 /// thread), after their dependencies and in order; a host borrow of the output waits for them
@@ -271,6 +326,20 @@ pub fn wants(r: sycl::Result<()>, code: Errc, what: &str) -> R {
     match r {
         Err(e) if e.code() == code => Ok(()),
         other => Err(format!("{what}: {other:?}, wanted {code:?}")),
+    }
+}
+
+/// Ranks that form a team with halves of different sizes (the pieces and ring slots of
+/// their steps would not line up): every rank's `Team::new` fails with `Errc::Invalid`.
+pub fn halves_mismatch(ranks: &NodeRanks, q: &Queue) -> R {
+    let options = TeamOptions {
+        buffer_bytes: 4096 << ranks.local_rank(),
+        ..TeamOptions::default()
+    };
+    match Team::new(ranks, q, options) {
+        Err(e) if e.code() == Errc::Invalid => Ok(()),
+        Err(e) => Err(format!("a team of unequal halves: {e}")),
+        Ok(_) => Err("a team whose ranks' halves differ formed".to_string()),
     }
 }
 
@@ -683,7 +752,7 @@ pub fn kept_plans(team: &mut Team, q: &Queue, what: &str) -> R {
     let (me, n) = (team.rank(), team.size());
     let tq = team.queue().clone();
     let wait = |r: sycl::Result<sycl::Event>| r.and_then(|e| e.wait());
-    // 1500 f32: two pieces in 4 KiB halves.
+    // 1500 f32: more than a 4 KiB half (a ring step, or two pieces two-shot).
     let (count, small) = (1500usize, 7usize);
     let values = |r: usize, shift: usize, len: usize| -> Vec<f32> {
         (0..len).map(|i| f32::value(r, i + shift)).collect()
