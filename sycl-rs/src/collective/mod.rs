@@ -373,6 +373,8 @@ pub struct Team<'r> {
     /// On the native CPU with kernels: the element alignment and event of the last
     /// operation that ran as kernels ([`Team::operation`]).
     last_kernels: Option<(usize, Event)>,
+    /// The launches of the eager call being kept, on devices that run kernels.
+    capture: Option<Capture>,
 }
 
 /// Eager plans a host-step team keeps: a few, for the loops that repeat a handful of calls.
@@ -410,12 +412,57 @@ impl CallKey {
 /// An eager call's plan, kept ([`Team`]'s `kept`).
 struct Kept {
     key: CallKey,
-    plan: host::KeptPlan,
+    plan: KeptWork,
     /// The team's epoch when it was planned (its meetings' epochs count from there).
     epoch: u32,
     /// The epochs and halves the call takes.
     steps: u32,
     pieces: u64,
+}
+
+/// What a kept call runs again: a host plan, or its kernels' launches (GPUs), in order.
+enum KeptWork {
+    Host(host::KeptPlan),
+    Launches(Vec<crate::kernel::KeptLaunch>),
+}
+
+/// `team_step`'s parameter that a kept launch sets anew: `word` (the epoch and signature).
+const WORD_PARAM: usize = 2;
+
+/// The launches of an eager call being kept ([`Team::operation`]); `None` once the call
+/// ran something that is not a kernel launch (a queue copy), which is then not kept.
+type Capture = parking_lot::Mutex<Option<Vec<crate::kernel::KeptLaunch>>>;
+
+/// Launches a kernel of an eager call being kept ([`Team::operation`]): checked and kept, then
+/// launched; where launches are not kept (CPU devices), launched as usual, and the call not
+/// kept.
+fn capture_launch(
+    capture: &Capture,
+    queue: &Queue,
+    range: Range,
+    def: &'static crate::kernel::__rt::Definition,
+    args: crate::kernel::__rt::Args,
+    deps: &[&Event],
+) -> Result<Event> {
+    // (A call that ran something else already is not kept: launched as usual.)
+    if capture.lock().is_none() {
+        return crate::kernel::submit_definition(queue, range, deps, def, args);
+    }
+    match crate::kernel::keep(queue, range, def, args.clone(), Some(WORD_PARAM))? {
+        Some(kept) => {
+            let event = kept
+                .launch(queue, None, deps)
+                .unwrap_or_else(|| Err(Error::new(Errc::Runtime, "team: memory freed mid-call")))?;
+            if let Some(launches) = capture.lock().as_mut() {
+                launches.push(kept);
+            }
+            Ok(event)
+        }
+        None => {
+            *capture.lock() = None;
+            crate::kernel::submit_definition(queue, range, deps, def, args)
+        }
+    }
 }
 
 impl std::fmt::Debug for Team<'_> {
@@ -441,7 +488,20 @@ macro_rules! team_kernel {
                 rec.launches.lock().push(launch);
                 None
             }
-            None => Some($team.queue.parallel_for($range, $deps, k)?),
+            None => match &$team.capture {
+                Some(capture) => {
+                    let def = crate::kernel::definition_of(&k);
+                    Some(capture_launch(
+                        capture,
+                        &$team.queue,
+                        $range,
+                        def,
+                        k.__sycl_args,
+                        $deps,
+                    )?)
+                }
+                None => Some($team.queue.parallel_for($range, $deps, k)?),
+            },
         }
     }};
 }
@@ -659,6 +719,7 @@ impl<'r> Team<'r> {
             recording: None,
             kept: Vec::new(),
             last_kernels: None,
+            capture: None,
         };
         team.private = team.private_records()?;
         // (On the native CPU a kernel team runs some operations as host steps too.)
@@ -1060,6 +1121,10 @@ impl<'r> Team<'r> {
             }
             return Ok(());
         }
+        // (A call that copies so is not kept: a kept call is kernel launches.)
+        if let Some(capture) = &self.capture {
+            *capture.lock() = None;
+        }
         self.queue.copy(src, dst, deps).map(|_| ())
     }
 
@@ -1092,7 +1157,7 @@ impl<'r> Team<'r> {
                 *w != width && !matches!(last.status(), Ok(EventStatus::Complete))
             });
         if !self.host && !clash {
-            let event = body(self, deps).and_then(|last| self.finish(last, deps))?;
+            let event = self.kernel_operation(deps, key, body)?;
             if width != 0 && self.host_pads.is_some() {
                 self.last_kernels = Some((width, event.clone()));
             }
@@ -1107,6 +1172,81 @@ impl<'r> Team<'r> {
         result
     }
 
+    /// [`Team::operation`] as kernels. On GPUs a call with a `key` keeps its launches (checked
+    /// and packed once, [`crate::kernel::KeptLaunch`]) and a repeat of it (the same operation
+    /// on the same memory from the same half) launches them again with their words' epochs
+    /// moved to this call's: planning and the launch checks were most of an eager small
+    /// call's host time (about 10 us at 512 bytes on 2x H200, where the GPU needs 5).
+    fn kernel_operation(
+        &mut self,
+        deps: &[&Event],
+        key: Option<CallKey>,
+        body: impl FnOnce(&mut Self, &[&Event]) -> Result<Option<Event>>,
+    ) -> Result<Event> {
+        let key = key
+            .filter(|_| self.recording.is_none() && self.host_pads.is_none())
+            .map(|k| CallKey {
+                half: self.operations % 2,
+                ..k
+            });
+        if let Some(key) = key {
+            if let Some(result) = self.relaunch(key, deps) {
+                return result;
+            }
+            self.capture = Some(parking_lot::Mutex::new(Some(Vec::new())));
+        }
+        let (epoch, operations) = (self.epoch, self.operations);
+        let result = body(self, deps).and_then(|last| self.finish(last, deps));
+        let captured = self.capture.take().and_then(|c| c.into_inner());
+        let event = result?;
+        if let (Some(key), Some(launches)) = (key, captured) {
+            if !launches.is_empty() {
+                self.keep_call(key, KeptWork::Launches(launches), (epoch, operations));
+            }
+        }
+        Ok(event)
+    }
+
+    /// The launches kept for `key` run again after `deps` (`None`: none kept, or their
+    /// memory was freed, which drops them).
+    fn relaunch(&mut self, key: CallKey, deps: &[&Event]) -> Option<Result<Event>> {
+        let i = self
+            .kept
+            .iter()
+            .position(|k| k.key == key && matches!(k.plan, KeptWork::Launches(_)))?;
+        let k = &self.kept[i];
+        let KeptWork::Launches(launches) = &k.plan else {
+            unreachable!("kept launches (found so)")
+        };
+        if !launches.iter().all(|l| l.alive()) {
+            self.kept.swap_remove(i);
+            return None;
+        }
+        let delta = self.epoch.wrapping_sub(k.epoch);
+        self.epoch = self.epoch.wrapping_add(k.steps);
+        self.operations += k.pieces;
+        let mut last = None;
+        for (j, launch) in launches.iter().enumerate() {
+            // The word's epoch (high 32 bits) moved; its signature (low 32) as it was.
+            let patch = launch.scalar(WORD_PARAM).map(|w| {
+                let epoch = ((w >> 32) as u32).wrapping_add(delta);
+                (WORD_PARAM, (epoch as u64) << 32 | (w & 0xffff_ffff))
+            });
+            let after: &[&Event] = if j == 0 { deps } else { &[] };
+            match launch.launch(&self.queue, patch, after) {
+                Some(Ok(event)) => last = Some(event),
+                Some(Err(e)) => return Some(Err(e)),
+                None => {
+                    return Some(Err(Error::new(
+                        Errc::Runtime,
+                        "team: memory of a kept call was freed during it",
+                    )))
+                }
+            }
+        }
+        Some(last.ok_or_else(|| Error::new(Errc::Runtime, "team: a kept call without launches")))
+    }
+
     /// [`Team::operation`] as host steps.
     fn host_operation(
         &mut self,
@@ -1118,12 +1258,15 @@ impl<'r> Team<'r> {
             half: self.operations % 2,
             ..k
         });
-        if let Some(i) = key.and_then(|key| self.kept.iter().position(|k| k.key == key)) {
+        let host_plan = |k: &Kept| matches!(k.plan, KeptWork::Host(_));
+        if let Some(i) =
+            key.and_then(|key| self.kept.iter().position(|k| k.key == key && host_plan(k)))
+        {
             let k = &self.kept[i];
-            match k
-                .plan
-                .submit(self.epoch.wrapping_sub(k.epoch), &self.queue, deps)
-            {
+            let KeptWork::Host(plan) = &k.plan else {
+                unreachable!("a kept host plan (found so)")
+            };
+            match plan.submit(self.epoch.wrapping_sub(k.epoch), &self.queue, deps) {
                 Some(result) => {
                     self.epoch = self.epoch.wrapping_add(k.steps);
                     self.operations += k.pieces;
@@ -1148,18 +1291,23 @@ impl<'r> Team<'r> {
         };
         let (event, plan) = plan.submit_and_keep(&self.queue, deps);
         if event.is_ok() {
-            if self.kept.len() == KEPT_PLANS {
-                self.kept.remove(0);
-            }
-            self.kept.push(Kept {
-                key,
-                plan,
-                epoch,
-                steps: self.epoch.wrapping_sub(epoch),
-                pieces: self.operations - operations,
-            });
+            self.keep_call(key, KeptWork::Host(plan), (epoch, operations));
         }
         event
+    }
+
+    /// Keeps the call that just ran from `(epoch, operations)` (the team's then) as `work`, in place of the oldest of [`KEPT_PLANS`].
+    fn keep_call(&mut self, key: CallKey, work: KeptWork, (epoch, operations): (u32, u64)) {
+        if self.kept.len() == KEPT_PLANS {
+            self.kept.remove(0);
+        }
+        self.kept.push(Kept {
+            key,
+            plan: work,
+            epoch,
+            steps: self.epoch.wrapping_sub(epoch),
+            pieces: self.operations - operations,
+        });
     }
 
     /// The event of an operation: its last launch's, or that of its plan, submitted now.

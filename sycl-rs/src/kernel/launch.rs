@@ -386,7 +386,9 @@ fn check_range(p: &DefinitionParts, range: &Range, device: &Device) -> Result<()
     Ok(())
 }
 
-fn submit_definition(
+/// Submits a launch of `def` with `args` as `Queue::parallel_for` does (a generated
+/// kernel's definition and arguments, taken apart).
+pub(crate) fn submit_definition(
     queue: &Queue,
     range: Range,
     deps: &[&Event],
@@ -646,7 +648,20 @@ fn submit_gpu(
     uses: Vec<(&Arc<MemoryRecord>, Use)>,
 ) -> Result<Event> {
     let slot = queue.context().shared.kernels.status_slot(queue)?;
-    let prepared = prepare_gpu(queue, range, def, resolved, args, slot.device_ptr())?;
+    let prepared = prepare_gpu(queue, range, def, resolved, args, slot.device_ptr(), None)?;
+    launch_prepared(queue, deps, def.parts.name, &prepared, uses, slot)
+}
+
+/// Launches `prepared` (its status word the pointer into `slot`) after `deps`, admitting
+/// `uses`, the memory its arguments reach.
+fn launch_prepared(
+    queue: &Queue,
+    deps: &[&Event],
+    name: &'static str,
+    prepared: &PreparedGpu,
+    uses: Vec<(&Arc<MemoryRecord>, Use)>,
+    slot: StatusSlot,
+) -> Result<Event> {
     let raw: Vec<sycl_backend::KernelArg<'_>> = prepared.args.iter().map(RawArg::view).collect();
     let mut all_deps = Event::raw_list(deps);
     if let Some(zeroed) = slot.prepare(queue)? {
@@ -672,10 +687,7 @@ fn submit_gpu(
     })?;
     drop(uses);
     slot.launched(event.inner.clone());
-    event.kernel_status = Some(Arc::new(KernelStatus {
-        name: def.parts.name,
-        slot,
-    }));
+    event.kernel_status = Some(Arc::new(KernelStatus { name, slot }));
     Ok(event)
 }
 
@@ -704,8 +716,14 @@ struct PreparedGpu {
     kernel: Kernel,
     geometry: LaunchRange,
     args: Vec<RawArg>,
+    /// Where in `args` each of the definition's parameters starts, and the status word's
+    /// pointer.
+    params_at: Vec<usize>,
+    status_at: usize,
 }
 
+/// `varying`: a scalar parameter whose value later launches change ([`KeptLaunch`]): no
+/// variant whose run-time guards read it is chosen (they held for this value only).
 fn prepare_gpu(
     queue: &Queue,
     range: Range,
@@ -713,7 +731,17 @@ fn prepare_gpu(
     resolved: &'static Resolved,
     args: &Args,
     status: u64,
+    varying: Option<usize>,
 ) -> Result<PreparedGpu> {
+    let fixed = |guards: &[Bound]| {
+        let mut reads = false;
+        if let Some(v) = varying {
+            for g in guards {
+                g.visit(&mut |b| reads |= matches!(b, Bound::Param(i) if *i == v));
+            }
+        }
+        !reads
+    };
     let p = &def.parts;
     let device = queue.device();
     let launch = range.inner;
@@ -724,7 +752,8 @@ fn prepare_gpu(
         KernelIr::CudaC | KernelIr::OpenClC => {
             let printed = resolved.c_program(def, form)?;
             let memo = &resolved.memos[(form == KernelIr::CudaC) as usize];
-            guards_hold(&printed.guards, Some(memo), args, &launch, &geometry)
+            fixed(&printed.guards)
+                && guards_hold(&printed.guards, Some(memo), args, &launch, &geometry)
         }
         _ => false,
     };
@@ -742,11 +771,17 @@ fn prepare_gpu(
     // all hold for this launch (the values the device would compute: ranges, scalar
     // parameters, slice lengths).
     let kernel = match &built.guarded {
-        Some((guarded, guards)) if guards_hold(guards, None, args, &launch, &geometry) => guarded,
+        Some((guarded, guards))
+            if fixed(guards) && guards_hold(guards, None, args, &launch, &geometry) =>
+        {
+            guarded
+        }
         _ => &built.kernel,
     };
     let mut raw: Vec<RawArg> = Vec::with_capacity(args.0.len() * 2 + 5);
+    let mut params_at = Vec::with_capacity(args.0.len());
     for arg in &args.0 {
+        params_at.push(raw.len());
         match &arg.0 {
             ArgInner::Scalar { bytes, ty } => raw.push(RawArg::Scalar(*bytes, ty.size() as u8)),
             ArgInner::Slice { ptr, len, .. } => {
@@ -755,6 +790,7 @@ fn prepare_gpu(
             }
         }
     }
+    let status_at = raw.len();
     raw.push(RawArg::Pointer(status));
     for d in 0..3 {
         raw.push(RawArg::Scalar((launch.global[d] as u64).to_ne_bytes(), 8));
@@ -773,7 +809,134 @@ fn prepare_gpu(
         kernel: kernel.clone(),
         geometry,
         args: raw,
+        params_at,
+        status_at,
     })
+}
+
+// ---- kept launches
+
+/// A GPU launch checked and prepared once, then launched again and again with new values of
+/// some scalar parameters ([`KeptLaunch::launch`]): the kernels of a team's repeated eager
+/// operation, which skip the checks, the variant choice and the argument packing that a
+/// `parallel_for` repeats (most of a small collective's host time on CUDA). It holds the
+/// memory its arguments reach weakly: memory whose owner dropped it is freed as usual, and
+/// then the launch is gone (`launch` answers `None`), never run on freed memory.
+pub(crate) struct KeptLaunch {
+    name: &'static str,
+    prepared: PreparedGpu,
+    /// Each scalar parameter's value at the first launch (`None`: a slice).
+    scalars: Vec<Option<u64>>,
+    uses: Vec<(std::sync::Weak<MemoryRecord>, Use)>,
+    varying: Option<usize>,
+}
+
+impl std::fmt::Debug for KeptLaunch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeptLaunch")
+            .field("kernel", &self.name)
+            .finish()
+    }
+}
+
+/// Checks a launch of `def` over `range` with `args` as `Queue::parallel_for` does and
+/// keeps it (`None` where launches are not kept: CPU devices, which run closures, and empty
+/// ranges). `varying`: the one scalar parameter later launches may set anew.
+pub(crate) fn keep(
+    queue: &Queue,
+    range: Range,
+    def: &'static Definition,
+    args: Args,
+    varying: Option<usize>,
+) -> Result<Option<KeptLaunch>> {
+    let resolved = check_definition(queue, &range, def, &args)?;
+    if range.inner.total() == Some(0) || queue.device().has(Aspect::ExtSyclRsClosureKernels) {
+        return Ok(None);
+    }
+    // (Only an 8-byte scalar varies.)
+    let varying = varying.filter(|&v| {
+        matches!(args.0.get(v).map(|a| &a.0), Some(ArgInner::Scalar { ty, .. }) if ty.size() == 8)
+    });
+    let uses = uses_of(&args);
+    for (record, _) in &uses {
+        record.check_queue(queue)?;
+    }
+    // (The status word is set per launch.)
+    let prepared = prepare_gpu(queue, range, def, resolved, &args, 0, varying)?;
+    let scalars = args
+        .0
+        .iter()
+        .map(|a| match &a.0 {
+            ArgInner::Scalar { bytes, .. } => Some(u64::from_ne_bytes(*bytes)),
+            ArgInner::Slice { .. } => None,
+        })
+        .collect();
+    Ok(Some(KeptLaunch {
+        name: def.parts.name,
+        prepared,
+        scalars,
+        uses: uses.iter().map(|(r, u)| (Arc::downgrade(r), *u)).collect(),
+        varying,
+    }))
+}
+
+impl KeptLaunch {
+    /// Scalar parameter `param`'s value at the first launch, as the low bytes of a `u64`.
+    pub(crate) fn scalar(&self, param: usize) -> Option<u64> {
+        self.scalars.get(param).copied().flatten()
+    }
+
+    /// Whether every record its arguments reach is still alive.
+    pub(crate) fn alive(&self) -> bool {
+        self.uses.iter().all(|(r, _)| r.strong_count() > 0)
+    }
+
+    /// Launches it again after `deps`, with its varying scalar parameter `patch.0` (a `u64`
+    /// parameter, as `scalar` reads it) set to `patch.1`; `None` when memory it reaches was
+    /// freed. The arguments are those checked when it was kept, but for the patch, which
+    /// no run-time guard of the kernel chosen then reads.
+    pub(crate) fn launch(
+        &self,
+        queue: &Queue,
+        patch: Option<(usize, u64)>,
+        deps: &[&Event],
+    ) -> Option<Result<Event>> {
+        let records: Vec<(Arc<MemoryRecord>, Use)> = self
+            .uses
+            .iter()
+            .map(|(r, u)| r.upgrade().map(|r| (r, *u)))
+            .collect::<Option<_>>()?;
+        Some((|| {
+            let slot = queue.context().shared.kernels.status_slot(queue)?;
+            let mut args = self.prepared.args.clone();
+            args[self.prepared.status_at] = RawArg::Pointer(slot.device_ptr());
+            if let Some((param, value)) = patch {
+                // (Only a `u64` scalar that was one at the first launch.)
+                let at = self.prepared.params_at.get(param).copied();
+                match (
+                    self.varying == Some(param),
+                    at.and_then(|a| args.get_mut(a)),
+                ) {
+                    (true, Some(RawArg::Scalar(bytes, 8))) => *bytes = value.to_ne_bytes(),
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "kernel `{}`: parameter {param} is not its varying 8-byte scalar",
+                            self.name
+                        )))
+                    }
+                }
+            }
+            let prepared = PreparedGpu {
+                kernel: self.prepared.kernel.clone(),
+                geometry: self.prepared.geometry,
+                args,
+                params_at: Vec::new(),
+                status_at: self.prepared.status_at,
+            };
+            let uses = records.iter().map(|(r, u)| (r, *u)).collect();
+            launch_prepared(queue, deps, self.name, &prepared, uses, slot)
+        })())
+    }
 }
 
 // ---- graphs
@@ -862,7 +1025,15 @@ impl LaunchGraph {
             .iter()
             .map(|l| {
                 let resolved = resolve(l.def)?;
-                prepare_gpu(queue, l.range, l.def, resolved, &l.args, slot.device_ptr())
+                prepare_gpu(
+                    queue,
+                    l.range,
+                    l.def,
+                    resolved,
+                    &l.args,
+                    slot.device_ptr(),
+                    None,
+                )
             })
             .collect::<Result<Vec<_>>>()?;
         let raw: Vec<Vec<sycl_backend::KernelArg<'_>>> = prepared

@@ -154,7 +154,9 @@ mod launch;
 /// What a `#[sycl::kernel_fn]` helper's slice parameters take: a kernel's slices, or on the
 /// host a `[T]` or `Vec<T>` (`dot(&x[..], &y[..])`).
 pub use __rt::{SliceMutRef, SliceRef};
-pub(crate) use launch::{definition_of, record, LaunchGraph, RecordedLaunch};
+pub(crate) use launch::{
+    definition_of, keep, record, submit_definition, KeptLaunch, LaunchGraph, RecordedLaunch,
+};
 pub(crate) use launch::{KernelCache, KernelStatus};
 pub use launch::{KernelIr, KERNEL_IR_ENV};
 /// Memory orders of atomics and fences in kernels: Rust's (`Ordering::Acquire`).
