@@ -211,17 +211,10 @@ impl Partition {
         }
     }
 
-    /// Work-group `g`'s chunk `c` in elements: its first and end element of the step, and
-    /// where it lies in the halves (from `first`, or in a ring its group's slot `c % 2`).
-    /// `None` past the step's end.
-    fn chunk(
-        &self,
-        g: usize,
-        c: usize,
-        count: usize,
-        first: usize,
-        ring: bool,
-    ) -> Option<(usize, usize, usize)> {
+    /// Work-group `g`'s chunk `c` of a ring step of `count` elements: its first and end
+    /// element of the step, and where it lies in the halves (its group's slot `c % 2`, as
+    /// `team_step`'s `chunk_at`). `None` past the step's end.
+    fn ring_chunk(&self, g: usize, c: usize, count: usize) -> Option<(usize, usize, usize)> {
         let (block, chunk) = (
             self.block_vectors * self.unit,
             self.chunk_vectors * self.unit,
@@ -231,11 +224,7 @@ impl Partition {
         if lo >= end {
             return None;
         }
-        let at = match ring {
-            true => (2 * g + c % 2) * chunk,
-            false => first + lo,
-        };
-        Some((lo, (lo + chunk).min(end), at))
+        Some((lo, (lo + chunk).min(end), (2 * g + c % 2) * chunk))
     }
 }
 
@@ -448,7 +437,7 @@ fn capture_launch(
     if capture.lock().is_none() {
         return crate::kernel::submit_definition(queue, range, deps, def, args);
     }
-    match crate::kernel::keep(queue, range, def, args.clone(), Some(WORD_PARAM))? {
+    match crate::kernel::keep(queue, range, def, &args, Some(WORD_PARAM))? {
         Some(kept) => {
             let event = kept
                 .launch(queue, None, deps)
@@ -876,6 +865,12 @@ impl<'r> Team<'r> {
             .cast::<T>()
     }
 
+    /// Whether the team runs on the native CPU (where, and only where, it knows its pads'
+    /// host addresses: host steps, and a kernel team's operations run as host steps).
+    fn native_cpu(&self) -> bool {
+        self.host_pads.is_some()
+    }
+
     /// Elements of `T` in a half.
     fn half_len<T: Element>(&self) -> usize {
         self.half_words * 8 / std::mem::size_of::<T>()
@@ -1076,7 +1071,7 @@ impl<'r> Team<'r> {
         // a meeting of all groups per chunk could wait for a group that waits for it.
         for g in 0..groups {
             for c in 0..parts.chunks {
-                let chunk = parts.chunk(g, c, m.count, 0, true);
+                let chunk = parts.ring_chunk(g, c, m.count);
                 if let (Some((input, stage)), Some((lo, hi, at))) = (staged, chunk) {
                     plan.copy(&input.sub(lo..hi)?, &stage.sub(at..at + hi - lo)?)?;
                 }
@@ -1158,18 +1153,14 @@ impl<'r> Team<'r> {
             });
         if !self.host && !clash {
             let event = self.kernel_operation(deps, key, body)?;
-            if width != 0 && self.host_pads.is_some() {
+            if width != 0 && self.native_cpu() {
                 self.last_kernels = Some((width, event.clone()));
             }
             return Ok(event);
         }
-        if !clash {
-            return self.host_operation(deps, key, body);
-        }
-        self.host = true;
-        let result = self.host_operation(deps, key, body);
-        self.host = false;
-        result
+        // (A host operation plans into `plan`; `host` itself only matters when recording,
+        // which a clash never is.)
+        self.host_operation(deps, key, body)
     }
 
     /// [`Team::operation`] as kernels. On GPUs a call with a `key` keeps its launches (checked
@@ -1184,7 +1175,7 @@ impl<'r> Team<'r> {
         body: impl FnOnce(&mut Self, &[&Event]) -> Result<Option<Event>>,
     ) -> Result<Event> {
         let key = key
-            .filter(|_| self.recording.is_none() && self.host_pads.is_none())
+            .filter(|_| self.recording.is_none() && !self.native_cpu())
             .map(|k| CallKey {
                 half: self.operations % 2,
                 ..k
@@ -1228,12 +1219,12 @@ impl<'r> Team<'r> {
         let mut last = None;
         for (j, launch) in launches.iter().enumerate() {
             // The word's epoch (high 32 bits) moved; its signature (low 32) as it was.
-            let patch = launch.scalar(WORD_PARAM).map(|w| {
+            let word = launch.varying().map(|w| {
                 let epoch = ((w >> 32) as u32).wrapping_add(delta);
-                (WORD_PARAM, (epoch as u64) << 32 | (w & 0xffff_ffff))
+                (epoch as u64) << 32 | (w & 0xffff_ffff)
             });
             let after: &[&Event] = if j == 0 { deps } else { &[] };
-            match launch.launch(&self.queue, patch, after) {
+            match launch.launch(&self.queue, word, after) {
                 Some(Ok(event)) => last = Some(event),
                 Some(Err(e)) => return Some(Err(e)),
                 None => {
@@ -1970,7 +1961,7 @@ mod tests {
                     let mut covered = 0;
                     for g in 0..groups {
                         for c in 0..p.chunks {
-                            let Some((lo, hi, at)) = p.chunk(g, c, count, 9, true) else {
+                            let Some((lo, hi, at)) = p.ring_chunk(g, c, count) else {
                                 continue;
                             };
                             assert_eq!(lo, covered, "{p:?} g {g} c {c}");

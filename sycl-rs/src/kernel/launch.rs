@@ -649,20 +649,29 @@ fn submit_gpu(
 ) -> Result<Event> {
     let slot = queue.context().shared.kernels.status_slot(queue)?;
     let prepared = prepare_gpu(queue, range, def, resolved, args, slot.device_ptr(), None)?;
-    launch_prepared(queue, deps, def.parts.name, &prepared, uses, slot)
+    launch_prepared(
+        queue,
+        deps,
+        def.parts.name,
+        &prepared,
+        &prepared.args,
+        uses,
+        slot,
+    )
 }
 
-/// Launches `prepared` (its status word the pointer into `slot`) after `deps`, admitting
-/// `uses`, the memory its arguments reach.
+/// Launches `prepared`'s kernel with `args` (its arguments, the status word the pointer into
+/// `slot`) after `deps`, admitting `uses`, the memory the arguments reach.
 fn launch_prepared(
     queue: &Queue,
     deps: &[&Event],
     name: &'static str,
     prepared: &PreparedGpu,
+    args: &[RawArg],
     uses: Vec<(&Arc<MemoryRecord>, Use)>,
     slot: StatusSlot,
 ) -> Result<Event> {
-    let raw: Vec<sycl_backend::KernelArg<'_>> = prepared.args.iter().map(RawArg::view).collect();
+    let raw: Vec<sycl_backend::KernelArg<'_>> = args.iter().map(RawArg::view).collect();
     let mut all_deps = Event::raw_list(deps);
     if let Some(zeroed) = slot.prepare(queue)? {
         all_deps.push(zeroed.inner.clone());
@@ -825,10 +834,9 @@ fn prepare_gpu(
 pub(crate) struct KeptLaunch {
     name: &'static str,
     prepared: PreparedGpu,
-    /// Each scalar parameter's value at the first launch (`None`: a slice).
-    scalars: Vec<Option<u64>>,
     uses: Vec<(std::sync::Weak<MemoryRecord>, Use)>,
-    varying: Option<usize>,
+    /// Where in the prepared arguments the varying parameter's 8 bytes lie.
+    varying_at: Option<usize>,
 }
 
 impl std::fmt::Debug for KeptLaunch {
@@ -846,10 +854,10 @@ pub(crate) fn keep(
     queue: &Queue,
     range: Range,
     def: &'static Definition,
-    args: Args,
+    args: &Args,
     varying: Option<usize>,
 ) -> Result<Option<KeptLaunch>> {
-    let resolved = check_definition(queue, &range, def, &args)?;
+    let resolved = check_definition(queue, &range, def, args)?;
     if range.inner.total() == Some(0) || queue.device().has(Aspect::ExtSyclRsClosureKernels) {
         return Ok(None);
     }
@@ -857,33 +865,27 @@ pub(crate) fn keep(
     let varying = varying.filter(|&v| {
         matches!(args.0.get(v).map(|a| &a.0), Some(ArgInner::Scalar { ty, .. }) if ty.size() == 8)
     });
-    let uses = uses_of(&args);
+    let uses = uses_of(args);
     for (record, _) in &uses {
         record.check_queue(queue)?;
     }
     // (The status word is set per launch.)
-    let prepared = prepare_gpu(queue, range, def, resolved, &args, 0, varying)?;
-    let scalars = args
-        .0
-        .iter()
-        .map(|a| match &a.0 {
-            ArgInner::Scalar { bytes, .. } => Some(u64::from_ne_bytes(*bytes)),
-            ArgInner::Slice { .. } => None,
-        })
-        .collect();
+    let prepared = prepare_gpu(queue, range, def, resolved, args, 0, varying)?;
     Ok(Some(KeptLaunch {
         name: def.parts.name,
+        varying_at: varying.map(|v| prepared.params_at[v]),
         prepared,
-        scalars,
         uses: uses.iter().map(|(r, u)| (Arc::downgrade(r), *u)).collect(),
-        varying,
     }))
 }
 
 impl KeptLaunch {
-    /// Scalar parameter `param`'s value at the first launch, as the low bytes of a `u64`.
-    pub(crate) fn scalar(&self, param: usize) -> Option<u64> {
-        self.scalars.get(param).copied().flatten()
+    /// The varying parameter's value at the first launch (`None`: it has none).
+    pub(crate) fn varying(&self) -> Option<u64> {
+        match self.prepared.args.get(self.varying_at?)? {
+            RawArg::Scalar(bytes, 8) => Some(u64::from_ne_bytes(*bytes)),
+            _ => None,
+        }
     }
 
     /// Whether every record its arguments reach is still alive.
@@ -891,14 +893,14 @@ impl KeptLaunch {
         self.uses.iter().all(|(r, _)| r.strong_count() > 0)
     }
 
-    /// Launches it again after `deps`, with its varying scalar parameter `patch.0` (a `u64`
-    /// parameter, as `scalar` reads it) set to `patch.1`; `None` when memory it reaches was
-    /// freed. The arguments are those checked when it was kept, but for the patch, which
-    /// no run-time guard of the kernel chosen then reads.
+    /// Launches it again after `deps`, its varying parameter set to `varying` where given
+    /// (it has one: `varying()`); `None` when memory it reaches was freed. The arguments are
+    /// those checked when it was kept, but for the varying one, which no run-time guard of
+    /// the kernel chosen then reads.
     pub(crate) fn launch(
         &self,
         queue: &Queue,
-        patch: Option<(usize, u64)>,
+        varying: Option<u64>,
         deps: &[&Event],
     ) -> Option<Result<Event>> {
         let records: Vec<(Arc<MemoryRecord>, Use)> = self
@@ -910,31 +912,19 @@ impl KeptLaunch {
             let slot = queue.context().shared.kernels.status_slot(queue)?;
             let mut args = self.prepared.args.clone();
             args[self.prepared.status_at] = RawArg::Pointer(slot.device_ptr());
-            if let Some((param, value)) = patch {
-                // (Only a `u64` scalar that was one at the first launch.)
-                let at = self.prepared.params_at.get(param).copied();
-                match (
-                    self.varying == Some(param),
-                    at.and_then(|a| args.get_mut(a)),
-                ) {
-                    (true, Some(RawArg::Scalar(bytes, 8))) => *bytes = value.to_ne_bytes(),
+            if let Some(value) = varying {
+                match self.varying_at.and_then(|at| args.get_mut(at)) {
+                    Some(RawArg::Scalar(bytes, 8)) => *bytes = value.to_ne_bytes(),
                     _ => {
                         return Err(Error::invalid(format!(
-                            "kernel `{}`: parameter {param} is not its varying 8-byte scalar",
+                            "kernel `{}`: kept without a varying 8-byte parameter",
                             self.name
                         )))
                     }
                 }
             }
-            let prepared = PreparedGpu {
-                kernel: self.prepared.kernel.clone(),
-                geometry: self.prepared.geometry,
-                args,
-                params_at: Vec::new(),
-                status_at: self.prepared.status_at,
-            };
             let uses = records.iter().map(|(r, u)| (r, *u)).collect();
-            launch_prepared(queue, deps, self.name, &prepared, uses, slot)
+            launch_prepared(queue, deps, self.name, &self.prepared, &args, uses, slot)
         })())
     }
 }
