@@ -391,7 +391,22 @@ pub(crate) unsafe fn launch(
     deps: &[Arc<dyn sycl_backend::Event>],
 ) -> Result<Arc<dyn sycl_backend::Event>> {
     let mut packed = pack(queue, kernel, range, args)?;
-    let mut ptrs = packed.pointers();
+    let mut words = std::mem::take(&mut packed.words);
+    // SAFETY: forwarded contract.
+    unsafe { launch_words(queue, &packed, &mut words, deps) }
+}
+
+/// Launches `packed`'s function with `words` (its words, patched) after `deps`.
+///
+/// # Safety
+/// As [`sycl_backend::Queue::launch`], for the arguments `words` holds.
+unsafe fn launch_words(
+    queue: &Queue,
+    packed: &Packed,
+    words: &mut [u64],
+    deps: &[Arc<dyn sycl_backend::Event>],
+) -> Result<Arc<dyn sycl_backend::Event>> {
+    let mut ptrs = value_pointers(words, &packed.values);
     let (func, grid, block, shared) = (packed.func, packed.grid, packed.block, packed.shared);
     queue.enqueue(deps, |s| {
         let params = if ptrs.is_empty() {
@@ -406,6 +421,86 @@ pub(crate) unsafe fn launch(
     })
 }
 
+/// A launch packed once and launched again ([`sycl_backend::Queue::pack_launch`]).
+pub(crate) struct PackedLaunch {
+    packed: Packed,
+    /// The device it was packed for (its function is that device's).
+    ordinal: i32,
+    /// Keeps the function's module loaded.
+    _kernel: Arc<dyn sycl_backend::Kernel>,
+}
+
+// SAFETY: a CUfunction is a driver handle usable from any thread once its context is current
+// (`Queue::enqueue` makes it current); `_kernel` keeps its module loaded, and the packed words
+// are only read.
+unsafe impl Send for PackedLaunch {}
+// SAFETY: as for Send: `&PackedLaunch` only reads the handle and the words.
+unsafe impl Sync for PackedLaunch {}
+
+impl sycl_backend::PackedLaunch for PackedLaunch {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// [`sycl_backend::Queue::pack_launch`] for CUDA queues.
+pub(crate) fn pack_launch(
+    queue: &Queue,
+    kernel: &Arc<dyn sycl_backend::Kernel>,
+    range: LaunchRange,
+    args: &[KernelArg<'_>],
+) -> Result<Arc<dyn sycl_backend::PackedLaunch>> {
+    Ok(Arc::new(PackedLaunch {
+        packed: pack(queue, kernel, range, args)?,
+        ordinal: queue.dev.ordinal,
+        _kernel: kernel.clone(),
+    }))
+}
+
+/// [`sycl_backend::Queue::launch_packed`] for CUDA queues.
+///
+/// # Safety
+/// As [`sycl_backend::Queue::launch_packed`].
+pub(crate) unsafe fn launch_packed(
+    queue: &Queue,
+    packed: &dyn sycl_backend::PackedLaunch,
+    patches: &[(usize, u64)],
+    deps: &[Arc<dyn sycl_backend::Event>],
+) -> Result<Arc<dyn sycl_backend::Event>> {
+    let p = sycl_backend::downcast::<PackedLaunch>(
+        packed.as_any(),
+        "packed launch",
+        BackendKind::Cuda,
+    )?;
+    if p.ordinal != queue.dev.ordinal {
+        return Err(Error::invalid(format!(
+            "a launch packed for CUDA device {} cannot run on a queue of device {}",
+            p.ordinal, queue.dev.ordinal
+        )));
+    }
+    let mut words = p.packed.words.clone();
+    for &(arg, value) in patches {
+        match p
+            .packed
+            .of_arg
+            .get(arg)
+            .copied()
+            .flatten()
+            .map(|v| p.packed.values[v])
+        {
+            Some((at, 8)) => words[at] = value,
+            _ => {
+                return Err(Error::new(
+                    Errc::KernelArgument,
+                    format!("argument {arg} of a packed launch is not an 8-byte value"),
+                ))
+            }
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { launch_words(queue, &p.packed, &mut words, deps) }
+}
+
 /// A launch's function, geometry and parameter values, checked against the kernel.
 pub(crate) struct Packed {
     func: sys::CUfunction,
@@ -417,19 +512,31 @@ pub(crate) struct Packed {
     words: Vec<u64>,
     /// Each value's first word and byte length.
     values: Vec<(usize, usize)>,
+    /// Each argument's value (`None`: local memory, not a parameter).
+    of_arg: Vec<Option<usize>>,
 }
 
 impl Packed {
     /// One pointer per parameter into `words`, as `cuLaunchKernel` takes them: valid while
     /// `self` is alive and unchanged (the driver copies the values during the call).
     fn pointers(&mut self) -> Vec<*mut c_void> {
-        let base = self.words.as_mut_ptr();
-        self.values
-            .iter()
-            // SAFETY: each value's first word lies inside `words` (built by `pack`).
-            .map(|v| unsafe { base.add(v.0) }.cast())
-            .collect()
+        value_pointers(&mut self.words, &self.values)
     }
+}
+
+/// One pointer per value into `words` (a packed launch's words, maybe patched).
+fn value_pointers(words: &mut [u64], values: &[(usize, usize)]) -> Vec<*mut c_void> {
+    let words = words.as_mut_ptr_range();
+    values
+        .iter()
+        .map(|v| {
+            // SAFETY: each value's first word lies inside its launch's words (built by
+            // `pack`; patched copies keep the length), checked here in debug builds.
+            let p = unsafe { words.start.add(v.0) };
+            debug_assert!(p < words.end);
+            p.cast()
+        })
+        .collect()
 }
 
 /// Checks and packs a launch of `kernel` on `queue` (its function for the queue's device, the
@@ -470,6 +577,7 @@ fn pack(
 
     let mut words: Vec<u64> = Vec::with_capacity(args.len());
     let mut values: Vec<(usize, usize)> = Vec::with_capacity(args.len());
+    let mut of_arg = Vec::with_capacity(args.len());
     let mut shared = 0usize;
     for a in args {
         let value: &[u8] = match a {
@@ -477,9 +585,11 @@ fn pack(
             KernelArg::Pointer(p) => &p.to_le_bytes(),
             KernelArg::Local(n) => {
                 shared = shared.saturating_add(*n);
+                of_arg.push(None);
                 continue;
             }
         };
+        of_arg.push(Some(values.len()));
         let at = words.len();
         for chunk in value.chunks(8) {
             let mut w = [0u8; 8];
@@ -528,6 +638,7 @@ fn pack(
         shared,
         words,
         values,
+        of_arg,
     })
 }
 

@@ -836,6 +836,25 @@ impl sycl_backend::Queue for Queue {
         unsafe { crate::kernel::launch(self, kernel, range, args, deps) }
     }
 
+    fn pack_launch(
+        &self,
+        kernel: &Arc<dyn sycl_backend::Kernel>,
+        range: LaunchRange,
+        args: &[KernelArg<'_>],
+    ) -> Result<Option<Arc<dyn sycl_backend::PackedLaunch>>> {
+        crate::kernel::pack_launch(self, kernel, range, args).map(Some)
+    }
+
+    unsafe fn launch_packed(
+        &self,
+        packed: &dyn sycl_backend::PackedLaunch,
+        patches: &[(usize, u64)],
+        deps: &[DynEvent],
+    ) -> Result<DynEvent> {
+        // SAFETY: forwarded contract.
+        unsafe { crate::kernel::launch_packed(self, packed, patches, deps) }
+    }
+
     #[doc(alias = "cuGraphInstantiate")]
     unsafe fn build_graph(
         &self,

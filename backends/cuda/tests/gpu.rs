@@ -611,6 +611,52 @@ fn nvrtc_kernels_launch_and_compute() {
         assert_eq!(e.code(), Errc::KernelArgument);
     }
 
+    // A packed launch runs again with patched 8-byte arguments (here the output pointer).
+    let r = range1(n);
+    let args = [
+        KernelArg::Pointer(da),
+        KernelArg::Pointer(db),
+        KernelArg::Pointer(dc),
+        KernelArg::Scalar(&ni),
+    ];
+    let packed = q
+        .pack_launch(&k, r, &args)
+        .unwrap()
+        .expect("CUDA packs launches");
+    let dc2 = fx
+        .ctx
+        .usm_alloc(UsmKind::Device, Some(&fx.device), bytes, 0)
+        .unwrap();
+    for (out, patches) in [(dc2, vec![(2, dc2)]), (dc, vec![]), (dc, vec![(0, db)])] {
+        // SAFETY: canary: the launch below must overwrite every element.
+        unsafe { q.fill(out, &[0xCD], bytes, &[]) }.unwrap();
+        // SAFETY: every pointer, patched or not, is a live allocation of `n` floats.
+        unsafe { q.launch_packed(&*packed, &patches, &[]) }
+            .expect("packed launch")
+            .wait()
+            .unwrap();
+        let got = read(&q, out, bytes);
+        let first = if patches.iter().any(|p| p.0 == 0) {
+            &b
+        } else {
+            &a
+        };
+        for i in 0..n {
+            let v = f32::from_le_bytes(got[i * 4..i * 4 + 4].try_into().unwrap());
+            assert_eq!(v, first[i] + b[i], "element {i} with patches {patches:?}");
+        }
+    }
+    // Only 8-byte arguments can be patched, and only arguments the launch has.
+    for arg in [3, 4] {
+        // SAFETY: refused before launching.
+        let e = unsafe { q.launch_packed(&*packed, &[(arg, 0)], &[]) }
+            .err()
+            .unwrap();
+        assert_eq!(e.code(), Errc::KernelArgument, "argument {arg}");
+    }
+    // SAFETY: every launch using it completed above.
+    unsafe { fx.ctx.usm_free(dc2) }.unwrap();
+
     // 2-D launch with dynamic shared memory.
     let (w, h) = (37usize, 19usize);
     let m: Vec<f32> = (0..w * h).map(|i| i as f32).collect();

@@ -496,6 +496,39 @@ pub trait Queue: Send + Sync + Any {
         Err(Error::unsupported(Aspect::OnlineCompiler, "kernel launch"))
     }
 
+    /// Checks and packs a launch of `kernel` over `range` with `args` as [`Queue::launch`]
+    /// would, without launching it, for [`Queue::launch_packed`]: the launches a caller
+    /// repeats with a few arguments changed skip the checks and the packing. `None`: this
+    /// backend packs every launch ([`Queue::launch`] it).
+    fn pack_launch(
+        &self,
+        kernel: &Arc<dyn Kernel>,
+        range: LaunchRange,
+        args: &[KernelArg<'_>],
+    ) -> Result<Option<Arc<dyn PackedLaunch>>> {
+        let _ = (kernel, range, args);
+        Ok(None)
+    }
+
+    /// Launches `packed` (made by this queue's [`Queue::pack_launch`] or another queue's of
+    /// the same device) after `deps`, argument `i` set to `value` for every `(i, value)` of
+    /// `patches` (8-byte arguments, counted as `pack_launch`'s `args`).
+    ///
+    /// # Safety
+    /// As [`Queue::launch`], for the packed arguments with `patches` applied.
+    unsafe fn launch_packed(
+        &self,
+        packed: &dyn PackedLaunch,
+        patches: &[(usize, u64)],
+        deps: &[Arc<dyn Event>],
+    ) -> Result<Arc<dyn Event>> {
+        let _ = (packed, patches, deps);
+        Err(Error::new(
+            crate::Errc::FeatureNotSupported,
+            "this backend does not pack launches",
+        ))
+    }
+
     /// Builds an executable graph of `launches`, which each replay runs one after another in
     /// this order (`cuGraphInstantiate`). Backends without graphs answer
     /// `Errc::FeatureNotSupported` (the runtime then replays the launches one by one).
@@ -689,6 +722,13 @@ pub fn poll_pause(waited: Duration) -> PollPause {
     } else {
         PollPause::Sleep((waited / 128).min(Duration::from_millis(1)))
     }
+}
+
+/// A kernel launch checked and packed once ([`Queue::pack_launch`]), for
+/// [`Queue::launch_packed`]. It keeps its kernel alive.
+pub trait PackedLaunch: Send + Sync + Any {
+    /// For downcasting.
+    fn as_any(&self) -> &dyn Any;
 }
 
 /// An executable graph of kernel launches ([`Queue::build_graph`]).

@@ -440,7 +440,7 @@ fn capture_launch(
     match crate::kernel::keep(queue, range, def, &args, Some(WORD_PARAM))? {
         Some(kept) => {
             let event = kept
-                .launch(queue, None, deps)
+                .launch(None, deps)
                 .unwrap_or_else(|| Err(Error::new(Errc::Runtime, "team: memory freed mid-call")))?;
             if let Some(launches) = capture.lock().as_mut() {
                 launches.push(kept);
@@ -1224,7 +1224,7 @@ impl<'r> Team<'r> {
                 (epoch as u64) << 32 | (w & 0xffff_ffff)
             });
             let after: &[&Event] = if j == 0 { deps } else { &[] };
-            match launch.launch(&self.queue, word, after) {
+            match launch.launch(word, after) {
                 Some(Ok(event)) => last = Some(event),
                 Some(Err(e)) => return Some(Err(e)),
                 None => {

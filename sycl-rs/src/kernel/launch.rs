@@ -16,6 +16,7 @@ use super::__rt::{
 };
 use super::codegen::{c, malformed, on_deep_stack, Bound, Program};
 use super::{Kernel, KernelBundle, Range};
+use crate::usm::record::merge_uses;
 use crate::usm::{MemoryRecord, Use};
 use crate::{Context, Device, Errc, Error, Event, Queue, Result, Usm, UsmView};
 
@@ -672,14 +673,7 @@ fn launch_prepared(
     slot: StatusSlot,
 ) -> Result<Event> {
     let raw: Vec<sycl_backend::KernelArg<'_>> = args.iter().map(RawArg::view).collect();
-    let mut all_deps = Event::raw_list(deps);
-    if let Some(zeroed) = slot.prepare(queue)? {
-        all_deps.push(zeroed.inner.clone());
-    }
-    let slot_record = slot.record().clone();
-    let mut uses: Vec<(&Arc<MemoryRecord>, Use)> = uses;
-    uses.push((&slot_record, Use::Write));
-    let mut event = queue.submit_using(&uses, || {
+    launch_admitted(queue, deps, name, uses, slot, |all_deps| {
         // The arguments match the kernel's parameters (the source was generated from
         // the same definition that `check_args` checked them against: slices as pointer and
         // length, then the status word and the range); every pointer is the start of a live
@@ -691,9 +685,29 @@ fn launch_prepared(
         unsafe {
             queue
                 .inner
-                .launch(&prepared.kernel.inner, prepared.geometry, &raw, &all_deps)
+                .launch(&prepared.kernel.inner, prepared.geometry, &raw, all_deps)
         }
-    })?;
+    })
+}
+
+/// Submits `launch` (given every dependency: `deps` and the status word's zeroing) admitting
+/// `uses` and `slot`'s word, and attaches the status word to its event.
+fn launch_admitted(
+    queue: &Queue,
+    deps: &[&Event],
+    name: &'static str,
+    uses: Vec<(&Arc<MemoryRecord>, Use)>,
+    slot: StatusSlot,
+    launch: impl FnOnce(&[Arc<dyn sycl_backend::Event>]) -> Result<Arc<dyn sycl_backend::Event>>,
+) -> Result<Event> {
+    let mut all_deps = Event::raw_list(deps);
+    if let Some(zeroed) = slot.prepare(queue)? {
+        all_deps.push(zeroed.inner.clone());
+    }
+    let slot_record = slot.record().clone();
+    let mut uses: Vec<(&Arc<MemoryRecord>, Use)> = uses;
+    uses.push((&slot_record, Use::Write));
+    let mut event = queue.submit_using(&uses, || launch(&all_deps))?;
     drop(uses);
     slot.launched(event.inner.clone());
     event.kernel_status = Some(Arc::new(KernelStatus { name, slot }));
@@ -834,6 +848,12 @@ fn prepare_gpu(
 pub(crate) struct KeptLaunch {
     name: &'static str,
     prepared: PreparedGpu,
+    /// The backend's packing of `prepared` (`None`: the backend packs every launch).
+    packed: Option<Arc<dyn sycl_backend::PackedLaunch>>,
+    /// The queue it launches on, the one it was kept for.
+    queue: Queue,
+    /// Where its status words come from (the queue's device's pool).
+    status: Arc<Mutex<StatusPool>>,
     uses: Vec<(std::sync::Weak<MemoryRecord>, Use)>,
     /// Where in the prepared arguments the varying parameter's 8 bytes lie.
     varying_at: Option<usize>,
@@ -865,15 +885,24 @@ pub(crate) fn keep(
     let varying = varying.filter(|&v| {
         matches!(args.0.get(v).map(|a| &a.0), Some(ArgInner::Scalar { ty, .. }) if ty.size() == 8)
     });
-    let uses = uses_of(args);
+    // (Each record once, with its strongest use: a repeat upgrades and admits each once.)
+    let uses = merge_uses(&uses_of(args));
     for (record, _) in &uses {
         record.check_queue(queue)?;
     }
     // (The status word is set per launch.)
     let prepared = prepare_gpu(queue, range, def, resolved, args, 0, varying)?;
+    let raw: Vec<sycl_backend::KernelArg<'_>> = prepared.args.iter().map(RawArg::view).collect();
+    let packed = queue
+        .inner
+        .pack_launch(&prepared.kernel.inner, prepared.geometry, &raw)?;
+    drop(raw);
     Ok(Some(KeptLaunch {
         name: def.parts.name,
         varying_at: varying.map(|v| prepared.params_at[v]),
+        packed,
+        status: queue.context().shared.kernels.status_pool(queue),
+        queue: queue.clone(),
         prepared,
         uses: uses.iter().map(|(r, u)| (Arc::downgrade(r), *u)).collect(),
     }))
@@ -888,42 +917,60 @@ impl KeptLaunch {
         }
     }
 
+    fn without_varying(&self) -> Error {
+        Error::invalid(format!(
+            "kernel `{}`: kept without a varying 8-byte parameter",
+            self.name
+        ))
+    }
+
     /// Whether every record its arguments reach is still alive.
     pub(crate) fn alive(&self) -> bool {
         self.uses.iter().all(|(r, _)| r.strong_count() > 0)
     }
 
-    /// Launches it again after `deps`, its varying parameter set to `varying` where given
+    /// Launches it again on the queue it was kept for after `deps`, its varying parameter set to `varying` where given
     /// (it has one: `varying()`); `None` when memory it reaches was freed. The arguments are
     /// those checked when it was kept, but for the varying one, which no run-time guard of
     /// the kernel chosen then reads.
-    pub(crate) fn launch(
-        &self,
-        queue: &Queue,
-        varying: Option<u64>,
-        deps: &[&Event],
-    ) -> Option<Result<Event>> {
+    pub(crate) fn launch(&self, varying: Option<u64>, deps: &[&Event]) -> Option<Result<Event>> {
+        let queue = &self.queue;
         let records: Vec<(Arc<MemoryRecord>, Use)> = self
             .uses
             .iter()
             .map(|(r, u)| r.upgrade().map(|r| (r, *u)))
             .collect::<Option<_>>()?;
         Some((|| {
-            let slot = queue.context().shared.kernels.status_slot(queue)?;
+            let slot = StatusPool::take(&self.status, queue)?;
+            let uses = records.iter().map(|(r, u)| (r, *u)).collect();
+            if let Some(packed) = &self.packed {
+                let status = (self.prepared.status_at, slot.device_ptr());
+                let varying = match (varying, self.varying_at) {
+                    (Some(value), Some(at)) => Some((at, value)),
+                    (None, _) => None,
+                    (Some(_), None) => return Err(self.without_varying()),
+                };
+                let patches: &[(usize, u64)] = match varying {
+                    Some(v) => &[status, v],
+                    None => &[status],
+                };
+                return launch_admitted(queue, deps, self.name, uses, slot, |all_deps| {
+                    // The packed arguments are those `keep` checked as `launch_prepared`'s
+                    // SAFETY comment says, and its records are alive (`records`); the patches
+                    // set the status word to this launch's slot (admitted with them) and the
+                    // varying scalar, which no run-time guard of the kernel chosen reads.
+                    // SAFETY: the launch contract of `Queue::launch_packed`, met so.
+                    unsafe { queue.inner.launch_packed(&**packed, patches, all_deps) }
+                });
+            }
             let mut args = self.prepared.args.clone();
             args[self.prepared.status_at] = RawArg::Pointer(slot.device_ptr());
             if let Some(value) = varying {
                 match self.varying_at.and_then(|at| args.get_mut(at)) {
                     Some(RawArg::Scalar(bytes, 8)) => *bytes = value.to_ne_bytes(),
-                    _ => {
-                        return Err(Error::invalid(format!(
-                            "kernel `{}`: kept without a varying 8-byte parameter",
-                            self.name
-                        )))
-                    }
+                    _ => return Err(self.without_varying()),
                 }
             }
-            let uses = records.iter().map(|(r, u)| (r, *u)).collect();
             launch_prepared(queue, deps, self.name, &self.prepared, &args, uses, slot)
         })())
     }
@@ -1473,10 +1520,13 @@ impl KernelCache {
     }
 
     fn status_slot(&self, queue: &Queue) -> Result<StatusSlot> {
-        let device = queue.device();
-        let key = device.index_in_platform();
-        let pool = self.pools.lock().entry(key).or_default().clone();
-        StatusPool::take(&pool, queue)
+        StatusPool::take(&self.status_pool(queue), queue)
+    }
+
+    /// The status words of `queue`'s device.
+    fn status_pool(&self, queue: &Queue) -> Arc<Mutex<StatusPool>> {
+        let key = queue.device().index_in_platform();
+        self.pools.lock().entry(key).or_default().clone()
     }
 }
 

@@ -253,6 +253,17 @@ pub fn widths(team: &mut Team, q: &Queue) -> R {
         "bf16 again",
         team.all_reduce(&halves, &halves, ReduceOp::Max, &[]),
     )?;
+    // A graph of another width replayed while that bf16 call may still run (its launches are
+    // replayed as kernels on the native CPU).
+    let replayed = upload(q, &(0..c).map(|i| f64::value(0, i)).collect::<Vec<_>>())?;
+    let graph = team
+        .record(|g| g.all_reduce(&replayed, &replayed, ReduceOp::Max))
+        .map_err(|e| format!("widths: record: {e}"))?;
+    run(
+        "bf16, then the f64 graph",
+        team.all_reduce(&halves, &halves, ReduceOp::Max, &[]),
+    )?;
+    run("f64 graph", team.replay(&graph, &[]))?;
     for e in events {
         e.wait().map_err(|e| format!("widths: {e}"))?;
     }
@@ -272,6 +283,12 @@ pub fn widths(team: &mut Team, q: &Queue) -> R {
         &tq.to_vec(&doubles).map_err(e2s)?,
         &doubles_want,
         "widths: f64",
+    )?;
+    // (Every rank held rank 0's values: their maximum is them.)
+    same(
+        &tq.to_vec(&replayed).map_err(e2s)?,
+        &(0..c).map(|i| f64::value(0, i)).collect::<Vec<_>>(),
+        "widths: the f64 graph",
     )?;
     let words_want: Vec<u32> = (0..c)
         .map(|i| u32::value(0, i).wrapping_mul(n as u32))
