@@ -114,6 +114,25 @@ pub(super) struct Plan {
     private: Arc<[usize]>,
 }
 
+/// [`crate::kernel::keep`] for a team's eager call on a GPU: its launches neither admit nor
+/// track the team's own memory (`private`, as [`Plan`] lists it), as host plans do not.
+pub(super) fn keep_launch(
+    queue: &Queue,
+    range: crate::kernel::Range,
+    def: &'static crate::kernel::__rt::Definition,
+    args: &crate::kernel::__rt::Args,
+    varying: Option<usize>,
+    private: &[usize],
+) -> Result<Option<crate::kernel::KeptLaunch>> {
+    // The team's own memory (its parts and pads, the peers' as opened here, the spare pads
+    // and the scratch) is one owner's that hands out no range of it, so no host borrow of it
+    // can exist, never changes its access mode, and waits for its queue before freeing any of
+    // it (`Team`'s drop); every kept launch runs on that queue, and the team drops its kept
+    // launches with it.
+    // SAFETY: `keep`'s contract for `private`, met as the lines above say.
+    unsafe { crate::kernel::keep(queue, range, def, args, varying, private) }
+}
+
 /// The address of a record, as [`Plan`]'s `private` lists them.
 pub(super) fn record_key(record: &Arc<MemoryRecord>) -> usize {
     Arc::as_ptr(record) as usize

@@ -340,7 +340,8 @@ pub struct Team<'r> {
     host: bool,
     /// While a host-step operation is being planned: its commands so far.
     plan: Option<host::Plan>,
-    /// The records of the team's own memory (host steps do not admit it per operation).
+    /// The records of the team's own memory (host steps and kept launches do not admit it
+    /// per operation).
     private: std::sync::Arc<[usize]>,
     /// Host steps: the pads' addresses.
     host_pads: Option<host::Pads>,
@@ -427,6 +428,7 @@ type Capture = parking_lot::Mutex<Option<Vec<crate::kernel::KeptLaunch>>>;
 /// kept.
 fn capture_launch(
     capture: &Capture,
+    private: &[usize],
     queue: &Queue,
     range: Range,
     def: &'static crate::kernel::__rt::Definition,
@@ -437,7 +439,7 @@ fn capture_launch(
     if capture.lock().is_none() {
         return crate::kernel::submit_definition(queue, range, deps, def, args);
     }
-    match crate::kernel::keep(queue, range, def, &args, Some(WORD_PARAM))? {
+    match host::keep_launch(queue, range, def, &args, Some(WORD_PARAM), private)? {
         Some(kept) => {
             let event = kept
                 .launch(None, deps)
@@ -482,6 +484,7 @@ macro_rules! team_kernel {
                     let def = crate::kernel::definition_of(&k);
                     Some(capture_launch(
                         capture,
+                        &$team.private,
                         &$team.queue,
                         $range,
                         def,

@@ -844,7 +844,8 @@ fn prepare_gpu(
 /// operation, which skip the checks, the variant choice and the argument packing that a
 /// `parallel_for` repeats (most of a small collective's host time on CUDA). It holds the
 /// memory its arguments reach weakly: memory whose owner dropped it is freed as usual, and
-/// then the launch is gone (`launch` answers `None`), never run on freed memory.
+/// then the launch is gone (`launch` answers `None`), never run on freed memory. The
+/// private memory `keep` was given it neither holds nor admits: its owner keeps it.
 pub(crate) struct KeptLaunch {
     name: &'static str,
     prepared: PreparedGpu,
@@ -869,13 +870,21 @@ impl std::fmt::Debug for KeptLaunch {
 
 /// Checks a launch of `def` over `range` with `args` as `Queue::parallel_for` does and
 /// keeps it (`None` where launches are not kept: CPU devices, which run closures, and empty
-/// ranges). `varying`: the one scalar parameter later launches may set anew.
-pub(crate) fn keep(
+/// ranges). `varying`: the one scalar parameter later launches may set anew. `private`: the
+/// records (`Arc::as_ptr` addresses) its launches neither admit nor track, nor keep alive.
+///
+/// # Safety
+/// The memory of the `private` records stays allocated until every launch of the kept launch
+/// completed, and while one may run no host borrow of it exists and its access mode does not
+/// change (memory of one owner that waits for its queue before freeing it, and hands out no
+/// range of it: a team's own buffers).
+pub(crate) unsafe fn keep(
     queue: &Queue,
     range: Range,
     def: &'static Definition,
     args: &Args,
     varying: Option<usize>,
+    private: &[usize],
 ) -> Result<Option<KeptLaunch>> {
     let resolved = check_definition(queue, &range, def, args)?;
     if range.inner.total() == Some(0) || queue.device().has(Aspect::ExtSyclRsClosureKernels) {
@@ -886,10 +895,11 @@ pub(crate) fn keep(
         matches!(args.0.get(v).map(|a| &a.0), Some(ArgInner::Scalar { ty, .. }) if ty.size() == 8)
     });
     // (Each record once, with its strongest use: a repeat upgrades and admits each once.)
-    let uses = merge_uses(&uses_of(args));
+    let mut uses = merge_uses(&uses_of(args));
     for (record, _) in &uses {
         record.check_queue(queue)?;
     }
+    uses.retain(|(r, _)| !private.contains(&(Arc::as_ptr(r) as usize)));
     // (The status word is set per launch.)
     let prepared = prepare_gpu(queue, range, def, resolved, args, 0, varying)?;
     let raw: Vec<sycl_backend::KernelArg<'_>> = prepared.args.iter().map(RawArg::view).collect();
@@ -929,10 +939,11 @@ impl KeptLaunch {
         self.uses.iter().all(|(r, _)| r.strong_count() > 0)
     }
 
-    /// Launches it again on the queue it was kept for after `deps`, its varying parameter set to `varying` where given
-    /// (it has one: `varying()`); `None` when memory it reaches was freed. The arguments are
-    /// those checked when it was kept, but for the varying one, which no run-time guard of
-    /// the kernel chosen then reads.
+    /// Launches it again on the queue it was kept for after `deps`, its varying parameter set
+    /// to `varying` where given (it has one: `varying()`); `None` when memory it reaches was
+    /// freed (but the private memory, which `keep`'s caller keeps). The arguments are those
+    /// checked when it was kept, but for the varying one, which no run-time guard of the
+    /// kernel chosen then reads.
     pub(crate) fn launch(&self, varying: Option<u64>, deps: &[&Event]) -> Option<Result<Event>> {
         let queue = &self.queue;
         let records: Vec<(Arc<MemoryRecord>, Use)> = self
@@ -956,7 +967,9 @@ impl KeptLaunch {
                 };
                 return launch_admitted(queue, deps, self.name, uses, slot, |all_deps| {
                     // The packed arguments are those `keep` checked as `launch_prepared`'s
-                    // SAFETY comment says, and its records are alive (`records`); the patches
+                    // SAFETY comment says, and its records are alive (`records`, and the
+                    // private ones by `keep`'s contract, which also keeps their host borrows
+                    // and access mode out of the way while this runs); the patches
                     // set the status word to this launch's slot (admitted with them) and the
                     // varying scalar, which no run-time guard of the kernel chosen reads.
                     // SAFETY: the launch contract of `Queue::launch_packed`, met so.
