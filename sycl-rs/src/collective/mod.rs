@@ -1729,10 +1729,15 @@ impl<'r> Team<'r> {
         self.in_pieces(total, piece, deps, |team, at, deps| {
             let (off, c) = (at.start, at.len);
             let own = team.half::<T>(team.me, at.half)?;
-            for d in 0..n {
-                let src = send.sub(d * total + off..d * total + off + c)?;
-                let after: &[&Event] = if d == 0 { deps } else { &[] };
-                team.copy_in(&src, &own.sub(d * c..(d + 1) * c)?, after)?;
+            if c == total {
+                // One piece: the blocks lie in `send` as they go into the half, one copy.
+                team.copy_in(&send, &own.sub(0..n * c)?, deps)?;
+            } else {
+                for d in 0..n {
+                    let src = send.sub(d * total + off..d * total + off + c)?;
+                    let after: &[&Event] = if d == 0 { deps } else { &[] };
+                    team.copy_in(&src, &own.sub(d * c..(d + 1) * c)?, after)?;
+                }
             }
             let parts = team.parts::<T>(at.half, 0..n * c, false)?;
             let m = Move::reduce(op, team.me * c, c, parts, recv.sub(off..off + c)?);
