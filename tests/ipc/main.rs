@@ -216,6 +216,13 @@ fn child_mp_writer(args: &[String]) -> ChildResult {
     let handle = ch.recv_handle().map_err(s)?;
     let q = Queue::in_order(&d).map_err(s)?;
     let buf = ipc::memory::open::<u32>(&handle, q.context(), &d).map_err(s)?;
+    // Round 0 (the flags stay 0) builds the kernel before the parent's readers start to spin:
+    // a first build slower than their bounded spin failed round 1 as "never saw it".
+    q.parallel_for(sycl::Range::d1(MP_ITEMS), &[], mp_writer(&buf, 0))
+        .map_err(s)?
+        .wait()
+        .map_err(s)?;
+    ch.send(b"ready").map_err(s)?;
     loop {
         let msg = ch.recv().map_err(s)?;
         let Ok(round) = <[u8; 4]>::try_from(&msg[..]) else {
@@ -264,6 +271,7 @@ fn memory_message_passing(d: &Device) -> R {
         .map_err(fail)?;
     ch.send_handle(&ipc::memory::get(&buf).map_err(fail)?)
         .map_err(fail)?;
+    check_eq!(ch.recv().map_err(fail)?, b"ready".to_vec());
     let mut observed = 0;
     for round in 1..=5u32 {
         let reader = q
