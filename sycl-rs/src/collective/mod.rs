@@ -1098,9 +1098,10 @@ impl<'r> Team<'r> {
         if let Some(plan) = &mut self.plan {
             return plan.copy(src, dst);
         }
-        if self.recording.is_some() {
-            // (A graph holds kernels: the copy is one, of 16-byte vectors where both ranges
-            // are whole, aligned vectors.)
+        let kept = self.capture.as_ref().is_some_and(|c| c.lock().is_some());
+        if self.recording.is_some() || kept {
+            // (A graph holds kernels, and so does a kept call: the copy is one, of 16-byte
+            // vectors where both ranges are whole, aligned vectors.)
             let vectors = |r: &UsmRange<T>| {
                 r.cast::<[u32; 4]>()
                     .ok()
@@ -1118,10 +1119,6 @@ impl<'r> Team<'r> {
                 }
             }
             return Ok(());
-        }
-        // (A call that copies so is not kept: a kept call is kernel launches.)
-        if let Some(capture) = &self.capture {
-            *capture.lock() = None;
         }
         self.queue.copy(src, dst, deps).map(|_| ())
     }
