@@ -6,7 +6,8 @@
 //! same device call (`scripts/gpu-test.sh`).
 //!
 //! Run under MPI, one rank per device:
-//! `mpirun -np 2 target/release/deps/collectives-* [--device cuda] [--quick] [--graph]`
+//! `mpirun -np 2 target/release/deps/collectives-* [--device cuda] [--quick] [--graph]
+//! [--auto] [--sizes a,b,..] [--buffer-bytes N] [--push-max-bytes N] [--kernels]`
 //! (`cargo bench -p sycl-rs --features mpi --bench collectives --no-run` builds it). Rank 0
 //! prints one JSON line per row: operation, algorithm, dtype, bytes, our per-op time in us,
 //! the bus bandwidth (nccl-tests' definition), and on the native CPU `mpi_us` and the ratio.
@@ -292,11 +293,20 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| *sizes.iter().max().expect("sizes"));
+    // `--push-max-bytes N`: the teams' `push_max_bytes` (0: every one-shot all-reduce pulls,
+    // as before push steps; the same binary times both).
+    let push_max_bytes = args
+        .iter()
+        .position(|a| a == "--push-max-bytes")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(TeamOptions::default().push_max_bytes);
     let team = |algorithm, staged_max_bytes| {
         let options = TeamOptions {
             buffer_bytes: big,
             algorithm,
             staged_max_bytes,
+            push_max_bytes,
             host_steps,
             ..TeamOptions::default()
         };

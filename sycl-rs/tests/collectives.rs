@@ -79,10 +79,12 @@ fn ranks_main() -> ExitCode {
             let mut other = Team::new(&ranks, &q, other_options).map_err(e2s)?;
             for (algorithm, staged_max_bytes, name) in forms {
                 // 4 KiB halves: the larger counts run in several pieces.
+                // (Copied in: the pulled one-shot, which small calls skip when they push.)
                 let options = TeamOptions {
                     buffer_bytes: 4096,
                     algorithm,
                     staged_max_bytes,
+                    push_max_bytes: if staged_max_bytes == 0 { 0 } else { 256 << 10 },
                     host_steps,
                     ..TeamOptions::default()
                 };
@@ -107,21 +109,27 @@ fn ranks_main() -> ExitCode {
             // every rank copying in (each arrives at its last epoch at once).
             // Then halves of 64 KiB, which the operations stream through (a ring of chunk
             // slots): every rank stages them, whatever its `staged_max_bytes`.
+            // Last, the same calls pushed (in several work-groups where the device runs
+            // several; rank 0's ranges skewed by an element, so that it takes the
+            // single-element form of the push step and its peers the vector one).
             let copies = [
-                (usize::MAX, "staged", 1 << 20),
+                (usize::MAX, "staged", 1 << 20, 0),
                 (
                     if me == 0 { 0 } else { usize::MAX },
                     "rank 0 copied in",
                     1 << 20,
+                    0,
                 ),
-                (0, "copied in", 1 << 20),
-                (if me == 0 { 0 } else { usize::MAX }, "ring", 64 << 10),
+                (0, "copied in", 1 << 20, 0),
+                (if me == 0 { 0 } else { usize::MAX }, "ring", 64 << 10, 0),
+                (usize::MAX, "pushed", 4 << 20, 1 << 20),
             ];
-            for (staged_max_bytes, name, buffer_bytes) in copies {
+            for (staged_max_bytes, name, buffer_bytes, push_max_bytes) in copies {
                 let options = TeamOptions {
                     buffer_bytes,
                     algorithm: Algorithm::OneShot,
                     staged_max_bytes,
+                    push_max_bytes,
                     host_steps,
                     ..TeamOptions::default()
                 };

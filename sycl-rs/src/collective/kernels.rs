@@ -734,3 +734,195 @@ macro_rules! vector_step {
 vector_step!(team_step_x2, 2);
 vector_step!(team_step_x4, 4);
 vector_step!(team_step_x8, 8);
+
+/// A one-shot all-reduce of one step that pushes instead of pulling: each work-item writes
+/// its elements of this rank's input (`out` when `in_place`) into slot `me` of every rank's
+/// inbox (`d1`..: slot `me` of the peers after this rank, in order, as the pads; `inbox`:
+/// this rank's own, `n` slots of `count` items, slot `p` at `p * count`), then its group
+/// meets as in `team_step` (one epoch: `word`'s, relative when `flags` bit 1 is set), then
+/// reduces the `n` slots of its own inbox in rank order into `out`: every read after the
+/// meeting is local, where a pulling step reads every peer's values across the link after
+/// it (2x H200, f32, 512 B: 3.3 against 3.5 us per op in a graph, 4.4 against 5.1 eager).
+///
+/// Work-group `g` owns items `[g * block, (g + 1) * block)` (clipped to `count`), the same
+/// on every rank and in every form (`[T; 1]` to `[T; 8]`): the peers' group `g` wrote
+/// exactly those before their arrival. A peer writes this rank's inbox only from the step
+/// after this rank's previous step on the same half met it, as every step of the team.
+macro_rules! push_step {
+    ($name:ident, $v:tt) => {
+        #[sycl::kernel]
+        pub(crate) fn $name<T: sycl::Scalar>(
+            me: u32,
+            n: u32,
+            word: u64,
+            limit: u64,
+            op: u32,
+            count: usize,
+            block: usize,
+            flags: u32,
+            in_place: u32,
+            own: &mut [u64],
+            q1: &mut [u64],
+            q2: &mut [u64],
+            q3: &mut [u64],
+            q4: &mut [u64],
+            q5: &mut [u64],
+            q6: &mut [u64],
+            q7: &mut [u64],
+            d1: &mut [[T; $v]],
+            d2: &mut [[T; $v]],
+            d3: &mut [[T; $v]],
+            d4: &mut [[T; $v]],
+            d5: &mut [[T; $v]],
+            d6: &mut [[T; $v]],
+            d7: &mut [[T; $v]],
+            inbox: &mut [[T; $v]],
+            input: &[[T; $v]],
+            out: &mut [[T; $v]],
+        ) {
+            let g = group_id(0);
+            let lid = local_id(0);
+            let l = local_range(0);
+            let base = if (flags & 2) != 0 {
+                atomic_load(own, own.len() - 2, Ordering::Relaxed, MemoryScope::Device) as u32
+            } else {
+                0u32
+            };
+            let epoch = ((word >> 32) as u32).wrapping_add(base);
+            let sig = word as u32;
+            let start = g * block;
+            let end = if start + block < count {
+                start + block
+            } else {
+                count
+            };
+            let mine = me as usize * count;
+            // This rank's values into every inbox, its own too (read back below by the same
+            // work-item: the reduction then reads every rank's values alike).
+            if in_place != 0 {
+                for i in (start + lid..end).step_by(l) {
+                    let v = out[i];
+                    inbox[mine + i] = v;
+                    if n > 1 {
+                        d1[i] = v;
+                    }
+                    if n > 2 {
+                        d2[i] = v;
+                    }
+                    if n > 3 {
+                        d3[i] = v;
+                    }
+                    if n > 4 {
+                        d4[i] = v;
+                    }
+                    if n > 5 {
+                        d5[i] = v;
+                    }
+                    if n > 6 {
+                        d6[i] = v;
+                    }
+                    if n > 7 {
+                        d7[i] = v;
+                    }
+                }
+            } else {
+                for i in (start + lid..end).step_by(l) {
+                    let v = input[i];
+                    inbox[mine + i] = v;
+                    if n > 1 {
+                        d1[i] = v;
+                    }
+                    if n > 2 {
+                        d2[i] = v;
+                    }
+                    if n > 3 {
+                        d3[i] = v;
+                    }
+                    if n > 4 {
+                        d4[i] = v;
+                    }
+                    if n > 5 {
+                        d5[i] = v;
+                    }
+                    if n > 6 {
+                        d6[i] = v;
+                    }
+                    if n > 7 {
+                        d7[i] = v;
+                    }
+                }
+            }
+            // A team that failed stays failed (as `team_step`).
+            let poison = own.len() - 1;
+            let earlier = atomic_load(own, poison, Ordering::Relaxed, MemoryScope::Device);
+            if earlier == 4 {
+                kernel_fail(Failure::TimedOut);
+            } else if earlier != 0 {
+                kernel_fail(Failure::Mismatched);
+            }
+            // Every work-item's writes are in before the group's arrival (released by it).
+            barrier();
+            let at = g * 8 + me as usize;
+            let stamped = ((epoch as u64) << 32) | (sig as u64);
+            if lid == 0 {
+                if n > 1 {
+                    atomic_store(q1, at, stamped, Ordering::Release, MemoryScope::System);
+                }
+                if n > 2 {
+                    atomic_store(q2, at, stamped, Ordering::Release, MemoryScope::System);
+                }
+                if n > 3 {
+                    atomic_store(q3, at, stamped, Ordering::Release, MemoryScope::System);
+                }
+                if n > 4 {
+                    atomic_store(q4, at, stamped, Ordering::Release, MemoryScope::System);
+                }
+                if n > 5 {
+                    atomic_store(q5, at, stamped, Ordering::Release, MemoryScope::System);
+                }
+                if n > 6 {
+                    atomic_store(q6, at, stamped, Ordering::Release, MemoryScope::System);
+                }
+                if n > 7 {
+                    atomic_store(q7, at, stamped, Ordering::Release, MemoryScope::System);
+                }
+            }
+            if lid < n as usize && lid != me as usize {
+                let slot = g * 8 + lid;
+                let mut polls = 0u64;
+                loop {
+                    let w = atomic_load(own, slot, Ordering::Acquire, MemoryScope::System);
+                    let at_epoch = (w >> 32) as u32;
+                    if at_epoch.wrapping_sub(epoch) < 0x8000_0000u32 {
+                        if at_epoch == epoch && w as u32 != sig {
+                            atomic_store(own, poison, 5u64, Ordering::Relaxed, MemoryScope::Device);
+                            kernel_fail(Failure::Mismatched);
+                        }
+                        break;
+                    }
+                    polls += 1;
+                    if polls >= limit {
+                        atomic_store(own, poison, 4u64, Ordering::Relaxed, MemoryScope::Device);
+                        kernel_fail(Failure::TimedOut);
+                    }
+                }
+            }
+            barrier();
+            for i in (start + lid..end).step_by(l) {
+                let mut acc = inbox[i];
+                for r in 1..n as usize {
+                    let x = inbox[r * count + i];
+                    for j in 0..$v {
+                        acc[j] = combine(op, acc[j], x[j]);
+                    }
+                }
+                out[i] = acc;
+            }
+        }
+    };
+}
+
+push_step!(push_step_x1, 1);
+push_step!(push_step_x2, 2);
+push_step!(push_step_x4, 4);
+push_step!(push_step_x8, 8);

@@ -354,9 +354,20 @@ pub fn halves_mismatch(ranks: &NodeRanks, q: &Queue) -> R {
         ..TeamOptions::default()
     };
     match Team::new(ranks, q, options) {
+        Err(e) if e.code() == Errc::Invalid => {}
+        Err(e) => return Err(format!("a team of unequal halves: {e}")),
+        Ok(_) => return Err("a team whose ranks' halves differ formed".to_string()),
+    }
+    // Pushed steps write into the peers' halves as the writer lays them out: the ranks
+    // agree on which calls push.
+    let options = TeamOptions {
+        push_max_bytes: 1024 << ranks.local_rank(),
+        ..TeamOptions::default()
+    };
+    match Team::new(ranks, q, options) {
         Err(e) if e.code() == Errc::Invalid => Ok(()),
-        Err(e) => Err(format!("a team of unequal halves: {e}")),
-        Ok(_) => Err("a team whose ranks' halves differ formed".to_string()),
+        Err(e) => Err(format!("a team of unequal push_max_bytes: {e}")),
+        Ok(_) => Err("a team whose ranks' push_max_bytes differ formed".to_string()),
     }
 }
 
