@@ -133,12 +133,14 @@ pub struct TeamOptions {
     /// their step, chunk by chunk while the chunk before moves (one launch; the default, for
     /// every size); larger ones copy it first (a queue copy), then run the step.
     pub staged_max_bytes: usize,
-    /// One-shot all-reduces up to this many bytes (and at most a half's `1 / n`, less a
-    /// little) push instead of pulling: each rank writes its input into a slot of every
-    /// rank's half and reads only its own half after the step's meeting (one step, every
-    /// read local; 2x H200: 3.6 against 4.5 us per op in a graph at 512 B). Larger ones
-    /// stage and pull, chunk by chunk ([`TeamOptions::staged_max_bytes`]). 256 KiB by
-    /// default; 0 never pushes. The same on every rank (checked when the team forms).
+    /// One-shot all-reduces, all-gathers and reduce-scatters whose largest operand is up to
+    /// this many bytes (and whose `n` slots fit a half) push instead of pulling: each rank
+    /// writes its values into a slot of every rank's half and reads only its own half after
+    /// the step's meeting (one step, every read local, no copy in; 2x H200: 3.6 against 4.5
+    /// us per all-reduce in a graph at 512 B, and an eager reduce-scatter in one launch
+    /// instead of two). Larger ones stage and pull, chunk by chunk
+    /// ([`TeamOptions::staged_max_bytes`]). 256 KiB by default; 0 never pushes. The same on
+    /// every rank (checked when the team forms).
     pub push_max_bytes: usize,
     /// On the native CPU, run each operation as one host task of the team's queue (its
     /// thread copies, meets and reduces; the default) rather than as `team_step` kernels.
@@ -512,44 +514,46 @@ macro_rules! team_kernel {
 /// Launches a push step ([`kernels::push_step_x4`] and its forms) as `kernels::$kernel` over
 /// `[T; $v]` when every range it passes is whole, aligned items of that form: `Some(event)`
 /// (`Some(None)` when the team records it), else `None`. `$shape`: the step's head, pads,
-/// work-groups, partition, the peers' slots for this rank, this rank's inbox, its input
-/// (`None`: in place) and output, and the unused slot arguments' spare memory.
+/// work-groups, partition, the move ([`Push`]), the peers' slots for this rank, this rank's
+/// inbox, and the unused slot arguments' spare memory.
 macro_rules! push_launch {
     ($t:ty, $team:expr, $kernel:ident, $v:literal, $shape:expr, $deps:expr) => {{
         #[allow(clippy::type_complexity)]
-        let ((me, n, word, limit, op), pads, groups, partition, slots, inbox, input, out, spare): (
-            (u32, u32, u64, u64, u32),
+        let ((me, n, word, limit), pads, groups, partition, push, slots, inbox, spare): (
+            (u32, u32, u64, u64),
             &[UsmRange<u64>],
             usize,
             Partition,
+            &Push<$t>,
             &[UsmRange<$t>],
-            &UsmRange<$t>,
-            Option<&UsmRange<$t>>,
             &UsmRange<$t>,
             &UsmRange<$t>,
         ) = $shape;
         let team: &Team = $team;
-        let in_place = input.is_none() as u32;
+        let in_place = push.input.is_none() as u32;
         let cast = |r: &UsmRange<$t>| {
             r.cast::<[$t; $v]>()
                 .ok()
                 .filter(|x| x.len() * $v == r.len())
         };
-        // (Views made only where every range is whole items of the form.)
+        // (Views made only where every range is whole items of the form; a count of whole
+        // items puts every slot at whole items too.)
         let views = || -> Option<_> {
             let mut d = slots.iter().map(cast).collect::<Option<Vec<_>>>()?;
             // Unused slot arguments: items of their own (a `&mut` may not alias another).
             for k in slots.len()..MAX_RANKS - 1 {
                 d.push(cast(&spare.sub(k * $v..(k + 1) * $v).ok()?)?);
             }
-            let input = match input {
+            let input = match &push.input {
                 Some(i) => cast(i)?,
                 None => team.scratch_slot::<[$t; $v]>(0).ok()?,
             };
-            Some((d, cast(inbox)?, input, cast(out)?))
+            Some((d, cast(inbox)?, input, cast(&push.out)?))
         };
-        // (A count of whole items puts every slot at whole items too.)
-        match views() {
+        match (whole_items(push.count, $v) && whole_items(push.stride, $v))
+            .then(views)
+            .flatten()
+        {
             Some((d, inbox, input, out)) => {
                 let range = Range::d1(groups * GROUP).with_local([GROUP, 1, 1]);
                 let block = partition.block_vectors * partition.unit / $v;
@@ -563,8 +567,10 @@ macro_rules! push_launch {
                         n,
                         word,
                         limit,
-                        op,
-                        out.len(),
+                        push.kind,
+                        push.op,
+                        push.count / $v,
+                        push.stride / $v,
                         block,
                         flags,
                         in_place,
@@ -1135,21 +1141,27 @@ impl<'r> Team<'r> {
         }
     }
 
-    /// A one-shot all-reduce of `out.len()` elements in one push step on half `half`
-    /// ([`kernels::push_step_x4`] and its forms, or the same as host commands of the plan):
-    /// this rank's input (`out` when `None`) into slot `me` of every rank's inbox (the first
-    /// `n` slots of its half), the meeting under `sig`, then the reduction of this rank's
-    /// inbox into `out`. The caller checked that the inbox and [`PUSH_SPARE`] fit the half.
-    fn push_reduce<T: Element>(
+    /// Whether an operation whose largest operand is `bytes` long, with `slot` elements per
+    /// rank, pushes ([`Team::push`]): the same answer on every rank (the halves and
+    /// `push_max_bytes` are agreed when the team forms).
+    fn pushes<T: Element>(&self, bytes: usize, slot: usize) -> bool {
+        slot > 0
+            && bytes <= self.options.push_max_bytes
+            && slot.saturating_mul(self.n).saturating_add(PUSH_SPARE) <= self.half_len::<T>()
+    }
+
+    /// One push step on half `half` ([`kernels::push_step_x4`] and its forms, or the same as
+    /// host commands of the plan): this rank's values into slot `me` of every rank's inbox
+    /// (the first `n` slots of its half), the meeting under `sig`, then the move from this
+    /// rank's inbox into `out` ([`Push`]). The caller checked [`Team::pushes`].
+    fn push<T: Element>(
         &mut self,
         sig: u32,
-        op: u32,
-        input: Option<&UsmRange<T>>,
-        out: &UsmRange<T>,
+        push: &Push<T>,
         half: usize,
         deps: &[&Event],
     ) -> Result<Option<Event>> {
-        let (me, n, c) = (self.me, self.n, out.len());
+        let (me, n, c) = (self.me, self.n, push.count);
         let bytes = c * std::mem::size_of::<T>();
         let groups = bytes.div_ceil(16 * GROUP).clamp(1, self.max_groups);
         let parts = Partition::of::<T>(c, groups, false);
@@ -1171,33 +1183,36 @@ impl<'r> Team<'r> {
                 .host_pads
                 .as_ref()
                 .expect("host steps: the pads' addresses");
-            let mine = input.unwrap_or(out);
-            for slot in &slots {
-                plan.copy(mine, slot)?;
+            // (This rank's own values straight from its input: its slot is the kernels'.)
+            for (k, slot) in slots.iter().enumerate() {
+                plan.copy(&push.values((me + k + 1) % n)?, slot)?;
             }
             plan.meet(word, me, 0..groups, pads, timeout, spin)?;
-            // (This rank's own values straight from its input: its slot is the kernels'.)
-            let srcs = (0..n)
-                .map(|r| match r == me {
-                    true => Ok(mine.clone()),
-                    false => inbox.sub(r * c..(r + 1) * c),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            plan.reduce(op, &srcs, out)?;
+            let from = |r: usize| match r == me {
+                true => push.values(me),
+                false => inbox.sub(r * c..(r + 1) * c),
+            };
+            if push.kind == MOVE_REDUCE {
+                let srcs = (0..n).map(from).collect::<Result<Vec<_>>>()?;
+                plan.reduce(push.op, &srcs, &push.out)?;
+            } else {
+                for r in 0..n {
+                    plan.copy(&from(r)?, &push.out.sub(r * c..(r + 1) * c)?)?;
+                }
+            }
             return Ok(None);
         }
         let pads = self.pad_args()?;
         let spare = own.sub(n * c..n * c + PUSH_SPARE)?;
-        let head = (me as u32, n as u32, word, self.limit, op);
+        let head = (me as u32, n as u32, word, self.limit);
         let shape = (
             head,
             &pads[..],
             groups,
             parts,
+            push,
             &slots[..],
             &inbox,
-            input,
-            out,
             &spare,
         );
         // Whole 16-byte vectors where every range allows, else single elements (the same
@@ -1623,11 +1638,7 @@ impl<'r> Team<'r> {
         // Small one-shot calls push: every rank writes its input into a slot of every rank's
         // half, and reads only its own half after the meeting. (The choice is in the
         // signature: ranks whose options differ fail as a mismatch.)
-        let pushed = !two_shot
-            && !ring
-            && total > 0
-            && bytes <= self.options.push_max_bytes
-            && total.saturating_mul(n) + PUSH_SPARE <= self.half_len::<T>();
+        let pushed = !two_shot && !ring && self.pushes::<T>(bytes, total);
         let sig = |piece: usize| {
             signature(&[
                 1,
@@ -1654,10 +1665,16 @@ impl<'r> Team<'r> {
         // (Ranges that overlap otherwise: the input copied aside first.)
         let (send, deps) = self.ring_input((ring || pushed) && !in_place, send, &recv, deps)?;
         if pushed {
-            let op = op.code();
+            let push = Push {
+                kind: MOVE_REDUCE,
+                op: op.code(),
+                count: total,
+                stride: 0,
+                input: (!in_place).then_some(send),
+                out: recv,
+            };
             return self.in_pieces(total, total, &deps, |team, at, deps| {
-                let input = (!in_place).then_some(&send);
-                team.push_reduce(sig(at.index), op, input, &recv, at.half, deps)
+                team.push(sig(at.index), &push, at.half, deps)
             });
         }
         // Staged (the input copied in by the step itself) unless the ranges overlap
@@ -1829,8 +1846,13 @@ impl<'r> Team<'r> {
     ) -> Result<Option<Event>> {
         let (send, recv) = (send.usm_range(), recv.usm_range());
         let total = send.len();
-        let sig = |piece: usize| signature(&[2, T::CODE as u64, total as u64, piece as u64]);
-        if recv.len() != total * self.n {
+        let n = self.n;
+        let ring = self.streams::<T>(total);
+        let pushed = !ring && self.pushes::<T>(total * n * std::mem::size_of::<T>(), total);
+        let sig = |piece: usize| {
+            signature(&[2, T::CODE as u64, total as u64, piece as u64, pushed as u64])
+        };
+        if recv.len() != total * n {
             return self.refuse(
                 sig(0),
                 Error::invalid(format!(
@@ -1843,8 +1865,20 @@ impl<'r> Team<'r> {
         if total == 0 {
             return self.meet(sig(0), deps);
         }
-        let ring = self.streams::<T>(total);
-        let (send, deps) = self.ring_input(ring, send, &recv, deps)?;
+        let (send, deps) = self.ring_input(ring || pushed, send, &recv, deps)?;
+        if pushed {
+            let push = Push {
+                kind: MOVE_GATHER,
+                op: 0,
+                count: total,
+                stride: 0,
+                input: Some(send),
+                out: recv,
+            };
+            return self.in_pieces(total, total, &deps, |team, at, deps| {
+                team.push(sig(at.index), &push, at.half, deps)
+            });
+        }
         let staged = ring
             || (total * std::mem::size_of::<T>() <= self.options.staged_max_bytes
                 && !overlap(&send, &recv));
@@ -1899,6 +1933,7 @@ impl<'r> Team<'r> {
         let (send, recv) = (send.usm_range(), recv.usm_range());
         let total = recv.len();
         let n = self.n;
+        let pushed = self.pushes::<T>(total * n * std::mem::size_of::<T>(), total);
         let sig = |piece: usize| {
             signature(&[
                 3,
@@ -1906,6 +1941,7 @@ impl<'r> Team<'r> {
                 total as u64,
                 op.code() as u64,
                 piece as u64,
+                pushed as u64,
             ])
         };
         if send.len() != total * n {
@@ -1920,9 +1956,24 @@ impl<'r> Team<'r> {
         if total == 0 {
             return self.meet(sig(0), deps);
         }
+        let op = op.code();
+        if pushed {
+            // (A `recv` inside `send`: the input copied aside.)
+            let (send, deps) = self.ring_input(true, send, &recv, deps)?;
+            let push = Push {
+                kind: MOVE_REDUCE,
+                op,
+                count: total,
+                stride: total,
+                input: Some(send),
+                out: recv,
+            };
+            return self.in_pieces(total, total, &deps, |team, at, deps| {
+                team.push(sig(at.index), &push, at.half, deps)
+            });
+        }
         // Each piece holds every rank's block of it: n * c elements in a half.
         let piece = (self.half_len::<T>() / n).max(1);
-        let op = op.code();
         self.in_pieces(total, piece, deps, |team, at, deps| {
             let (off, c) = (at.start, at.len);
             let own = team.half::<T>(team.me, at.half)?;
@@ -2027,6 +2078,36 @@ fn host_spin(ranks: usize) -> Duration {
 fn overlap<T: Element>(a: &UsmRange<T>, b: &UsmRange<T>) -> bool {
     let (a0, b0) = (a.as_ptr(), b.as_ptr());
     a0 < b0 + b.byte_len() as u64 && b0 < a0 + a.byte_len() as u64
+}
+
+/// Whether `len` elements are whole items of `per` elements.
+fn whole_items(len: usize, per: usize) -> bool {
+    len % per == 0
+}
+
+/// What a push step moves ([`Team::push`], [`kernels::push_step_x4`]): `count` elements per
+/// rank's slot; this rank's values for rank `r` are `input`'s (`out` when `None`, an
+/// all-reduce in place) from `r * stride`; after the meeting, `kind` `MOVE_REDUCE` combines
+/// the slots into `out` (`count` long), `MOVE_GATHER` copies slot `p` to `p * count` of
+/// `out` (`n * count` long).
+struct Push<T> {
+    kind: u32,
+    op: u32,
+    count: usize,
+    stride: usize,
+    input: Option<UsmRange<T>>,
+    out: UsmRange<T>,
+}
+
+impl<T: Element> Push<T> {
+    /// This rank's values for rank `r`'s slot.
+    fn values(&self, r: usize) -> Result<UsmRange<T>> {
+        let from = r * self.stride;
+        self.input
+            .as_ref()
+            .unwrap_or(&self.out)
+            .sub(from..from + self.count)
+    }
 }
 
 /// What a step moves after its meeting (the kernel's `kind` and operands).
