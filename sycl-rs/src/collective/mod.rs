@@ -1000,19 +1000,19 @@ impl<'r> Team<'r> {
         count > self.half_len::<T>() && self.half_words >= 4
     }
 
-    /// `send` as the input of a ring or push step (`ring`: the step reads this rank's input
+    /// `send` as the input of a ring or push step (`apart`: the step reads this rank's input
     /// itself, which may not overlap the output it writes through another argument), with
     /// the dependencies the step then takes: `send` and `deps` themselves, or, where `send`
     /// overlaps `recv`, a copy of `send` in memory of its own (freed once the operation has
     /// run) and no dependencies (the copy, on the team's in-order queue, took them).
-    fn ring_input<'e, T: Element>(
+    fn input_apart<'e, T: Element>(
         &mut self,
-        ring: bool,
+        apart: bool,
         send: UsmRange<T>,
         recv: &UsmRange<T>,
         deps: &[&'e Event],
     ) -> Result<(UsmRange<T>, Vec<&'e Event>)> {
-        if !ring || !overlap(&send, recv) {
+        if !apart || !overlap(&send, recv) {
             return Ok((send, deps.to_vec()));
         }
         let aside = crate::malloc_device::<T>(send.len(), &self.queue)?;
@@ -1143,18 +1143,31 @@ impl<'r> Team<'r> {
 
     /// Whether an operation whose largest operand is `bytes` long, with `slot` elements per
     /// rank, pushes ([`Team::push`]): the same answer on every rank (the halves and
-    /// `push_max_bytes` are agreed when the team forms).
+    /// `push_max_bytes` are agreed when the team forms). Its `n` slots fit a half, so such
+    /// an operation never streams ([`Team::streams`]).
     fn pushes<T: Element>(&self, bytes: usize, slot: usize) -> bool {
         slot > 0
             && bytes <= self.options.push_max_bytes
             && slot.saturating_mul(self.n).saturating_add(PUSH_SPARE) <= self.half_len::<T>()
     }
 
+    /// An operation of one push step, on the next half (one piece: [`Team::pushes`] held).
+    fn push<T: Element>(
+        &mut self,
+        sig: u32,
+        push: &Push<T>,
+        deps: &[&Event],
+    ) -> Result<Option<Event>> {
+        self.in_pieces(push.count, push.count, deps, |team, at, deps| {
+            team.push_step(sig, push, at.half, deps)
+        })
+    }
+
     /// One push step on half `half` ([`kernels::push_step_x4`] and its forms, or the same as
     /// host commands of the plan): this rank's values into slot `me` of every rank's inbox
     /// (the first `n` slots of its half), the meeting under `sig`, then the move from this
     /// rank's inbox into `out` ([`Push`]). The caller checked [`Team::pushes`].
-    fn push<T: Element>(
+    fn push_step<T: Element>(
         &mut self,
         sig: u32,
         push: &Push<T>,
@@ -1638,7 +1651,7 @@ impl<'r> Team<'r> {
         // Small one-shot calls push: every rank writes its input into a slot of every rank's
         // half, and reads only its own half after the meeting. (The choice is in the
         // signature: ranks whose options differ fail as a mismatch.)
-        let pushed = !two_shot && !ring && self.pushes::<T>(bytes, total);
+        let pushed = !two_shot && self.pushes::<T>(bytes, total);
         let sig = |piece: usize| {
             signature(&[
                 1,
@@ -1663,7 +1676,7 @@ impl<'r> Team<'r> {
         }
         let in_place = send.as_ptr() == recv.as_ptr();
         // (Ranges that overlap otherwise: the input copied aside first.)
-        let (send, deps) = self.ring_input((ring || pushed) && !in_place, send, &recv, deps)?;
+        let (send, deps) = self.input_apart((ring || pushed) && !in_place, send, &recv, deps)?;
         if pushed {
             let push = Push {
                 kind: MOVE_REDUCE,
@@ -1673,9 +1686,7 @@ impl<'r> Team<'r> {
                 input: (!in_place).then_some(send),
                 out: recv,
             };
-            return self.in_pieces(total, total, &deps, |team, at, deps| {
-                team.push(sig(at.index), &push, at.half, deps)
-            });
+            return self.push(sig(0), &push, &deps);
         }
         // Staged (the input copied in by the step itself) unless the ranges overlap
         // otherwise, which the step's arguments may not.
@@ -1848,7 +1859,7 @@ impl<'r> Team<'r> {
         let total = send.len();
         let n = self.n;
         let ring = self.streams::<T>(total);
-        let pushed = !ring && self.pushes::<T>(total * n * std::mem::size_of::<T>(), total);
+        let pushed = self.pushes::<T>(total * n * std::mem::size_of::<T>(), total);
         let sig = |piece: usize| {
             signature(&[2, T::CODE as u64, total as u64, piece as u64, pushed as u64])
         };
@@ -1865,7 +1876,7 @@ impl<'r> Team<'r> {
         if total == 0 {
             return self.meet(sig(0), deps);
         }
-        let (send, deps) = self.ring_input(ring || pushed, send, &recv, deps)?;
+        let (send, deps) = self.input_apart(ring || pushed, send, &recv, deps)?;
         if pushed {
             let push = Push {
                 kind: MOVE_GATHER,
@@ -1875,9 +1886,7 @@ impl<'r> Team<'r> {
                 input: Some(send),
                 out: recv,
             };
-            return self.in_pieces(total, total, &deps, |team, at, deps| {
-                team.push(sig(at.index), &push, at.half, deps)
-            });
+            return self.push(sig(0), &push, &deps);
         }
         let staged = ring
             || (total * std::mem::size_of::<T>() <= self.options.staged_max_bytes
@@ -1959,7 +1968,7 @@ impl<'r> Team<'r> {
         let op = op.code();
         if pushed {
             // (A `recv` inside `send`: the input copied aside.)
-            let (send, deps) = self.ring_input(true, send, &recv, deps)?;
+            let (send, deps) = self.input_apart(true, send, &recv, deps)?;
             let push = Push {
                 kind: MOVE_REDUCE,
                 op,
@@ -1968,9 +1977,7 @@ impl<'r> Team<'r> {
                 input: Some(send),
                 out: recv,
             };
-            return self.in_pieces(total, total, &deps, |team, at, deps| {
-                team.push(sig(at.index), &push, at.half, deps)
-            });
+            return self.push(sig(0), &push, &deps);
         }
         // Each piece holds every rank's block of it: n * c elements in a half.
         let piece = (self.half_len::<T>() / n).max(1);
