@@ -51,12 +51,23 @@ enum Work {
     Reduce(Arc<dyn Fn() + Send + Sync>),
 }
 
+/// The epochs of a step: `first .. first + chunks` (`kernels::team_step`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct StepEpochs {
+    /// The step's first epoch: its parity picks the pads' slots.
+    pub(super) first: u32,
+    /// How many epochs the step's words may carry (its chunks).
+    pub(super) chunks: u32,
+}
+
 /// A step's meeting: the kernels' for work-groups `groups`.
 #[derive(Clone)]
 struct Meeting {
     /// Whether this rank arrived already (a meeting resumes where it stopped).
     arrived: bool,
+    /// The epoch (one of `step`'s) and signature this rank arrives with.
     word: u64,
+    step: StepEpochs,
     me: usize,
     groups: std::ops::Range<usize>,
     pads: Pads,
@@ -191,24 +202,27 @@ impl Plan {
         Ok(())
     }
 
-    /// A meeting under `word` for work-groups `groups`, of rank `me` over `pads`; its waits
-    /// spin for `spin` before they yield the core.
+    /// A meeting under `word` (an epoch of `step`, and the signature) for work-groups
+    /// `groups`, of rank `me` over `pads`; its waits spin for `spin` before they yield the
+    /// core.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn meet(
         &mut self,
         word: u64,
+        step: StepEpochs,
         me: usize,
         groups: std::ops::Range<usize>,
         pads: &Pads,
         timeout: Duration,
         spin: Duration,
     ) -> Result<()> {
-        if groups.end * super::MAX_RANKS >= PAD_WORDS {
+        if groups.end * super::MAX_RANKS > super::PAD_SLOTS {
             return Err(Error::invalid("team: a meeting outside the pads"));
         }
         self.work.push(Work::Meet(Meeting {
             arrived: false,
             word,
+            step,
             me,
             groups,
             pads: pads.clone(),
@@ -364,6 +378,10 @@ impl Meeting {
         let epoch = ((self.word >> 32) as u32).wrapping_add(base);
         Meeting {
             word: ((epoch as u64) << 32) | (self.word & 0xffff_ffff),
+            step: StepEpochs {
+                first: self.step.first.wrapping_add(base),
+                ..self.step
+            },
             ..self.clone()
         }
     }
@@ -403,20 +421,23 @@ unsafe fn slot<'a>(pad: usize, w: usize) -> &'a AtomicU64 {
 }
 
 /// The kernels' meeting on the host: arrive in every peer's pad (release), then wait for every
-/// peer's arrival at this epoch or a later one (acquire) in this rank's, per work-group; a
-/// peer at this epoch under another signature is a mismatch, no arrival within the time-out a
+/// peer's arrival at this epoch or a later one of the step (acquire) in this rank's, per
+/// work-group, in the slots of the step's parity; a peer at one of the step's epochs under
+/// another signature, or past them, is a mismatch, no arrival within the time-out a
 /// time-out; either poisons the pad. A poisoned pad fails at once. `inline`: gives up
 /// (`Ok(false)`, to be called again) when the peers have not all arrived within
 /// [`INLINE_WAIT`].
 fn meet(m: &mut Meeting, inline: bool) -> Result<bool> {
-    // The pads were checked to hold PAD_WORDS words (`Pads::new`), slots are
-    // below `groups.end * MAX_RANKS < PAD_WORDS`, and pad words are only ever accessed atomically
-    // (here, by the kernels and by the peers).
+    // The pads were checked to hold PAD_WORDS words (`Pads::new`), slots are below
+    // `PAD_SLOTS + groups.end * MAX_RANKS <= 2 * PAD_SLOTS < PAD_WORDS`, and pad words are
+    // only ever accessed atomically (here, by the kernels and by the peers).
     let own = |w: usize| {
         // SAFETY: as just said; `w` is a slot or the poison word.
         unsafe { slot(m.pads.own, w) }
     };
     let poison = own(PAD_WORDS - 1);
+    // The step's slots: the pads' second half for an odd first epoch (as the kernels').
+    let pair = (m.step.first & 1) as usize * super::PAD_SLOTS;
     if !m.arrived {
         match poison.load(Ordering::Relaxed) {
             0 => {}
@@ -425,33 +446,47 @@ fn meet(m: &mut Meeting, inline: bool) -> Result<bool> {
         }
         for &(_, pad) in m.pads.peers.iter() {
             for g in m.groups.clone() {
+                let w = pair + g * super::MAX_RANKS + m.me;
                 // SAFETY: as above.
-                unsafe { slot(pad, g * super::MAX_RANKS + m.me) }.store(m.word, Ordering::Release);
+                unsafe { slot(pad, w) }.store(m.word, Ordering::Release);
             }
         }
         m.arrived = true;
     }
-    let epoch = (m.word >> 32) as u32;
-    let sig = m.word as u32;
+    let (first, sig) = (m.step.first, m.word as u32);
+    // How far into the step the wait is (at least this far, the peer has arrived).
+    let at = ((m.word >> 32) as u32).wrapping_sub(first);
     let mut backoff = Backoff::new(if inline { INLINE_WAIT } else { m.timeout }, m.spin);
     for g in m.groups.clone() {
         for &(p, _) in m.pads.peers.iter() {
-            let word = own(g * super::MAX_RANKS + p);
+            let word = own(pair + g * super::MAX_RANKS + p);
             loop {
                 let w = word.load(Ordering::Acquire);
-                let ahead = ((w >> 32) as u32).wrapping_sub(epoch);
-                if ahead < 0x8000_0000 {
-                    if ahead == 0 && w as u32 != sig {
-                        poison.store(MISMATCHED, Ordering::Relaxed);
+                // Words of this slot's earlier steps are before `first`. A peer at or past it
+                // is at this step: under another signature, or past the step's epochs, it
+                // runs another call.
+                let since = ((w >> 32) as u32).wrapping_sub(first);
+                if since < 0x8000_0000 {
+                    if w as u32 != sig || since >= m.step.chunks {
+                        // (The first failure stays: as the kernels' compare-exchange.)
+                        let _ = poison.compare_exchange(
+                            0,
+                            MISMATCHED,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        );
                         return Err(failure(MISMATCHED));
                     }
-                    break;
+                    if since >= at {
+                        break;
+                    }
                 }
                 if !backoff.pause() {
                     if inline {
                         return Ok(false);
                     }
-                    poison.store(TIMED_OUT, Ordering::Relaxed);
+                    let _ =
+                        poison.compare_exchange(0, TIMED_OUT, Ordering::Relaxed, Ordering::Relaxed);
                     return Err(failure(TIMED_OUT));
                 }
             }

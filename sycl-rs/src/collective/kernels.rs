@@ -84,14 +84,18 @@ pub(crate) fn copy_vectors(src: &[[u32; 4]], dst: &mut [[u32; 4]]) {
 ///    its signature in the low 32) into slot `group * 8 + me` of each peer's pad (`q1`..: the
 ///    peers after this rank, in order), release, system scope; a step that is not staged
 ///    (below) has its values in place from the start and writes its last epoch, once;
-/// 2. waits until slot `group * 8 + p` of its own pad holds epoch `e + c` (or a later one) for
-///    every peer `p`, acquire; a peer within the step's epochs under another signature is a
-///    mismatch (`Failure::Mismatched`), and more than `limit` polls a time-out
-///    (`Failure::TimedOut`);
+/// 2. waits until slot `group * 8 + p` of its own pad holds epoch `e + c` (or a later one of
+///    the step) for every peer `p`, acquire; a peer at one of the step's epochs under another
+///    signature, or past the step's epochs, is a mismatch (`Failure::Mismatched`), and more
+///    than `limit` polls a time-out (`Failure::TimedOut`);
 /// 3. moves the chunk as `kind` says (the `MOVE_` constants), reading the ranks' data `b0`..
 ///    (rank order) from element `first`.
 ///
-/// A step of `chunks` chunks takes the epochs `e .. e + chunks`. `block` and `chunk` are
+/// A step of `chunks` chunks takes the epochs `e .. e + chunks` (and the runtime skips one
+/// more where `chunks` is even: every step spans an odd number). Its slots are in the pad's
+/// first half where `e` is even, in its second where `e` is odd: consecutive steps alternate,
+/// and a peer meets this rank's next step on the other half's slots, so a word in this step's
+/// slot at or past `e` is the peer's word for this step, which must be within its epochs. `block` and `chunk` are
 /// whole 16-byte vectors' worth of elements, set by the runtime the same way on every rank
 /// and in every form of the kernel, so that every rank's group `g` covers the same elements.
 ///
@@ -113,10 +117,13 @@ pub(crate) fn copy_vectors(src: &[[u32; 4]], dst: &mut [[u32; 4]]) {
 /// 32 bits of `word` plus the base in the low 32 bits of this rank's pad word `len - 2`
 /// (set by the replay before its first step).
 ///
-/// Epochs compare in serial-number arithmetic (peers are never more than a step apart), so
+/// Epochs compare in serial-number arithmetic (peers are never more than two steps apart), so
 /// they wrap harmlessly and no pad is ever reset. The pad's last word is this rank's poison:
-/// the code of the first failed wait (4 timed out, 5 mismatched); a step that finds it set
-/// fails at once with the same error, so a team that failed stays failed.
+/// the code of the first failed wait (4 timed out, 5 mismatched; a compare-exchange, so a
+/// later failure does not hide it); a step that finds it set fails at once with the same
+/// error, so a team that failed stays failed, and a wait that finds it set (another group's
+/// failure: a mismatch seen in one group leaves the others' peers silent) fails with it at
+/// once instead of at the time-out.
 #[sycl::kernel]
 pub(crate) fn team_step<T: sycl::Scalar>(
     me: u32,
@@ -163,7 +170,11 @@ pub(crate) fn team_step<T: sycl::Scalar>(
     };
     let epoch = ((word >> 32) as u32).wrapping_add(base);
     let sig = word as u32;
-    let at = g * 8 + me as usize;
+    // Slots of steps whose first epoch is odd lie in the pad's second half: every step
+    // spans an odd number of epochs, so consecutive steps alternate, and a peer's word for
+    // its next step never lands on its word for this one before this rank read it.
+    let pair = ((epoch & 1) as usize) * ((own.len() - 2) / 2);
+    let at = pair + g * 8 + me as usize;
     // Each work-group moves one contiguous block, its work-items strided within it: adjacent
     // work-items touch adjacent elements (coalesced on GPUs), and on the CPU, where a group's
     // work-items run one after another, the block stays in cache between them.
@@ -246,22 +257,50 @@ pub(crate) fn team_step<T: sycl::Scalar>(
             }
         }
         if lid < n as usize && lid != me as usize {
-            let slot = g * 8 + lid;
+            let slot = pair + g * 8 + lid;
             let mut polls = 0u64;
             loop {
                 let w = atomic_load(own, slot, Ordering::Acquire, MemoryScope::System);
-                let at_epoch = (w >> 32) as u32;
-                if at_epoch.wrapping_sub(now) < 0x8000_0000u32 {
-                    // A peer still within this step's epochs must be at this call.
-                    if at_epoch.wrapping_sub(epoch) < chunks as u32 && w as u32 != sig {
-                        atomic_store(own, poison, 5u64, Ordering::Relaxed, MemoryScope::Device);
+                // Words of this slot's earlier steps are before `epoch`. A peer at or past it
+                // is at this step: under another signature, or past the step's epochs (its
+                // step spans more), it runs another call.
+                let since = ((w >> 32) as u32).wrapping_sub(epoch);
+                if since < 0x8000_0000u32 {
+                    if w as u32 != sig || since >= chunks as u32 {
+                        atomic_compare_exchange(
+                            own,
+                            poison,
+                            0u64,
+                            5u64,
+                            Ordering::Relaxed,
+                            MemoryScope::Device,
+                        );
                         kernel_fail(Failure::Mismatched);
                     }
-                    break;
+                    if since >= c as u32 {
+                        break;
+                    }
                 }
                 polls += 1;
+                // Another group of this rank failed (a mismatch it saw, which this group's
+                // peer may never resolve): fail with it now, not at the time-out.
+                if (polls & 1023) == 0 {
+                    let failed = atomic_load(own, poison, Ordering::Relaxed, MemoryScope::Device);
+                    if failed == 4 {
+                        kernel_fail(Failure::TimedOut);
+                    } else if failed != 0 {
+                        kernel_fail(Failure::Mismatched);
+                    }
+                }
                 if polls >= limit {
-                    atomic_store(own, poison, 4u64, Ordering::Relaxed, MemoryScope::Device);
+                    atomic_compare_exchange(
+                        own,
+                        poison,
+                        0u64,
+                        4u64,
+                        Ordering::Relaxed,
+                        MemoryScope::Device,
+                    );
                     kernel_fail(Failure::TimedOut);
                 }
             }
@@ -427,7 +466,8 @@ macro_rules! vector_step {
             };
             let epoch = ((word >> 32) as u32).wrapping_add(base);
             let sig = word as u32;
-            let at = g * 8 + me as usize;
+            let pair = ((epoch & 1) as usize) * ((own.len() - 2) / 2);
+            let at = pair + g * 8 + me as usize;
             let l = local_range(0);
             let start = g * block;
             let end = if start + block < count {
@@ -502,27 +542,48 @@ macro_rules! vector_step {
                     }
                 }
                 if lid < n as usize && lid != me as usize {
-                    let slot = g * 8 + lid;
+                    let slot = pair + g * 8 + lid;
                     let mut polls = 0u64;
                     loop {
                         let w = atomic_load(own, slot, Ordering::Acquire, MemoryScope::System);
-                        let at_epoch = (w >> 32) as u32;
-                        if at_epoch.wrapping_sub(now) < 0x8000_0000u32 {
-                            if at_epoch.wrapping_sub(epoch) < chunks as u32 && w as u32 != sig {
-                                atomic_store(
+                        let since = ((w >> 32) as u32).wrapping_sub(epoch);
+                        if since < 0x8000_0000u32 {
+                            if w as u32 != sig || since >= chunks as u32 {
+                                atomic_compare_exchange(
                                     own,
                                     poison,
+                                    0u64,
                                     5u64,
                                     Ordering::Relaxed,
                                     MemoryScope::Device,
                                 );
                                 kernel_fail(Failure::Mismatched);
                             }
-                            break;
+                            if since >= c as u32 {
+                                break;
+                            }
                         }
                         polls += 1;
+                        // Another group of this rank failed (a mismatch it saw, which this group's
+                        // peer may never resolve): fail with it now, not at the time-out.
+                        if (polls & 1023) == 0 {
+                            let failed =
+                                atomic_load(own, poison, Ordering::Relaxed, MemoryScope::Device);
+                            if failed == 4 {
+                                kernel_fail(Failure::TimedOut);
+                            } else if failed != 0 {
+                                kernel_fail(Failure::Mismatched);
+                            }
+                        }
                         if polls >= limit {
-                            atomic_store(own, poison, 4u64, Ordering::Relaxed, MemoryScope::Device);
+                            atomic_compare_exchange(
+                                own,
+                                poison,
+                                0u64,
+                                4u64,
+                                Ordering::Relaxed,
+                                MemoryScope::Device,
+                            );
                             kernel_fail(Failure::TimedOut);
                         }
                     }
@@ -904,7 +965,8 @@ macro_rules! push_step {
             }
             // Every work-item's writes are in before the group's arrival (released by it).
             barrier();
-            let at = g * 8 + me as usize;
+            let pair = ((epoch & 1) as usize) * ((own.len() - 2) / 2);
+            let at = pair + g * 8 + me as usize;
             let stamped = ((epoch as u64) << 32) | (sig as u64);
             if lid == 0 {
                 if n > 1 {
@@ -930,21 +992,46 @@ macro_rules! push_step {
                 }
             }
             if lid < ranks && lid != me as usize {
-                let slot = g * 8 + lid;
+                let slot = pair + g * 8 + lid;
                 let mut polls = 0u64;
                 loop {
                     let w = atomic_load(own, slot, Ordering::Acquire, MemoryScope::System);
-                    let at_epoch = (w >> 32) as u32;
-                    if at_epoch.wrapping_sub(epoch) < 0x8000_0000u32 {
-                        if at_epoch == epoch && w as u32 != sig {
-                            atomic_store(own, poison, 5u64, Ordering::Relaxed, MemoryScope::Device);
+                    let since = ((w >> 32) as u32).wrapping_sub(epoch);
+                    if since < 0x8000_0000u32 {
+                        if w as u32 != sig || since != 0 {
+                            atomic_compare_exchange(
+                                own,
+                                poison,
+                                0u64,
+                                5u64,
+                                Ordering::Relaxed,
+                                MemoryScope::Device,
+                            );
                             kernel_fail(Failure::Mismatched);
                         }
                         break;
                     }
                     polls += 1;
+                    // Another group of this rank failed (a mismatch it saw, which this group's
+                    // peer may never resolve): fail with it now, not at the time-out.
+                    if (polls & 1023) == 0 {
+                        let failed =
+                            atomic_load(own, poison, Ordering::Relaxed, MemoryScope::Device);
+                        if failed == 4 {
+                            kernel_fail(Failure::TimedOut);
+                        } else if failed != 0 {
+                            kernel_fail(Failure::Mismatched);
+                        }
+                    }
                     if polls >= limit {
-                        atomic_store(own, poison, 4u64, Ordering::Relaxed, MemoryScope::Device);
+                        atomic_compare_exchange(
+                            own,
+                            poison,
+                            0u64,
+                            4u64,
+                            Ordering::Relaxed,
+                            MemoryScope::Device,
+                        );
                         kernel_fail(Failure::TimedOut);
                     }
                 }

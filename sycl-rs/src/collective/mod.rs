@@ -61,9 +61,13 @@ use kernels::{team_step, MAX_RANKS, MOVE_FROM_ROOT, MOVE_GATHER, MOVE_NONE, MOVE
 const MAX_GROUPS: usize = 1024;
 /// Work-items per work-group.
 const GROUP: usize = 256;
-/// Pad words per rank: a slot per work-group and rank, then a graph replay's epoch base
-/// (`BASE_WORD`), then the poison word.
-const PAD_WORDS: usize = MAX_GROUPS * MAX_RANKS + 2;
+/// A pad's slots for one parity of steps: one per work-group and rank.
+const PAD_SLOTS: usize = MAX_GROUPS * MAX_RANKS;
+/// Pad words per rank: the slots of steps whose first epoch is even, those of steps whose
+/// first epoch is odd (every step spans an odd number of epochs, so consecutive steps
+/// alternate: `Team::step`), then a graph replay's epoch base (`BASE_WORD`), then the
+/// poison word.
+const PAD_WORDS: usize = 2 * PAD_SLOTS + 2;
 /// The pad word where a replay of a [`TeamGraph`] leaves its epoch base for its steps.
 const BASE_WORD: usize = PAD_WORDS - 2;
 /// Elements after a push step's inbox that its unused slot arguments view (`MAX_RANKS - 1`
@@ -1116,9 +1120,11 @@ impl<'r> Team<'r> {
             }
             false => Partition::of::<T>(width, groups, m.chunked),
         };
-        // The step's epochs: one per chunk.
+        // The step's epochs: one per chunk, and one more where that makes them even, so that
+        // the next step starts at the other parity and meets on the pads' other slots (a
+        // peer's word for it then never hides its word for this one: `kernels::team_step`).
         let first = self.epoch.wrapping_add(1);
-        self.epoch = self.epoch.wrapping_add(parts.chunks as u32);
+        self.epoch = self.epoch.wrapping_add(parts.chunks as u32 | 1);
         let word = ((first as u64) << 32) | sig as u64;
         if self.plan.is_some() {
             self.plan_step(first, sig, groups, parts, m)?;
@@ -1200,7 +1206,8 @@ impl<'r> Team<'r> {
             for (k, slot) in slots.iter().enumerate() {
                 plan.copy(&push.values((me + k + 1) % n)?, slot)?;
             }
-            plan.meet(word, me, 0..groups, pads, timeout, spin)?;
+            let step = host::StepEpochs { first, chunks: 1 };
+            plan.meet(word, step, me, 0..groups, pads, timeout, spin)?;
             let from = |r: usize| match r == me {
                 true => push.values(me),
                 false => inbox.sub(r * c..(r + 1) * c),
@@ -1265,6 +1272,10 @@ impl<'r> Team<'r> {
             .expect("host steps: the pads' addresses");
         let plan = self.plan.as_mut().expect("an operation being planned");
         let word = |chunk: usize| ((first.wrapping_add(chunk as u32) as u64) << 32) | sig as u64;
+        let step = host::StepEpochs {
+            first,
+            chunks: parts.chunks as u32,
+        };
         // Staged: this rank's values are its input (`out` in place), copied into its half
         // before it arrives.
         let staged = m
@@ -1278,7 +1289,15 @@ impl<'r> Team<'r> {
                     &stage.sub(m.first..m.first + m.count)?,
                 )?;
             }
-            plan.meet(word(parts.chunks - 1), me, 0..groups, pads, timeout, spin)?;
+            plan.meet(
+                word(parts.chunks - 1),
+                step,
+                me,
+                0..groups,
+                pads,
+                timeout,
+                spin,
+            )?;
             return plan_move(plan, m, me, n, (0, m.count, m.first));
         }
         // Group by group: a peer running kernels may run its groups one after another (a
@@ -1290,7 +1309,7 @@ impl<'r> Team<'r> {
                 if let (Some((input, stage)), Some((lo, hi, at))) = (staged, chunk) {
                     plan.copy(&input.sub(lo..hi)?, &stage.sub(at..at + hi - lo)?)?;
                 }
-                plan.meet(word(c), me, g..g + 1, pads, timeout, spin)?;
+                plan.meet(word(c), step, me, g..g + 1, pads, timeout, spin)?;
                 if let Some(chunk) = chunk {
                     plan_move(plan, m, me, n, chunk)?;
                 }

@@ -416,7 +416,46 @@ pub fn mismatches(ranks: &NodeRanks, q: &Queue, host_steps: bool) -> R {
         r,
         Errc::Invalid,
         "all_gather on rank 0, all_reduce elsewhere",
-    )
+    )?;
+    drop(team);
+    // Counts whose steps span different numbers of epochs (rank 0's one chunk, or one push
+    // step, against its peers' chunked pull: several chunks per work-group, over a GPU's 1024
+    // groups from 8 MB, over a CPU's one group per core from 256 KB): a peer's word past
+    // rank 0's step once read as "finished it".
+    let long = if q.device().is_gpu() {
+        2 << 20
+    } else {
+        1 << 16
+    };
+    let y = upload(q, &vec![1.0f32; long])?;
+    for push_max_bytes in [0, TeamOptions::default().push_max_bytes] {
+        let mut team = Team::new(
+            ranks,
+            q,
+            TeamOptions {
+                buffer_bytes: 4 * long + 4096,
+                push_max_bytes,
+                host_steps,
+                ..TeamOptions::default()
+            },
+        )
+        .map_err(e2s)?;
+        let count = if me == 0 { 1000 } else { long };
+        let part = y.range(0..count).map_err(e2s)?;
+        let r = team
+            .all_reduce(&part, &part, ReduceOp::Sum, &[])
+            .and_then(|e| e.wait());
+        wants(
+            r,
+            Errc::Invalid,
+            &format!(
+                "all_reduce of 1000 on rank 0, {long} elsewhere, pushing up to {push_max_bytes} B"
+            ),
+        )?;
+        let r = team.barrier(&[]).and_then(|e| e.wait());
+        wants(r, Errc::Invalid, "a barrier after steps of other spans")?;
+    }
+    Ok(())
 }
 
 /// Rank 1 forms the team and leaves without calling; rank 0's all-reduce must fail with the
