@@ -95,9 +95,10 @@ pub(crate) fn copy_vectors(src: &[[u32; 4]], dst: &mut [[u32; 4]]) {
 /// more where `chunks` is even: every step spans an odd number). Its slots are in the pad's
 /// first half where `e` is even, in its second where `e` is odd: consecutive steps alternate,
 /// and a peer meets this rank's next step on the other half's slots, so a word in this step's
-/// slot at or past `e` is the peer's word for this step, which must be within its epochs. `block` and `chunk` are
-/// whole 16-byte vectors' worth of elements, set by the runtime the same way on every rank
-/// and in every form of the kernel, so that every rank's group `g` covers the same elements.
+/// slot at or past `e` is the peer's word for this step, which must be within its epochs.
+/// `block` and `chunk` are whole 16-byte vectors' worth of elements, set by the runtime the
+/// same way on every rank and in every form of the kernel, so that every rank's group `g`
+/// covers the same elements.
 ///
 /// `flags` bit 0, staged: each group also copies its chunks of this rank's input (`out` when
 /// `in_place`) into `stage` (this rank's half, from `first`), chunk 0 before the first
