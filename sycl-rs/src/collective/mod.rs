@@ -595,17 +595,10 @@ macro_rules! team_kernel {
 /// inbox, and the unused slot arguments' spare memory.
 macro_rules! push_launch {
     ($t:ty, $team:expr, $kernel:ident, $v:literal, $shape:expr, $deps:expr) => {{
-        #[allow(clippy::type_complexity)]
-        let ((me, n, word, limit), pads, groups, partition, push, slots, inbox, spare): (
-            (u32, u32, u64, u64),
-            &[UsmRange<u64>],
-            usize,
-            Partition,
-            &Push<$t>,
-            &[UsmRange<$t>],
-            &UsmRange<$t>,
-            &UsmRange<$t>,
-        ) = $shape;
+        let ((me, n, word, limit), pads, groups, partition, push, slots, inbox, spare): PushShape<
+            '_,
+            $t,
+        > = $shape;
         let team: &Team = $team;
         let in_place = push.input.is_none() as u32;
         let cast = |r: &UsmRange<$t>| {
@@ -684,12 +677,7 @@ macro_rules! push_launch {
 /// the staged move's, or this rank's part (its half, filled by a copy before the launch).
 macro_rules! vector_launch {
     ($t:ty, $team:expr, $kernel:ident, $v:literal, $shape:expr, $m:expr, $deps:expr) => {{
-        let ((me, n, word, limit), pads, groups, partition): (
-            _,
-            &[UsmRange<u64>],
-            usize,
-            Partition,
-        ) = $shape;
+        let ((me, n, word, limit), pads, groups, partition): StepShape<'_> = $shape;
         let (team, m): (&Team, &Move<$t>) = ($team, $m);
         let whole = |x: usize| x % $v == 0;
         let cast = |r: &UsmRange<$t>| {
