@@ -8,6 +8,9 @@
 // pointer tables): many arguments, by design.
 #![allow(clippy::too_many_arguments)]
 
+// (The vector forms name their element types: the halves are the `half` crate's.)
+use half::{bf16, f16};
+
 /// The most ranks a team has: one pad and one data parameter each.
 pub(crate) const MAX_RANKS: usize = 8;
 
@@ -422,9 +425,9 @@ pub(crate) fn team_step<T: sycl::Scalar>(
 /// else by a copy before the launch); `b{me}` is not read. The runtime uses it for steps
 /// whose offsets, counts and ranges are whole vectors.
 macro_rules! vector_step {
-    ($name:ident, $v:tt) => {
+    ($name:ident, $t:ident, $v:tt) => {
         #[sycl::kernel]
-        pub(crate) fn $name<T: sycl::Scalar>(
+        pub(crate) fn $name(
             me: u32,
             n: u32,
             word: u64,
@@ -446,17 +449,17 @@ macro_rules! vector_step {
             q5: &mut [u64],
             q6: &mut [u64],
             q7: &mut [u64],
-            b0: &[[T; $v]],
-            b1: &[[T; $v]],
-            b2: &[[T; $v]],
-            b3: &[[T; $v]],
-            b4: &[[T; $v]],
-            b5: &[[T; $v]],
-            b6: &[[T; $v]],
-            b7: &[[T; $v]],
-            input: &[[T; $v]],
-            stage: &mut [[T; $v]],
-            out: &mut [[T; $v]],
+            b0: &[[$t; $v]],
+            b1: &[[$t; $v]],
+            b2: &[[$t; $v]],
+            b3: &[[$t; $v]],
+            b4: &[[$t; $v]],
+            b5: &[[$t; $v]],
+            b6: &[[$t; $v]],
+            b7: &[[$t; $v]],
+            input: &[[$t; $v]],
+            stage: &mut [[$t; $v]],
+            out: &mut [[$t; $v]],
         ) {
             let g = group_id(0);
             let lid = local_id(0);
@@ -793,10 +796,6 @@ macro_rules! vector_step {
     };
 }
 
-vector_step!(team_step_x2, 2);
-vector_step!(team_step_x4, 4);
-vector_step!(team_step_x8, 8);
-
 /// One step that pushes instead of pulling: each work-item writes its items of this rank's
 /// values into slot `me` of every rank's inbox (`d1`..: slot `me` of the peers after this
 /// rank, in order, as the pads; `inbox`: this rank's own, `n` slots of `count` items, slot
@@ -816,9 +815,9 @@ vector_step!(team_step_x8, 8);
 /// exactly those before their arrival. A peer writes this rank's inbox only from the step
 /// after this rank's previous step on the same half met it, as every step of the team.
 macro_rules! push_step {
-    ($name:ident, $v:tt) => {
+    ($name:ident $(<$g:ident: sycl::Scalar>)?, $t:ident, $v:tt) => {
         #[sycl::kernel]
-        pub(crate) fn $name<T: sycl::Scalar>(
+        pub(crate) fn $name$(<$g: sycl::Scalar>)?(
             me: u32,
             n: u32,
             word: u64,
@@ -838,16 +837,16 @@ macro_rules! push_step {
             q5: &mut [u64],
             q6: &mut [u64],
             q7: &mut [u64],
-            d1: &mut [[T; $v]],
-            d2: &mut [[T; $v]],
-            d3: &mut [[T; $v]],
-            d4: &mut [[T; $v]],
-            d5: &mut [[T; $v]],
-            d6: &mut [[T; $v]],
-            d7: &mut [[T; $v]],
-            inbox: &mut [[T; $v]],
-            input: &[[T; $v]],
-            out: &mut [[T; $v]],
+            d1: &mut [[$t; $v]],
+            d2: &mut [[$t; $v]],
+            d3: &mut [[$t; $v]],
+            d4: &mut [[$t; $v]],
+            d5: &mut [[$t; $v]],
+            d6: &mut [[$t; $v]],
+            d7: &mut [[$t; $v]],
+            inbox: &mut [[$t; $v]],
+            input: &[[$t; $v]],
+            out: &mut [[$t; $v]],
         ) {
             let g = group_id(0);
             let lid = local_id(0);
@@ -1073,7 +1072,24 @@ fn peer_block(me: u32, k: usize, n: u32, stride: usize) -> usize {
     (me as usize + k) % n as usize * stride
 }
 
-push_step!(push_step_x1, 1);
-push_step!(push_step_x2, 2);
-push_step!(push_step_x4, 4);
-push_step!(push_step_x8, 8);
+push_step!(push_step_x1<T: sycl::Scalar>, T, 1);
+
+/// Each element type's vector forms, over its own 16-byte width: a generic kernel would
+/// translate and compile every width for every type, two thirds of them never launched.
+macro_rules! vector_forms {
+    ($($t:ident: $v:tt, $step:ident, $push:ident;)*) => {$(
+        vector_step!($step, $t, $v);
+        push_step!($push, $t, $v);
+    )*};
+}
+
+vector_forms! {
+    i32: 4, team_step_x4_i32, push_step_x4_i32;
+    u32: 4, team_step_x4_u32, push_step_x4_u32;
+    i64: 2, team_step_x2_i64, push_step_x2_i64;
+    u64: 2, team_step_x2_u64, push_step_x2_u64;
+    f32: 4, team_step_x4_f32, push_step_x4_f32;
+    f64: 2, team_step_x2_f64, push_step_x2_f64;
+    f16: 8, team_step_x8_f16, push_step_x8_f16;
+    bf16: 8, team_step_x8_bf16, push_step_x8_bf16;
+}

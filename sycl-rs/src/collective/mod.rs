@@ -283,18 +283,18 @@ mod sealed {
         fn product(a: Self, b: Self) -> Self;
         fn minimum(a: Self, b: Self) -> Self;
         fn maximum(a: Self, b: Self) -> Self;
-        /// The step as `team_step_x{8,4,2}` over this type's 16-byte vectors where it fits
-        /// (`vector_launch!`). Per type, so that only its own width's form is instantiated:
-        /// a match on the size instantiated every form for every type, which doubled the
-        /// crate's release build (134 s against 64 s here).
+        /// The step as this type's `team_step_x{8,4,2}_<type>` over its 16-byte vectors where
+        /// it fits (`vector_launch!`). Each type has its own vector kernels: the generic
+        /// kernels they replace were translated and compiled for every width and type, two
+        /// thirds of them never launched (release build 170 s against 114 s here).
         fn vector_step(
             team: &Team<'_>,
             shape: StepShape<'_>,
             m: &Move<Self>,
             deps: &[&Event],
         ) -> Result<Option<Option<Event>>>;
-        /// The push step as `push_step_x{8,4,2}` where it fits (`push_launch!`), per type
-        /// for the same reason.
+        /// The push step as this type's `push_step_x{8,4,2}_<type>` where it fits
+        /// (`push_launch!`), per type for the same reason.
         fn vector_push(
             team: &Team<'_>,
             shape: PushShape<'_, Self>,
@@ -304,7 +304,7 @@ mod sealed {
 }
 
 macro_rules! elements {
-    ($kind:ident: $($t:ty => $code:expr, $lanes:tt),*) => {$(
+    ($kind:ident: $($t:ty => $code:expr, $lanes:tt, $step:ident, $push:ident),*) => {$(
         impl sealed::Sealed for $t {
             elements!(@ops $kind $t);
             #[allow(private_interfaces)]
@@ -314,7 +314,7 @@ macro_rules! elements {
                 m: &Move<Self>,
                 deps: &[&Event],
             ) -> Result<Option<Option<Event>>> {
-                Ok(elements!(@step $lanes, $t, team, shape, m, deps))
+                Ok(vector_launch!($t, team, $step, $lanes, shape, m, deps))
             }
             #[allow(private_interfaces)]
             fn vector_push(
@@ -322,32 +322,13 @@ macro_rules! elements {
                 shape: PushShape<'_, Self>,
                 deps: &[&Event],
             ) -> Result<Option<Option<Event>>> {
-                Ok(elements!(@push $lanes, $t, team, shape, deps))
+                Ok(push_launch!($t, team, $push, $lanes, shape, deps))
             }
         }
         impl Element for $t {
             const CODE: u32 = $code;
         }
     )*};
-    // (Each type's own width: 16-byte vectors of 8, 4 or 2 elements.)
-    (@step 8, $t:ty, $team:ident, $shape:ident, $m:ident, $deps:ident) => {
-        vector_launch!($t, $team, team_step_x8, 8, $shape, $m, $deps)
-    };
-    (@step 4, $t:ty, $team:ident, $shape:ident, $m:ident, $deps:ident) => {
-        vector_launch!($t, $team, team_step_x4, 4, $shape, $m, $deps)
-    };
-    (@step 2, $t:ty, $team:ident, $shape:ident, $m:ident, $deps:ident) => {
-        vector_launch!($t, $team, team_step_x2, 2, $shape, $m, $deps)
-    };
-    (@push 8, $t:ty, $team:ident, $shape:ident, $deps:ident) => {
-        push_launch!($t, $team, push_step_x8, 8, $shape, $deps)
-    };
-    (@push 4, $t:ty, $team:ident, $shape:ident, $deps:ident) => {
-        push_launch!($t, $team, push_step_x4, 4, $shape, $deps)
-    };
-    (@push 2, $t:ty, $team:ident, $shape:ident, $deps:ident) => {
-        push_launch!($t, $team, push_step_x2, 2, $shape, $deps)
-    };
     (@ops int $t:ty) => {
         #[inline(always)]
         fn sum(a: Self, b: Self) -> Self { a.wrapping_add(b) }
@@ -588,7 +569,7 @@ macro_rules! team_kernel {
     }};
 }
 
-/// Launches a push step ([`kernels::push_step_x4`] and its forms) as `kernels::$kernel` over
+/// Launches a push step ([`kernels::push_step_x1`] and its vector forms) as `kernels::$kernel` over
 /// `[T; $v]` when every range it passes is whole, aligned items of that form: `Some(event)`
 /// (`Some(None)` when the team records it), else `None`. `$shape`: the step's head, pads,
 /// work-groups, partition, the move ([`Push`]), the peers' slots for this rank, this rank's
@@ -762,9 +743,20 @@ macro_rules! vector_launch {
 
 // (After the launch macros they use: each type's code in signatures, then its elements per
 // 16-byte vector.)
-elements!(int: i32 => 1, 4, u32 => 2, 4, i64 => 3, 2, u64 => 4, 2);
-elements!(float: f32 => 5, 4, f64 => 6, 2);
-elements!(half: half::f16 => 7, 8, half::bf16 => 8, 8);
+elements!(
+    int: i32 => 1, 4, team_step_x4_i32, push_step_x4_i32,
+    u32 => 2, 4, team_step_x4_u32, push_step_x4_u32,
+    i64 => 3, 2, team_step_x2_i64, push_step_x2_i64,
+    u64 => 4, 2, team_step_x2_u64, push_step_x2_u64
+);
+elements!(
+    float: f32 => 5, 4, team_step_x4_f32, push_step_x4_f32,
+    f64 => 6, 2, team_step_x2_f64, push_step_x2_f64
+);
+elements!(
+    half: half::f16 => 7, 8, team_step_x8_f16, push_step_x8_f16,
+    half::bf16 => 8, 8, team_step_x8_bf16, push_step_x8_bf16
+);
 
 impl<'r> Team<'r> {
     /// The team of this rank's node: collective over the node's ranks. Its queue is a new
@@ -1231,7 +1223,7 @@ impl<'r> Team<'r> {
         })
     }
 
-    /// One push step on half `half` ([`kernels::push_step_x4`] and its forms, or the same as
+    /// One push step on half `half` ([`kernels::push_step_x1`] and its vector forms, or the same as
     /// host commands of the plan): this rank's values into slot `me` of every rank's inbox
     /// (the first `n` slots of its half), the meeting under `sig`, then the move from this
     /// rank's inbox into `out` ([`Push`]). The caller checked [`Team::pushes`].
@@ -2168,7 +2160,7 @@ fn whole_items(len: usize, per: usize) -> bool {
     len % per == 0
 }
 
-/// What a push step moves ([`Team::push`], [`kernels::push_step_x4`]): `count` elements per
+/// What a push step moves ([`Team::push`], [`kernels::push_step_x1`]): `count` elements per
 /// rank's slot; this rank's values for rank `r` are `input`'s (`out` when `None`, an
 /// all-reduce in place) from `r * stride`; after the meeting, `kind` `MOVE_REDUCE` combines
 /// the slots into `out` (`count` long), `MOVE_GATHER` copies slot `p` to `p * count` of
