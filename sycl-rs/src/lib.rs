@@ -44,6 +44,7 @@
 // Generated kernel code names this crate `::sycl`, also inside it (unit tests).
 extern crate self as sycl;
 
+#[cfg(feature = "collective")]
 pub mod collective;
 mod context;
 mod device;

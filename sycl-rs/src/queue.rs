@@ -120,6 +120,7 @@ impl Queue {
     /// admission, and says whether it finished; what is left (or all of it) runs as a host
     /// task, `work(false)`, which must finish. The task's failure is reported as the native
     /// queue's commands report theirs (an `Error` payload of `resume_unwind`).
+    #[cfg_attr(not(feature = "collective"), allow(dead_code))]
     pub(crate) fn host_work_using(
         &self,
         uses: &[(&Arc<MemoryRecord>, Use)],

@@ -16,6 +16,7 @@ use super::__rt::{
 };
 use super::codegen::{c, malformed, on_deep_stack, Bound, Program};
 use super::{Kernel, KernelBundle, Range};
+#[cfg(feature = "collective")]
 use crate::usm::record::merge_uses;
 use crate::usm::{MemoryRecord, Use};
 use crate::{Context, Device, Errc, Error, Event, Queue, Result, Usm, UsmView};
@@ -740,8 +741,10 @@ struct PreparedGpu {
     geometry: LaunchRange,
     args: Vec<RawArg>,
     /// Where in `args` each of the definition's parameters starts, and the status word's
-    /// pointer.
+    /// pointer (what a kept launch sets anew).
+    #[cfg_attr(not(feature = "collective"), allow(dead_code))]
     params_at: Vec<usize>,
+    #[cfg_attr(not(feature = "collective"), allow(dead_code))]
     status_at: usize,
 }
 
@@ -846,6 +849,7 @@ fn prepare_gpu(
 /// memory its arguments reach weakly: memory whose owner dropped it is freed as usual, and
 /// then the launch is gone (`launch` answers `None`), never run on freed memory. The
 /// private memory `keep` was given it neither holds nor admits: its owner keeps it.
+#[cfg(feature = "collective")]
 pub(crate) struct KeptLaunch {
     name: &'static str,
     prepared: PreparedGpu,
@@ -860,6 +864,7 @@ pub(crate) struct KeptLaunch {
     varying_at: Option<usize>,
 }
 
+#[cfg(feature = "collective")]
 impl std::fmt::Debug for KeptLaunch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeptLaunch")
@@ -878,6 +883,7 @@ impl std::fmt::Debug for KeptLaunch {
 /// completed, and while one may run no host borrow of it exists and its access mode does not
 /// change (memory of one owner that waits for its queue before freeing it, and hands out no
 /// range of it: a team's own buffers).
+#[cfg(feature = "collective")]
 pub(crate) unsafe fn keep(
     queue: &Queue,
     range: Range,
@@ -918,6 +924,7 @@ pub(crate) unsafe fn keep(
     }))
 }
 
+#[cfg(feature = "collective")]
 impl KeptLaunch {
     /// The varying parameter's value at the first launch (`None`: it has none).
     pub(crate) fn varying(&self) -> Option<u64> {
@@ -993,6 +1000,7 @@ impl KeptLaunch {
 
 /// A launch of a `#[sycl::kernel]` definition, checked when recorded and kept for the replays
 /// of a [`LaunchGraph`].
+#[cfg(feature = "collective")]
 pub(crate) struct RecordedLaunch {
     def: &'static Definition,
     range: Range,
@@ -1002,6 +1010,7 @@ pub(crate) struct RecordedLaunch {
 /// Records a launch of `def` (a generated kernel's definition, `K::definition()`) over
 /// `range` with `args`: checked now as `Queue::parallel_for` checks a launch (the same
 /// errors), run by the graph it goes into. The arguments keep their memory alive.
+#[cfg(feature = "collective")]
 pub(crate) fn record(
     queue: &Queue,
     range: Range,
@@ -1016,12 +1025,14 @@ pub(crate) fn record(
 }
 
 /// The definition of a generated kernel's launch value.
+#[cfg(feature = "collective")]
 pub(crate) fn definition_of<K: GeneratedKernel>(_: &K) -> &'static Definition {
     K::definition()
 }
 
 /// Recorded launches replayed together, in order: as one backend graph where the backend has
 /// them (CUDA: one `cuGraphLaunch`), else launched one after another.
+#[cfg(feature = "collective")]
 pub(crate) struct LaunchGraph {
     queue: Queue,
     launches: Vec<RecordedLaunch>,
@@ -1033,6 +1044,7 @@ pub(crate) struct LaunchGraph {
     uses: Vec<(Arc<MemoryRecord>, Use)>,
 }
 
+#[cfg(feature = "collective")]
 impl std::fmt::Debug for LaunchGraph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LaunchGraph")
@@ -1042,6 +1054,7 @@ impl std::fmt::Debug for LaunchGraph {
     }
 }
 
+#[cfg(feature = "collective")]
 impl LaunchGraph {
     /// The graph of `launches` (recorded for `queue`).
     pub(crate) fn build(queue: &Queue, launches: Vec<RecordedLaunch>) -> Result<LaunchGraph> {

@@ -154,6 +154,7 @@ mod launch;
 /// What a `#[sycl::kernel_fn]` helper's slice parameters take: a kernel's slices, or on the
 /// host a `[T]` or `Vec<T>` (`dot(&x[..], &y[..])`).
 pub use __rt::{SliceMutRef, SliceRef};
+#[cfg(feature = "collective")]
 pub(crate) use launch::{
     definition_of, keep, record, submit_definition, KeptLaunch, LaunchGraph, RecordedLaunch,
 };

@@ -173,3 +173,31 @@ fn pick_device(choice: &DeviceChoice, local_rank: usize) -> Result<Device> {
     }
     Ok(candidates[local_rank % candidates.len()].clone())
 }
+
+/// The byte offsets and lengths of `len` bytes in chunks of at most `chunk` (MPI transfers).
+/// Outside `transfer` so that its test runs in the default build, without MPI.
+#[cfg(any(test, feature = "mpi"))]
+fn chunks(len: usize, chunk: usize) -> Vec<(usize, usize)> {
+    (0..len.div_ceil(chunk))
+        .map(|k| (k * chunk, chunk.min(len - k * chunk)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunks;
+
+    #[test]
+    fn chunks_cover_every_byte_once() {
+        for (len, chunk) in [(0, 4), (1, 4), (4, 4), (9, 4), (10 << 20, 4 << 20)] {
+            let parts = chunks(len, chunk);
+            let mut next = 0;
+            for (off, n) in parts {
+                assert_eq!(off, next);
+                assert!(n > 0 && n <= chunk);
+                next += n;
+            }
+            assert_eq!(next, len);
+        }
+    }
+}

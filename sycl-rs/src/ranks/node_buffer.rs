@@ -48,6 +48,7 @@ impl<'r, T: Pod> NodeBuffer<'r, T> {
     }
 
     /// The ranks whose parts these are.
+    #[cfg_attr(not(feature = "collective"), allow(dead_code))]
     pub(crate) fn ranks(&self) -> &NodeRanks {
         &self.ranks
     }
@@ -150,6 +151,7 @@ impl NodeRanks {
 
     /// [`NodeRanks::node_share`] for an owner that holds the ranks by `Arc` (a
     /// [`Team`](crate::collective::Team) made by `Team::with_shared_ranks`).
+    #[cfg_attr(not(feature = "collective"), allow(dead_code))]
     pub(crate) fn node_buffer_shared<T: Pod>(
         ranks: &Arc<NodeRanks>,
         queue: &Queue,
@@ -175,6 +177,7 @@ impl NodeRanks {
 /// owner without one (the Python bindings).
 enum NodeRef<'r> {
     Borrowed(&'r NodeRanks),
+    #[cfg_attr(not(feature = "collective"), allow(dead_code))]
     Shared(Arc<NodeRanks>),
 }
 

@@ -11,7 +11,7 @@ use mpi::traits::*;
 use mpi::Count;
 use sycl_backend::BackendKind;
 
-use super::Ranks;
+use super::{chunks, Ranks};
 use crate::usm::{MemoryRecord, Use};
 use crate::{AsUsmRange, Errc, Error, Event, EventStatus, Queue, Result, Usm, UsmRange};
 
@@ -97,13 +97,6 @@ pub(super) fn mpi_is_cuda_aware() -> bool {
     // symbol of that name in the process is that function.
     let query: extern "C" fn() -> libc::c_int = unsafe { std::mem::transmute(symbol) };
     query() == 1
-}
-
-/// The byte offsets and lengths of `len` bytes in chunks of at most `chunk`.
-fn chunks(len: usize, chunk: usize) -> Vec<(usize, usize)> {
-    (0..len.div_ceil(chunk))
-        .map(|k| (k * chunk, chunk.min(len - k * chunk)))
-        .collect()
 }
 
 impl Ranks {
@@ -381,25 +374,6 @@ impl Ranks {
                 }
                 std::thread::sleep(Duration::from_micros(100));
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::chunks;
-
-    #[test]
-    fn chunks_cover_every_byte_once() {
-        for (len, chunk) in [(0, 4), (1, 4), (4, 4), (9, 4), (10 << 20, 4 << 20)] {
-            let parts = chunks(len, chunk);
-            let mut next = 0;
-            for (off, n) in parts {
-                assert_eq!(off, next);
-                assert!(n > 0 && n <= chunk);
-                next += n;
-            }
-            assert_eq!(next, len);
         }
     }
 }

@@ -214,6 +214,7 @@ impl MemoryRecord {
     /// As [`MemoryRecord::submit`], for work that may finish inside `submit` (it returns
     /// `None` then): the records count it in flight while it runs and track its event only
     /// when it made one.
+    #[cfg_attr(not(feature = "collective"), allow(dead_code))]
     pub(crate) fn submit_or_run(
         uses: &[(&Arc<MemoryRecord>, Use)],
         submit: impl FnOnce() -> Result<Option<Arc<dyn sycl_backend::Event>>>,
