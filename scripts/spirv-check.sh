@@ -17,6 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v spirv-val >/dev/null || { echo "spirv-check: spirv-val missing (apt: spirv-tools)" >&2; exit 1; }
 
+# (The workspace's selection, not `-p sycl-tests`, in the tests below: the same build as the
+# README's `cargo test`, where `-p` resolved features apart and built sycl-rs again.)
 cargo build -q --release -p sycl-rs --bin sycl-ls --examples
 intel=$(env -u ONEAPI_DEVICE_SELECTOR target/release/sycl-ls | grep 'Intel(R) OpenCL' | head -1 | sed -n 's/^\[\([a-z_]*:[a-z]*:[0-9]*\)\].*/\1/p')
 [ -n "$intel" ] || { echo "spirv-check: no Intel(R) OpenCL device" >&2; exit 1; }
@@ -29,7 +31,7 @@ export SYCL_RS_KERNEL_IR=spirv SYCL_RS_SPIRV_DUMP=$dump
 
 echo "-- kernel conformance suite through SPIR-V ($intel takes SPIR-V; PoCL has no IL and keeps OpenCL C)"
 set +e
-cargo test -q -p sycl-tests --test conformance -- kernels:: >"$log" 2>&1
+cargo test -q --test conformance -- kernels:: >"$log" 2>&1
 rc=$?
 set -e
 grep '^test result' "$log" || true
@@ -50,18 +52,18 @@ echo "-- $ran kernel tests passed on $intel through SPIR-V ($sg of them sub-grou
 
 # The soundness suite's kernels (deferred release, launch limits, aliasing across mappings)
 # through SPIR-V too, their modules validated below.
-cargo test -q -p sycl-tests --test conformance -- "$intel] soundness::" >"$log" 2>&1 \
+cargo test -q --test conformance -- "$intel] soundness::" >"$log" 2>&1 \
     || { tail -40 "$log" >&2; echo "spirv-check: the soundness suite through SPIR-V failed on $intel" >&2; exit 1; }
 echo "-- the soundness suite through SPIR-V: $(grep -c ' ok$' "$log") tests passed on $intel"
 
 # SPIR-V is the default where the driver takes it: the OpenCL C form must keep passing there
 # (and build no module: the dump must not grow).
 before=$(ls "$dump" | wc -l)
-SYCL_RS_KERNEL_IR=opencl_c cargo test -q -p sycl-tests --test conformance -- "$intel] kernels::" >"$log" 2>&1 \
+SYCL_RS_KERNEL_IR=opencl_c cargo test -q --test conformance -- "$intel] kernels::" >"$log" 2>&1 \
     || { tail -40 "$log" >&2; echo "spirv-check: the kernel suite as OpenCL C failed on $intel" >&2; exit 1; }
 [ "$(ls "$dump" | wc -l)" -eq "$before" ] || { echo "spirv-check: SYCL_RS_KERNEL_IR=opencl_c built SPIR-V" >&2; exit 1; }
 echo "-- and as OpenCL C: $(grep -c ' ok$' "$log") kernel tests passed on $intel"
-SYCL_RS_KERNEL_IR=opencl_c cargo test -q -p sycl-tests --test conformance -- "$intel] soundness::" >"$log" 2>&1 \
+SYCL_RS_KERNEL_IR=opencl_c cargo test -q --test conformance -- "$intel] soundness::" >"$log" 2>&1 \
     || { tail -40 "$log" >&2; echo "spirv-check: the soundness suite as OpenCL C failed on $intel" >&2; exit 1; }
 [ "$(ls "$dump" | wc -l)" -eq "$before" ] || { echo "spirv-check: SYCL_RS_KERNEL_IR=opencl_c built SPIR-V" >&2; exit 1; }
 echo "-- and the soundness suite as OpenCL C: $(grep -c ' ok$' "$log") tests passed on $intel"
@@ -69,11 +71,11 @@ echo "-- and the soundness suite as OpenCL C: $(grep -c ' ok$' "$log") tests pas
 # The differential test of the bounds proofs (random kernels with and without proofs, which
 # must agree) through both forms on the Intel device: SPIR-V (its modules validated below)
 # and OpenCL C. (The workspace test run covers it on every device in its default form.)
-cargo test -q -p sycl-tests --test proofs -- "$intel] proofs::" >"$log" 2>&1 \
+cargo test -q --test proofs -- "$intel] proofs::" >"$log" 2>&1 \
     || { grep -A12 -E "FAILED|differ" "$log" | head -60 >&2; echo "spirv-check: the proofs test through SPIR-V failed on $intel" >&2; exit 1; }
 echo "-- the proofs test through SPIR-V: $(grep -c ' ok$' "$log") kernels agreed on $intel"
 before=$(ls "$dump" | wc -l)
-SYCL_RS_KERNEL_IR=opencl_c cargo test -q -p sycl-tests --test proofs -- "$intel] proofs::" >"$log" 2>&1 \
+SYCL_RS_KERNEL_IR=opencl_c cargo test -q --test proofs -- "$intel] proofs::" >"$log" 2>&1 \
     || { grep -A12 -E "FAILED|differ" "$log" | head -60 >&2; echo "spirv-check: the proofs test as OpenCL C failed on $intel" >&2; exit 1; }
 [ "$(ls "$dump" | wc -l)" -eq "$before" ] || { echo "spirv-check: SYCL_RS_KERNEL_IR=opencl_c built SPIR-V" >&2; exit 1; }
 echo "-- and as OpenCL C: $(grep -c ' ok$' "$log") kernels agreed on $intel"
