@@ -227,6 +227,8 @@ impl Ranks {
 
     /// Every rank's `mine` (all of one length), in rank order: a timed `MPI_Iallgather` over
     /// every rank, watching this node's ranks; refused once a collective was abandoned.
+    // (Used by the collectives' `WorldTeam` only.)
+    #[cfg_attr(not(feature = "collective"), allow(dead_code))]
     pub(crate) fn world_all_gather_u64(
         &self,
         what: &'static str,
@@ -236,6 +238,8 @@ impl Ranks {
     }
 
     /// A timed `MPI_Ibarrier` over every rank.
+    // (Used by the collectives' `WorldTeam` only.)
+    #[cfg_attr(not(feature = "collective"), allow(dead_code))]
     pub(crate) fn world_barrier(&self, what: &'static str) -> Result<()> {
         self.node.mpi_wait(what)?.barrier(&self.world)
     }
