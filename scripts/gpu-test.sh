@@ -64,6 +64,9 @@ PY
     # The Python package: one abi3 wheel (Python >= 3.11; the GPU machines have 3.12).
     rm -rf "$bundle/wheel" && mkdir -p "$bundle/wheel"
     venv=${SYCL_RS_PY_VENV:-.ci-venv}
+    # (A fresh checkout has no venv until CI's setup made one: make it here, or the bundle
+    # goes without its wheel and the GPU run's Python steps fail.)
+    [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
     [ -x "$venv/bin/maturin" ] || "$venv/bin/pip" install -q "maturin>=1.7,<2"
     "$venv/bin/maturin" build --release --strip -q -m python/Cargo.toml -o "$bundle/wheel"
     cp scripts/gpu-test.sh "$bundle/"
