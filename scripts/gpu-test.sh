@@ -171,8 +171,6 @@ device | device-tests | device-rest | device-mpi | device-collectives)
     if [ "$tests" = 1 ]; then
     step sycl-ls "$b/sycl-ls" --verbose
     for t in "$b"/test-*; do
-        # The kernel macro's compile-error tests need cargo: they run in CI, not here.
-        [ "$(basename "$t")" = test-kernel_ui ] && continue
         # Runs under mpirun in mpi_steps.
         [ "$(basename "$t")" = test-mpi_ranks ] && continue
         [ "$(basename "$t")" = test-collectives ] && continue

@@ -22,8 +22,8 @@ use sycl_kernel_ir::Check;
 
 use crate::analyze::{Analysis, Class};
 use crate::ir::{
-    AccessCheck, AtomicOp, Base, BinOp, Checked, Collective, GroupOp, MathFn, Param, ParamKind,
-    Query, Reduce, SubGroupOp, SubGroupQuery, Ty, UnOp,
+    AccessCheck, AtomicOp, Base, BinOp, Checked, Collective, GroupOp, MathFn, MemoryScope, Param,
+    ParamKind, Query, Reduce, SubGroupOp, SubGroupQuery, Ty, UnOp,
 };
 
 mod block;
@@ -398,7 +398,7 @@ impl<'a> RustEmitter<'a> {
                 index,
                 values,
                 order,
-                ..
+                scope,
             } => {
                 let i = self.expr(index);
                 let vs: Vec<TokenStream> = values.iter().map(|v| self.expr(v)).collect();
@@ -419,6 +419,11 @@ impl<'a> RustEmitter<'a> {
                         let o = format_ident!("{}", order.rust_name());
                         let o = quote!(::core::sync::atomic::Ordering::#o);
                         match op {
+                            // A system-scope load is how a kernel waits for another
+                            // process: on the CPU it gives way now and then (`rt`).
+                            AtomicOp::Load if *scope == MemoryScope::System => {
+                                quote!(#p.atomic_load_system(#i, #o))
+                            }
                             AtomicOp::Load => quote!(#p.atomic_load(#i, #o)),
                             AtomicOp::Store => quote!(#p.atomic_store(#i, #(#vs),*, #o)),
                             AtomicOp::Exchange => quote!(#p.atomic_exchange(#i, #(#vs),*, #o)),
