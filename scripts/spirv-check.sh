@@ -8,12 +8,14 @@
 # suite on the Intel device as OpenCL C (SYCL_RS_KERNEL_IR=opencl_c), the form SPIR-V replaced
 # there by default.
 #
-# CI runs the README's `cargo test` with SYCL_RS_SPIRV_DUMP=DIR first, which already runs the
-# kernel, soundness and proofs suites on the Intel device in its default form, SPIR-V. It then
-# calls this script with SYCL_RS_SPIRV_CHECK_FROM_TESTS=DIR: the SPIR-V runs are not made
-# again (each takes minutes on 2 cores: Intel's runtime builds a kernel in about a second); the
-# modules those tests built are checked and validated here, and the kernel and soundness
-# suites run as OpenCL C (the proofs test as OpenCL C ran on PoCL in `cargo test`).
+# CI runs the README's `cargo test` first, with SYCL_RS_SPIRV_DUMP=DIR/modules and its output
+# in DIR/cargo-test.log; it already runs the kernel, soundness and proofs suites on the Intel
+# device in its default form, SPIR-V. It then calls this script with
+# SYCL_RS_SPIRV_CHECK_FROM_TESTS=DIR: the SPIR-V runs are not made again (each takes minutes on
+# 2 cores: Intel's runtime builds a kernel in about a second). The log must show those suites
+# on the Intel device, every kernel test passed; the modules are checked and validated here,
+# and the kernel and soundness suites run as OpenCL C (the proofs test as OpenCL C ran on PoCL
+# in `cargo test`).
 #
 # Fails on: no Intel OpenCL device, a failed or missing kernel test on it, a sub-group kernel
 # that was not built as SPIR-V (the runtime builds them from OpenCL C on devices without
@@ -32,13 +34,31 @@ intel=$(env -u ONEAPI_DEVICE_SELECTOR target/release/sycl-ls | grep 'Intel(R) Op
 selector=${intel%%:*}:${intel##*:}
 
 log=$(mktemp)
+# The Intel device's tests of suite $2 in test log $1: some ran, and none but passed (an
+# ignored kernel test is a failure here: every one runs on this device).
+intel_tests_passed() {
+    local ran bad
+    ran=$(grep -c "^test \[$intel\] $2::.* ok$" "$1" || true)
+    bad=$(grep "^test \[$intel\] $2::" "$1" | grep -vc " ok$" || true)
+    if [ "$ran" -eq 0 ] || [ "$bad" -ne 0 ]; then
+        grep -E "FAILED|failed|panicked" "$1" | head -40 >&2 || true
+        echo "spirv-check: the $2 suite through SPIR-V on $intel: $ran passed, $bad not passed" >&2
+        exit 1
+    fi
+    echo "-- the $2 suite through SPIR-V: $ran tests passed on $intel"
+}
 from_tests=${SYCL_RS_SPIRV_CHECK_FROM_TESTS:-}
 if [ -n "$from_tests" ]; then
-    dump=$from_tests
+    # DIR/modules: what SYCL_RS_SPIRV_DUMP wrote; DIR/cargo-test.log: the tests' output.
+    dump=$from_tests/modules
     trap 'rm -f "$log"' EXIT
-    [ -d "$dump" ] && [ -n "$(ls "$dump")" ] \
-        || { echo "spirv-check: SYCL_RS_SPIRV_CHECK_FROM_TESTS=$dump holds no module: did \`cargo test\` run with SYCL_RS_SPIRV_DUMP=$dump?" >&2; exit 1; }
-    echo "-- the kernel, soundness and proofs suites ran through SPIR-V on $intel in \`cargo test\`: $(ls "$dump" | wc -l) modules in $dump"
+    [ -d "$dump" ] && [ -n "$(ls "$dump")" ] && [ -s "$from_tests/cargo-test.log" ] \
+        || { echo "spirv-check: $from_tests lacks modules/ or cargo-test.log: run \`SYCL_RS_SPIRV_DUMP=$from_tests/modules cargo test | tee $from_tests/cargo-test.log\` first" >&2; exit 1; }
+    echo "-- \`cargo test\` ran the suites on $intel in its default form, SPIR-V: $(ls "$dump" | wc -l) modules"
+    intel_tests_passed "$from_tests/cargo-test.log" kernels
+    intel_tests_passed "$from_tests/cargo-test.log" proofs
+    grep "^test \[$intel\] soundness::" "$from_tests/cargo-test.log" | grep -q " ok$" \
+        || { echo "spirv-check: no soundness test passed on $intel in \`cargo test\`" >&2; exit 1; }
 else
     dump=$(mktemp -d)
     trap 'rm -rf "$dump" "$log"' EXIT
@@ -46,20 +66,13 @@ fi
 export SYCL_RS_KERNEL_IR=spirv SYCL_RS_SPIRV_DUMP=$dump
 
 if [ -z "$from_tests" ]; then
-    echo "-- kernel conformance suite through SPIR-V on $intel"
     set +e
     cargo test -q --test conformance -- "$intel] kernels::" >"$log" 2>&1
     rc=$?
     set -e
     grep '^test result' "$log" || true
-    ran=$(grep -c "^test \[$intel\] kernels::.* ok$" "$log" || true)
-    bad=$(grep "^test \[$intel\] kernels::" "$log" | grep -vc " ok$" || true)
-    if [ "$rc" -ne 0 ] || [ "$ran" -eq 0 ] || [ "$bad" -ne 0 ]; then
-        grep -E "FAILED|failed|panicked" "$log" | head -40 >&2 || true
-        echo "spirv-check: conformance through SPIR-V failed (exit $rc; $ran passed and $bad not passed on $intel)" >&2
-        exit 1
-    fi
-    echo "-- $ran kernel tests passed on $intel through SPIR-V"
+    [ "$rc" -eq 0 ] || { grep -E "FAILED|failed|panicked" "$log" | head -40 >&2 || true; echo "spirv-check: conformance through SPIR-V failed on $intel (exit $rc)" >&2; exit 1; }
+    intel_tests_passed "$log" kernels
 
     # The soundness suite's kernels (deferred release, launch limits, aliasing across
     # mappings) through SPIR-V too, their modules validated below.
