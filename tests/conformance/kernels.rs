@@ -2214,8 +2214,9 @@ fn check_ids(
 }
 
 /// What `Range::launched_on` says of a plain range: whole work-groups (no larger than the
-/// device allows) covering the range with less than one group to spare, or no groups at all
-/// (the native CPU); an nd-range comes back as it is.
+/// device allows) covering the range with less than one group to spare, a dimension smaller
+/// than a group in the next power of two above it, or no groups at all (the native CPU); an
+/// nd-range comes back as it is.
 fn launch_geometry(d: &Device, plain: Range) -> R {
     let what = format!("launched_on({plain:?})");
     let r = plain.launched_on(d).map_err(fail)?;
@@ -2238,6 +2239,12 @@ fn launch_geometry(d: &Device, plain: Range) -> R {
                 check!(
                     l >= 1 && g % l == 0 && g >= n && g - n < l,
                     "{what}: dimension {k}: global {g} for {n} items in groups of {l}"
+                );
+                // A range smaller than a group gets a power of two (a handful of program
+                // builds over many sizes), less than twice its size.
+                check!(
+                    l <= n || l < 2 * n.max(1),
+                    "{what}: dimension {k}: groups of {l} for {n} items"
                 );
             }
             if d.is_cpu() && plain.dims() == 1 {
@@ -3695,6 +3702,16 @@ fn reduce_sizes(d: &Device) -> Vec<usize> {
         .collect()
 }
 
+/// The sizes of `reduce_sizes` that tell an element type's reduction apart from another's: part
+/// of one sub-group, and many sub-groups with a part of one last. (Each size is a program
+/// build per type; the shapes in between are the first integer and float types' to cover.)
+fn reduce_edge_sizes(d: &Device) -> Vec<usize> {
+    [7usize, 1000]
+        .into_iter()
+        .filter(|&s| s <= max_group(d, 1024))
+        .collect()
+}
+
 /// Runs `launch` with groups of each size and compares every item's (sum, min, max) with the
 /// host's over its group.
 fn check_reduce<T: Pod + Debug + PartialEq>(
@@ -3762,10 +3779,11 @@ pub fn reduction_value_stays_checked(d: &Device) -> R {
 
 /// Item 11: `group_sum`, `group_min`, `group_max` for i32, u32, i64, u64, f32 (and f64 with
 /// fp64) return the group's value to every item; integer sums wrap. Group sizes 1, 7, 48,
-/// 100, 256, 1000 (as the device allows).
+/// 100, 256, 1000 (as the device allows) for i32 and f32; 7 and 1000 for the other types.
 pub fn group_reductions(d: &Device) -> R {
     let q = in_order(d)?;
     let sizes = reduce_sizes(d);
+    let edges = reduce_edge_sizes(d);
     let bits = |i: usize| {
         let mut r = Rng((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         r.next();
@@ -3793,7 +3811,7 @@ pub fn group_reductions(d: &Device) -> R {
     )?;
     check_reduce(
         &q,
-        &sizes,
+        &edges,
         |i| (bits(i) >> 7) as u32,
         |c| {
             [
@@ -3807,7 +3825,7 @@ pub fn group_reductions(d: &Device) -> R {
     )?;
     check_reduce(
         &q,
-        &sizes,
+        &edges,
         |i| bits(i) as i64,
         |c| {
             [
@@ -3821,7 +3839,7 @@ pub fn group_reductions(d: &Device) -> R {
     )?;
     check_reduce(
         &q,
-        &sizes,
+        &edges,
         |i| bits(i) | if i % 5 == 0 { 1 << 63 } else { 0 },
         |c| {
             [
@@ -3851,7 +3869,7 @@ pub fn group_reductions(d: &Device) -> R {
     if d.has(Aspect::Fp64) {
         check_reduce(
             &q,
-            &sizes,
+            &edges,
             |i| (bits(i) % 1_000_001) as f64 * 0.125 - 60000.0,
             |c| {
                 [
@@ -4273,17 +4291,23 @@ fn collectives_of<T: CollectiveElem>(
 /// Item 5: work-group and sub-group inclusive and exclusive scans with `+ * min max & | ^`,
 /// reductions with `* & | ^`, broadcasts and `any`/`all` for i32, u32, i64, u64, f32 (f64
 /// with fp64), against the host's folds in linear-id order, on group sizes 1, 100 and 512
-/// (as the device allows). Integer sums and products wrap; the float values make
+/// (as the device allows) for i32 and f32, 100 for u32, 100 and 512 for the 64-bit types. Integer sums and products wrap; the float values make
 /// every partial result exact in any order.
 pub fn group_scans_and_votes(d: &Device) -> R {
     let q = in_order(d)?;
     // (Fewer sizes than the reductions' test: each is a build of twelve kernels.) One item,
     // a partial warp after whole ones, 16 warps (the 64-bit kernels hold 19 results live:
     // on CUDA they have too many registers for groups of 1000).
+    // All three for i32 and f32; the other types are told apart from those by their element
+    // (a partial warp), the 64-bit ones also by their registers (16 warps).
     let sizes: Vec<usize> = [1usize, 100, 512]
         .into_iter()
         .filter(|&s| s <= max_group(d, 1024))
         .collect();
+    let (partial, wide): (&[usize], &[usize]) = match sizes.len() {
+        0 | 1 => (&sizes, &sizes),
+        _ => (&sizes[1..2], &sizes[1..]),
+    };
     let sub_groups = d.has(Aspect::ExtSyclRsSubGroups);
     // Small magnitudes, some negative, a few large; bits set often enough that `&` lives.
     fn int(bits: u64, i: usize) -> u64 {
@@ -4304,7 +4328,7 @@ pub fn group_scans_and_votes(d: &Device) -> R {
     )?;
     collectives_of::<u32>(
         &q,
-        &sizes,
+        partial,
         sub_groups,
         |b, i| int(b, i) as u32,
         &|q, r, x, o, v| run(q, r, group_collectives_u32(x, o, v)),
@@ -4313,7 +4337,7 @@ pub fn group_scans_and_votes(d: &Device) -> R {
     )?;
     collectives_of::<i64>(
         &q,
-        &sizes,
+        wide,
         sub_groups,
         |b, i| int(b, i) as i64 - if i % 3 == 0 { 40 } else { 0 },
         &|q, r, x, o, v| run(q, r, group_collectives_i64(x, o, v)),
@@ -4322,7 +4346,7 @@ pub fn group_scans_and_votes(d: &Device) -> R {
     )?;
     collectives_of::<u64>(
         &q,
-        &sizes,
+        wide,
         sub_groups,
         int,
         &|q, r, x, o, v| run(q, r, group_collectives_u64(x, o, v)),
@@ -4353,7 +4377,7 @@ pub fn group_scans_and_votes(d: &Device) -> R {
     if d.has(Aspect::Fp64) {
         collectives_of::<f64>(
             &q,
-            &sizes,
+            wide,
             sub_groups,
             float,
             &|q, r, x, o, v| run(q, r, group_collectives_f64(x, o, v)),

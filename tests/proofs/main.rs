@@ -474,6 +474,16 @@ pub fn check_kernel(device: &Device, k: &GenKernel) -> Result<(), Failed> {
         ));
         let (us, uout) = run_form(&q, k.unproved, &s)?;
         let mut problems = Vec::new();
+        // A form the driver could not build is a bug of the macro, whichever forms it hits
+        // (both failing alike must not pass as agreement).
+        for (form, status) in [("proved", &ps), ("unproved", &us)] {
+            if status.code() == Some(Errc::Build) {
+                problems.push(format!(
+                    "  the {form} form did not build: {}",
+                    status.describe()
+                ));
+            }
+        }
         if !ps.same(&us) {
             let headline = match (&ps, &us) {
                 (Status::Ok, Status::Failed(..)) => {

@@ -141,7 +141,7 @@ fn require_trials() -> Vec<Trial> {
 
 /// Runs `test` on a thread of its own and gives up after `SYCL_RS_TEST_TIMEOUT` seconds
 /// (default 300): a hang becomes a named failure instead of a stuck run. With
-/// `SYCL_RS_TEST_TRACE=1` each test's start is printed, so a log shows what was running.
+/// `SYCL_RS_TEST_TRACE=1` each test's start and end (with its time) are printed, so a log shows what was running and what took long.
 fn with_watchdog(
     name: String,
     test: impl FnOnce() -> Result<(), Failed> + Send + 'static,
@@ -150,7 +150,9 @@ fn with_watchdog(
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(300u64);
-    if std::env::var("SYCL_RS_TEST_TRACE").is_ok_and(|v| v == "1") {
+    let trace = std::env::var("SYCL_RS_TEST_TRACE").is_ok_and(|v| v == "1");
+    let started = std::time::Instant::now();
+    if trace {
         eprintln!("start {name}");
     }
     let (tx, rx) = std::sync::mpsc::channel();
@@ -170,7 +172,12 @@ fn with_watchdog(
         return Err(Failed::from(format!("cannot start the test thread: {e}")));
     }
     match rx.recv_timeout(std::time::Duration::from_secs(limit)) {
-        Ok(outcome) => outcome,
+        Ok(outcome) => {
+            if trace {
+                eprintln!("end {name}: {:.2} s", started.elapsed().as_secs_f64());
+            }
+            outcome
+        }
         Err(_) => {
             eprintln!("TIMEOUT {name}: still running after {limit} s");
             Err(Failed::from(format!(
@@ -199,16 +206,28 @@ pub fn run_suite_where(
 ) -> ExitCode {
     // Before any thread starts (the harness is single-threaded until it runs the trials).
     std::env::remove_var("ONEAPI_DEVICE_SELECTOR");
-    let args = Arguments::from_args();
+    let mut args = Arguments::from_args();
+    // A driver may build one program at a time per process (PoCL holds one lock around its
+    // compiler), and a test that builds kernels then blocks the test threads that wait on the
+    // same driver. So each test runs on every device in turn (the devices' tests interleave
+    // rather than one device's queueing behind another's), with more test threads than cores
+    // (twice as many, at most 4 more): a thread blocked on one driver leaves its core to
+    // another device's test. (`--test-threads` still decides.)
+    if args.test_threads.is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        args.test_threads = Some(cores + cores.min(4));
+    }
     let mut trials = require_trials();
     for g in global_tests {
         let run = g.run;
         let name = g.name.to_string();
         trials.push(Trial::test(g.name, move || with_watchdog(name, run)));
     }
-    for (index, device) in devices() {
-        let label = device_label(&device, index);
-        for t in device_tests {
+    let devices = devices();
+    for t in device_tests {
+        for (index, device) in &devices {
+            let (index, device) = (*index, device.clone());
+            let label = device_label(&device, index);
             let lacks: Vec<String> = t
                 .needs
                 .iter()

@@ -613,10 +613,18 @@ pub(crate) fn gpu_range(launch: &LaunchRange, device: &Device) -> Result<LaunchR
                 2 => [16, 16, 1],
                 _ => [8, 8, 4],
             };
+            // A range smaller than a group gets the next power of two above it, not its own
+            // size: each work-group size is a program build (`Variant`), and a kernel launched
+            // over sizes 1..n should build a handful of programs, not n. At most half of such
+            // a group's work-items are extra, and they leave before the body.
             let mut out = [1usize; 3];
             for d in 0..n {
                 let cap = if items[d] > 0 { items[d] } else { want[d] };
-                out[d] = want[d].min(cap).min(global[d].max(1)).max(1);
+                let fits = global[d]
+                    .max(1)
+                    .checked_next_power_of_two()
+                    .unwrap_or(usize::MAX);
+                out[d] = want[d].min(cap).min(fits).max(1);
             }
             while out.iter().product::<usize>() > max {
                 let d = (0..3).max_by_key(|&d| out[d]).expect("three dimensions");
