@@ -141,7 +141,8 @@ fn require_trials() -> Vec<Trial> {
 
 /// Runs `test` on a thread of its own and gives up after `SYCL_RS_TEST_TIMEOUT` seconds
 /// (default 300): a hang becomes a named failure instead of a stuck run. With
-/// `SYCL_RS_TEST_TRACE=1` each test's start and end (with its time) are printed, so a log shows what was running and what took long.
+/// `SYCL_RS_TEST_TRACE=1` each test's start and end (with its time) are printed, so a log
+/// shows what was running and what took long.
 fn with_watchdog(
     name: String,
     test: impl FnOnce() -> Result<(), Failed> + Send + 'static,
