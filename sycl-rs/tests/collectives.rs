@@ -6,7 +6,8 @@
 //! it, the test starts itself under `mpirun` with 2, 3 and 4 ranks, then 4 ranks as two
 //! "nodes" of two (`SYCL_RS_RANKS_PER_NODE=2`: a team per node), then 2 ranks where rank 1
 //! never calls. Skips with a reason when `mpirun` is missing, unless `SYCL_RS_REQUIRE_MPI=1`.
-//! The device is the native CPU (`SYCL_RS_COLLECTIVES_DEVICE=cuda` picks one GPU per rank).
+//! The device is the native CPU (`SYCL_RS_COLLECTIVES_DEVICE=cuda` picks one GPU per rank;
+//! another value is an `ONEAPI_DEVICE_SELECTOR`-style filter, such as `opencl:1`).
 
 mod common;
 
@@ -28,6 +29,7 @@ fn ranks_main() -> ExitCode {
     let world = universe.world();
     let device = match std::env::var("SYCL_RS_COLLECTIVES_DEVICE").as_deref() {
         Ok("cuda") => DeviceChoice::RoundRobin(Some("cuda:gpu".into())),
+        Ok(sel) if !sel.is_empty() => DeviceChoice::RoundRobin(Some(sel.into())),
         _ => DeviceChoice::Device(Device::native_cpu()),
     };
     // Interleaved nodes (even ranks on one, odd on the other): only the world team runs.
@@ -50,6 +52,13 @@ fn ranks_main() -> ExitCode {
     let result = (|| -> R {
         let ranks = Ranks::new(&world, options).map_err(e2s)?;
         let q = Queue::in_order(ranks.device()).map_err(e2s)?;
+        println!(
+            "collectives: rank {} of {} on {} ({:?})",
+            world.rank(),
+            world.size(),
+            q.device().name(),
+            q.backend()
+        );
         if let Some(steps) = silent {
             return silent_rank(ranks.node(), &q, steps == "host steps");
         }
