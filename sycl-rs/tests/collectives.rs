@@ -7,7 +7,7 @@
 //! "nodes" of two (`SYCL_RS_RANKS_PER_NODE=2`: a team per node), then 2 ranks where rank 1
 //! never calls. Skips with a reason when `mpirun` is missing, unless `SYCL_RS_REQUIRE_MPI=1`.
 //! The device is the native CPU (`SYCL_RS_COLLECTIVES_DEVICE=cuda` picks one GPU per rank;
-//! another value is an `ONEAPI_DEVICE_SELECTOR`-style filter, such as `opencl:1`).
+//! another value is a device filter such as `opencl:1`: `common::checks::device_choice`).
 
 mod common;
 
@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use common::checks::*;
 use sycl::collective::{Algorithm, ReduceOp, Team, TeamOptions, WorldTeam};
 use sycl::half::bf16;
-use sycl::ranks::{DescriptorPath, DeviceChoice, NodeKey, Ranks, RanksOptions};
-use sycl::{Device, Queue};
+use sycl::ranks::{DescriptorPath, NodeKey, Ranks, RanksOptions};
+use sycl::Queue;
 
 fn ranks_main() -> ExitCode {
     let Some(universe) = sycl::ranks::mpi::initialize() else {
@@ -27,11 +27,7 @@ fn ranks_main() -> ExitCode {
     };
     use sycl::ranks::mpi::traits::Communicator;
     let world = universe.world();
-    let device = match std::env::var("SYCL_RS_COLLECTIVES_DEVICE").as_deref() {
-        Ok("cuda") => DeviceChoice::RoundRobin(Some("cuda:gpu".into())),
-        Ok(sel) if !sel.is_empty() => DeviceChoice::RoundRobin(Some(sel.into())),
-        _ => DeviceChoice::Device(Device::native_cpu()),
-    };
+    let device = device_choice();
     // Interleaved nodes (even ranks on one, odd on the other): only the world team runs.
     let parity = std::env::var("SYCL_RS_TEST_NODE_PARITY").is_ok();
     let node_key = match std::env::var("SYCL_RS_RANKS_PER_NODE")

@@ -11,7 +11,7 @@
 //! - a second group under a key in use: `Errc::Runtime` at once;
 //! - (as root) a process of another user: refused both ways.
 //!
-//! The device is the native CPU (`SYCL_RS_COLLECTIVES_DEVICE=cuda`: one GPU per rank).
+//! The device is the native CPU (`SYCL_RS_COLLECTIVES_DEVICE`: `common::checks::device_choice`).
 
 mod common;
 
@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use common::checks::*;
 use sycl::collective::{Algorithm, Team, TeamOptions};
 use sycl::ipc::transport::{Channel, Listener, PeerPolicy};
-use sycl::ranks::{DeviceChoice, Launch, NodeRanks, RanksOptions};
-use sycl::{Device, Errc, Queue};
+use sycl::ranks::{Launch, NodeRanks, RanksOptions};
+use sycl::{Errc, Queue};
 
 /// Variables of launchers that must not leak from the caller's environment into the ranks.
 const LAUNCHER_VARS: &[&str] = &[
@@ -50,10 +50,7 @@ const LAUNCHER_VARS: &[&str] = &[
 ];
 
 fn options(timeout: Duration) -> RanksOptions {
-    let device = match std::env::var("SYCL_RS_COLLECTIVES_DEVICE").as_deref() {
-        Ok("cuda") => DeviceChoice::RoundRobin(Some("cuda:gpu".into())),
-        _ => DeviceChoice::Device(Device::native_cpu()),
-    };
+    let device = device_choice();
     RanksOptions {
         device,
         timeout,

@@ -2243,7 +2243,7 @@ fn launch_geometry(d: &Device, plain: Range) -> R {
                 // A range smaller than a group gets a power of two (a handful of program
                 // builds over many sizes), less than twice its size.
                 check!(
-                    l <= n || l < 2 * n.max(1),
+                    l < 2 * n.max(1),
                     "{what}: dimension {k}: groups of {l} for {n} items"
                 );
             }

@@ -226,9 +226,8 @@ pub fn run_suite_where(
     }
     let devices = devices();
     for t in device_tests {
-        for (index, device) in &devices {
-            let (index, device) = (*index, device.clone());
-            let label = device_label(&device, index);
+        for &(index, ref device) in &devices {
+            let label = device_label(device, index);
             let lacks: Vec<String> = t
                 .needs
                 .iter()
@@ -238,7 +237,7 @@ pub fn run_suite_where(
             let missing: Vec<String> = (!lacks.is_empty())
                 .then(|| format!("lacks {}", lacks.join(", ")))
                 .into_iter()
-                .chain(skip(t, &device))
+                .chain(skip(t, device))
                 .collect();
             if missing.is_empty() {
                 let d = device.clone();

@@ -8,10 +8,21 @@ use std::time::{Duration, Instant};
 
 use sycl::collective::{Element, ReduceOp, Team, TeamOptions};
 use sycl::half::{bf16, f16};
-use sycl::ranks::NodeRanks;
-use sycl::{Errc, Queue};
+use sycl::ranks::{DeviceChoice, NodeRanks};
+use sycl::{Device, Errc, Queue};
 
 pub type R = Result<(), String>;
+
+/// The ranks' device, from `SYCL_RS_COLLECTIVES_DEVICE`: unset or empty, the native CPU;
+/// `cuda`, one GPU per rank; anything else, an `ONEAPI_DEVICE_SELECTOR`-style filter (such
+/// as `opencl:1`) whose devices the ranks take round-robin.
+pub fn device_choice() -> DeviceChoice {
+    match std::env::var("SYCL_RS_COLLECTIVES_DEVICE").as_deref() {
+        Ok("cuda") => DeviceChoice::RoundRobin(Some("cuda:gpu".into())),
+        Ok(filter) if !filter.is_empty() => DeviceChoice::RoundRobin(Some(filter.into())),
+        _ => DeviceChoice::Device(Device::native_cpu()),
+    }
+}
 
 pub fn e2s(e: sycl::Error) -> String {
     e.to_string()
