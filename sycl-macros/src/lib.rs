@@ -145,10 +145,20 @@ fn scalar_ty(t: Ty) -> TokenStream2 {
     quote!(::sycl::kernel::__rt::ScalarTy::#v)
 }
 
-/// The encoded IR as a `&'static [u32]` literal.
+/// Encoded words as a `&'static [u32]` expression: a byte string in a `Wire` static (one
+/// token, where a slice literal is an expression per word).
 fn words(w: &[u32]) -> TokenStream2 {
-    let w = w.iter().map(|x| Literal::u32_unsuffixed(*x));
-    quote!(&[#(#w),*])
+    if w.is_empty() {
+        return quote!(&[]);
+    }
+    let bytes: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let len = Literal::usize_unsuffixed(bytes.len());
+    let bytes = Literal::byte_string(&bytes);
+    quote!({
+        static WIRE: ::sycl::kernel::__rt::Wire<#len> =
+            ::sycl::kernel::__rt::Wire::from_le_bytes(*#bytes);
+        WIRE.words()
+    })
 }
 
 /// The callees' definitions, each the instance for the types it is called with (any for a

@@ -1275,6 +1275,40 @@ pub enum CpuEntry {
     Template,
 }
 
+/// Encoded words (the IR, guards) as the macros emit them: one little-endian byte string in a
+/// 4-aligned static. A byte string is one token to the compiler, where a slice of number
+/// literals is an expression per word (2.8 million in the collectives' kernels: a third of
+/// the crate's debug build).
+#[repr(C, align(4))]
+pub struct Wire<const BYTES: usize>([u8; BYTES]);
+
+impl<const BYTES: usize> Wire<BYTES> {
+    /// The words whose little-endian bytes are `bytes` (a whole number of words).
+    pub const fn from_le_bytes(mut bytes: [u8; BYTES]) -> Self {
+        assert!(BYTES % 4 == 0, "wire bytes are whole 32-bit words");
+        if cfg!(target_endian = "big") {
+            let mut i = 0;
+            while i < BYTES {
+                let (a, b) = (bytes[i], bytes[i + 1]);
+                bytes[i] = bytes[i + 3];
+                bytes[i + 1] = bytes[i + 2];
+                bytes[i + 2] = b;
+                bytes[i + 3] = a;
+                i += 4;
+            }
+        }
+        Wire(bytes)
+    }
+
+    /// The words, in the target's byte order.
+    pub const fn words(&'static self) -> &'static [u32] {
+        // SAFETY: the bytes are 4-aligned (`repr(align(4))`) and `BYTES / 4` whole words
+        // (`from_le_bytes` asserts it), in native order; every bit pattern is a `u32`; and
+        // the static lives, unchanged, for the whole program.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast::<u32>(), BYTES / 4) }
+    }
+}
+
 /// What the macro knows about a kernel, for [`Definition::new`].
 #[derive(Clone, Copy)]
 pub struct DefinitionParts {
