@@ -658,7 +658,7 @@ pub fn channel_refuses_other_users() -> R {
     // waiting, here for this process, which connects once the intruder has given up.
     let listener = Listener::bind_unique().map_err(fail)?;
     let (mut cmd, _copy) = as_other_user("intruder", &[listener.name().to_string()])?;
-    let child = cmd.spawn().map_err(fail)?;
+    let child = sycl_tests::spawn(&mut cmd)?;
     let name = listener.name().to_string();
     let waiter = std::thread::spawn(move || {
         let out = child.wait_with_output();
@@ -692,7 +692,7 @@ pub fn channel_refuses_other_users() -> R {
     let listener = Listener::bind_unique_with(PeerPolicy::users([OTHER_UID])).map_err(fail)?;
     let (mut cmd, _copy) =
         as_other_user("allowed_user", &[selector_for(&d), listener.name().into()])?;
-    let child = cmd.spawn().map_err(fail)?;
+    let child = sycl_tests::spawn(&mut cmd)?;
     let ch = listener
         .accept(Some(Duration::from_secs(30)))
         .map_err(fail)?;
