@@ -91,7 +91,8 @@ device | device-tests | device-rest | device-mpi | device-collectives)
         timeout "${STEP_TIMEOUT:-240}" "$@" >"$out/$name.log" 2>&1
         local rc=$?
         local counts
-        counts=$(grep -E "^test result:" "$out/$name.log" | tail -1)
+        # (Every result line: a suite with PoCL prints a second process's after its own.)
+        counts=$(grep -E "^test result:" "$out/$name.log" | sed 's/; 0 measured.*//' | paste -sd'|' -)
         printf '%-34s rc=%-3s %4ss %s\n' "$name" "$rc" "$((SECONDS - t0))" "$counts" | tee -a "$summary"
     }
     nvidia-smi -L | tee "$out/gpus.txt"
