@@ -673,10 +673,11 @@ fn main() -> ExitCode {
         }));
     }
     sycl_tests::run_child_role_if_any(&[(CHILD_ROLE, kernel_child)]);
-    // PoCL builds one program at a time per process, and a kernel's forms and work-group sizes
-    // are a dozen builds: on PoCL the even-numbered kernels run (the OpenCL C printer's half of
-    // the suite in CI, where the SPIR-V and native forms run every kernel), which took the
-    // suite from 154 s to 93 s on 2 cores (a cold PoCL cache).
+    // PoCL's builds were most of this suite's CPU time (a kernel's two forms and its work-group
+    // sizes are several builds of 0.5-1.5 s each; the trace summed PoCL's tests to 478 s against
+    // Intel's 118 s): on PoCL the even-numbered kernels run (the OpenCL C printer's half of the
+    // suite in CI, where the SPIR-V and native forms run every kernel), which took the suite
+    // from 154 s to 93 s on 2 cores (a cold PoCL cache).
     sycl_tests::run_suite_where(generated::DEVICE_TESTS, &[], |test, device| {
         let index: usize = test.name.strip_prefix("proofs::k")?.parse().ok()?;
         let pocl = device.platform().name() == "Portable Computing Language";
