@@ -680,8 +680,7 @@ fn main() -> ExitCode {
     // from 154 s to 93 s on 2 cores (a cold PoCL cache).
     sycl_tests::run_suite_where(generated::DEVICE_TESTS, &[], |test, device| {
         let index: usize = test.name.strip_prefix("proofs::k")?.parse().ok()?;
-        let pocl = device.platform().name() == "Portable Computing Language";
-        (pocl && index % 2 == 1 && !env_flag("SYCL_RS_PROOF_EVERY_KERNEL"))
+        (sycl_tests::is_pocl(device) && index % 2 == 1 && !env_flag("SYCL_RS_PROOF_EVERY_KERNEL"))
             .then(|| "odd kernels skip PoCL (SYCL_RS_PROOF_EVERY_KERNEL=1 runs them)".to_string())
     })
 }

@@ -314,9 +314,14 @@ const SHARD_ENV: &str = "SYCL_RS_TEST_SECOND_PROCESS";
 /// Set by the caller: the whole suite in one process.
 pub const ONE_PROCESS_ENV: &str = "SYCL_RS_TEST_ONE_PROCESS";
 
-/// Whether `device`'s driver builds one program at a time per process (PoCL holds one lock
-/// around its compiler): two processes build two at once.
+/// Whether `device`'s driver builds one program at a time per process: PoCL, which holds one
+/// lock around its compiler (two processes build two at once).
 fn builds_one_at_a_time(device: &Device) -> bool {
+    is_pocl(device)
+}
+
+/// Whether `device` is PoCL's (a CPU OpenCL driver whose builds are slow and serialised).
+pub fn is_pocl(device: &Device) -> bool {
     device.backend() == BackendKind::OpenCl
         && device.platform().name() == "Portable Computing Language"
 }
