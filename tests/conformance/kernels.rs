@@ -4291,8 +4291,9 @@ fn collectives_of<T: CollectiveElem>(
 /// Item 5: work-group and sub-group inclusive and exclusive scans with `+ * min max & | ^`,
 /// reductions with `* & | ^`, broadcasts and `any`/`all` for i32, u32, i64, u64, f32 (f64
 /// with fp64), against the host's folds in linear-id order, on group sizes 1, 100 and 512
-/// (as the device allows) for i32 and f32, 100 for u32, 100 and 512 for the 64-bit types. Integer sums and products wrap; the float values make
-/// every partial result exact in any order.
+/// (as the device allows) for i32 and f32, 100 for u32, 100 and 512 for the 64-bit types.
+/// Integer sums and products wrap; the float values make every partial result exact in any
+/// order.
 pub fn group_scans_and_votes(d: &Device) -> R {
     let q = in_order(d)?;
     // (Fewer sizes than the reductions' test: each is a build of twelve kernels.) One item,

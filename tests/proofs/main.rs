@@ -21,8 +21,9 @@
 //! Environment: `SYCL_RS_PROOF_SEED`, `SYCL_RS_PROOF_KERNELS` (build time: which kernels,
 //! how many); `SYCL_RS_PROOF_LAUNCHES` (launches per kernel and device, default 12);
 //! `SYCL_RS_PROOF_EVERY_KERNEL=1` runs the odd-numbered kernels on PoCL too (by default only
-//! the even ones run there: see `main`); `SYCL_RS_PROOF_VERBOSE=1` prints a line per kernel and device (how many launches
-//! succeeded); `SYCL_RS_PROOF_TRACE=1` prints each launch before it runs (to find a crash).
+//! the even ones run there: see `main`); `SYCL_RS_PROOF_VERBOSE=1` prints a line per kernel
+//! and device (how many launches succeeded); `SYCL_RS_PROOF_TRACE=1` prints each launch
+//! before it runs (to find a crash).
 
 use std::fmt::Write as _;
 use std::process::ExitCode;

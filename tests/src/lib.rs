@@ -227,7 +227,7 @@ pub fn run_suite_where(
         || (!args.list
             && cores > 1
             && std::env::var_os(ONE_PROCESS_ENV).is_none()
-            && devices.iter().any(|(_, d)| builds_one_at_a_time(d)));
+            && devices.iter().any(|(_, d)| is_pocl(d)));
     let mut trials = if shard_child {
         Vec::new()
     } else {
@@ -255,7 +255,7 @@ pub fn run_suite_where(
                 .collect();
             // Which process runs it: every other test that runs on a driver that builds one
             // program at a time is the second's; the rest, and every skip, are the first's.
-            let second = sharded && missing.is_empty() && builds_one_at_a_time(device) && {
+            let second = sharded && missing.is_empty() && is_pocl(device) && {
                 serial_tests += 1;
                 serial_tests % 2 == 0
             };
@@ -289,7 +289,10 @@ pub fn run_suite_where(
     let Some(second) = second else {
         return conclusion.exit_code();
     };
-    println!("\nthe suite's second process (every other test of PoCL, which builds one program at a time per process):");
+    println!(
+        "\nthe suite's second process (every other test of PoCL, which builds one program at a \
+         time per process):"
+    );
     let second_passed = match second.join() {
         Ok(Ok(out)) => {
             print!("{}", String::from_utf8_lossy(&out.stdout));
@@ -314,13 +317,8 @@ const SHARD_ENV: &str = "SYCL_RS_TEST_SECOND_PROCESS";
 /// Set by the caller: the whole suite in one process.
 pub const ONE_PROCESS_ENV: &str = "SYCL_RS_TEST_ONE_PROCESS";
 
-/// Whether `device`'s driver builds one program at a time per process: PoCL, which holds one
-/// lock around its compiler (two processes build two at once).
-fn builds_one_at_a_time(device: &Device) -> bool {
-    is_pocl(device)
-}
-
-/// Whether `device` is PoCL's (a CPU OpenCL driver whose builds are slow and serialised).
+/// Whether `device` is PoCL's: a CPU OpenCL driver whose builds are slow and one at a time per
+/// process (one lock around its compiler; two processes build two at once).
 pub fn is_pocl(device: &Device) -> bool {
     device.backend() == BackendKind::OpenCl
         && device.platform().name() == "Portable Computing Language"
