@@ -209,7 +209,7 @@ pub fn run_suite_where(
     std::env::remove_var("ONEAPI_DEVICE_SELECTOR");
     let mut args = Arguments::from_args();
     // A driver may build one program at a time per process (PoCL holds one lock around its
-    // compiler), and a test that builds kernels then blocks the test threads that wait on the
+    // compiler; Intel's CPU runtime builds one at a time too: `builds_one_at_a_time`), and a test that builds kernels then blocks the test threads that wait on the
     // same driver. So each test runs on every device in turn (the devices' tests interleave
     // rather than one device's queueing behind another's), with more test threads than cores
     // (twice as many, at most 4 more): a thread blocked on one driver leaves its core to
@@ -227,7 +227,7 @@ pub fn run_suite_where(
         || (!args.list
             && cores > 1
             && std::env::var_os(ONE_PROCESS_ENV).is_none()
-            && devices.iter().any(|(_, d)| is_pocl(d)));
+            && devices.iter().any(|(_, d)| builds_one_at_a_time(d)));
     let mut trials = if shard_child {
         Vec::new()
     } else {
@@ -238,9 +238,10 @@ pub fn run_suite_where(
         let name = g.name.to_string();
         trials.push(Trial::test(g.name, move || with_watchdog(name, run)));
     }
-    let mut serial_tests = 0usize;
+    // Per device: its runnable tests so far (every other one is the second process's).
+    let mut serial_tests = vec![0usize; devices.len()];
     for t in device_tests {
-        for &(index, ref device) in &devices {
+        for (position, &(index, ref device)) in devices.iter().enumerate() {
             let label = device_label(device, index);
             let lacks: Vec<String> = t
                 .needs
@@ -255,9 +256,9 @@ pub fn run_suite_where(
                 .collect();
             // Which process runs it: every other test that runs on a driver that builds one
             // program at a time is the second's; the rest, and every skip, are the first's.
-            let second = sharded && missing.is_empty() && is_pocl(device) && {
-                serial_tests += 1;
-                serial_tests % 2 == 0
+            let second = sharded && missing.is_empty() && builds_one_at_a_time(device) && {
+                serial_tests[position] += 1;
+                serial_tests[position] % 2 == 0
             };
             if second != shard_child {
                 continue;
@@ -322,6 +323,16 @@ pub const ONE_PROCESS_ENV: &str = "SYCL_RS_TEST_ONE_PROCESS";
 pub fn is_pocl(device: &Device) -> bool {
     device.backend() == BackendKind::OpenCl
         && device.platform().name() == "Portable Computing Language"
+}
+
+/// Whether `device`'s driver builds one program at a time per process, each taking about a
+/// second of one core: PoCL, and Intel's CPU OpenCL runtime (its kernel suite with four test
+/// threads kept 1.1 of 2 cores busy, 72 s; on its own in two processes, 40 s).
+pub fn builds_one_at_a_time(device: &Device) -> bool {
+    is_pocl(device)
+        || (device.backend() == BackendKind::OpenCl
+            && device.platform().name() == "Intel(R) OpenCL"
+            && device.device_type() == sycl::DeviceType::Cpu)
 }
 
 /// Name of the environment variable that tells a re-executed test binary which child role to
