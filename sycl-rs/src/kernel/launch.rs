@@ -1300,7 +1300,9 @@ impl KernelCache {
         raw: &dyn sycl_backend::Context,
         want: Option<KernelIr>,
     ) -> Result<KernelCache> {
-        let forms = raw.kernel_forms();
+        let mut forms = raw.kernel_forms();
+        // (Without the `spirv` feature no SPIR-V is built: such devices take OpenCL C.)
+        forms.retain(|f| cfg!(feature = "spirv") || *f != KernelIr::SpirV);
         let Some(&preferred) = forms.first() else {
             return Err(Error::new(
                 Errc::FeatureNotSupported,
@@ -1501,8 +1503,10 @@ impl KernelCache {
             }
         }
         let src;
+        #[cfg(feature = "spirv")]
         let mut il = None;
         let source = match form {
+            #[cfg(feature = "spirv")]
             KernelIr::SpirV => {
                 let target = super::codegen::spirv::Target {
                     dims: variant.dims,
@@ -1515,6 +1519,13 @@ impl KernelCache {
                 )?);
                 let bytes = &il.as_ref().expect("just built").bytes;
                 sycl_backend::KernelSource::SpirV(bytes)
+            }
+            #[cfg(not(feature = "spirv"))]
+            KernelIr::SpirV => {
+                return Err(Error::new(
+                    Errc::FeatureNotSupported,
+                    "#[sycl::kernel] programs as SPIR-V need sycl-rs's `spirv` feature",
+                ))
             }
             KernelIr::CudaC => {
                 src = program_source(def, resolved, variant, form)?;
@@ -1540,14 +1551,17 @@ impl KernelCache {
                 ),
             )
         })?;
-        let kernel = bundle.kernel(super::codegen::spirv::ENTRY)?;
+        let kernel = bundle.kernel(super::codegen::ENTRY)?;
+        #[cfg(feature = "spirv")]
         let guarded = match il {
             Some(m) if !m.guards.is_empty() => Some((
-                bundle.kernel(super::codegen::spirv::ENTRY_GUARDED)?,
+                bundle.kernel(super::codegen::ENTRY_GUARDED)?,
                 Arc::new(m.guards),
             )),
             _ => None,
         };
+        #[cfg(not(feature = "spirv"))]
+        let guarded = None;
         let built = Built { kernel, guarded };
         *slot = Some(built.clone());
         Ok(built)
@@ -1760,7 +1774,8 @@ pub fn program_source_of<K: GeneratedKernel>(form: KernelIr, range: Range) -> Re
 
 /// The SPIR-V module (bytes) of kernel `K` for launches over `range` (an nd-range), as the
 /// runtime builds it for Level Zero and OpenCL devices with IL support (for validation tests
-/// and tools; needs no device).
+/// and tools; needs no device). With the `spirv` feature.
+#[cfg(feature = "spirv")]
 pub fn spirv_of<K: GeneratedKernel>(range: Range) -> Result<Vec<u8>> {
     let def = K::definition();
     let resolved = resolve(def)?;

@@ -17,7 +17,9 @@ use std::sync::Arc;
 
 use crate::usm::{AsUsmRange, MemoryRecord};
 
-pub use super::launch::{program_source_of, spirv_of, submit};
+#[cfg(feature = "spirv")]
+pub use super::launch::spirv_of;
+pub use super::launch::{program_source_of, submit};
 
 /// The scalar types of the kernel language: the kernel IR's (`sycl-kernel-ir`), one type for
 /// the macro, the IR and the runtime.

@@ -5,14 +5,25 @@
 //! - [`Program`]: a definition's kernel and helpers, decoded and validated once
 //!   (malformed words are `Errc::Build`, never a panic).
 //! - [`c`]: CUDA C++ (for NVRTC) and OpenCL C, printed over the preludes.
-//! - [`spirv`]: SPIR-V modules (Level Zero; OpenCL devices with IL support).
+//! - `spirv`: SPIR-V modules (Level Zero; OpenCL devices with IL support), with the `spirv`
+//!   feature (which the `opencl` and `level-zero` features enable).
 //!
 //! Each back end reads the same validated [`Function`]s and decides its own code shapes from
 //! their target-neutral facts; where a shape is tuned for one vendor's compiler, the back end
 //! says so beside it, with the measurement.
 
 pub(crate) mod c;
+#[cfg(feature = "spirv")]
 pub(crate) mod spirv;
+
+/// The kernel's entry point in every built form (the C sources' kernel function too), with
+/// every check.
+pub(crate) const ENTRY: &str = "sycl_kernel";
+/// A SPIR-V module's second entry point, without the checks that the run-time guards cover
+/// (`Check::Guard`): the launch picks it when every guard holds (it evaluates them on the
+/// host).
+#[cfg(feature = "spirv")]
+pub(crate) const ENTRY_GUARDED: &str = "sycl_kernel_guarded";
 
 pub(crate) use sycl_kernel_ir::Bound;
 

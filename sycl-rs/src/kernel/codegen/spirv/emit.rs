@@ -56,11 +56,7 @@ fn order_semantics(o: MemoryOrder) -> u64 {
 /// `barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)`.
 const BARRIER_SEMANTICS: u64 = 0x8 | 0x100 | 0x200;
 
-/// The kernel's entry point, with every check.
-pub(crate) const ENTRY: &str = "sycl_kernel";
-/// The entry point without the checks that the run-time guards cover (`Check::Guard`): the
-/// launch picks it when every guard holds (it evaluates them on the host).
-pub(crate) const ENTRY_GUARDED: &str = "sycl_kernel_guarded";
+use crate::kernel::codegen::{ENTRY, ENTRY_GUARDED};
 
 /// What one module is built from and for.
 pub(crate) struct Program<'a> {

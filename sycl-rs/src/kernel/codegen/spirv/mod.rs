@@ -8,8 +8,6 @@
 
 mod emit;
 
-pub(crate) use emit::{ENTRY, ENTRY_GUARDED};
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{on_deep_stack, Bound, Program};
