@@ -29,4 +29,7 @@ pub struct KernelInfo {
     pub reduce_bytes: usize,
     /// Bytes of work-group local arrays.
     pub local_bytes: usize,
+    /// The work-group size every launch must have (`#[sycl::kernel(reqd_work_group_size(..))]`,
+    /// in the order of `Range::with_local`, unused dimensions 1); `[0; 3]`: any.
+    pub required_local: [usize; 3],
 }

@@ -1084,8 +1084,12 @@ pub fn kernel_cpu(
     // straight code, since the steps' per-item passes at each iteration cost more than its
     // work (the bench's scan: 20x rayon's time -> 1.0x). Elsewhere the steps are as fast or
     // faster (reduce 1.29x -> 1.95x, softmax 1.50x -> 1.58x rayon's time when run straight).
+    // Only where groups of one may run: not in a kernel that requires larger ones
+    // (`reqd_work_group_size`; the collectives' step kernels, whose straight code took 20 s
+    // of the crate's 87 s release build and never ran).
     let sync_loop = all_steps.iter().any(|s| matches!(s, Step::SyncFor(..)));
-    let single = if sync_loop {
+    let groups_of_one = an.info.required_local.iter().all(|&s| s <= 1);
+    let single = if sync_loop && groups_of_one {
         let body = RustEmitter::new(f, param_names, Some(an), Ctx::Single).block(&f.body);
         quote! {
             if __args.group_items() == 1 {

@@ -32,10 +32,9 @@ use ir::{ParamKind, SigParam, Ty};
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     let attr = TokenStream2::from(attr);
-    // `__no_proofs` (testing only, undocumented for users): every access stays checked and
-    // every code form general, the twin the differential test compares each kernel with.
-    let Some(options) = kernel_options(&attr) else {
-        return no_arguments(attr);
+    let options = match kernel_options(&attr) {
+        Ok(options) => options,
+        Err(e) => return e.to_compile_error().into(),
     };
     match syn::parse::<syn::ItemFn>(item) {
         Ok(func) => with_structs(func, options, attr, &[])
@@ -45,13 +44,55 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
-/// The options a `#[sycl::kernel(..)]` attribute's tokens give.
-fn kernel_options(attr: &TokenStream2) -> Option<KernelOptions> {
-    match attr.to_string().as_str() {
-        "__no_proofs" => Some(KernelOptions { proofs: false }),
-        "" => Some(KernelOptions { proofs: true }),
-        _ => None,
+/// The options a `#[sycl::kernel(..)]` attribute's tokens give: `reqd_work_group_size(x)`,
+/// `(x, y)` or `(x, y, z)`, and `__no_proofs` (testing only, undocumented for users: every
+/// access stays checked and every code form general, the twin the differential test compares
+/// each kernel with).
+fn kernel_options(attr: &TokenStream2) -> syn::Result<KernelOptions> {
+    use syn::punctuated::Punctuated;
+    let mut options = KernelOptions {
+        proofs: true,
+        work_group_size: None,
+    };
+    let args = syn::parse::Parser::parse2(
+        Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
+        attr.clone(),
+    )?;
+    for arg in args {
+        match &arg {
+            syn::Meta::Path(p) if p.is_ident("__no_proofs") && options.proofs => {
+                options.proofs = false
+            }
+            syn::Meta::List(list)
+                if list.path.is_ident("reqd_work_group_size")
+                    && options.work_group_size.is_none() =>
+            {
+                let sizes = list
+                    .parse_args_with(Punctuated::<syn::LitInt, syn::Token![,]>::parse_terminated)?;
+                if sizes.is_empty() || sizes.len() > 3 {
+                    return Err(syn::Error::new_spanned(
+                        list,
+                        "`reqd_work_group_size` takes one to three sizes, in the order of `Range::with_local`",
+                    ));
+                }
+                let mut size = [1usize; 3];
+                for (d, s) in sizes.iter().enumerate() {
+                    size[d] = s.base10_parse()?;
+                    if size[d] == 0 {
+                        return Err(syn::Error::new_spanned(s, "a work-group size is at least 1"));
+                    }
+                }
+                options.work_group_size = Some(size);
+            }
+            _ => {
+                return Err(syn::Error::new_spanned(
+                    &arg,
+                    "#[sycl::kernel] takes one argument, once: `reqd_work_group_size(x)`, `(x, y)` or `(x, y, z)`",
+                ))
+            }
+        }
     }
+    Ok(options)
 }
 
 /// Translates a kernel once every struct its signature names has a layout; before that,
@@ -91,8 +132,7 @@ pub fn derive_kernel_type(item: TokenStream) -> TokenStream {
 pub fn __kernel_with_types(input: TokenStream) -> TokenStream {
     let run = || -> syn::Result<TokenStream2> {
         let w: structs::WithTypes = syn::parse(input)?;
-        let options = kernel_options(&w.attr)
-            .ok_or_else(|| syn::Error::new_spanned(&w.attr, "this attribute takes no arguments"))?;
+        let options = kernel_options(&w.attr)?;
         let func: syn::ItemFn = syn::parse2(w.item)?;
         with_structs(func, options, w.attr, &w.layouts)
     };
@@ -124,6 +164,9 @@ fn no_arguments(attr: TokenStream2) -> TokenStream {
 struct KernelOptions {
     /// Use the bounds analysis' proofs (off only for the differential test's twins).
     proofs: bool,
+    /// The work-group size every launch must have (`reqd_work_group_size`), unused
+    /// dimensions 1.
+    work_group_size: Option<[usize; 3]>,
 }
 
 fn scalar_ty(t: Ty) -> TokenStream2 {
@@ -199,7 +242,10 @@ fn instance(
 ) -> syn::Result<Instance> {
     let f = parse::function(item, parse::Role::Kernel, structs)?;
     let consts = parse::const_params(&item.sig.generics)?;
-    let an = analyze::kernel(&f)?;
+    let mut an = analyze::kernel(&f)?;
+    if let Some(size) = options.work_group_size {
+        an.info.required_local = size;
+    }
     // The kernel's one bounds analysis: every form reads its proofs.
     let bounds = if options.proofs {
         bounds::Bounds::new(&f)
@@ -290,6 +336,7 @@ fn instance(
     );
     let reduce_bytes = Literal::usize_unsuffixed(an.info.reduce_bytes);
     let local_bytes = Literal::usize_unsuffixed(an.info.local_bytes);
+    let required_local = an.info.required_local.map(Literal::usize_unsuffixed);
     let parts = quote! {
         ::sycl::kernel::__rt::DefinitionParts {
             name: #name_str,
@@ -308,6 +355,7 @@ fn instance(
                 sub_groups: #sub_groups,
                 reduce_bytes: #reduce_bytes,
                 local_bytes: #local_bytes,
+                required_local: [#(#required_local),*],
             },
             cpu: #cpu_entry,
         }

@@ -3480,6 +3480,24 @@ fn barrier_rotate(x: &[u32], rounds: u32, y: &mut [u32]) {
     y[g] = tile[l];
 }
 
+/// `barrier_rotate` in the work-groups of 32 it requires (the native CPU form has no path for
+/// groups of one item).
+#[sycl::kernel(reqd_work_group_size(32))]
+fn barrier_rotate_32(x: &[u32], rounds: u32, y: &mut [u32]) {
+    let tile = local_array::<u32, 32>();
+    let l = local_id(0);
+    let g = global_id(0);
+    tile[l] = x[g];
+    barrier();
+    for _r in 0..rounds {
+        let v = tile[(l + 1) % 32];
+        barrier();
+        tile[l] = v + 1;
+        barrier();
+    }
+    y[g] = tile[l];
+}
+
 /// A tree reduction: log2(group size) rounds, each ending with a barrier.
 #[sycl::kernel]
 fn barrier_tree_sum(x: &[u32], steps: u32, y: &mut [u32]) {
@@ -3514,9 +3532,42 @@ fn reduce_in_loop(x: &[u32], rounds: u32, out: &mut [u32]) {
 
 /// Item 10: barriers inside `for` loops with uniform bounds (several phases, values moving
 /// between items every phase): a rotation by one slot per round, and a tree reduction. Groups
-/// of one work-item too (the native CPU runs such kernels as straight code).
+/// of one work-item too (the native CPU runs such kernels as straight code). The rotation
+/// again in a kernel that requires groups of 32 (`reqd_work_group_size`): it runs in those,
+/// and any other work-group size, or none, is refused with `Errc::NdRange`.
 pub fn barrier_in_uniform_loops(d: &Device) -> R {
     let q = in_order(d)?;
+    if max_group(d, 1024) >= 32 {
+        let n = 32 * 5;
+        let x: Vec<u32> = (0..n as u32)
+            .map(|k| k.wrapping_mul(2_246_822_519))
+            .collect();
+        let (dx, y) = (upload(&q, &x)?, filled(&q, n, SENTINEL)?);
+        let rounds = 7u32;
+        run(
+            &q,
+            Range::d1(n).with_local([32, 1, 1]),
+            barrier_rotate_32(&dx, rounds, &y),
+        )?;
+        let want: Vec<u32> = (0..n)
+            .map(|g| x[g - g % 32 + (g % 32 + rounds as usize) % 32].wrapping_add(rounds))
+            .collect();
+        compare(&q.to_vec(&y).map_err(fail)?, &want, |g| {
+            format!("groups of 32 required: item {g}")
+        })?;
+        for (range, what) in [
+            (Range::d1(n), "a plain range"),
+            (Range::d1(n).with_local([1, 1, 1]), "groups of 1"),
+            (Range::d1(n).with_local([16, 1, 1]), "groups of 16"),
+            (Range::d2(n, 2).with_local([32, 2, 1]), "groups of [32, 2]"),
+        ] {
+            refused(
+                q.parallel_for(range, &[], barrier_rotate_32(&dx, rounds, &y)),
+                Errc::NdRange,
+                &format!("reqd_work_group_size(32), {what}"),
+            )?;
+        }
+    }
     for local in [1usize, 32, 256, max_group(d, 1024)] {
         if local > max_group(d, 1024) {
             continue;

@@ -291,8 +291,8 @@ pub fn run_suite_where(
         return conclusion.exit_code();
     };
     println!(
-        "\nthe suite's second process (every other test of PoCL, which builds one program at a \
-         time per process):"
+        "\nthe suite's second process (every other test of each driver that builds one program \
+         at a time per process: PoCL, Intel's CPU OpenCL):"
     );
     let second_passed = match second.join() {
         Ok(Ok(out)) => {

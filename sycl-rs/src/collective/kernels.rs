@@ -128,7 +128,9 @@ pub(crate) fn copy_vectors(src: &[[u32; 4]], dst: &mut [[u32; 4]]) {
 /// error, so a team that failed stays failed, and a wait that finds it set (another group's
 /// failure: a mismatch seen in one group leaves the others' peers silent) fails with it at
 /// once instead of at the time-out.
-#[sycl::kernel]
+///
+/// Every step kernel runs in work-groups of 256 (`GROUP`, checked beside it).
+#[sycl::kernel(reqd_work_group_size(256))]
 pub(crate) fn team_step<T: sycl::Scalar>(
     me: u32,
     n: u32,
@@ -426,7 +428,7 @@ pub(crate) fn team_step<T: sycl::Scalar>(
 /// whose offsets, counts and ranges are whole vectors.
 macro_rules! vector_step {
     ($name:ident, $t:ident, $v:tt) => {
-        #[sycl::kernel]
+        #[sycl::kernel(reqd_work_group_size(256))]
         pub(crate) fn $name(
             me: u32,
             n: u32,
@@ -816,7 +818,7 @@ macro_rules! vector_step {
 /// after this rank's previous step on the same half met it, as every step of the team.
 macro_rules! push_step {
     ($name:ident $(<$g:ident: sycl::Scalar>)?, $t:ident, $v:tt) => {
-        #[sycl::kernel]
+        #[sycl::kernel(reqd_work_group_size(256))]
         pub(crate) fn $name$(<$g: sycl::Scalar>)?(
             me: u32,
             n: u32,

@@ -61,6 +61,8 @@ use kernels::{team_step, MAX_RANKS, MOVE_FROM_ROOT, MOVE_GATHER, MOVE_NONE, MOVE
 const MAX_GROUPS: usize = 1024;
 /// Work-items per work-group.
 const GROUP: usize = 256;
+// (The step kernels require it: `reqd_work_group_size(256)` in kernels.rs.)
+const _: () = assert!(GROUP == 256);
 /// A pad's slots for one parity of steps: one per work-group and rank.
 const PAD_SLOTS: usize = MAX_GROUPS * MAX_RANKS;
 /// Pad words per rank: the slots of steps whose first epoch is even, those of steps whose

@@ -362,6 +362,17 @@ fn check_range(p: &DefinitionParts, range: &Range, device: &Device) -> Result<()
             ),
         ));
     }
+    let required = p.info.required_local;
+    if required != [0; 3] && launch.local != Some(required) {
+        return Err(Error::new(
+            Errc::NdRange,
+            format!(
+                "kernel `{}` requires work-groups of {required:?} (its `reqd_work_group_size`); the range has {}",
+                p.name,
+                launch.local.map_or("none".to_string(), |l| format!("{l:?}"))
+            ),
+        ));
+    }
     if launch.local.is_none() && (p.info.group || p.info.nd_queries) {
         return Err(Error::new(
             Errc::NdRange,
@@ -1393,6 +1404,18 @@ pub(crate) struct Variant {
     guarded: bool,
 }
 
+/// Writes a C program under `SYCL_RS_SOURCE_DUMP`, if set, as the driver gets it, named by
+/// kernel, variant (dimensions, work-group size, `g1` where the launch's guards held) and
+/// process: what ran, to read or to build elsewhere (`SYCL_RS_SPIRV_DUMP` is SPIR-V's).
+fn dump_source(name: &str, variant: Variant, extension: &str, source: &str) {
+    let [x, y, z] = variant.local;
+    let stem = format!(
+        "{name}-d{}-{x}x{y}x{z}-g{}",
+        variant.dims, variant.guarded as u8
+    );
+    super::codegen::dump("SYCL_RS_SOURCE_DUMP", &stem, extension, source.as_bytes());
+}
+
 /// Whether every condition of a kernel's guard holds for this launch (never with
 /// `SYCL_RS_KERNEL_GUARDS=0`, which keeps every check the guards would drop, to compare),
 /// evaluated as the device would (`Bound::eval`, the preludes' saturating `u64`
@@ -1529,10 +1552,12 @@ impl KernelCache {
             }
             KernelIr::CudaC => {
                 src = program_source(def, resolved, variant, form)?;
+                dump_source(def.parts.name, variant, "cu", &src);
                 sycl_backend::KernelSource::CudaC(&src)
             }
             KernelIr::OpenClC => {
                 src = program_source(def, resolved, variant, form)?;
+                dump_source(def.parts.name, variant, "cl", &src);
                 sycl_backend::KernelSource::OpenClC(&src)
             }
             KernelIr::Rust => {

@@ -66,6 +66,49 @@
 //! rules for barriers (they must be reached by every work-item of a group: at the top level of
 //! the kernel or in a `for` loop with uniform bounds, which the macro checks).
 //!
+//! `#[sycl::kernel(reqd_work_group_size(x))]` (or `(x, y)`, `(x, y, z)`, in the order of
+//! [`Range::with_local`]) is SYCL's `reqd_work_group_size`: every launch must be an nd-range
+//! with exactly those work-groups, or it is refused with `Errc::NdRange`. Device compilers
+//! know the size as they build (they do anyway: each work-group size is a program of its
+//! own), and the native CPU form leaves out its straight-code path for groups of one item,
+//! which such a kernel never runs.
+//!
+//! ```
+//! use sycl::kernel::*;
+//!
+//! /// Each group of 64 sums its items' values (a tree over local memory).
+//! #[sycl::kernel(reqd_work_group_size(64))]
+//! fn group_sums(x: &[u32], sums: &mut [u32]) {
+//!     let tile = local_array::<u32, 64>();
+//!     let l = local_id(0);
+//!     tile[l] = x[global_id(0)];
+//!     barrier();
+//!     for k in 0..6u32 {
+//!         let stride = 32 >> k;
+//!         if l < stride {
+//!             tile[l] = tile[l] + tile[l + stride];
+//!         }
+//!         barrier();
+//!     }
+//!     if l == 0 {
+//!         sums[group_id(0)] = tile[0];
+//!     }
+//! }
+//!
+//! let q = sycl::Queue::in_order(&sycl::Device::native_cpu())?;
+//! let x = sycl::malloc_shared::<u32>(128, &q)?;
+//! let sums = sycl::malloc_shared::<u32>(2, &q)?;
+//! q.write(&x, &[1; 128])?;
+//! let r = Range::d1(128).with_local([64, 1, 1]);
+//! q.parallel_for(r, &[], group_sums(&x, &sums))?.wait()?;
+//! assert_eq!(q.to_vec(&sums)?, vec![64, 64]);
+//! // Another work-group size is refused before anything runs.
+//! let other = Range::d1(128).with_local([32, 1, 1]);
+//! let e = q.parallel_for(other, &[], group_sums(&x, &sums)).err().expect("refused");
+//! assert_eq!(e.code(), sycl::Errc::NdRange);
+//! # Ok::<(), sycl::Error>(())
+//! ```
+//!
 //! Inside a kernel these names need no `use`: the macro knows them (as bare names or as
 //! `sycl::kernel::name`), so they are reserved there. The functions below document them;
 //! called outside a kernel, they panic.

@@ -27,6 +27,26 @@ pub(crate) const ENTRY_GUARDED: &str = "sycl_kernel_guarded";
 
 pub(crate) use sycl_kernel_ir::Bound;
 
+/// Writes a built program (`bytes`) into the directory the environment variable `env` names,
+/// if set, as `<stem>-<pid>-<n>.<extension>`: `SYCL_RS_SPIRV_DUMP` (SPIR-V modules, which CI
+/// validates) and `SYCL_RS_SOURCE_DUMP` (C programs). A failure to write is logged: CI fails
+/// on a dump with fewer modules than kernels built.
+pub(crate) fn dump(env: &str, stem: &str, extension: &str, bytes: &[u8]) {
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let Some(dir) = std::env::var_os(env) else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let file = dir.join(format!(
+        "{stem}-{}-{}.{extension}",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&file, bytes)) {
+        log::warn!("{env}: writing {}: {e}", file.display());
+    }
+}
+
 use sycl_kernel_ir::validate::{validate_call, Role};
 use sycl_kernel_ir::wire::WireError;
 use sycl_kernel_ir::{Expr, ExprKind, Function};

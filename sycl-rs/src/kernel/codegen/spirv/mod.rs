@@ -8,8 +8,6 @@
 
 mod emit;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use super::{on_deep_stack, Bound, Program};
 use crate::kernel::__rt::{Definition, HelperDef};
 use crate::Result;
@@ -74,24 +72,12 @@ fn build_module(
     })
 }
 
-/// Writes the module under `SYCL_RS_SPIRV_DUMP`, if set (a failure to write is logged: the
-/// dump is for validation, and CI fails on a dump with fewer modules than kernels built).
+/// Writes the module under `SYCL_RS_SPIRV_DUMP`, if set (for validation: CI validates every
+/// module the tests built).
 fn dump(name: &str, target: &Target, bytes: &[u8]) {
-    static SEQ: AtomicUsize = AtomicUsize::new(0);
-    let Some(dir) = std::env::var_os("SYCL_RS_SPIRV_DUMP") else {
-        return;
-    };
-    let dir = std::path::PathBuf::from(dir);
     let [x, y, z] = target.local;
-    let file = dir.join(format!(
-        "{name}-d{}-{x}x{y}x{z}-{}-{}.spv",
-        target.dims,
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&file, bytes)) {
-        log::warn!("SYCL_RS_SPIRV_DUMP: writing {}: {e}", file.display());
-    }
+    let stem = format!("{name}-d{}-{x}x{y}x{z}", target.dims);
+    super::dump("SYCL_RS_SPIRV_DUMP", &stem, "spv", bytes);
 }
 
 #[cfg(test)]
