@@ -209,14 +209,15 @@ pub fn run_suite_where(
     std::env::remove_var("ONEAPI_DEVICE_SELECTOR");
     let mut args = Arguments::from_args();
     // A driver may build one program at a time per process (PoCL holds one lock around its
-    // compiler; Intel's CPU runtime builds one at a time too: `builds_one_at_a_time`), and a test that builds kernels then blocks the test threads that wait on the
-    // same driver. So each test runs on every device in turn (the devices' tests interleave
-    // rather than one device's queueing behind another's), with more test threads than cores
-    // (twice as many, at most 4 more): a thread blocked on one driver leaves its core to
-    // another device's test. (`--test-threads` still decides.) And every other test of such a
-    // driver runs in a second process: the same binary and arguments, which runs only those
-    // (`SHARD_ENV`), its output printed after this process's own (`ONE_PROCESS_ENV` keeps the
-    // suite in one). The conformance suite on 2 cores, cold PoCL cache: 151 s -> 116 s.
+    // compiler; Intel's CPU runtime builds one at a time too: `builds_one_at_a_time`), and a test
+    // that builds kernels then blocks the test threads that wait on the same driver. So each test
+    // runs on every device in turn (the devices' tests interleave rather than one device's queueing
+    // behind another's), with more test threads than cores (twice as many, at most 4 more): a
+    // thread blocked on one driver leaves its core to another device's test. (`--test-threads`
+    // still decides.) And every other test of such a driver runs in a second process: the same
+    // binary and arguments, which runs only those (`SHARD_ENV`), its output printed after this
+    // process's own (`ONE_PROCESS_ENV` keeps the suite in one). The conformance suite on 2 cores,
+    // cold PoCL cache: 151 s -> 116 s.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if args.test_threads.is_none() {
         args.test_threads = Some(cores + cores.min(4));
