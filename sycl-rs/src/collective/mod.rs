@@ -37,6 +37,7 @@
 //! ```
 
 mod graph;
+mod halves;
 mod host;
 mod kernels;
 #[cfg(feature = "mpi")]
@@ -285,6 +286,9 @@ mod sealed {
         fn product(a: Self, b: Self) -> Self;
         fn minimum(a: Self, b: Self) -> Self;
         fn maximum(a: Self, b: Self) -> Self;
+        /// The 16-bit float format of the half types, whose host reductions go through f32
+        /// lanes ([`super::halves`]); `None` for the others.
+        const HALF: Option<super::halves::HalfFormat>;
         /// The step as this type's `team_step_x{8,4,2}_<type>` over its 16-byte vectors where
         /// it fits (`vector_launch!`). Each type has its own vector kernels: the generic
         /// kernels they replace were translated and compiled for every width and type, two
@@ -332,6 +336,8 @@ macro_rules! elements {
         }
     )*};
     (@ops int $t:ty) => {
+        #[allow(private_interfaces)]
+        const HALF: Option<halves::HalfFormat> = None;
         #[inline(always)]
         fn sum(a: Self, b: Self) -> Self { a.wrapping_add(b) }
         #[inline(always)]
@@ -342,6 +348,8 @@ macro_rules! elements {
         fn maximum(a: Self, b: Self) -> Self { a.max(b) }
     };
     (@ops float $t:ty) => {
+        #[allow(private_interfaces)]
+        const HALF: Option<halves::HalfFormat> = None;
         #[inline(always)]
         fn sum(a: Self, b: Self) -> Self { a + b }
         #[inline(always)]
@@ -353,6 +361,8 @@ macro_rules! elements {
     };
     // As the kernels: `+` and `*` are `half`'s (through f32, rounded), `min`/`max` f32's.
     (@ops half $t:ty) => {
+        #[allow(private_interfaces)]
+        const HALF: Option<halves::HalfFormat> = Some(<$t as halves::HalfType>::FORMAT);
         #[inline(always)]
         fn sum(a: Self, b: Self) -> Self { a + b }
         #[inline(always)]
