@@ -2,13 +2,14 @@
 //! (`sycl::ranks::NodeRanks`) and teams over them (`sycl::collective::Team`). The Python half
 //! (`sycl_rs/collective.py`) turns tensors into `Memory` through DLPack and names dtypes.
 
+use std::any::Any;
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use sycl::collective::{Algorithm, ReduceOp, Team, TeamGraph, TeamOptions, TeamRecorder};
 use sycl::half::{bf16, f16};
-use sycl::ranks::{DeviceChoice, Launch, NodeRanks, RanksOptions};
-use sycl::{Errc, UsmRange};
+use sycl::ranks::{DeviceChoice, Launch, NodeBuffer, NodeRanks, RanksOptions};
+use sycl::{AsUsmRange, Errc, UsmRange};
 
 use crate::errors::{error, IntoPy};
 use crate::memory::Memory;
@@ -117,6 +118,8 @@ impl PyNodeRanks {
 pub struct PyTeam {
     /// One operation at a time: a team's operations are ordered by their calls.
     inner: Mutex<Team<'static>>,
+    /// The team's ranks (its symmetric buffers are theirs).
+    ranks: Arc<NodeRanks>,
     queue: sycl::Queue,
     rank: usize,
     size: usize,
@@ -260,10 +263,11 @@ impl PyTeam {
                     Some(q) => q.inner.clone(),
                     None => sycl::Queue::in_order(ranks.device())?,
                 };
-                Team::with_shared_ranks(ranks, &queue, options)
+                Team::with_shared_ranks(ranks.clone(), &queue, options)
             })
             .py_err()?;
         Ok(PyTeam {
+            ranks,
             queue: team.queue().clone(),
             rank: team.rank(),
             size: team.size(),
@@ -361,6 +365,73 @@ impl PyTeam {
         })
     }
 
+    /// A symmetric buffer of `count` elements of `dtype` per rank on the team's device, every
+    /// rank's part opened by every other rank (`sycl::ranks::NodeBuffer`). Collective: every
+    /// rank passes the same `count` and `dtype`.
+    fn symmetric_buffer(
+        &self,
+        py: Python<'_>,
+        count: usize,
+        dtype: &str,
+    ) -> PyResult<PySymmetricBuffer> {
+        with_element!(dtype, T => {
+            let buffer = py
+                .detach(|| self.ranks.node_buffer_shared::<T>(&self.queue, count))
+                .py_err()?;
+            let parts = (0..self.size)
+                .map(|r| buffer.peer(r)?.usm_range().cast::<u8>())
+                .collect::<sycl::Result<Vec<_>>>()
+                .py_err()?;
+            Ok(PySymmetricBuffer {
+                inner: Mutex::new(Some(Box::new(buffer))),
+                dtype: dtype.to_owned(),
+                count,
+                rank: self.rank,
+                parts,
+                queue: self.queue.clone(),
+            })
+        })
+    }
+
+    /// `recv` = the reduction of elements `start .. start + count` of every rank's part of
+    /// `buf` (a symmetric buffer of this team), read where they lie: no copy into the team's
+    /// buffer (`Team::all_reduce_symmetric`). `count` defaults to the rest of the part.
+    #[pyo3(signature = (buf, recv, op="sum", start=0, count=None, deps=Vec::new()))]
+    #[allow(clippy::too_many_arguments)]
+    fn all_reduce_symmetric(
+        &self,
+        py: Python<'_>,
+        buf: &PySymmetricBuffer,
+        recv: &Memory,
+        op: &str,
+        start: usize,
+        count: Option<usize>,
+        deps: Vec<PyRef<'_, Event>>,
+    ) -> PyResult<Event> {
+        let op = reduce_op(op)?;
+        let count = count.unwrap_or(buf.count.saturating_sub(start));
+        let end = start.checked_add(count).ok_or_else(|| {
+            error(
+                Errc::Invalid,
+                format!("elements {start}..{start}+{count} overflow"),
+            )
+        })?;
+        // Held through the call: the buffer is not closed under it.
+        let guard = buf.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = guard
+            .as_ref()
+            .ok_or_else(|| error(Errc::Invalid, "the symmetric buffer was closed"))?;
+        with_element!(buf.dtype.as_str(), T => {
+            let send = inner
+                .downcast_ref::<NodeBuffer<'static, T>>()
+                .expect("a symmetric buffer holds a NodeBuffer of its dtype");
+            let r = elements::<T>(recv)?;
+            self.run(py, &deps, |team, deps| {
+                team.all_reduce_symmetric(send, start..end, &r, op, deps)
+            })
+        })
+    }
+
     /// Completes when every rank has reached it (and its `deps` completed).
     #[pyo3(signature = (deps=Vec::new()))]
     fn barrier(&self, py: Python<'_>, deps: Vec<PyRef<'_, Event>>) -> PyResult<Event> {
@@ -441,6 +512,78 @@ impl PyTeam {
     }
 }
 
+/// A buffer every rank of a team allocated a part of, opened by every other rank
+/// (`sycl::ranks::NodeBuffer`), made by `Team.symmetric_buffer`: operations read the peers'
+/// parts where they lie (`Team.all_reduce_symmetric`).
+#[pyclass(module = "sycl_rs.collective", name = "SymmetricBuffer", frozen)]
+pub struct PySymmetricBuffer {
+    /// The `NodeBuffer<'static, T>` of `dtype`'s `T`; `None` once closed.
+    inner: Mutex<Option<Box<dyn Any + Send + Sync>>>,
+    dtype: String,
+    count: usize,
+    rank: usize,
+    /// Every rank's part as bytes, by rank (each range keeps its allocation alive).
+    parts: Vec<UsmRange<u8>>,
+    queue: sycl::Queue,
+}
+
+#[pymethods]
+impl PySymmetricBuffer {
+    /// The element type's name.
+    #[getter]
+    fn dtype(&self) -> &str {
+        &self.dtype
+    }
+
+    /// Elements per rank.
+    #[getter]
+    fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Rank `rank`'s part (this rank's own, or a peer's opened here) as `Memory` of the
+    /// team's queue: the same bytes the peers read and write, zero-copy.
+    fn part(&self, rank: usize) -> PyResult<Memory> {
+        let range = self.parts.get(rank).ok_or_else(|| {
+            error(
+                Errc::Invalid,
+                format!("rank {rank}: the buffer has {} parts", self.parts.len()),
+            )
+        })?;
+        Ok(Memory::view(range.clone(), self.queue.clone()))
+    }
+
+    /// Closes the buffer now: every rank closes its peers' parts, and no part is freed before
+    /// every rank closed it (collective, like `MPI_Win_free`). `RuntimeError` when a rank is
+    /// gone or the time-out passed first. Views of the parts keep their memory until they go.
+    /// A second call does nothing. Without it the buffer closes when garbage collected, each
+    /// rank then waiting for the others.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(buffer) = taken else {
+            return Ok(());
+        };
+        with_element!(self.dtype.as_str(), T => {
+            let buffer = buffer
+                .downcast::<NodeBuffer<'static, T>>()
+                .expect("a symmetric buffer holds a NodeBuffer of its dtype");
+            py.detach(move || buffer.close()).py_err()
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        let closed = self.inner.lock().map(|g| g.is_none()).unwrap_or(true);
+        format!(
+            "SymmetricBuffer(count={}, dtype={:?}, rank={}, parts={}{})",
+            self.count,
+            self.dtype,
+            self.rank,
+            self.parts.len(),
+            if closed { ", closed" } else { "" }
+        )
+    }
+}
+
 /// One operation to record: `(kind, send, recv, dtype, op, root)`.
 type RecordedOp<'py> = (
     String,
@@ -479,5 +622,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyNodeRanks>()?;
     m.add_class::<PyTeam>()?;
     m.add_class::<PyGraph>()?;
+    m.add_class::<PySymmetricBuffer>()?;
     Ok(())
 }

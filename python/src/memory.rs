@@ -37,11 +37,14 @@ pub struct Memory {
     foreign: bool,
 }
 
-/// What a `Memory` owns: USM (allocated, opened or foreign) or a virtual-memory mapping.
+/// What a `Memory` owns: USM (allocated, opened or foreign), a virtual-memory mapping, or a
+/// view of memory something else owns (a symmetric buffer's part).
 enum Owner {
     Usm(Usm<u8>),
     /// Shared only for the time of a `set_access_mode` (which runs without the owner's lock).
     Mapping(Arc<Mapping>),
+    /// Bytes of an allocation its owner releases (the range keeps the allocation alive).
+    View(UsmRange<u8>),
 }
 
 impl Owner {
@@ -49,6 +52,7 @@ impl Owner {
         match self {
             Owner::Usm(u) => u.range(bytes),
             Owner::Mapping(m) => m.as_range::<u8>()?.sub(bytes),
+            Owner::View(v) => v.sub(bytes),
         }
     }
 
@@ -57,6 +61,7 @@ impl Owner {
             Owner::Usm(u) => u.kind(),
             // Mappings are device memory (host-accessible on CPU devices).
             Owner::Mapping(_) => UsmKind::Device,
+            Owner::View(v) => v.kind(),
         }
     }
 
@@ -64,6 +69,7 @@ impl Owner {
         match self {
             Owner::Usm(u) => u.is_read_only(),
             Owner::Mapping(m) => m.as_range::<u8>().is_ok_and(|r| r.is_read_only()),
+            Owner::View(v) => v.is_read_only(),
         }
     }
 }
@@ -87,6 +93,19 @@ impl Memory {
             nbytes,
             queue,
             opened,
+            foreign: false,
+        }
+    }
+
+    /// A view of `range`, for commands of `queue`: its owner releases it, never this object
+    /// (`free` is refused).
+    pub fn view(range: UsmRange<u8>, queue: sycl::Queue) -> Memory {
+        Memory {
+            nbytes: range.byte_len(),
+            owner: Mutex::new(Some(Owner::View(range))),
+            start: 0,
+            queue,
+            opened: false,
             foreign: false,
         }
     }
@@ -126,6 +145,14 @@ impl Memory {
         let mut guard = self.owner.lock().unwrap_or_else(|p| p.into_inner());
         match guard.take() {
             Some(Owner::Usm(u)) => Ok(u),
+            Some(view @ Owner::View(_)) => {
+                *guard = Some(view);
+                Err(error(
+                    Errc::Invalid,
+                    "a part of a symmetric buffer is released with the buffer (its close()), \
+                     not freed or closed",
+                ))
+            }
             Some(mapping) => {
                 *guard = Some(mapping);
                 Err(error(
@@ -144,7 +171,7 @@ impl Memory {
     fn with_mapping<R>(&self, f: impl FnOnce(&Arc<Mapping>) -> R) -> PyResult<R> {
         match self.with_owner(|o| match o {
             Owner::Mapping(m) => Some(f(m)),
-            Owner::Usm(_) => None,
+            Owner::Usm(_) | Owner::View(_) => None,
         })? {
             Some(r) => Ok(r),
             None => Err(error(

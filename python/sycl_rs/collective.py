@@ -26,6 +26,15 @@ CUDA one CUDA graph: no launch per operation)::
 
     graph = team.record(lambda g: [g.all_reduce(x) for _ in range(20)])
     team.replay(graph)                      # 20 all-reduces of x
+
+A symmetric buffer (torch's ``symm_mem``, sycl-rs's ``NodeBuffer``) lets a rank compute into
+memory its peers read directly: its all-reduce copies nothing into the team's buffer::
+
+    buf = team.symmetric_buffer((1024,), torch.bfloat16)   # collective
+    x = torch.from_dlpack(buf.local)        # this rank's part, zero copy
+    x.copy_(partial)                        # (torch writes it on its current stream)
+    out = torch.empty_like(x)
+    team.all_reduce_symmetric(buf, out)     # out = the sum of every rank's part
 """
 
 import os as _os
@@ -34,7 +43,7 @@ import uuid as _uuid
 from ._native import ArrayView, Memory, NodeRanks, from_dlpack
 from ._native import Team as _Team
 
-__all__ = ["Graph", "NodeRanks", "Recorder", "Team", "from_mpi4py"]
+__all__ = ["Graph", "NodeRanks", "Recorder", "SymmetricBuffer", "Team", "from_mpi4py"]
 
 _ALIASES = {
     "float": "float32",
@@ -157,6 +166,42 @@ class Team:
         """Completes when every rank has reached it."""
         return self._finish(self._team.barrier(list(deps)), wait)
 
+    def symmetric_buffer(self, shape, dtype):
+        """A ``SymmetricBuffer``: ``shape`` (an int or a tuple) elements of ``dtype`` per rank
+        on the team's device, every rank's part opened by every other rank. Collective: every
+        rank passes the same shape and dtype (``RuntimeError`` on every rank when a rank
+        cannot share or open its part)."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        count = 1
+        for n in shape:
+            count *= n
+        name = _dtype_name(dtype)
+        return SymmetricBuffer(self._team.symmetric_buffer(count, name), shape, self.rank)
+
+    def all_reduce_symmetric(
+        self, buf, recv, op="sum", *, start=0, count=None, deps=(), wait=True
+    ):
+        """``recv`` = the reduction ("sum", "prod", "min", "max") of elements ``start ..
+        start + count`` (default: to the end) of every rank's part of ``buf`` (a
+        ``SymmetricBuffer`` of this team's ranks), read where they lie: no copy into the team's
+        buffer; bitwise the same on every rank. ``recv`` (a tensor or memory of ``count``
+        elements) may not overlap this rank's part. The event completes once every rank has
+        read this rank's part, which may then be written again. Every rank passes the same
+        range (``InvalidError`` on every rank otherwise).
+
+        Ordering: when ``recv`` is a CUDA tensor, taking it (DLPack) first waits for the legacy
+        default stream, which torch's current stream joins: that covers torch's writes to the
+        part on that stream. Work on the part in other streams, or before a call whose
+        ``recv`` is sycl_rs ``Memory``, must be waited for first (``torch.cuda.synchronize()``)."""
+        # (Untyped memory takes the buffer's dtype; a typed recv keeps its own.)
+        r, t = self._operand(recv, buf.dtype if isinstance(recv, Memory) else None)
+        if t != buf.dtype:
+            raise TypeError(f"buf is {buf.dtype}, recv is {t}")
+        event = self._team.all_reduce_symmetric(
+            buf._native, r, op, start, count, list(deps)
+        )
+        return self._finish(event, wait)
+
     def record(self, build):
         """Records the operations ``build(recorder)`` makes (a ``Recorder``: this team's
         operations without ``deps`` or ``wait``) into a ``Graph``; nothing runs. Collective:
@@ -172,6 +217,47 @@ class Team:
 
     def __repr__(self):
         return repr(self._team)
+
+
+class SymmetricBuffer:
+    """A buffer of which every rank of a team holds a part of the same shape and dtype, opened
+    by every other rank (sycl-rs's ``NodeBuffer``, torch's symmetric memory), made by
+    ``Team.symmetric_buffer``. ``local`` is this rank's part and ``peer(r)`` rank ``r``'s, as
+    DLPack views (``torch.from_dlpack``, ``numpy.from_dlpack``): zero copy, the memory the
+    peers read and write. ``close()`` releases it (collective); the views keep their memory
+    until they go."""
+
+    def __init__(self, native, shape, rank):
+        self._native = native
+        self.shape = shape
+        self._rank = rank
+
+    @property
+    def dtype(self):
+        """The element type's name ("float32", "bfloat16", ...)."""
+        return self._native.dtype
+
+    @property
+    def count(self):
+        """Elements per rank."""
+        return self._native.count
+
+    @property
+    def local(self):
+        """This rank's part, as an ``ArrayView`` of ``shape``."""
+        return self.peer(self._rank)
+
+    def peer(self, rank):
+        """Rank ``rank``'s part (opened in this process), as an ``ArrayView`` of ``shape``."""
+        return self._native.part(rank).as_array(self.dtype, list(self.shape))
+
+    def close(self):
+        """Releases the buffer now, collectively (``RuntimeError`` when a rank is gone or the
+        time-out passed first). A second call does nothing."""
+        self._native.close()
+
+    def __repr__(self):
+        return f"SymmetricBuffer(shape={self.shape}, " + repr(self._native)[len("SymmetricBuffer(") :]
 
 
 class Recorder:

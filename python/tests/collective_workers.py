@@ -100,6 +100,107 @@ def numpy_checks(team):
     team.ranks.barrier()
 
 
+def symmetric_checks(team, mode):
+    """Symmetric buffers: every rank writes its part through a DLPack view (NumPy, or torch on
+    the GPU), reads a peer's part the same way, and all-reduces the parts where they lie, the
+    whole range and a sub-range, for every operation; ranks that pass different ranges fail;
+    recv may not overlap this rank's part."""
+    me, size = team.rank, team.size
+    n = 1000
+    if mode == "numpy":
+        dtypes = ["float32", "int64", "float16", "uint32"]
+        view = np.from_dlpack
+        host = np.asarray
+    else:
+        import torch
+
+        dtypes = [torch.float32, torch.bfloat16, torch.int64]
+        view = torch.from_dlpack
+        host = lambda t: t.float().cpu().numpy() if t.dtype == torch.bfloat16 else t.cpu().numpy()  # noqa: E731
+    for dtype in dtypes:
+        name = coll._dtype_name(dtype)
+        ref_type = "float32" if name == "bfloat16" else name
+        buf = team.symmetric_buffer((10, n // 10), dtype)
+        local = view(buf.local)
+        if tuple(local.shape) != (10, n // 10):
+            raise AssertionError(f"symmetric {name}: local view of shape {tuple(local.shape)}")
+        mine = values(me, n, ref_type).reshape(10, n // 10)
+        if mode == "numpy":
+            local[...] = mine
+        else:
+            local.copy_(torch.from_numpy(mine).to(local.device, dtype))
+        team.barrier()
+        peer = (me + 1) % size
+        check(f"symmetric {name}: peer {peer}'s part", host(view(buf.peer(peer))).ravel(),
+              values(peer, n, ref_type))
+        for op in ["sum", "prod", "min", "max"]:
+            out = np.zeros(n, dtype=ref_type) if mode == "numpy" else torch.zeros(
+                n, dtype=dtype, device=local.device
+            )
+            team.all_reduce_symmetric(buf, out, op=op)
+            check(f"all_reduce_symmetric {name} {op}", host(out), reduce_ref(size, n, ref_type, op))
+        out = np.zeros(5, dtype=ref_type) if mode == "numpy" else torch.zeros(
+            5, dtype=dtype, device=local.device
+        )
+        team.all_reduce_symmetric(buf, out, start=n - 5)
+        check(f"all_reduce_symmetric {name} of the last 5", host(out),
+              reduce_ref(size, n, ref_type, "sum")[n - 5 :])
+        # The part may be written again once the event completed: a second round.
+        if mode == "numpy":
+            local[...] = mine * 2
+        else:
+            local.mul_(2)
+        out = np.zeros(n, dtype=ref_type) if mode == "numpy" else torch.zeros(
+            n, dtype=dtype, device=local.device
+        )
+        team.all_reduce_symmetric(buf, out)
+        check(f"all_reduce_symmetric {name} round 2", host(out),
+              reduce_ref(size, n, ref_type, "sum") * 2)
+        del local
+        buf.close()
+        buf.close()
+    # Misuse: every rank fails, none hangs or sums the wrong elements.
+    buf = team.symmetric_buffer(64, "float32")
+    out = np.zeros(8, dtype="float32") if mode == "numpy" else view(
+        sycl_rs.malloc_device(32, team.queue).as_array("float32")
+    )
+    for bad in [dict(start=60, count=8), dict(start=0, count=9)]:
+        try:
+            team.all_reduce_symmetric(buf, out, **bad)
+        except sycl_rs.InvalidError:
+            pass
+        else:
+            raise AssertionError(f"all_reduce_symmetric with {bad} did not fail")
+    try:
+        team.all_reduce_symmetric(buf, buf.local, count=64)
+    except sycl_rs.InvalidError:
+        pass
+    else:
+        raise AssertionError("recv over this rank's own part did not fail")
+    try:
+        buf.peer(size)
+    except sycl_rs.InvalidError:
+        pass
+    else:
+        raise AssertionError(f"peer({size}) of {size} ranks did not fail")
+    # (Last on this team: a mismatch poisons its pads.)
+    try:
+        team.all_reduce_symmetric(buf, out, start=8 * me, count=8)
+    except sycl_rs.InvalidError:
+        pass
+    else:
+        if size > 1:
+            raise AssertionError("ranks passing different ranges did not fail")
+    buf.close()
+    try:
+        team.all_reduce_symmetric(buf, out, count=8)
+    except sycl_rs.InvalidError:
+        pass
+    else:
+        raise AssertionError("a closed buffer did not fail")
+    team.ranks.barrier()
+
+
 def mismatch_check(ranks, mode):
     """Ranks that disagree on the count: InvalidError on every rank."""
     team = coll.Team(ranks, buffer_bytes=4096)
@@ -210,6 +311,7 @@ def main():
             numpy_checks(team)
         else:
             torch_checks(team)
+        symmetric_checks(team, mode)
         mismatch_check(ranks, mode)
     except Exception as e:  # noqa: BLE001 - every failure is reported, then the exit code says it
         print(f"collective: rank {team.rank}: FAILED: {type(e).__name__}: {e}", flush=True)

@@ -145,6 +145,29 @@ def test_bad_arguments_are_errors(solo):
         solo.all_gather(x, np.ones(7, dtype=np.float32))
     with pytest.raises(TypeError):
         solo.all_reduce([1.0, 2.0])
+    buf = solo.symmetric_buffer(8, "float32")
+    with pytest.raises(TypeError):
+        solo.all_reduce_symmetric(buf, np.ones(8, dtype=np.float64))
+    with pytest.raises(sycl_rs.InvalidError):
+        solo.all_reduce_symmetric(buf, np.ones(8, dtype=np.float32), op="avg")
+    with pytest.raises(sycl_rs.InvalidError):
+        solo.symmetric_buffer(8, "int8")
+    with pytest.raises(sycl_rs.InvalidError):
+        buf.local.memory.free()  # the buffer owns its parts
+    buf.close()
+
+
+def test_a_symmetric_buffer_of_one(solo):
+    buf = solo.symmetric_buffer((4, 8), "float64")
+    assert (buf.shape, buf.dtype, buf.count) == ((4, 8), "float64", 32)
+    part = np.from_dlpack(buf.local)
+    part[...] = np.arange(32).reshape(4, 8)
+    out = np.zeros(32)
+    solo.all_reduce_symmetric(buf, out, op="max")
+    assert np.array_equal(out, np.arange(32))
+    buf.close()
+    assert "closed" in repr(buf)
+    assert np.array_equal(part.ravel(), np.arange(32))  # the view keeps its memory
 
 
 def test_bad_launches_are_errors(native):

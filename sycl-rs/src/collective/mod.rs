@@ -796,7 +796,7 @@ impl<'r> Team<'r> {
         options: TeamOptions,
     ) -> Result<Team<'static>> {
         Team::form(&ranks, queue, options, |q, len| {
-            NodeRanks::node_buffer_shared(&ranks, q, len)
+            ranks.node_buffer_shared(q, len)
         })
     }
 

@@ -113,22 +113,42 @@ impl<'r, T: Pod> NodeBuffer<'r, T> {
     }
 }
 
-impl<T: Pod> Drop for NodeBuffer<'_, T> {
-    fn drop(&mut self) {
-        // Close the peers' parts, then wait until every rank has closed ours before it goes.
+impl<T: Pod> NodeBuffer<'_, T> {
+    /// Closes the buffer now, as dropping it does (collective over the node), and says
+    /// whether every rank closed: `Errc::Runtime` when a rank died or the node's time-out
+    /// passed first (this rank's own part is then released all the same, once the commands
+    /// that use it completed).
+    pub fn close(mut self) -> Result<()> {
+        self.release()
+    }
+
+    /// Closes the peers' parts, then waits until every rank has closed ours before it goes
+    /// (once: the exports are gone after the first call).
+    fn release(&mut self) -> Result<()> {
+        if self.exports.is_empty() {
+            return Ok(());
+        }
         self.peers.clear();
         self.peer_events.clear();
-        if let Err(err) = self.ranks.barrier() {
-            log::warn!("sycl-rs: NodeBuffer drop: {err}");
-        }
+        let closed = self.ranks.barrier();
+        let mut put_failure = None;
         for handle in self.exports.drain(..) {
             let put = match handle.kind() {
                 ipc::IpcObjectKind::Memory => ipc::memory::put(handle),
                 _ => ipc::event::put(handle),
             };
             if let Err(err) = put {
-                log::warn!("sycl-rs: NodeBuffer drop: put: {err}");
+                put_failure.get_or_insert(err);
             }
+        }
+        closed.and(put_failure.map_or(Ok(()), Err))
+    }
+}
+
+impl<T: Pod> Drop for NodeBuffer<'_, T> {
+    fn drop(&mut self) {
+        if let Err(err) = self.release() {
+            log::warn!("sycl-rs: NodeBuffer drop: {err}");
         }
     }
 }
@@ -149,16 +169,18 @@ impl NodeRanks {
         self.node_share(queue, local)
     }
 
-    /// [`NodeRanks::node_share`] for an owner that holds the ranks by `Arc` (a
-    /// [`Team`](crate::collective::Team) made by `Team::with_shared_ranks`).
-    #[cfg_attr(not(feature = "collective"), allow(dead_code))]
-    pub(crate) fn node_buffer_shared<T: Pod>(
-        ranks: &Arc<NodeRanks>,
+    /// [`NodeRanks::node_buffer`] for an owner that holds the ranks by `Arc` rather than
+    /// borrowing them (a team made by
+    /// [`Team::with_shared_ranks`](crate::collective::Team::with_shared_ranks), the Python
+    /// bindings): the buffer keeps the ranks alive. Collective over the node, with the same
+    /// errors.
+    pub fn node_buffer_shared<T: Pod>(
+        self: &Arc<Self>,
         queue: &Queue,
         len: usize,
     ) -> Result<NodeBuffer<'static, T>> {
         let local = crate::malloc_device::<T>(len, queue);
-        NodeRef::Shared(ranks.clone()).share(queue, local)
+        NodeRef::Shared(self.clone()).share(queue, local)
     }
 
     /// [`NodeRanks::node_buffer`] over memory this rank already has (device USM of `queue`'s
@@ -177,7 +199,6 @@ impl NodeRanks {
 /// owner without one (the Python bindings).
 enum NodeRef<'r> {
     Borrowed(&'r NodeRanks),
-    #[cfg_attr(not(feature = "collective"), allow(dead_code))]
     Shared(Arc<NodeRanks>),
 }
 

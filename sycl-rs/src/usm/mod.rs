@@ -334,6 +334,11 @@ impl<T: Pod> UsmRange<T> {
         self.record.host_accessible
     }
 
+    /// `get_pointer_type` of its allocation: device, host or shared.
+    pub fn kind(&self) -> UsmKind {
+        self.record.kind
+    }
+
     /// Whether commands may only read it (see [`Usm::is_read_only`]).
     pub fn is_read_only(&self) -> bool {
         self.record.is_read_only()

@@ -724,7 +724,8 @@ pub fn symmetric(team: &mut Team, ranks: &NodeRanks, q: &Queue, what: &str) -> R
 }
 
 /// Ranks that pass different ranges of a node buffer (rank 0 from 0, the others from 1), and
-/// a `recv` overlapping the range read: `Errc::Invalid` on every rank.
+/// a `recv` overlapping the range read: `Errc::Invalid` on every rank. Then the buffer's
+/// collective `close`.
 pub fn symmetric_misuse(ranks: &NodeRanks, q: &Queue, host_steps: bool) -> R {
     let me = ranks.local_rank();
     let options = || TeamOptions {
@@ -754,7 +755,10 @@ pub fn symmetric_misuse(ranks: &NodeRanks, q: &Queue, host_steps: bool) -> R {
         r,
         Errc::Invalid,
         "all_reduce_symmetric into the range it reads",
-    )
+    )?;
+    // Closed by every rank (collective): every rank hears that all closed.
+    buf.close()
+        .map_err(|e| format!("node buffer close: {}", e2s(e)))
 }
 
 /// Steps large enough to run in several chunks (`team` must have halves of at least 1 MiB),
