@@ -440,8 +440,9 @@ impl PyTeam {
 
     /// Records `ops` into a graph that `replay` runs as one command (on CUDA one CUDA graph).
     /// Each op is `(kind, send, recv, dtype, op, root)`: kind "all_reduce", "all_gather",
-    /// "reduce_scatter", "broadcast" (`send` the buffer) or "barrier" (the rest `None`).
-    /// Collective: every rank records the same operations.
+    /// "reduce_scatter", "broadcast" (`send` the buffer), "all_reduce_symmetric" (`send` a
+    /// `SymmetricBuffer`, `root` the first element of the range, which is as long as `recv`)
+    /// or "barrier" (the rest `None`). Collective: every rank records the same operations.
     fn record(&self, py: Python<'_>, ops: Vec<RecordedOp<'_>>) -> PyResult<PyGraph> {
         let mut steps: Vec<Step> = Vec::with_capacity(ops.len());
         for (kind, send, recv, dtype, op, root) in ops {
@@ -449,6 +450,14 @@ impl PyTeam {
                 steps.push(Box::new(|g: &mut TeamRecorder<'_, 'static>| g.barrier()));
                 continue;
             }
+            if kind == "all_reduce_symmetric" {
+                steps.push(symmetric_step(send, recv, op, root)?);
+                continue;
+            }
+            let send: Option<PyRef<'_, Memory>> = match send {
+                Some(s) => Some(s.cast_into::<Memory>()?.borrow()),
+                None => None,
+            };
             let (Some(send), Some(dtype)) = (send, dtype) else {
                 return Err(error(
                     Errc::Invalid,
@@ -542,7 +551,9 @@ impl PySymmetricBuffer {
     }
 
     /// Rank `rank`'s part (this rank's own, or a peer's opened here) as `Memory` of the
-    /// team's queue: the same bytes the peers read and write, zero-copy.
+    /// team's queue: the same bytes the peers read and write, zero-copy. A peer's part may be
+    /// freed by its owner once the buffer is closed (valid still on the native CPU; on CUDA
+    /// the driver's rule: spec/soundness.md).
     fn part(&self, rank: usize) -> PyResult<Memory> {
         let range = self.parts.get(rank).ok_or_else(|| {
             error(
@@ -584,10 +595,50 @@ impl PySymmetricBuffer {
     }
 }
 
-/// One operation to record: `(kind, send, recv, dtype, op, root)`.
+/// The recorded step of an `all_reduce_symmetric` of `buf` (a `SymmetricBuffer`) into
+/// `recv` from element `start` (as many elements as `recv` holds). The step takes the buffer
+/// when the graph is recorded (refused once closed).
+fn symmetric_step(
+    buf: Option<Bound<'_, PyAny>>,
+    recv: Option<PyRef<'_, Memory>>,
+    op: Option<String>,
+    start: Option<usize>,
+) -> PyResult<Step> {
+    let (Some(buf), Some(recv)) = (buf, recv) else {
+        return Err(error(
+            Errc::Invalid,
+            "all_reduce_symmetric: a recorded operation needs its buffer and recv",
+        ));
+    };
+    let buf: Py<PySymmetricBuffer> = buf.extract()?;
+    let op = reduce_op(op.as_deref().unwrap_or("sum"))?;
+    let start = start.unwrap_or(0);
+    let dtype = buf.get().dtype.clone();
+    with_element!(dtype.as_str(), T => {
+        let r = elements::<T>(&recv)?;
+        let end = start.checked_add(r.len()).ok_or_else(|| {
+            error(Errc::Invalid, "all_reduce_symmetric: the range overflows")
+        })?;
+        let step: Step = Box::new(move |g| {
+            let b = buf.get();
+            let guard = b.inner.lock().unwrap_or_else(|p| p.into_inner());
+            let inner = guard
+                .as_ref()
+                .ok_or_else(|| sycl::Error::invalid("the symmetric buffer was closed"))?;
+            let send = inner
+                .downcast_ref::<NodeBuffer<'static, T>>()
+                .expect("a symmetric buffer holds a NodeBuffer of its dtype");
+            g.all_reduce_symmetric(send, start..end, &r, op)
+        });
+        Ok(step)
+    })
+}
+
+/// One operation to record: `(kind, send, recv, dtype, op, root)` (`send` is `Memory`, or a
+/// `SymmetricBuffer` for "all_reduce_symmetric").
 type RecordedOp<'py> = (
     String,
-    Option<PyRef<'py, Memory>>,
+    Option<Bound<'py, PyAny>>,
     Option<PyRef<'py, Memory>>,
     Option<String>,
     Option<String>,

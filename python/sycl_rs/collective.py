@@ -224,8 +224,8 @@ class SymmetricBuffer:
     by every other rank (sycl-rs's ``NodeBuffer``, torch's symmetric memory), made by
     ``Team.symmetric_buffer``. ``local`` is this rank's part and ``peer(r)`` rank ``r``'s, as
     DLPack views (``torch.from_dlpack``, ``numpy.from_dlpack``): zero copy, the memory the
-    peers read and write. ``close()`` releases it (collective); the views keep their memory
-    until they go."""
+    peers read and write. ``close()`` releases it (collective); a view of this rank's own part
+    keeps its memory until it goes (see ``peer`` for the peers' parts)."""
 
     def __init__(self, native, shape, rank):
         self._native = native
@@ -248,7 +248,10 @@ class SymmetricBuffer:
         return self.peer(self._rank)
 
     def peer(self, rank):
-        """Rank ``rank``'s part (opened in this process), as an ``ArrayView`` of ``shape``."""
+        """Rank ``rank``'s part (opened in this process), as an ``ArrayView`` of ``shape``.
+        Use it no longer than the buffer: once closed, its owner may free it (the native CPU
+        keeps such memory valid; on CUDA a read of memory its exporter freed is the driver's
+        business, as for any IPC-opened memory)."""
         return self._native.part(rank).as_array(self.dtype, list(self.shape))
 
     def close(self):
@@ -287,6 +290,14 @@ class Recorder:
         b, t = self._team._operand(buf, dtype)
         self._ops.append(("broadcast", b, None, t, None, root))
         self._keep += [buf, b]
+
+    def all_reduce_symmetric(self, buf, recv, op="sum", *, start=0):
+        """``Team.all_reduce_symmetric`` of the elements ``start .. start + len(recv)``."""
+        r, t = self._team._operand(recv, buf.dtype if isinstance(recv, Memory) else None)
+        if t != buf.dtype:
+            raise TypeError(f"buf is {buf.dtype}, recv is {t}")
+        self._ops.append(("all_reduce_symmetric", buf._native, r, t, op, start))
+        self._keep += [buf, recv, r]
 
     def barrier(self):
         self._ops.append(("barrier", None, None, None, None, None))

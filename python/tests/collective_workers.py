@@ -156,6 +156,26 @@ def symmetric_checks(team, mode):
         team.all_reduce_symmetric(buf, out)
         check(f"all_reduce_symmetric {name} round 2", host(out),
               reduce_ref(size, n, ref_type, "sum") * 2)
+        # Recorded once (the whole part, and the max of elements 10..20), replayed on parts
+        # written anew each time.
+        last = np.zeros(10, dtype=ref_type) if mode == "numpy" else torch.zeros(
+            10, dtype=dtype, device=local.device
+        )
+        graph = team.record(
+            lambda g: (g.all_reduce_symmetric(buf, out), g.all_reduce_symmetric(
+                buf, last, op="max", start=10))
+        )
+        for k in [3, 1]:
+            if mode == "numpy":
+                local[...] = mine * k
+            else:
+                local.copy_(torch.from_numpy(mine).to(local.device, dtype)).mul_(k)
+            team.barrier()
+            team.replay(graph)
+            check(f"all_reduce_symmetric {name} replayed x{k}", host(out),
+                  reduce_ref(size, n, ref_type, "sum") * k)
+            check(f"all_reduce_symmetric {name} max replayed x{k}", host(last),
+                  reduce_ref(size, n, ref_type, "max")[10:20] * k)
         del local
         buf.close()
         buf.close()
