@@ -416,17 +416,17 @@ impl PyTeam {
                 format!("elements {start}..{start}+{count} overflow"),
             )
         })?;
-        // Held through the call: the buffer is not closed under it.
-        let guard = buf.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let inner = guard
-            .as_ref()
-            .ok_or_else(|| error(Errc::Invalid, "the symmetric buffer was closed"))?;
         with_element!(buf.dtype.as_str(), T => {
-            let send = inner
-                .downcast_ref::<NodeBuffer<'static, T>>()
-                .expect("a symmetric buffer holds a NodeBuffer of its dtype");
             let r = elements::<T>(recv)?;
             self.run(py, &deps, |team, deps| {
+                // Held through the call (the buffer is not closed under it), and taken here,
+                // without the GIL, as every holder takes it (`PySymmetricBuffer::inner`).
+                let guard = buf.inner.lock().unwrap_or_else(|p| p.into_inner());
+                let send = guard
+                    .as_ref()
+                    .ok_or_else(|| sycl::Error::invalid("the symmetric buffer was closed"))?
+                    .downcast_ref::<NodeBuffer<'static, T>>()
+                    .expect("a symmetric buffer holds a NodeBuffer of its dtype");
                 team.all_reduce_symmetric(send, start..end, &r, op, deps)
             })
         })
@@ -526,7 +526,9 @@ impl PyTeam {
 /// parts where they lie (`Team.all_reduce_symmetric`).
 #[pyclass(module = "sycl_rs.collective", name = "SymmetricBuffer", frozen)]
 pub struct PySymmetricBuffer {
-    /// The `NodeBuffer<'static, T>` of `dtype`'s `T`; `None` once closed.
+    /// The `NodeBuffer<'static, T>` of `dtype`'s `T`; `None` once closed. Whoever holds the
+    /// lock never waits for the GIL meanwhile (operations take it with the GIL released and
+    /// drop it before they take the GIL back), so a thread holding the GIL may wait for it.
     inner: Mutex<Option<Box<dyn Any + Send + Sync>>>,
     dtype: String,
     count: usize,
@@ -570,7 +572,8 @@ impl PySymmetricBuffer {
     /// A second call does nothing. Without it the buffer closes when garbage collected, each
     /// rank then waiting for the others.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // (Without the GIL: an operation of another thread may hold the buffer a while.)
+        let taken = py.detach(|| self.inner.lock().unwrap_or_else(|p| p.into_inner()).take());
         let Some(buffer) = taken else {
             return Ok(());
         };

@@ -244,7 +244,7 @@ impl Plan {
         if srcs.is_empty() || srcs.len() > super::MAX_RANKS || srcs.iter().any(|s| s.len() != count)
         {
             return Err(Error::invalid(
-                "team: a reduction over ranges of other lengths",
+                "team: a reduction over ranges of other lengths, or of more sources than ranks",
             ));
         }
         let srcs = srcs
