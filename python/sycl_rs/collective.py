@@ -259,6 +259,14 @@ class SymmetricBuffer:
         time-out passed first). A second call does nothing."""
         self._native.close()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        """Closes the buffer (``with team.symmetric_buffer(..) as buf:``)."""
+        self.close()
+        return False
+
     def __repr__(self):
         return f"SymmetricBuffer(shape={self.shape}, " + repr(self._native)[len("SymmetricBuffer(") :]
 

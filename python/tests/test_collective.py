@@ -168,6 +168,14 @@ def test_a_symmetric_buffer_of_one(solo):
     buf.close()
     assert "closed" in repr(buf)
     assert np.array_equal(part.ravel(), np.arange(32))  # the view keeps its memory
+    with solo.symmetric_buffer(16, "int32") as scoped:
+        np.from_dlpack(scoped.local)[:] = 7
+        out = np.zeros(16, dtype=np.int32)
+        solo.all_reduce_symmetric(scoped, out)
+        assert np.array_equal(out, np.full(16, 7))
+    assert "closed" in repr(scoped)
+    with pytest.raises(sycl_rs.InvalidError):
+        solo.all_reduce_symmetric(scoped, out)
 
 
 def test_bad_launches_are_errors(native):
