@@ -289,6 +289,20 @@ class Team:
     ) -> Event: ...
     def broadcast(self, buf: Memory, dtype: str, root: int, deps: list[Event] = ...) -> Event: ...
     def barrier(self, deps: list[Event] = ...) -> Event: ...
+    def record(
+        self,
+        ops: list[
+            tuple[
+                str,
+                Optional[Union[Memory, SymmetricBuffer]],
+                Optional[Memory],
+                Optional[str],
+                Optional[str],
+                Optional[int],
+            ]
+        ],
+    ) -> Graph: ...
+    def replay(self, graph: Graph, deps: list[Event] = ...) -> Event: ...
     def symmetric_buffer(self, count: int, dtype: str) -> SymmetricBuffer: ...
     def all_reduce_symmetric(
         self,
@@ -299,6 +313,9 @@ class Team:
         count: Optional[int] = None,
         deps: list[Event] = ...,
     ) -> Event: ...
+
+class Graph:
+    operations: int
 
 class SymmetricBuffer:
     dtype: str
