@@ -552,6 +552,12 @@ impl PySymmetricBuffer {
         self.count
     }
 
+    /// This rank's index (its part is `part(rank)`).
+    #[getter]
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
     /// Rank `rank`'s part (this rank's own, or a peer's opened here) as `Memory` of the
     /// team's queue: the same bytes the peers read and write, zero-copy. A peer's part may be
     /// freed by its owner once the buffer is closed (valid still on the native CPU; on CUDA

@@ -320,5 +320,6 @@ class Graph:
 class SymmetricBuffer:
     dtype: str
     count: int
+    rank: int
     def part(self, rank: int) -> Memory: ...
     def close(self) -> None: ...

@@ -37,6 +37,7 @@ memory its peers read directly: its all-reduce copies nothing into the team's bu
     team.all_reduce_symmetric(buf, out)     # out = the sum of every rank's part
 """
 
+import math as _math
 import os as _os
 import uuid as _uuid
 
@@ -172,11 +173,8 @@ class Team:
         rank passes the same shape and dtype (``RuntimeError`` on every rank when a rank
         cannot share or open its part)."""
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        count = 1
-        for n in shape:
-            count *= n
-        name = _dtype_name(dtype)
-        return SymmetricBuffer(self._team.symmetric_buffer(count, name), shape, self.rank)
+        native = self._team.symmetric_buffer(_math.prod(shape), _dtype_name(dtype))
+        return SymmetricBuffer(native, shape)
 
     def all_reduce_symmetric(
         self, buf, recv, op="sum", *, start=0, count=None, deps=(), wait=True
@@ -227,10 +225,9 @@ class SymmetricBuffer:
     peers read and write. ``close()`` releases it (collective); a view of this rank's own part
     keeps its memory until it goes (see ``peer`` for the peers' parts)."""
 
-    def __init__(self, native, shape, rank):
+    def __init__(self, native, shape):
         self._native = native
         self.shape = shape
-        self._rank = rank
 
     @property
     def dtype(self):
@@ -245,7 +242,7 @@ class SymmetricBuffer:
     @property
     def local(self):
         """This rank's part, as an ``ArrayView`` of ``shape``."""
-        return self.peer(self._rank)
+        return self.peer(self._native.rank)
 
     def peer(self, rank):
         """Rank ``rank``'s part (opened in this process), as an ``ArrayView`` of ``shape``.

@@ -875,16 +875,13 @@ mod avx2 {
                     // a `Chunk` needs no alignment; the CPU has the features (the caller's
                     // contract).
                     unsafe {
-                        let load = |s: usize| -> __m128i {
-                            let chunk = (s as *const Chunk).add(c).read_volatile();
-                            std::mem::transmute::<Chunk, __m128i>(chunk)
-                        };
+                        let load =
+                            |s: usize| -> __m128i { (s as *const Chunk).add(c).read_volatile().0 };
                         let mut acc = load(*first);
                         for &s in rest {
                             acc = $narrow(combine(op, $widen(acc), $widen(load(s))));
                         }
-                        let chunk = std::mem::transmute::<__m128i, Chunk>(acc);
-                        (out as *mut Chunk).add(c).write_volatile(chunk);
+                        (out as *mut Chunk).add(c).write_volatile(Chunk(acc));
                     }
                 }
             };
