@@ -120,17 +120,23 @@ impl Queue {
     /// admission, and says whether it finished; what is left (or all of it) runs as a host
     /// task, `work(false)`, which must finish. The task's failure is reported as the native
     /// queue's commands report theirs (an `Error` payload of `resume_unwind`).
+    ///
+    /// `idle_wait`: when `deps` completed but the queue still runs earlier commands, how long
+    /// this thread waits for them (yielding its core, which the queue's worker may share)
+    /// before it hands `work` to the queue. Without it, a caller that submits faster than its
+    /// peers arrive would leave every later call to the worker for good, each a hand-off.
     #[cfg_attr(not(feature = "collective"), allow(dead_code))]
     pub(crate) fn host_work_using(
         &self,
         uses: &[(&Arc<MemoryRecord>, Use)],
         deps: &[&Event],
+        idle_wait: std::time::Duration,
         mut work: impl FnMut(bool) -> Result<bool> + Send + 'static,
     ) -> Result<Event> {
         let done = |d: &&Event| {
             matches!(d.status(), Ok(sycl_backend::EventStatus::Complete)) && d.wait().is_ok()
         };
-        let now = self.inner.is_idle() && deps.iter().all(done);
+        let now = deps.iter().all(done) && self.idle_within(idle_wait);
         for (record, _) in uses {
             record.check_queue(self)?;
         }
@@ -155,6 +161,33 @@ impl Queue {
                 .create_event(sycl_backend::EventProperties::default())?,
         };
         Ok(Event::from_raw(raw, self.context.clone()))
+    }
+
+    /// Whether the queue has no command left to run, waiting up to `limit` for it: a few
+    /// polls spinning, then yielding the core between polls.
+    #[cfg_attr(not(feature = "collective"), allow(dead_code))]
+    fn idle_within(&self, limit: std::time::Duration) -> bool {
+        if self.inner.is_idle() {
+            return true;
+        }
+        if limit.is_zero() {
+            return false;
+        }
+        let start = std::time::Instant::now();
+        for poll in 0u32.. {
+            if poll < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+            if self.inner.is_idle() {
+                return true;
+            }
+            if poll % 8 == 0 && start.elapsed() >= limit {
+                return false;
+            }
+        }
+        false
     }
 
     /// Copies `src` into `dst` (same length; any USM kinds, IPC-opened memory, mappings).
