@@ -8,6 +8,7 @@
 #   scripts/gpu-test.sh device-mpi   # only the MPI steps (sycl::ranks), for the multi-GPU kinds
 #   scripts/gpu-test.sh device-collectives # only sycl::collective: tests on CUDA (MPI, launcher,
 #                                    # Python under torchrun and mpi4py), bench and NCCL anchor
+#   scripts/gpu-test.sh device-python # only the Python package's pytest suite
 #   scripts/gpu-test.sh device-tests # tests, demos and examples only; device-rest: benches,
 #                                    # Python and MPI (the two halves of `device`, each within
 #                                    # one 600 s device call; `device` alone now takes longer)
@@ -75,7 +76,7 @@ PY
     du -sh "$bundle"
     tar -tzvf "$bundle/bin.tar.gz" | awk '{print $3, $6}'
     ;;
-device | device-tests | device-rest | device-mpi | device-collectives)
+device | device-tests | device-rest | device-mpi | device-collectives | device-python)
     out=${OUT:-/tmp/gpu-out}
     mkdir -p "$out"
     export SYCL_RS_REQUIRE_BACKENDS=${SYCL_RS_REQUIRE_BACKENDS:-cuda}
@@ -169,6 +170,15 @@ device | device-tests | device-rest | device-mpi | device-collectives)
     if [ "$mode" = device-collectives ]; then
         STEP_TIMEOUT=${STEP_TIMEOUT:-300} collective_steps
     fi
+    # `device-python`: the Python package's pytest suite alone (CUDA interop with torch and
+    # CuPy included).
+    if [ "$mode" = device-python ]; then
+        if py_setup; then
+            step python-tests env PYTHONPATH="$pyroot" "$py" -m pytest -q -p no:cacheprovider python/tests
+        else
+            echo "python-tests rc=1 (no $py or no wheel)" >>"$summary"
+        fi
+    fi
     if [ "$tests" = 1 ]; then
     step sycl-ls "$b/sycl-ls" --verbose
     for t in "$b"/test-*; do
@@ -234,7 +244,7 @@ device | device-tests | device-rest | device-mpi | device-collectives)
     fi
     ;;
 *)
-    echo "usage: $0 build|device|device-tests|device-rest|device-mpi" >&2
+    echo "usage: $0 build|device|device-tests|device-rest|device-mpi|device-collectives|device-python" >&2
     exit 2
     ;;
 esac

@@ -4,11 +4,13 @@
 use std::sync::{Arc, Mutex};
 
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError};
+use pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use sycl::virtual_mem::Mapping;
-use sycl::{AccessMode, BackendKind, Errc, ForeignKind, ForeignMemory, Usm, UsmKind, UsmRange};
+use sycl::{
+    AccessMode, BackendKind, Errc, ForeignKind, ForeignMemory, ForeignReady, Usm, UsmKind, UsmRange,
+};
 
 use crate::dlpack::{self, DlDataType};
 use crate::errors::{error, IntoPy};
@@ -879,29 +881,60 @@ fn queue_for(
     .py_err()
 }
 
-/// `from_dlpack(obj, queue=None)`: the memory of `obj` (anything with `__dlpack__` and
-/// `__dlpack_device__`: a NumPy array, a torch or CuPy tensor) as a `Memory`, without a copy
-/// (`ptr` is the tensor's first byte), for commands of `queue` (default: a queue on the
-/// tensor's device: native CPU for host memory, the CUDA device of the tensor's ordinal).
+/// `from_dlpack(obj, queue=None, *, sync="host")`: the memory of `obj` (anything with
+/// `__dlpack__` and `__dlpack_device__`: a NumPy array, a torch or CuPy tensor) as a
+/// `Memory`, without a copy (`ptr` is the tensor's first byte), for commands of `queue`
+/// (default: a queue on the tensor's device: native CPU for host memory, the CUDA device of
+/// the tensor's ordinal).
 ///
 /// The producer's tensor stays alive as long as the `Memory` and everything made from it
 /// (ranges, DLPack exports) live, and its deleter is called once, after the last of them and
 /// after the commands that used the memory. The tensor must be compact row-major; tensors
 /// lent read-only (DLPack 1.0's flag) give `read_only` memory that commands may not write.
-/// CUDA tensors are asked for the legacy default stream (`stream=1`), which is waited for
-/// before the memory is used. The producer (and NumPy or torch code holding the tensor) may
-/// still write the memory at any time: ordering that with sycl-rs commands is the program's
-/// business, as between CUDA streams.
+///
+/// CUDA device tensors and the producer's work on them: with `sync="host"` (the default)
+/// the tensor is asked for the legacy default stream (`stream=1`), which the host waits for
+/// here, after which commands of any queue may use it; with `sync="queue"` it is asked for
+/// `queue`'s own stream (`Queue.cuda_stream`), so the producer orders its pending work on it
+/// before `queue`'s later commands (torch: an event on its current stream that the queue's
+/// stream waits for) and nothing waits on the host: cheaper, but only `queue`'s commands
+/// are ordered after that work; with `sync="none"` (DLPack's `stream=-1`) nothing is ordered:
+/// the caller orders the producer's work before its commands (torch: an event recorded on
+/// its stream that the queue's stream waits for). Either way, the producer (and NumPy or torch code holding
+/// the tensor) may still write the memory at any time: ordering that with sycl-rs commands
+/// is the program's business, as between CUDA streams.
 ///
 /// Errors: `BufferError` for a tensor that cannot be wrapped (strided, vector or sub-byte
 /// dtype, overflowing shape, null data); `BackendMismatchError` for memory of other DLPack
 /// devices, or a queue of another backend; `InvalidError` when the CUDA driver does not
 /// confirm the pointer's kind, device and bounds, or for a queue of another device;
 /// `FeatureNotSupportedError` for host memory with a queue whose device lacks
-/// `usm_system_allocations`; `TypeError` for objects without the DLPack methods.
+/// `usm_system_allocations`; `TypeError` for objects without the DLPack methods;
+/// `ValueError` for a `sync` other than "host", "queue" and "none".
 #[pyfunction]
-#[pyo3(signature = (obj, queue=None))]
-fn from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, queue: Option<&Queue>) -> PyResult<Memory> {
+#[pyo3(signature = (obj, queue=None, *, sync="host"))]
+fn from_dlpack(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    queue: Option<&Queue>,
+    sync: &str,
+) -> PyResult<Memory> {
+    #[derive(PartialEq)]
+    enum Sync {
+        Host,
+        Queue,
+        Caller,
+    }
+    let sync = match sync {
+        "host" => Sync::Host,
+        "queue" => Sync::Queue,
+        "none" => Sync::Caller,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "sync={other:?}: \"host\", \"queue\" or \"none\""
+            )))
+        }
+    };
     let device: (i32, i32) = obj
         .call_method0("__dlpack_device__")
         .and_then(|d| d.extract())
@@ -912,9 +945,19 @@ fn from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, queue: Option<&Queue>) ->
         })?;
     let kind = foreign_kind(device.0)?;
     let q = queue_for(py, device, queue)?;
-    // Device memory: the legacy default stream, which from_foreign waits for. Host memory,
-    // pinned included (torch's pinned tensors are CPU tensors and refuse a stream): none.
-    let stream = matches!(device.0, dlpack::KDL_CUDA | dlpack::KDL_CUDA_MANAGED).then_some(1i64);
+    // Device memory: the legacy default stream, which from_foreign waits for, or the queue's
+    // own, which the producer orders its work before. Host memory, pinned included (torch's
+    // pinned tensors are CPU tensors and refuse a stream): none.
+    // With sync="none", DLPack's -1: the producer synchronizes nothing (the caller orders).
+    let device_memory = matches!(device.0, dlpack::KDL_CUDA | dlpack::KDL_CUDA_MANAGED);
+    let queue_stream = q.cuda_stream().filter(|_| device_memory);
+    let stream = match (&sync, queue_stream) {
+        (_, None) => device_memory.then_some(1i64),
+        (Sync::Host, Some(_)) => Some(1),
+        (Sync::Queue, Some(s)) => Some(s as i64),
+        (Sync::Caller, Some(_)) => Some(-1),
+    };
+    let ordered = queue_stream.is_some() && sync != Sync::Host;
     let kwargs = PyDict::new(py);
     kwargs.set_item("stream", stream)?;
     kwargs.set_item("max_version", (1u32, 0u32))?;
@@ -934,6 +977,10 @@ fn from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, queue: Option<&Queue>) ->
         ptr: taken.ptr,
         bytes: nbytes,
         kind,
+        ready: match ordered {
+            true => ForeignReady::Ordered,
+            false => ForeignReady::DefaultQueue,
+        },
         access: if taken.read_only {
             AccessMode::Read
         } else {

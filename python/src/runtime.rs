@@ -375,6 +375,14 @@ impl Queue {
         self.inner.properties().in_order
     }
 
+    /// The CUDA stream (`CUstream` as an int) a CUDA queue's commands run in, in order;
+    /// `None` on other backends. `torch.cuda.ExternalStream(q.cuda_stream)` orders torch's
+    /// work with this queue's; DLPack producers take it as `__dlpack__(stream=..)`.
+    #[getter]
+    fn cuda_stream(&self) -> Option<u64> {
+        self.inner.cuda_stream()
+    }
+
     #[getter]
     fn has_profiling(&self) -> bool {
         self.inner.properties().enable_profiling

@@ -17,9 +17,15 @@ place without a copy::
     x = torch.ones(1024, dtype=torch.bfloat16, device=f"cuda:{team.rank}")
     team.all_reduce(x)                      # x = the sum over the ranks, in place
 
-CUDA tensors are taken on the legacy default stream, so work torch queued on them comes first.
-Operations wait for their result by default (``wait=False`` returns the pending ``Event``
-instead: wait for it before torch or NumPy reads the output).
+The work torch queued on CUDA tensors on its current stream comes first, without a host wait
+(the team's stream waits for an event recorded on torch's; other DLPack producers are asked
+for the team's stream, DLPack's ``stream``). Operations wait for
+their result on the host by default; ``wait=False`` returns the pending ``Event`` instead
+(wait for it before torch or NumPy reads the output); ``wait="stream"`` makes torch's current
+stream wait for the operation, as ``torch.distributed``'s calls do, without a host wait (an
+operation's failure then surfaces when its ``Event`` is waited for)::
+
+    team.all_reduce(x, wait="stream")       # torch's later work on x follows the all-reduce
 
 Operations repeated on the same memory can be recorded once and replayed as one command (on
 CUDA one CUDA graph: no launch per operation)::
@@ -39,6 +45,7 @@ memory its peers read directly: its all-reduce copies nothing into the team's bu
 
 import math as _math
 import os as _os
+import sys as _sys
 import uuid as _uuid
 
 from ._native import ArrayView, Memory, NodeRanks, from_dlpack
@@ -91,6 +98,9 @@ class Team:
             ranks = NodeRanks.from_env()
         self.ranks = ranks
         self._team = _Team(ranks, queue, **options)
+        # Once a torch CUDA tensor came: torch, the team's device, its queue's stream as a
+        # torch stream, and an event for each direction (re-recorded each call).
+        self._torch = None
 
     @property
     def rank(self):
@@ -108,13 +118,14 @@ class Team:
         return self._team.queue
 
     def _operand(self, obj, dtype):
-        """``obj`` as ``Memory`` and its element type name."""
+        """``obj`` as ``Memory``, its element type name, and whether it is a torch CUDA tensor
+        (whose producer's work the call orders: ``_after_torch``)."""
         if isinstance(obj, Memory):
             if dtype is None:
                 raise TypeError("sycl_rs.Memory has no element type: pass dtype=")
-            return obj, _dtype_name(dtype)
+            return obj, _dtype_name(dtype), False
         if isinstance(obj, ArrayView):
-            return obj.memory, _dtype_name(dtype or obj.dtype)
+            return obj.memory, _dtype_name(dtype or obj.dtype), False
         if not hasattr(obj, "__dlpack__"):
             raise TypeError(
                 f"{type(obj).__name__} is neither sycl_rs memory nor a DLPack tensor"
@@ -123,49 +134,101 @@ class Team:
             dtype = getattr(obj, "dtype", None)
             if dtype is None:
                 raise TypeError(f"{type(obj).__name__} has no dtype: pass dtype=")
-        return from_dlpack(obj, self._team.queue), _dtype_name(dtype)
+        torch = _sys.modules.get("torch")
+        if torch is not None and isinstance(obj, torch.Tensor) and obj.is_cuda:
+            # torch's pending work on it: ordered by an event per call (`_after_torch`), which
+            # costs less than DLPack's stream (torch then makes an event and a stream object
+            # per tensor).
+            return from_dlpack(obj, self._team.queue, sync="none"), _dtype_name(dtype), True
+        # Other producers order their pending work before the team queue's commands: DLPack's
+        # stream, no host wait.
+        return from_dlpack(obj, self._team.queue, sync="queue"), _dtype_name(dtype), False
 
     def _operands(self, send, recv, dtype):
-        send_mem, send_type = self._operand(send, dtype)
+        send_mem, send_type, send_torch = self._operand(send, dtype)
         if recv is None or recv is send:
-            return send_mem, send_mem, send_type
-        recv_mem, recv_type = self._operand(recv, dtype)
+            return send_mem, send_mem, send_type, send_torch
+        recv_mem, recv_type, recv_torch = self._operand(recv, dtype)
         if recv_type != send_type:
             raise TypeError(f"send is {send_type}, recv is {recv_type}")
-        return send_mem, recv_mem, send_type
+        return send_mem, recv_mem, send_type, send_torch or recv_torch
 
-    @staticmethod
-    def _finish(event, wait):
-        if wait:
+    def _torch_streams(self):
+        if self._torch is None:
+            import torch
+
+            device = torch.device("cuda", self._team.queue.device.index)
+            ours = torch.cuda.ExternalStream(self._team.queue.cuda_stream, device=device)
+            self._torch = (torch, device, ours, torch.cuda.Event(), torch.cuda.Event())
+        return self._torch
+
+    def _after_torch(self):
+        """The team's later commands wait for torch's work queued so far on its current
+        stream of the team's device (an event; nothing waits on the host)."""
+        torch, device, ours, before, _ = self._torch_streams()
+        before.record(torch.cuda.current_stream(device))
+        ours.wait_event(before)
+
+    def _torch_after(self):
+        """Torch's later work on its current stream waits for the team's commands so far."""
+        torch, device, ours, _, after = self._torch_streams()
+        after.record(ours)
+        torch.cuda.current_stream(device).wait_event(after)
+
+    def _stream_wait(self, wait):
+        """Checks ``wait``; for ``"stream"``, the team's CUDA stream (else ``None``)."""
+        if not isinstance(wait, str):
+            return None
+        if wait != "stream":
+            raise ValueError(f'wait={wait!r}: True, False or "stream"')
+        stream = self._team.queue.cuda_stream
+        if stream is None:
+            raise ValueError('wait="stream" orders torch\'s CUDA stream: a CUDA team only')
+        return stream
+
+    def _finish(self, run, wait, torch_operands=False):
+        """Runs ``run()`` (the operation, its ``Event``), after torch's queued work where its
+        operands include torch CUDA tensors, then waits as ``wait`` says."""
+        stream = self._stream_wait(wait)
+        if torch_operands:
+            self._after_torch()
+        event = run()
+        if stream is not None:
+            # Torch's later work on its current stream (of the team's device) follows the
+            # operation.
+            self._torch_after()
+        elif wait:
             event.wait()
         return event
 
     def all_reduce(self, send, recv=None, op="sum", *, dtype=None, deps=(), wait=True):
         """``recv`` (default: ``send``, in place) = the reduction ("sum", "prod", "min",
         "max") of every rank's ``send``, bitwise the same on every rank."""
-        s, r, t = self._operands(send, recv, dtype)
-        return self._finish(self._team.all_reduce(s, r, t, op, list(deps)), wait)
+        s, r, t, tt = self._operands(send, recv, dtype)
+        return self._finish(lambda: self._team.all_reduce(s, r, t, op, list(deps)), wait, tt)
 
     def all_gather(self, send, recv, *, dtype=None, deps=(), wait=True):
         """``recv`` (``size`` times ``send``'s length) = every rank's ``send`` in rank
         order."""
-        s, r, t = self._operands(send, recv, dtype)
-        return self._finish(self._team.all_gather(s, r, t, list(deps)), wait)
+        s, r, t, tt = self._operands(send, recv, dtype)
+        return self._finish(lambda: self._team.all_gather(s, r, t, list(deps)), wait, tt)
 
     def reduce_scatter(self, send, recv, op="sum", *, dtype=None, deps=(), wait=True):
         """``recv`` = this rank's block of the reduction of every rank's ``send`` (``size``
         blocks of ``recv``'s length)."""
-        s, r, t = self._operands(send, recv, dtype)
-        return self._finish(self._team.reduce_scatter(s, r, t, op, list(deps)), wait)
+        s, r, t, tt = self._operands(send, recv, dtype)
+        return self._finish(
+            lambda: self._team.reduce_scatter(s, r, t, op, list(deps)), wait, tt
+        )
 
     def broadcast(self, buf, root=0, *, dtype=None, deps=(), wait=True):
         """``buf`` = rank ``root``'s ``buf``, on every rank."""
-        b, t = self._operand(buf, dtype)
-        return self._finish(self._team.broadcast(b, t, root, list(deps)), wait)
+        b, t, tt = self._operand(buf, dtype)
+        return self._finish(lambda: self._team.broadcast(b, t, root, list(deps)), wait, tt)
 
     def barrier(self, *, deps=(), wait=True):
         """Completes when every rank has reached it."""
-        return self._finish(self._team.barrier(list(deps)), wait)
+        return self._finish(lambda: self._team.barrier(list(deps)), wait)
 
     def symmetric_buffer(self, shape, dtype):
         """A ``SymmetricBuffer``: ``shape`` (an int or a tuple) elements of ``dtype`` per rank
@@ -187,18 +250,19 @@ class Team:
         read this rank's part, which may then be written again. Every rank passes the same
         range (``InvalidError`` on every rank otherwise).
 
-        Ordering: when ``recv`` is a CUDA tensor, taking it (DLPack) first waits for the legacy
-        default stream, which torch's current stream joins: that covers torch's writes to the
-        part on that stream. Work on the part in other streams, or before a call whose
-        ``recv`` is sycl_rs ``Memory``, must be waited for first (``torch.cuda.synchronize()``)."""
+        Ordering: when ``recv`` is a CUDA tensor, taking it (DLPack) orders torch's current
+        stream before the team's queue: that covers torch's writes to the part on that
+        stream. Work on the part in other streams, or before a call whose ``recv`` is sycl_rs
+        ``Memory``, must be waited for first (``torch.cuda.synchronize()``)."""
         # (Untyped memory takes the buffer's dtype; a typed recv keeps its own.)
-        r, t = self._operand(recv, buf.dtype if isinstance(recv, Memory) else None)
+        r, t, tt = self._operand(recv, buf.dtype if isinstance(recv, Memory) else None)
         if t != buf.dtype:
             raise TypeError(f"buf is {buf.dtype}, recv is {t}")
-        event = self._team.all_reduce_symmetric(
-            buf._native, r, op, start, count, list(deps)
+        return self._finish(
+            lambda: self._team.all_reduce_symmetric(buf._native, r, op, start, count, list(deps)),
+            wait,
+            tt,
         )
-        return self._finish(event, wait)
 
     def record(self, build):
         """Records the operations ``build(recorder)`` makes (a ``Recorder``: this team's
@@ -206,12 +270,15 @@ class Team:
         every rank records the same operations. The graph keeps its operands alive."""
         recorder = Recorder(self)
         build(recorder)
-        return Graph(self._team.record(recorder._ops), recorder._keep)
+        return Graph(self._team.record(recorder._ops), recorder._keep, recorder._torch)
 
     def replay(self, graph, *, deps=(), wait=True):
         """Runs ``graph`` (recorded by this team) once, as one command: its operations on
-        their memory as it is now, bitwise as the calls would."""
-        return self._finish(self._team.replay(graph._graph, list(deps)), wait)
+        their memory as it is now, bitwise as the calls would (after torch's queued work,
+        where its operands include torch CUDA tensors)."""
+        return self._finish(
+            lambda: self._team.replay(graph._graph, list(deps)), wait, graph._torch
+        )
 
     def __repr__(self):
         return repr(self._team)
@@ -275,32 +342,38 @@ class Recorder:
         self._team = team
         self._ops = []
         self._keep = []
+        self._torch = False  # whether an operand is a torch CUDA tensor
 
     def all_reduce(self, send, recv=None, op="sum", *, dtype=None):
-        s, r, t = self._team._operands(send, recv, dtype)
+        s, r, t, tt = self._team._operands(send, recv, dtype)
+        self._torch |= tt
         self._ops.append(("all_reduce", s, r, t, op, None))
         self._keep += [send, recv, s, r]
 
     def all_gather(self, send, recv, *, dtype=None):
-        s, r, t = self._team._operands(send, recv, dtype)
+        s, r, t, tt = self._team._operands(send, recv, dtype)
+        self._torch |= tt
         self._ops.append(("all_gather", s, r, t, None, None))
         self._keep += [send, recv, s, r]
 
     def reduce_scatter(self, send, recv, op="sum", *, dtype=None):
-        s, r, t = self._team._operands(send, recv, dtype)
+        s, r, t, tt = self._team._operands(send, recv, dtype)
+        self._torch |= tt
         self._ops.append(("reduce_scatter", s, r, t, op, None))
         self._keep += [send, recv, s, r]
 
     def broadcast(self, buf, root=0, *, dtype=None):
-        b, t = self._team._operand(buf, dtype)
+        b, t, tt = self._team._operand(buf, dtype)
+        self._torch |= tt
         self._ops.append(("broadcast", b, None, t, None, root))
         self._keep += [buf, b]
 
     def all_reduce_symmetric(self, buf, recv, op="sum", *, start=0):
         """``Team.all_reduce_symmetric`` of the elements ``start .. start + len(recv)``."""
-        r, t = self._team._operand(recv, buf.dtype if isinstance(recv, Memory) else None)
+        r, t, tt = self._team._operand(recv, buf.dtype if isinstance(recv, Memory) else None)
         if t != buf.dtype:
             raise TypeError(f"buf is {buf.dtype}, recv is {t}")
+        self._torch |= tt
         self._ops.append(("all_reduce_symmetric", buf._native, r, t, op, start))
         self._keep += [buf, recv, r]
 
@@ -311,9 +384,10 @@ class Recorder:
 class Graph:
     """Operations of a team recorded once (``Team.record``), replayed by ``Team.replay``."""
 
-    def __init__(self, graph, keep):
+    def __init__(self, graph, keep, torch_operands):
         self._graph = graph
         self._keep = keep
+        self._torch = torch_operands
 
     @property
     def operations(self):

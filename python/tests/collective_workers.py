@@ -266,17 +266,23 @@ def torch_checks(team):
     mem = sycl_rs.from_dlpack(x, team.queue)
     reps = 200
 
-    def per_call(fn):
+    def per_call(fn, to_the_end=False):
+        # (`to_the_end`: calls that wait for nothing on the host, timed until torch's stream,
+        # which waits for the team's, has run them all.)
         for _ in range(20):
             fn()
         torch.cuda.synchronize()
         start = time.perf_counter()
         for _ in range(reps):
             fn()
+        if to_the_end:
+            torch.cuda.synchronize()
         return (time.perf_counter() - start) / reps * 1e6
 
     whole = per_call(lambda: team.all_reduce(x))
-    wrap = per_call(lambda: sycl_rs.from_dlpack(x, team.queue))
+    stream_ordered = per_call(lambda: team.all_reduce(x, wait="stream"), to_the_end=True)
+    wrap = per_call(lambda: sycl_rs.from_dlpack(x, team.queue, sync="none"))
+    wrap_host = per_call(lambda: sycl_rs.from_dlpack(x, team.queue))
     wrapped = per_call(lambda: team.all_reduce(mem, dtype="bfloat16"))
     events = []
     no_wait = per_call(lambda: events.append(team.all_reduce(mem, dtype="bfloat16", wait=False)))
@@ -301,10 +307,58 @@ def torch_checks(team):
     )
     print(
         f"collective: rank {me}: bf16 512 B all_reduce from Python, us per call: {whole:.1f} "
-        f"(from_dlpack alone {wrap:.1f}; on memory wrapped once {wrapped:.1f}, without waiting "
+        f"(wait=\"stream\" {stream_ordered:.1f}; from_dlpack alone {wrap:.1f}, with a host "
+        f"sync {wrap_host:.1f}; on memory wrapped once {wrapped:.1f}, without waiting "
         f"{no_wait:.1f})",
         flush=True,
     )
+    stream_order_checks(team)
+
+
+def stream_order_checks(team):
+    """Torch's work and the team's in stream order, no host waits: what torch queued on a
+    tensor comes before the operation that takes it, and with wait="stream" torch's later work
+    comes after it. A GPU sleep ahead of torch's writes makes a missing order visible."""
+    import torch
+
+    me, size = team.rank, team.size
+    device = torch.device("cuda", torch.cuda.current_device())
+    want = float(sum(r + 1 for r in range(size)))
+    for n in [100, 1 << 20]:
+        x = torch.zeros(n, device=device, dtype=torch.float32)
+        torch.cuda.synchronize()
+        torch.cuda._sleep(50_000_000)  # tens of ms of GPU time on torch's current stream
+        x.fill_(me + 1)  # queued behind it
+        team.all_reduce(x, wait="stream")
+        # (No host wait so far: the sleep still runs.)
+        busy = not torch.cuda.current_stream(device).query()
+        y = x * 2  # torch's current stream, after the all-reduce
+        if not torch.equal(y, torch.full_like(y, 2 * want)):
+            raise AssertionError(f"stream order, {n}: {y[:4]} != {2 * want}")
+        if not busy:
+            raise AssertionError("wait=\"stream\" or the DLPack wrap waited on the host")
+    # Through torch's other streams: the wrap orders the producer's current stream.
+    side = torch.cuda.Stream(device)
+    with torch.cuda.stream(side):
+        x = torch.zeros(4096, device=device, dtype=torch.float32)
+        torch.cuda._sleep(50_000_000)
+        x.fill_(me + 1)
+        team.all_reduce(x, wait="stream")
+        y = x * 2
+    torch.cuda.synchronize()
+    if not torch.equal(y, torch.full_like(y, 2 * want)):
+        raise AssertionError(f"stream order on a side stream: {y[:4]} != {2 * want}")
+    # A graph's replay follows torch's queued writes to its operands too.
+    x = torch.zeros(4096, device=device, dtype=torch.float32)
+    out = torch.empty_like(x)
+    graph = team.record(lambda g: g.all_reduce(x, out))
+    for k in range(1, 4):
+        torch.cuda._sleep(50_000_000)
+        x.fill_((me + 1) * k)
+        team.replay(graph, wait="stream")
+        if not torch.equal(out, torch.full_like(out, want * k)):
+            raise AssertionError(f"replay {k} in stream order: {out[:4]} != {want * k}")
+    print(f"collective: rank {me}: stream order with torch ok", flush=True)
 
 
 def main():

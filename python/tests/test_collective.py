@@ -145,6 +145,13 @@ def test_bad_arguments_are_errors(solo):
         solo.all_gather(x, np.ones(7, dtype=np.float32))
     with pytest.raises(TypeError):
         solo.all_reduce([1.0, 2.0])
+    # wait="stream" orders torch's CUDA stream: refused (before anything runs) elsewhere.
+    out = np.zeros(8, dtype=np.float32)
+    with pytest.raises(ValueError, match="CUDA"):
+        solo.all_reduce(x, out, wait="stream")
+    with pytest.raises(ValueError, match="stream"):
+        solo.barrier(wait="later")
+    assert not out.any(), "a refused wait ran nothing"
     buf = solo.symmetric_buffer(8, "float32")
     with pytest.raises(TypeError):
         solo.all_reduce_symmetric(buf, np.ones(8, dtype=np.float64))

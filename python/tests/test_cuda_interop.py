@@ -130,6 +130,26 @@ def test_from_dlpack_of_a_torch_tensor(q):
     assert t[N // 2 :].eq(0).all().item() and t[N // 2 - 1].item() == N // 2 - 1
 
 
+def test_from_dlpack_ordered_on_the_queue(q):
+    """sync="queue": torch orders its pending work on the tensor before the queue's commands
+    (DLPack's stream: the queue's own), and nothing waits on the host."""
+    torch = pytest.importorskip("torch")
+    assert isinstance(q.cuda_stream, int) and q.cuda_stream != 0
+    device = torch.device("cuda", q.device.index)
+    t = torch.zeros(N, dtype=torch.float32, device=device)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(100_000_000)  # tens of ms of GPU time on torch's current stream
+    t.fill_(3.0)  # queued behind it
+    mem = sycl_rs.from_dlpack(t, q, sync="queue")
+    assert not torch.cuda.current_stream(device).query(), "the wrap waited on the host"
+    got = np.frombuffer(mem.copy_to(offset=4 * 7, nbytes=4), np.float32)
+    assert got[0] == 3.0, "the queue's read came before torch's fill"
+    # The default waits on the host for the legacy default stream (torch's default stream).
+    torch.cuda._sleep(100_000_000)
+    sycl_rs.from_dlpack(t, q)
+    assert torch.cuda.current_stream(device).query()
+
+
 def test_from_dlpack_keeps_the_torch_tensor_alive(q):
     torch = pytest.importorskip("torch")
     import gc

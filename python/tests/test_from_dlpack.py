@@ -128,6 +128,18 @@ class FakeProducer:
         return self.array.__dlpack__(**kwargs)
 
 
+def test_sync_is_host_or_queue(native):
+    q = sycl_rs.Queue(native)
+    assert q.cuda_stream is None
+    a = np.arange(4, dtype=np.float32)
+    # Host memory has no stream to order: the same wrap either way.
+    for sync in ["queue", "none"]:
+        m = sycl_rs.from_dlpack(a, q, sync=sync)
+        assert m.ptr == a.ctypes.data and m.queue.device == q.device
+    with pytest.raises(ValueError, match="sync"):
+        sycl_rs.from_dlpack(a, sync="device")
+
+
 def test_unsupported_producers_are_errors(native):
     with pytest.raises(sycl_rs.BackendMismatchError):
         sycl_rs.from_dlpack(FakeProducer((4, 0)))  # kDLOpenCL

@@ -84,7 +84,7 @@ pub use sycl_macros::kernel_fn;
 pub use sycl_macros::KernelType;
 pub use usm::{
     get_pointer_device, get_pointer_type, malloc_device, malloc_host, malloc_shared, AsUsmRange,
-    ForeignKind, ForeignMemory, HostSlice, HostSliceMut, Usm, UsmRange, UsmView,
+    ForeignKind, ForeignMemory, ForeignReady, HostSlice, HostSliceMut, Usm, UsmRange, UsmView,
 };
 pub use virtual_mem::PhysicalMem;
 

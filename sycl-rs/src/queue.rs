@@ -99,6 +99,16 @@ impl Queue {
         self.inner.properties()
     }
 
+    /// The CUDA stream (a `CUstream` as an integer) a CUDA queue's commands run in, in
+    /// submission order; `None` on other backends. For interop: another library may order
+    /// its work before this queue's later commands (`cuStreamWaitEvent` on it, or DLPack's
+    /// `__dlpack__(stream=..)`), or its own after this queue's earlier ones (an event recorded
+    /// on it). The stream belongs to the queue: it lives as long as the queue, and other
+    /// libraries must neither destroy nor capture it.
+    pub fn cuda_stream(&self) -> Option<u64> {
+        self.inner.cuda_stream()
+    }
+
     /// Submits a command over `uses` (checked and tracked by their records, see
     /// [`MemoryRecord::submit`]) and wraps its event.
     pub(crate) fn submit_using(

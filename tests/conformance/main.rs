@@ -216,6 +216,21 @@ fn device_info(d: &Device) -> R {
 fn in_order_queue(d: &Device) -> R {
     let q = in_order(d)?;
     check!(q.properties().in_order);
+    // CUDA queues are one stream each (interop: `cuda_stream`); other backends have none.
+    let cuda = d.backend() == sycl::BackendKind::Cuda;
+    check!(
+        q.cuda_stream().is_some() == cuda,
+        "cuda_stream {:?} on {}",
+        q.cuda_stream(),
+        d.backend()
+    );
+    if cuda {
+        let other = in_order(d)?;
+        check!(
+            other.cuda_stream() != q.cuda_stream(),
+            "two queues, one stream"
+        );
+    }
     let a = sycl::malloc_device::<u32>(4096, &q).map_err(fail)?;
     let b = sycl::malloc_device::<u32>(4096, &q).map_err(fail)?;
     let c = sycl::malloc_device::<u32>(4096, &q).map_err(fail)?;

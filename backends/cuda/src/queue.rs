@@ -719,6 +719,12 @@ impl sycl_backend::Queue for Queue {
         &self.device
     }
 
+    fn cuda_stream(&self) -> Option<u64> {
+        // Every command of this queue goes to this one stream, in submission order (host
+        // tasks wait for it to reach them).
+        Some(self.stream.raw as u64)
+    }
+
     fn properties(&self) -> QueueProperties {
         self.props
     }

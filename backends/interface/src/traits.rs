@@ -594,6 +594,13 @@ pub trait Queue: Send + Sync + Any {
     fn is_idle(&self) -> bool {
         false
     }
+
+    /// The CUDA stream (`CUstream`, as an integer) this queue's commands run in, in order:
+    /// another library orders its work with this queue's through it (DLPack's `stream`,
+    /// `cuStreamWaitEvent`). `None` for queues that are not one CUDA stream (the default).
+    fn cuda_stream(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// An event.

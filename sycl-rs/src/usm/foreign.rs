@@ -30,10 +30,23 @@ pub enum ForeignKind {
     System,
     /// Memory a device driver allocated, of this USM kind (DLPack's `kDLCUDA` = device,
     /// `kDLCUDAHost` = host, `kDLCUDAManaged` = shared): the backend's driver is asked about
-    /// the pointer, and its kind, device and allocation bounds must match. Wrapping it waits
-    /// for the work other libraries queued on the device's default queue (CUDA's legacy
-    /// default stream, where a DLPack producer asked for `stream=1` makes its data ready).
+    /// the pointer, and its kind, device and allocation bounds must match. When its data is
+    /// ready is [`ForeignMemory::ready`]'s to say.
     Driver(UsmKind),
+}
+
+/// When the producer's pending work on foreign driver memory is done ([`ForeignMemory::ready`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForeignReady {
+    /// On the device's default queue (CUDA's legacy default stream, where a DLPack producer
+    /// asked for `stream=1` makes its data ready): wrapping waits for that queue on the host,
+    /// after which commands of any queue may use the memory.
+    DefaultQueue,
+    /// Before the later commands of the queue that will use the memory: the producer ordered
+    /// its work so already (a DLPack producer asked for that queue's
+    /// [`Queue::cuda_stream`](crate::Queue::cuda_stream)). Nothing waits; commands of other
+    /// queues are not ordered after the producer's work.
+    Ordered,
 }
 
 /// Describes foreign memory for [`Usm::from_foreign`].
@@ -48,6 +61,8 @@ pub struct ForeignMemory {
     /// `ReadWrite`, or `Read` for memory its producer lends read-only: commands that would
     /// write it are then refused (`Errc::Invalid`). `None` is refused.
     pub access: AccessMode,
+    /// For driver memory, when the producer's work on it is done (host memory: unused).
+    pub ready: ForeignReady,
 }
 
 impl<T: Pod> Usm<T> {
@@ -103,6 +118,7 @@ impl<T: Pod> Usm<T> {
             bytes,
             kind,
             access,
+            ready,
         } = memory;
         let size = super::element_size::<T>()?;
         if bytes % size != 0 {
@@ -153,7 +169,9 @@ impl<T: Pod> Usm<T> {
                 } else {
                     want
                 };
-                context.raw().wait_foreign_default_queue(&device.inner)?;
+                if ready == ForeignReady::DefaultQueue {
+                    context.raw().wait_foreign_default_queue(&device.inner)?;
+                }
                 (kind, (kind != UsmKind::Host).then(|| device.clone()))
             }
         };
@@ -251,6 +269,7 @@ mod tests {
             bytes: len * 4,
             kind: ForeignKind::System,
             access,
+            ready: ForeignReady::DefaultQueue,
         }
     }
 

@@ -20,7 +20,7 @@ use bytemuck::Pod;
 use sycl_backend::{AccessMode, Aspect, PointerInfo, UsmKind};
 
 pub use access::{HostSlice, HostSliceMut, UsmView};
-pub use foreign::{ForeignKind, ForeignMemory};
+pub use foreign::{ForeignKind, ForeignMemory, ForeignReady};
 pub(crate) use record::{Backing, MemoryRecord, RecordSpec, Release, Use};
 
 use crate::{Context, Device, Errc, Error, Queue, Result};
