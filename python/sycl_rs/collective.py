@@ -43,10 +43,12 @@ memory its peers read directly: its all-reduce copies nothing into the team's bu
     team.all_reduce_symmetric(buf, out)     # out = the sum of every rank's part
 """
 
+import contextlib as _contextlib
 import math as _math
 import os as _os
 import sys as _sys
 import uuid as _uuid
+import weakref as _weakref
 
 from ._native import ArrayView, Memory, NodeRanks, from_dlpack
 from ._native import Team as _Team
@@ -60,6 +62,24 @@ _ALIASES = {
     "int": "int32",
     "long": "int64",
 }
+
+
+@_contextlib.contextmanager
+def _torch_device_kept():
+    """Puts torch's current CUDA device back after sycl-rs calls, where torch uses CUDA:
+    sycl-rs's CUDA backend makes the context of each device it works with current, and may
+    leave another device's (one whose memory or events it touched: a peer's, opened) current
+    on return; torch takes the current context's device for its current device."""
+    torch = _sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        yield
+        return
+    device = torch.cuda.current_device()
+    try:
+        yield
+    finally:
+        if torch.cuda.current_device() != device:
+            torch.cuda.set_device(device)
 
 
 def _dtype_name(dtype):
@@ -97,10 +117,16 @@ class Team:
         if ranks is None:
             ranks = NodeRanks.from_env()
         self.ranks = ranks
-        self._team = _Team(ranks, queue, **options)
+        with _torch_device_kept():
+            self._team = _Team(ranks, queue, **options)
         # Once a torch CUDA tensor came: torch, the team's device, its queue's stream as a
         # torch stream, and an event for each direction (re-recorded each call).
         self._torch = None
+        # Torch CUDA tensors wrapped before, while they live: the same memory again skips
+        # the wrap and lets the team run the call's kept plan (spec/collectives.md). By id,
+        # with a weak reference that drops the entry (a WeakKeyDictionary compares keys with
+        # ==, which is elementwise on tensors).
+        self._wrapped = {}
 
     @property
     def rank(self):
@@ -136,13 +162,39 @@ class Team:
                 raise TypeError(f"{type(obj).__name__} has no dtype: pass dtype=")
         torch = _sys.modules.get("torch")
         if torch is not None and isinstance(obj, torch.Tensor) and obj.is_cuda:
-            # torch's pending work on it: ordered by an event per call (`_after_torch`), which
-            # costs less than DLPack's stream (torch then makes an event and a stream object
-            # per tensor).
-            return from_dlpack(obj, self._team.queue, sync="none"), _dtype_name(dtype), True
+            return self._torch_memory(obj), _dtype_name(dtype), True
         # Other producers order their pending work before the team queue's commands: DLPack's
         # stream, no host wait.
         return from_dlpack(obj, self._team.queue, sync="queue"), _dtype_name(dtype), False
+
+    def _torch_memory(self, tensor):
+        """A torch CUDA tensor as ``Memory``: wrapped with ``sync="none"`` (torch's pending
+        work on it is ordered by an event per call, ``_after_torch``, which costs less than
+        DLPack's stream: torch makes an event and a stream object per tensor for that), and
+        kept while the tensor lives. A kept wrap is used again only while the tensor still
+        spans the same bytes (its storage cannot move meanwhile: the wrap holds it)."""
+        key = id(tensor)
+        kept = self._wrapped.get(key)
+        if (
+            kept is not None
+            and kept[0]() is tensor
+            and kept[1].ptr == tensor.data_ptr()
+            and kept[1].nbytes == tensor.numel() * tensor.element_size()
+            and tensor.is_contiguous()
+        ):
+            return kept[1]
+        # (torch exports a CUDA tensor only while its device is the current one.)
+        with self._torch_streams()[0].cuda.device(tensor.device):
+            mem = from_dlpack(tensor, self._team.queue, sync="none")
+        wrapped = self._wrapped
+
+        def forget(ref):
+            # (Only this tensor's entry: its id may be another tensor's by now.)
+            if wrapped.get(key, (None,))[0] is ref:
+                del wrapped[key]
+
+        self._wrapped[key] = (_weakref.ref(tensor, forget), mem)
+        return mem
 
     def _operands(self, send, recv, dtype):
         send_mem, send_type, send_torch = self._operand(send, dtype)
@@ -190,15 +242,16 @@ class Team:
         """Runs ``run()`` (the operation, its ``Event``), after torch's queued work where its
         operands include torch CUDA tensors, then waits as ``wait`` says."""
         stream = self._stream_wait(wait)
-        if torch_operands:
-            self._after_torch()
-        event = run()
-        if stream is not None:
-            # Torch's later work on its current stream (of the team's device) follows the
-            # operation.
-            self._torch_after()
-        elif wait:
-            event.wait()
+        with _torch_device_kept():
+            if torch_operands or stream is not None:
+                self._after_torch()
+            event = run()
+            if stream is not None:
+                # Torch's later work on its current stream (of the team's device) follows
+                # the operation.
+                self._torch_after()
+            elif wait:
+                event.wait()
         return event
 
     def all_reduce(self, send, recv=None, op="sum", *, dtype=None, deps=(), wait=True):
@@ -236,7 +289,8 @@ class Team:
         rank passes the same shape and dtype (``RuntimeError`` on every rank when a rank
         cannot share or open its part)."""
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        native = self._team.symmetric_buffer(_math.prod(shape), _dtype_name(dtype))
+        with _torch_device_kept():
+            native = self._team.symmetric_buffer(_math.prod(shape), _dtype_name(dtype))
         return SymmetricBuffer(native, shape)
 
     def all_reduce_symmetric(

@@ -312,17 +312,16 @@ def torch_checks(team):
         f"{no_wait:.1f})",
         flush=True,
     )
-    stream_order_checks(team)
+    stream_order_checks(team, device)
 
 
-def stream_order_checks(team):
+def stream_order_checks(team, device):
     """Torch's work and the team's in stream order, no host waits: what torch queued on a
     tensor comes before the operation that takes it, and with wait="stream" torch's later work
     comes after it. A GPU sleep ahead of torch's writes makes a missing order visible."""
     import torch
 
     me, size = team.rank, team.size
-    device = torch.device("cuda", torch.cuda.current_device())
     want = float(sum(r + 1 for r in range(size)))
     for n in [100, 1 << 20]:
         x = torch.zeros(n, device=device, dtype=torch.float32)
@@ -358,6 +357,25 @@ def stream_order_checks(team):
         team.replay(graph, wait="stream")
         if not torch.equal(out, torch.full_like(out, want * k)):
             raise AssertionError(f"replay {k} in stream order: {out[:4]} != {want * k}")
+    # The team keeps a tensor's wrap while it lives: a tensor moved to other storage (set_)
+    # is reduced there, one made strided in place is refused, not read as it was.
+    x = torch.ones(1000, device=device, dtype=torch.float32)
+    team.all_reduce(x)
+    x.set_(torch.full((1000,), float(me + 1), device=device))
+    team.all_reduce(x)
+    if not torch.equal(x, torch.full_like(x, want)):
+        raise AssertionError(f"a tensor moved by set_: {x[:4]} != {want}")
+    x.as_strided_((500,), (2,))
+    try:
+        team.all_reduce(x)
+    except BufferError:
+        pass
+    else:
+        raise AssertionError("a tensor made strided in place was reduced")
+    if torch.cuda.current_device() != device.index:
+        raise AssertionError(
+            f"torch's current device is {torch.cuda.current_device()}, set {device.index}"
+        )
     print(f"collective: rank {me}: stream order with torch ok", flush=True)
 
 
