@@ -48,7 +48,6 @@ import math as _math
 import os as _os
 import sys as _sys
 import uuid as _uuid
-import weakref as _weakref
 
 from ._native import ArrayView, Memory, NodeRanks, from_dlpack
 from ._native import Team as _Team
@@ -122,11 +121,6 @@ class Team:
         # Once a torch CUDA tensor came: torch, the team's device, its queue's stream as a
         # torch stream, and an event for each direction (re-recorded each call).
         self._torch = None
-        # Torch CUDA tensors wrapped before, while they live: the same memory again skips
-        # the wrap and lets the team run the call's kept plan (spec/collectives.md). By id,
-        # with a weak reference that drops the entry (a WeakKeyDictionary compares keys with
-        # ==, which is elementwise on tensors).
-        self._wrapped = {}
 
     @property
     def rank(self):
@@ -168,33 +162,15 @@ class Team:
         return from_dlpack(obj, self._team.queue, sync="queue"), _dtype_name(dtype), False
 
     def _torch_memory(self, tensor):
-        """A torch CUDA tensor as ``Memory``: wrapped with ``sync="none"`` (torch's pending
-        work on it is ordered by an event per call, ``_after_torch``, which costs less than
-        DLPack's stream: torch makes an event and a stream object per tensor for that), and
-        kept while the tensor lives. A kept wrap is used again only while the tensor still
-        spans the same bytes (its storage cannot move meanwhile: the wrap holds it)."""
-        key = id(tensor)
-        kept = self._wrapped.get(key)
-        if (
-            kept is not None
-            and kept[0]() is tensor
-            and kept[1].ptr == tensor.data_ptr()
-            and kept[1].nbytes == tensor.numel() * tensor.element_size()
-            and tensor.is_contiguous()
-        ):
-            return kept[1]
+        """A torch CUDA tensor as ``Memory``, wrapped with ``sync="none"``: torch's pending
+        work on it is ordered by an event per call (``_after_torch``), which costs less than
+        DLPack's stream (torch makes an event and a stream object per tensor for that).
+        Wrapped anew each call: a kept wrap would hold the tensor's storage, and torch keeps a
+        tensor's Python object alive while C++ holds it, so no weak reference would ever let
+        the wrap go."""
         # (torch exports a CUDA tensor only while its device is the current one.)
         with self._torch_streams()[0].cuda.device(tensor.device):
-            mem = from_dlpack(tensor, self._team.queue, sync="none")
-        wrapped = self._wrapped
-
-        def forget(ref):
-            # (Only this tensor's entry: its id may be another tensor's by now.)
-            if wrapped.get(key, (None,))[0] is ref:
-                del wrapped[key]
-
-        self._wrapped[key] = (_weakref.ref(tensor, forget), mem)
-        return mem
+            return from_dlpack(tensor, self._team.queue, sync="none")
 
     def _operands(self, send, recv, dtype):
         send_mem, send_type, send_torch = self._operand(send, dtype)

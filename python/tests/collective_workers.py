@@ -357,8 +357,8 @@ def stream_order_checks(team, device):
         team.replay(graph, wait="stream")
         if not torch.equal(out, torch.full_like(out, want * k)):
             raise AssertionError(f"replay {k} in stream order: {out[:4]} != {want * k}")
-    # The team keeps a tensor's wrap while it lives: a tensor moved to other storage (set_)
-    # is reduced there, one made strided in place is refused, not read as it was.
+    # A tensor moved to other storage (set_) is reduced there; one made strided in place is
+    # refused, not read as it was.
     x = torch.ones(1000, device=device, dtype=torch.float32)
     team.all_reduce(x)
     x.set_(torch.full((1000,), float(me + 1), device=device))
