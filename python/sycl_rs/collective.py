@@ -168,6 +168,9 @@ class Team:
         Wrapped anew each call: a kept wrap would hold the tensor's storage, and torch keeps a
         tensor's Python object alive while C++ holds it, so no weak reference would ever let
         the wrap go."""
+        if self._team.queue.cuda_stream is None:
+            # (A team of another backend: from_dlpack refuses it, BackendMismatchError.)
+            return from_dlpack(tensor, self._team.queue, sync="none")
         # (torch exports a CUDA tensor only while its device is the current one.)
         with self._torch_streams()[0].cuda.device(tensor.device):
             return from_dlpack(tensor, self._team.queue, sync="none")
