@@ -45,11 +45,11 @@ def main():
     team = coll.Team(ranks)
     x = torch.zeros(256, dtype=torch.bfloat16, device=device)  # 512 B
 
-    def host_sync(k):
+    def host_sync():
         mem = sycl_rs.from_dlpack(x, team.queue, sync="host")
         team.all_reduce(mem, dtype="bfloat16", wait=True)
 
-    def stream_order(k):
+    def stream_order():
         team.all_reduce(x, wait="stream")
 
     for name, call in [("host sync", host_sync), ("stream order", stream_order)]:
@@ -60,7 +60,7 @@ def main():
             for k in range(n):
                 torch.cuda._sleep(2_000_000)  # about 1 ms of GPU time
                 x.fill_(k)
-                call(k)
+                call()
             host = (time.perf_counter() - start) / n * 1e3
             torch.cuda.synchronize()
             total = (time.perf_counter() - start) / n * 1e3
@@ -73,7 +73,7 @@ def main():
         )
     # The calls alone, the GPU otherwise idle: us per call until the GPU finished.
     calls = [
-        ("host sync", lambda: host_sync(0)),
+        ("host sync", host_sync),
         ("wait=True", lambda: team.all_reduce(x)),
         ('wait="stream"', lambda: team.all_reduce(x, wait="stream")),
     ]

@@ -900,9 +900,9 @@ fn queue_for(
 /// stream waits for) and nothing waits on the host: cheaper, but only `queue`'s commands
 /// are ordered after that work; with `sync="none"` (DLPack's `stream=-1`) nothing is ordered:
 /// the caller orders the producer's work before its commands (torch: an event recorded on
-/// its stream that the queue's stream waits for). Either way, the producer (and NumPy or torch code holding
-/// the tensor) may still write the memory at any time: ordering that with sycl-rs commands
-/// is the program's business, as between CUDA streams.
+/// its stream that the queue's stream waits for). Either way, the producer (and NumPy or
+/// torch code holding the tensor) may still write the memory at any time: ordering that
+/// with sycl-rs commands is the program's business, as between CUDA streams.
 ///
 /// Errors: `BufferError` for a tensor that cannot be wrapped (strided, vector or sub-byte
 /// dtype, overflowing shape, null data); `BackendMismatchError` for memory of other DLPack

@@ -128,7 +128,7 @@ class FakeProducer:
         return self.array.__dlpack__(**kwargs)
 
 
-def test_sync_is_host_or_queue(native):
+def test_sync_is_host_queue_or_none(native):
     q = sycl_rs.Queue(native)
     assert q.cuda_stream is None
     a = np.arange(4, dtype=np.float32)

@@ -184,7 +184,8 @@ impl Queue {
             return false;
         }
         let start = std::time::Instant::now();
-        for poll in 0u32.. {
+        let mut poll = 0u32;
+        loop {
             if poll < 64 {
                 std::hint::spin_loop();
             } else {
@@ -196,8 +197,8 @@ impl Queue {
             if poll % 8 == 0 && start.elapsed() >= limit {
                 return false;
             }
+            poll = poll.wrapping_add(1);
         }
-        false
     }
 
     /// Copies `src` into `dst` (same length; any USM kinds, IPC-opened memory, mappings).
