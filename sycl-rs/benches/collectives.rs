@@ -1,7 +1,8 @@
 //! `bench_collectives`: `sycl::collective` between the ranks of one node, timed as
 //! back-to-back operations (the wall time of a batch submitted together and waited for once,
 //! per operation; the median of 7 batches), beside what the same run measures of the raw
-//! alternative: on the native CPU Open MPI's `MPI_Allreduce` (shared memory) over host memory;
+//! alternative: on the native CPU Open MPI's `MPI_Allreduce` (shared memory) over host memory,
+//! its batches taking turns with ours (`ratio_to_mpi`: the median of the batches' ratios);
 //! on GPUs the NCCL and torch `symm_mem` figures come from `collectives_anchor.py` run in the
 //! same device call (`scripts/gpu-test.sh`).
 //!
@@ -49,19 +50,59 @@ fn timed(
     for _ in 0..3 {
         op().wait().expect("warm-up");
     }
-    let (mut per, mut submit) = (Vec::new(), Vec::new());
+    let (per, submit): (Vec<f64>, Vec<f64>) =
+        (0..reps()).map(|_| batch(world, iters, &mut op)).unzip();
+    (median(per), median(submit))
+}
+
+/// One batch of `iters` calls of `op` after a barrier: per-op time (until the last one
+/// completed) and per-op submission time, in microseconds.
+fn batch(
+    world: &impl Communicator,
+    iters: usize,
+    op: &mut impl FnMut() -> sycl::Event,
+) -> (f64, f64) {
+    world.barrier();
+    let t = Instant::now();
+    let mut last = None;
+    for _ in 0..iters {
+        last = Some(op());
+    }
+    let submit = t.elapsed().as_secs_f64() * 1e6 / iters as f64;
+    last.expect("an op").wait().expect("a batch");
+    (t.elapsed().as_secs_f64() * 1e6 / iters as f64, submit)
+}
+
+/// [`timed`] of `op` beside `raw` (the raw call it is measured against), their batches taking
+/// turns: every rep times a batch of `op`, then one of `raw`. This host's speed drifts by 2x
+/// over seconds (a shared VM), so batches timed one after the other compare like with like
+/// where two blocks of batches would not. Returns the medians of `op`'s per-op time, its
+/// submission, `raw`'s per-op time, and of the reps' ratios `op / raw`.
+fn timed_beside(
+    world: &impl Communicator,
+    iters: usize,
+    mut op: impl FnMut() -> sycl::Event,
+    mut raw: impl FnMut(),
+) -> (f64, f64, f64, f64) {
+    for _ in 0..3 {
+        op().wait().expect("warm-up");
+        raw();
+    }
+    let (mut per, mut submit, mut raw_per, mut ratio) = (vec![], vec![], vec![], vec![]);
     for _ in 0..reps() {
+        let (ours, ours_submit) = batch(world, iters, &mut op);
+        submit.push(ours_submit);
         world.barrier();
         let t = Instant::now();
-        let mut last = None;
         for _ in 0..iters {
-            last = Some(op());
+            raw();
         }
-        submit.push(t.elapsed().as_secs_f64() * 1e6 / iters as f64);
-        last.expect("an op").wait().expect("a batch");
-        per.push(t.elapsed().as_secs_f64() * 1e6 / iters as f64);
+        let theirs = t.elapsed().as_secs_f64() * 1e6 / iters as f64;
+        per.push(ours);
+        raw_per.push(theirs);
+        ratio.push(ours / theirs);
     }
-    (median(per), median(submit))
+    (median(per), median(submit), median(raw_per), median(ratio))
 }
 
 /// Per-op microseconds of `op` recorded GRAPH_OPS times into one graph, replayed
@@ -118,38 +159,33 @@ fn rows<T: Element + Copy>(
             .expect("fill");
         let sym_out = sycl::malloc_device::<T>(count, q).expect("memory");
         for (name, team) in teams.iter_mut() {
-            let (us, submit_us) = timed(world, iters, || {
+            let mut op = || {
                 team.all_reduce(&x, &x, ReduceOp::Sum, &[])
                     .expect("all_reduce")
+            };
+            // Beside Open MPI's MPI_Allreduce over host memory of the same size, same ranks,
+            // batches taking turns with ours; `ratio_to_mpi` is the median of the batches'.
+            let mpi = (native && *name == "auto").then(|| {
+                let send = vec![1.0f32; bytes / 4];
+                let mut recv = vec![0.0f32; bytes / 4];
+                timed_beside(world, iters, &mut op, || {
+                    world.all_reduce_into(
+                        &send[..],
+                        &mut recv[..],
+                        mpi::collective::SystemOperation::sum(),
+                    )
+                })
             });
+            let (us, submit_us) = match mpi {
+                Some((us, submit_us, _, _)) => (us, submit_us),
+                None => timed(world, iters, op),
+            };
             let busbw = bytes as f64 * 2.0 * (n - 1.0) / n / (us * 1e-6) / 1e9;
             let mut row = format!(
                 "{{\"op\": \"all_reduce\", \"algorithm\": \"{name}\", \"dtype\": \"{dtype}\", \"bytes\": {bytes}, \"us\": {us:.2}, \"busbw_GBs\": {busbw:.1}, \"submit_us\": {submit_us:.2}"
             );
-            if native && *name == "auto" {
-                // Open MPI's MPI_Allreduce over host memory of the same size, same ranks.
-                let send = vec![1.0f32; bytes / 4];
-                let mut recv = vec![0.0f32; bytes / 4];
-                let mpi_us = {
-                    let mut per = Vec::new();
-                    for _ in 0..reps() {
-                        world.barrier();
-                        let t = Instant::now();
-                        for _ in 0..iters {
-                            world.all_reduce_into(
-                                &send[..],
-                                &mut recv[..],
-                                mpi::collective::SystemOperation::sum(),
-                            );
-                        }
-                        per.push(t.elapsed().as_secs_f64() * 1e6 / iters as f64);
-                    }
-                    median(per)
-                };
-                row += &format!(
-                    ", \"mpi_us\": {mpi_us:.2}, \"ratio_to_mpi\": {:.3}",
-                    us / mpi_us
-                );
+            if let Some((_, _, mpi_us, ratio)) = mpi {
+                row += &format!(", \"mpi_us\": {mpi_us:.2}, \"ratio_to_mpi\": {ratio:.3}");
             }
             if me == 0 {
                 println!("{row}}}");

@@ -135,10 +135,15 @@ impl Queue {
     /// this thread waits for them (yielding its core, which the queue's worker may share)
     /// before it hands `work` to the queue. Without it, a caller that submits faster than its
     /// peers arrive would leave every later call to the worker for good, each a hand-off.
+    ///
+    /// `uses` names each record once ([`crate::usm::record::add_use`]); `checked`: every
+    /// record was found reachable from this queue before (`MemoryRecord::check_queue`), as a
+    /// team's kept plan was when it first ran: not checked again.
     #[cfg_attr(not(feature = "collective"), allow(dead_code))]
     pub(crate) fn host_work_using(
         &self,
-        uses: &[(&Arc<MemoryRecord>, Use)],
+        uses: &[(Arc<MemoryRecord>, Use)],
+        checked: bool,
         deps: &[&Event],
         idle_wait: std::time::Duration,
         mut work: impl FnMut(bool) -> Result<bool> + Send + 'static,
@@ -147,8 +152,10 @@ impl Queue {
             matches!(d.status(), Ok(sycl_backend::EventStatus::Complete)) && d.wait().is_ok()
         };
         let now = deps.iter().all(done) && self.idle_within(idle_wait);
-        for (record, _) in uses {
-            record.check_queue(self)?;
+        if !checked {
+            for (record, _) in uses {
+                record.check_queue(self)?;
+            }
         }
         let raw = MemoryRecord::submit_or_run(uses, || {
             if now && work(true)? {

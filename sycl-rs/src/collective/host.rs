@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use crate::usm::record::add_use;
 use crate::usm::{MemoryRecord, Use, UsmRange};
 use crate::{Error, Event, Queue, Result};
 
@@ -64,8 +65,6 @@ pub(super) struct StepEpochs {
 /// A step's meeting: the kernels' for work-groups `groups`.
 #[derive(Clone)]
 struct Meeting {
-    /// Whether this rank arrived already (a meeting resumes where it stopped).
-    arrived: bool,
     /// The epoch (one of `step`'s) and signature this rank arrives with.
     word: u64,
     step: StepEpochs,
@@ -161,9 +160,8 @@ fn address<T: bytemuck::Pod>(
     if !r.is_host_accessible() {
         return Err(r.record.not_host_accessible());
     }
-    // (A record may repeat: the submission merges repeats at their strongest use.)
     if !private.contains(&record_key(&r.record)) {
-        uses.push((r.record.clone(), use_));
+        add_use(uses, &r.record, use_);
     }
     usize::try_from(r.as_ptr()).map_err(|_| Error::invalid("an address beyond this host's"))
 }
@@ -221,7 +219,6 @@ impl Plan {
             return Err(Error::invalid("team: a meeting outside the pads"));
         }
         self.work.push(Work::Meet(Meeting {
-            arrived: false,
             word,
             step,
             me,
@@ -273,7 +270,7 @@ impl Plan {
     /// (mismatched), as the kernels'.
     pub(super) fn submit(self, queue: &Queue, deps: &[&Event]) -> Result<Event> {
         let Plan { work, uses, .. } = self;
-        submit_work(queue, &uses, work.into(), 0, deps)
+        submit_work(queue, &uses, false, work.into(), 0, deps)
     }
 
     /// Submits the plan as [`Plan::submit`] does, and gives it back as a [`KeptPlan`] for
@@ -285,7 +282,7 @@ impl Plan {
     ) -> (Result<Event>, KeptPlan) {
         let Plan { work, uses, .. } = self;
         let work: Arc<[Work]> = work.into();
-        let event = submit_work(queue, &uses, work.clone(), 0, deps);
+        let event = submit_work(queue, &uses, false, work.clone(), 0, deps);
         let kept = KeptPlan {
             work,
             uses: uses.iter().map(|(r, u)| (Arc::downgrade(r), *u)).collect(),
@@ -315,7 +312,7 @@ impl SharedPlan {
     /// Submits one replay after `deps`, its meetings' epochs `base` later than recorded; as
     /// [`Plan::submit`] otherwise.
     pub(super) fn submit(&self, base: u32, queue: &Queue, deps: &[&Event]) -> Result<Event> {
-        submit_work(queue, &self.uses, self.work.clone(), base, deps)
+        submit_work(queue, &self.uses, false, self.work.clone(), base, deps)
     }
 }
 
@@ -344,31 +341,40 @@ impl KeptPlan {
             .iter()
             .map(|(r, u)| Some((r.upgrade()?, *u)))
             .collect::<Option<Vec<_>>>()?;
-        Some(submit_work(queue, &uses, self.work.clone(), base, deps))
+        // (Its records were found reachable from the team's queue when it first ran.)
+        Some(submit_work(
+            queue,
+            &uses,
+            true,
+            self.work.clone(),
+            base,
+            deps,
+        ))
     }
 }
 
 /// Runs `work` as one command of `queue` after `deps` using `uses` (see [`Plan::submit`]),
-/// its meetings' epochs `base` later than planned.
+/// its meetings' epochs `base` later than planned; `checked`: as
+/// [`Queue::host_work_using`]'s.
 fn submit_work(
     queue: &Queue,
     uses: &[(Arc<MemoryRecord>, Use)],
+    checked: bool,
     work: Arc<[Work]>,
     base: u32,
     deps: &[&Event],
 ) -> Result<Event> {
-    let uses: Vec<(&Arc<MemoryRecord>, Use)> = uses.iter().map(|(r, u)| (r, *u)).collect();
-    // The next command, and the meeting in progress (a meeting resumes where it stopped).
+    // The next command, and whether this rank arrived at it already (a meeting resumes
+    // where it stopped).
     let mut next = 0;
-    let mut meeting: Option<Meeting> = None;
-    queue.host_work_using(&uses, deps, INLINE_WAIT, move |inline| {
+    let mut arrived = false;
+    queue.host_work_using(uses, checked, deps, INLINE_WAIT, move |inline| {
         while let Some(w) = work.get(next) {
             if let Work::Meet(m) = w {
-                let m = meeting.get_or_insert_with(|| m.later(base));
-                if !meet(m, inline)? {
+                if !meet(m, base, &mut arrived, inline)? {
                     return Ok(false);
                 }
-                meeting = None;
+                arrived = false;
             } else {
                 run(w);
             }
@@ -376,21 +382,6 @@ fn submit_work(
         }
         Ok(true)
     })
-}
-
-impl Meeting {
-    /// This meeting, its epoch `base` later.
-    fn later(&self, base: u32) -> Meeting {
-        let epoch = ((self.word >> 32) as u32).wrapping_add(base);
-        Meeting {
-            word: ((epoch as u64) << 32) | (self.word & 0xffff_ffff),
-            step: StepEpochs {
-                first: self.step.first.wrapping_add(base),
-                ..self.step
-            },
-            ..self.clone()
-        }
-    }
 }
 
 /// How long a call run on the calling thread waits for its peers before it hands the rest of
@@ -432,8 +423,10 @@ unsafe fn slot<'a>(pad: usize, w: usize) -> &'a AtomicU64 {
 /// another signature, or past them, is a mismatch, no arrival within the time-out a
 /// time-out; either poisons the pad. A poisoned pad fails at once. `inline`: gives up
 /// (`Ok(false)`, to be called again) when the peers have not all arrived within
-/// [`INLINE_WAIT`].
-fn meet(m: &mut Meeting, inline: bool) -> Result<bool> {
+/// [`INLINE_WAIT`]. `base`: how many epochs later than planned the meeting is (a replay's,
+/// or a kept plan's); `arrived`: whether this rank arrived already (a meeting resumes
+/// where it stopped), set once it did.
+fn meet(m: &Meeting, base: u32, arrived: &mut bool, inline: bool) -> Result<bool> {
     // The pads were checked to hold PAD_WORDS words (`Pads::new`), slots are below
     // `PAD_SLOTS + groups.end * MAX_RANKS <= 2 * PAD_SLOTS < PAD_WORDS`, and pad words are
     // only ever accessed atomically (here, by the kernels and by the peers).
@@ -443,8 +436,11 @@ fn meet(m: &mut Meeting, inline: bool) -> Result<bool> {
     };
     let poison = own(PAD_WORDS - 1);
     // The step's slots: the pads' second half for an odd first epoch (as the kernels').
-    let pair = (m.step.first & 1) as usize * super::PAD_SLOTS;
-    if !m.arrived {
+    // The step's first epoch and this rank's word, `base` later than planned.
+    let first = m.step.first.wrapping_add(base);
+    let word = (((m.word >> 32) as u32).wrapping_add(base) as u64) << 32 | (m.word & 0xffff_ffff);
+    let pair = (first & 1) as usize * super::PAD_SLOTS;
+    if !*arrived {
         match poison.load(Ordering::Relaxed) {
             0 => {}
             TIMED_OUT => return Err(failure(TIMED_OUT)),
@@ -454,14 +450,14 @@ fn meet(m: &mut Meeting, inline: bool) -> Result<bool> {
             for g in m.groups.clone() {
                 let w = pair + g * super::MAX_RANKS + m.me;
                 // SAFETY: as above.
-                unsafe { slot(pad, w) }.store(m.word, Ordering::Release);
+                unsafe { slot(pad, w) }.store(word, Ordering::Release);
             }
         }
-        m.arrived = true;
+        *arrived = true;
     }
-    let (first, sig) = (m.step.first, m.word as u32);
+    let sig = word as u32;
     // How far into the step the wait is (at least this far, the peer has arrived).
-    let at = ((m.word >> 32) as u32).wrapping_sub(first);
+    let at = ((word >> 32) as u32).wrapping_sub(first);
     let mut backoff = Backoff::new(if inline { INLINE_WAIT } else { m.timeout }, m.spin);
     for g in m.groups.clone() {
         for &(p, _) in m.pads.peers.iter() {

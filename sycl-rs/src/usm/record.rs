@@ -19,6 +19,7 @@
 //! borrows are plain Rust references: they exist only while nothing else can write.
 #![allow(unsafe_code)]
 
+use std::borrow::Borrow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -213,14 +214,14 @@ impl MemoryRecord {
 
     /// As [`MemoryRecord::submit`], for work that may finish inside `submit` (it returns
     /// `None` then): the records count it in flight while it runs and track its event only
-    /// when it made one.
+    /// when it made one. `uses` names each record once (see [`add_use`]), so that nothing
+    /// needs merging on the way: the eager collectives' path, where every cycle shows.
     #[cfg_attr(not(feature = "collective"), allow(dead_code))]
     pub(crate) fn submit_or_run(
-        uses: &[(&Arc<MemoryRecord>, Use)],
+        uses: &[(Arc<MemoryRecord>, Use)],
         submit: impl FnOnce() -> Result<Option<Arc<dyn sycl_backend::Event>>>,
     ) -> Result<Option<Arc<dyn sycl_backend::Event>>> {
-        let merged = merge_uses(uses);
-        let mut in_flight = InFlight::admit(&merged)?;
+        let mut in_flight = InFlight::admit(uses)?;
         let event = submit()?;
         in_flight.event = event.clone();
         Ok(event)
@@ -604,50 +605,75 @@ impl MemoryRecord {
 /// The records a submission was admitted to: settled when it ends, with its event when it
 /// made one, also if the backend's submission fails or panics (a count left in flight would
 /// make every later host borrow of the memory wait for ever).
-struct InFlight<'a> {
-    admitted: &'a [(&'a Arc<MemoryRecord>, Use)],
+struct InFlight<'a, R: Borrow<Arc<MemoryRecord>>> {
+    admitted: &'a [(R, Use)],
     event: Option<Arc<dyn sycl_backend::Event>>,
+}
+
+/// Adds `use_` of `record` to `uses`, which names each record once, at the strongest use it
+/// appears with (as [`merge_uses`] gives).
+#[cfg_attr(not(feature = "collective"), allow(dead_code))]
+pub(crate) fn add_use(
+    uses: &mut Vec<(Arc<MemoryRecord>, Use)>,
+    record: &Arc<MemoryRecord>,
+    use_: Use,
+) {
+    add_merged(uses, record, use_, Arc::clone);
 }
 
 /// `uses` with each record once, at the strongest use it appears with.
 pub(crate) fn merge_uses<'a>(
     uses: &[(&'a Arc<MemoryRecord>, Use)],
 ) -> Vec<(&'a Arc<MemoryRecord>, Use)> {
-    let mut merged: Vec<(&Arc<MemoryRecord>, Use)> = Vec::with_capacity(uses.len());
+    let mut merged = Vec::with_capacity(uses.len());
     for &(record, use_) in uses {
-        match merged.iter_mut().find(|(r, _)| Arc::ptr_eq(r, record)) {
-            Some((_, u)) if use_ == Use::Write => *u = Use::Write,
-            Some(_) => {}
-            None => merged.push((record, use_)),
-        }
+        add_merged(&mut merged, record, use_, |r| r);
     }
     merged
 }
 
-impl<'a> InFlight<'a> {
+/// Adds `use_` of `record` to `uses` (each record once, at its strongest use), as `own`
+/// makes an entry of it.
+fn add_merged<'a, R: Borrow<Arc<MemoryRecord>>>(
+    uses: &mut Vec<(R, Use)>,
+    record: &'a Arc<MemoryRecord>,
+    use_: Use,
+    own: impl FnOnce(&'a Arc<MemoryRecord>) -> R,
+) {
+    match uses
+        .iter_mut()
+        .find(|(r, _)| Arc::ptr_eq(r.borrow(), record))
+    {
+        Some((_, u)) if use_ == Use::Write => *u = Use::Write,
+        Some(_) => {}
+        None => uses.push((own(record), use_)),
+    }
+}
+
+impl<'a, R: Borrow<Arc<MemoryRecord>>> InFlight<'a, R> {
     /// Admits every use (each record once: see `merge_uses`), or none: on a refusal the ones
     /// already admitted settle again.
-    fn admit(merged: &'a [(&'a Arc<MemoryRecord>, Use)]) -> Result<InFlight<'a>> {
+    fn admit(merged: &'a [(R, Use)]) -> Result<InFlight<'a, R>> {
         let mut in_flight = InFlight {
             admitted: &merged[..0],
             event: None,
         };
         for (i, (record, use_)) in merged.iter().enumerate() {
-            record.admit(*use_)?;
+            record.borrow().admit(*use_)?;
             in_flight.admitted = &merged[..=i];
         }
         Ok(in_flight)
     }
 }
 
-impl Drop for InFlight<'_> {
+impl<R: Borrow<Arc<MemoryRecord>>> Drop for InFlight<'_, R> {
     fn drop(&mut self) {
         for (record, use_) in self.admitted {
             let tracked = self.event.as_ref().map(|e| Pending {
                 event: e.clone(),
                 writes: *use_ == Use::Write,
             });
-            record.settle(tracked);
+            record.borrow().settle(tracked);
         }
     }
 }
