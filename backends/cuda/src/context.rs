@@ -17,6 +17,27 @@ use sycl_backend::{
 use crate::device::Device;
 use crate::{lock, result};
 
+/// While alive, a [`PrimaryContext`] is current on this thread ([`PrimaryContext::make_current`]);
+/// dropped, the context current before is again. Bound to its thread (a raw pointer: neither
+/// `Send` nor `Sync`).
+#[must_use = "the context is current only while the guard lives"]
+pub(crate) struct Current {
+    /// The context to make current again: another one that was current before.
+    restore: Option<sys::CUcontext>,
+}
+
+impl Drop for Current {
+    fn drop(&mut self) {
+        if let Some(before) = self.restore {
+            // (A context current before this call is still alive: its owner made it current
+            // on this thread and cannot have destroyed it during the call.)
+            if let Err(e) = result::ctx::set_current(before) {
+                log::debug!("making the caller's CUDA context current again: {e}");
+            }
+        }
+    }
+}
+
 /// A retained primary context of one device.
 pub(crate) struct PrimaryContext {
     pub(crate) dev: sys::CUdevice,
@@ -52,9 +73,21 @@ impl PrimaryContext {
         })
     }
 
-    /// Makes this context current on the calling thread (`cuCtxSetCurrent`).
-    pub(crate) fn make_current(&self) -> Result<()> {
-        result::ctx::set_current(self.ctx)
+    /// Makes this context current on the calling thread (`cuCtxSetCurrent`) while the guard
+    /// lives. The guard puts back the context that was current before, where there was
+    /// another: a libcudart user's device (torch's, cupy's) is never left switched to
+    /// another device behind its back (torch found rank 1's device current as 0 after a call
+    /// of ours). Where none was current, this one stays, as the runtime API leaves its own;
+    /// where this one was, no driver call is made.
+    pub(crate) fn make_current(&self) -> Result<Current> {
+        let before = result::ctx::get_current()?;
+        if before == self.ctx {
+            return Ok(Current { restore: None });
+        }
+        result::ctx::set_current(self.ctx)?;
+        Ok(Current {
+            restore: (!before.is_null()).then_some(before),
+        })
     }
 
     /// Lets kernels and copies of this context reach memory that lives on `owner`'s device.
@@ -70,7 +103,7 @@ impl PrimaryContext {
         {
             return Ok(());
         }
-        self.make_current()?;
+        let _current = self.make_current()?;
         result::ctx::enable_peer_access(owner.ctx)?;
         peers.push(Arc::downgrade(owner));
         Ok(())
@@ -79,9 +112,10 @@ impl PrimaryContext {
 
 impl Drop for PrimaryContext {
     fn drop(&mut self) {
-        if let Err(e) = self.make_current() {
-            log::debug!("dropping CUDA primary context: {e}");
-        }
+        let _current = self
+            .make_current()
+            .map_err(|e| log::debug!("dropping CUDA primary context: {e}"))
+            .ok();
         if let Some(fill) = lock(&self.fill).take() {
             fill.unload();
         }
@@ -195,11 +229,11 @@ impl Context {
         })
     }
 
-    /// Makes the primary context of device `index` current and returns it.
-    pub(crate) fn with_ctx(&self, index: usize) -> Result<&Arc<PrimaryContext>> {
+    /// The primary context of device `index`, current while the guard lives.
+    pub(crate) fn with_ctx(&self, index: usize) -> Result<(&Arc<PrimaryContext>, Current)> {
         let p = self.primary(index)?;
-        p.make_current()?;
-        Ok(p)
+        let current = p.make_current()?;
+        Ok((p, current))
     }
 }
 
@@ -255,7 +289,7 @@ impl sycl_backend::Context for Context {
     }
 
     fn wait_foreign_default_queue(&self, device: &Arc<dyn sycl_backend::Device>) -> Result<()> {
-        self.with_ctx(self.device_index(device)?)?;
+        let (_, _current) = self.with_ctx(self.device_index(device)?)?;
         result::stream::synchronize_legacy()
     }
 

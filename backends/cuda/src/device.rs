@@ -207,7 +207,7 @@ impl Device {
         // Load the embedded fill kernel with the context, so that no fill pays module loading.
         // (It was first moved here when host tasks blocked streams, and loading a module next
         // to a blocked stream deadlocked; host tasks no longer block streams.)
-        p.make_current()?;
+        let _current = p.make_current()?;
         match crate::queue::FillKernel::load() {
             Ok(k) => *lock(&p.fill) = Some(k),
             Err(e) => log::warn!("fill kernel unavailable, fills use 2-D memsets: {e}"),

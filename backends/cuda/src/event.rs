@@ -61,7 +61,7 @@ unsafe impl Sync for OwnedEvent {}
 impl OwnedEvent {
     /// `cuEventCreate(flags)` in `ctx`.
     pub(crate) fn create(ctx: &Arc<PrimaryContext>, flags: u32) -> Result<OwnedEvent> {
-        ctx.make_current()?;
+        let _current = ctx.make_current()?;
         let raw = result::event::create(flags)?;
         Ok(OwnedEvent {
             ctx: ctx.clone(),
@@ -77,7 +77,7 @@ impl OwnedEvent {
         let raw = match reused {
             Some(raw) => raw as sys::CUevent,
             None => {
-                ctx.make_current()?;
+                let _current = ctx.make_current()?;
                 result::event::create(result::event::DISABLE_TIMING)?
             }
         };
@@ -98,9 +98,11 @@ impl Drop for OwnedEvent {
                 return;
             }
         }
-        if let Err(e) = self.ctx.make_current() {
-            log::debug!("destroying a CUDA event: {e}");
-        }
+        let _current = self
+            .ctx
+            .make_current()
+            .map_err(|e| log::debug!("destroying a CUDA event: {e}"))
+            .ok();
         // SAFETY: the event is owned by this wrapper and dropped once.
         if let Err(e) = unsafe { result::event::destroy(self.raw) } {
             log::warn!("{e}");
@@ -129,13 +131,13 @@ impl Calibration {
     /// Nanoseconds from `start` to `end` (two completed events): the duration itself, exact
     /// to the timer's resolution however long ago the calibration was taken.
     fn between(&self, start: sys::CUevent, end: sys::CUevent) -> Result<u64> {
-        self.base.ctx.make_current()?;
+        let _current = self.base.ctx.make_current()?;
         let ms = result::event::elapsed_ms(start, end)?;
         Ok((f64::from(ms.max(0.0)) * 1e6) as u64)
     }
 
     fn at(&self, ev: sys::CUevent) -> Result<u64> {
-        self.base.ctx.make_current()?;
+        let _current = self.base.ctx.make_current()?;
         let ms = result::event::elapsed_ms(self.base.raw, ev)?;
         Ok(self
             .base_ns
@@ -278,7 +280,7 @@ impl Event {
 
     /// Whether the event has completed (`cuEventQuery`).
     pub(crate) fn query(&self) -> Result<bool> {
-        self.inner.ev.ctx.make_current()?;
+        let _current = self.inner.ev.ctx.make_current()?;
         result::event::query(self.inner.ev.raw)
     }
 
@@ -344,7 +346,7 @@ impl sycl_backend::Event for Event {
                 Err(e) => Err(self.exporter_gone().unwrap_or(e)),
             };
         }
-        self.inner.ev.ctx.make_current()?;
+        let _current = self.inner.ev.ctx.make_current()?;
         result::event::synchronize(self.inner.ev.raw)
     }
 

@@ -179,7 +179,7 @@ fn export_mem(ctx: &Context, ptr: u64) -> Result<(RawIpcMem, [u8; 16])> {
             "ipc::memory::get",
         ));
     }
-    ctx.with_ctx(index)?;
+    let (_, _current) = ctx.with_ctx(index)?;
     let (base, size) = result::mem::address_range(ptr)?;
     let handle = result::ipc::get_mem_handle(base)?;
     lock(mem_state())
@@ -266,7 +266,7 @@ fn open_cached(
             Entry::Vacant(slot) => {
                 // A mapping of this context: kernels of this device can use it (on another
                 // GPU than the exporter's, with peer access enabled lazily by the driver).
-                pctx.make_current()?;
+                let _current = pctx.make_current()?;
                 let base = result::ipc::open_mem_handle(handle)?;
                 // What the driver mapped, not what the payload claims, bounds every access
                 // (the one driver call beyond a raw open).
@@ -345,14 +345,14 @@ unsafe fn release_entry(st: &mut MemState, key: &OpenKey) -> Result<()> {
     let entry = st.opened.remove(key).expect("present above");
     match entry.ctx {
         Some(pctx) => {
-            pctx.make_current()?;
+            let _current = pctx.make_current()?;
             // SAFETY: the last owner closed; the caller guarantees no pending use.
             unsafe { result::ipc::close_mem_handle(entry.base)? };
         }
         None => {
             if let Some(pctx) = st.deferred_free.remove(&entry.base) {
                 // Our own allocation, freed by its owner while open here: the last close frees.
-                pctx.make_current()?;
+                let _current = pctx.make_current()?;
                 // SAFETY: the owner freed it (and waited for its commands); this was the last
                 // open of it in this process, and the caller guarantees no pending use.
                 unsafe { result::mem::free(entry.base)? };
@@ -446,7 +446,7 @@ pub(crate) fn get_physical_mem(
         .find(|d| d.ordinal == m.ordinal)
         .map(|d| d.identity())
         .unwrap_or_default();
-    m.ctx.make_current()?;
+    let _current = m.ctx.make_current()?;
     let fd = result::vmm::export_fd(m.handle)?;
     let serial = NEXT_EXPORT.fetch_add(1, Ordering::Relaxed);
     let raw = fd.as_raw_fd();
@@ -510,7 +510,8 @@ pub(crate) fn open_physical_mem(
             v.len()
         ))
     })?;
-    let pctx = ctx.with_ctx(index)?.clone();
+    let (pctx, _current) = ctx.with_ctx(index)?;
+    let pctx = pctx.clone();
     let handle = result::vmm::import_fd(fd.as_fd())?;
     drop(fd);
     let size =
@@ -555,7 +556,7 @@ pub(crate) fn get_event(ctx: &Context, event: &Arc<dyn sycl_backend::Event>) -> 
         .find(|d| d.ordinal == ordinal)
         .map(|d| d.identity())
         .unwrap_or_default();
-    e.inner.ev.ctx.make_current()?;
+    let _current = e.inner.ev.ctx.make_current()?;
     let handle = result::ipc::get_event_handle(e.raw())?;
     lock(event_registry()).insert(handle, Arc::downgrade(&e.inner));
     *lock(&e.inner.exported_as) = Some(handle);
@@ -592,7 +593,8 @@ pub(crate) fn open_event(
             "ipc::event::open",
         ));
     }
-    let pctx = ctx.with_ctx(index)?.clone();
+    let (pctx, _current) = ctx.with_ctx(index)?;
+    let pctx = pctx.clone();
     let raw = result::ipc::open_event_handle(&handle)?;
     Ok(Arc::new(Event::imported(
         OwnedEvent {

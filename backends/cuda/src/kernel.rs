@@ -53,9 +53,11 @@ unsafe impl Sync for Module {}
 
 impl Drop for Module {
     fn drop(&mut self) {
-        if let Err(e) = self.ctx.make_current() {
-            log::debug!("unloading a CUDA module: {e}");
-        }
+        let _current = self
+            .ctx
+            .make_current()
+            .map_err(|e| log::debug!("unloading a CUDA module: {e}"))
+            .ok();
         // SAFETY: every kernel holds the bundle (and so this module) alive, so nothing uses
         // the module after this.
         if let Err(e) = unsafe { result::module::unload(self.raw) } {
@@ -237,7 +239,8 @@ pub(crate) fn build(
                 ))
             }
         };
-        let pctx = ctx.with_ctx(index)?.clone();
+        let (pctx, _current) = ctx.with_ctx(index)?;
+        let pctx = pctx.clone();
         let raw = result::module::load(&image, source.language())?;
         modules.push((dev.ordinal, Module { ctx: pctx, raw }));
     }
@@ -258,7 +261,7 @@ impl sycl_backend::KernelBundle for KernelBundle {
     fn kernel(&self, name: &str) -> Result<Arc<dyn sycl_backend::Kernel>> {
         let mut funcs = Vec::new();
         for (ordinal, m) in &self.inner.modules {
-            m.ctx.make_current()?;
+            let _current = m.ctx.make_current()?;
             let f = result::module::function(m.raw, name)?;
             funcs.push((*ordinal, f, result::module::max_threads_per_block(f)));
         }
@@ -667,7 +670,7 @@ impl sycl_backend::Graph for Graph {
 
 impl Drop for Graph {
     fn drop(&mut self) {
-        if self.ctx.make_current().is_ok() {
+        if let Ok(_current) = self.ctx.make_current() {
             // SAFETY: ours, destroyed once; a replay still running is released by the driver
             // when it completes.
             unsafe { result::graph::destroy(self.exec) };
@@ -704,7 +707,7 @@ pub(crate) unsafe fn build_graph(
             },
         })
         .collect();
-    queue.ctx.make_current()?;
+    let _current = queue.ctx.make_current()?;
     // SAFETY: the context is current; each node's pointers point into its `Packed`, alive
     // here (the driver copies the values while adding the node); what the kernels touch is the
     // caller's contract (# Safety).

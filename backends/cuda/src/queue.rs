@@ -166,9 +166,11 @@ unsafe impl Sync for Stream {}
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if let Err(e) = self.ctx.make_current() {
-            log::debug!("destroying a CUDA stream: {e}");
-        }
+        let _current = self
+            .ctx
+            .make_current()
+            .map_err(|e| log::debug!("destroying a CUDA stream: {e}"))
+            .ok();
         // SAFETY: the stream is owned here; the driver finishes queued work before freeing it.
         if let Err(e) = unsafe { result::stream::destroy(self.raw) } {
             log::warn!("{e}");
@@ -267,7 +269,7 @@ impl State {
                 return Ok((*covers, ev.clone()));
             }
         }
-        ctx.make_current()?;
+        let _current = ctx.make_current()?;
         let end = OwnedEvent::pooled(ctx)?;
         result::event::record(end.raw, stream.raw)?;
         let ev = Event::command(end, queue_id, None);
@@ -341,7 +343,7 @@ impl CommandEvent {
             let covered = self.recorded.get().is_some()
                 || st.marker.as_ref().is_some_and(|m| m.0 >= self.seq);
             if !covered {
-                self.ctx.make_current()?;
+                let _current = self.ctx.make_current()?;
                 if result::stream::query(self.stream.raw)? {
                     st.completed = st.submitted;
                     return Ok(true);
@@ -435,7 +437,7 @@ impl Queue {
         ctx: Arc<PrimaryContext>,
         props: QueueProperties,
     ) -> Result<Queue> {
-        ctx.make_current()?;
+        let _current = ctx.make_current()?;
         let raw = result::stream::create_non_blocking()?;
         let stream = Arc::new(Stream {
             ctx: ctx.clone(),
@@ -553,7 +555,7 @@ impl Queue {
     ) -> Result<DynEvent> {
         let own = self.wait_host_deps(deps)?;
         let mut st = self.lock_after_host_tasks();
-        self.ctx.make_current()?;
+        let _current = self.ctx.make_current()?;
         self.wait_own(&mut st, &own)?;
         self.enqueue_locked(&mut st, op)
     }
@@ -800,7 +802,7 @@ impl sycl_backend::Queue for Queue {
         let (own, host_deps) = self.split_deps(deps)?;
         // No wait for earlier host tasks: the host thread runs them in order.
         let mut st = lock(&self.state);
-        self.ctx.make_current()?;
+        let _current = self.ctx.make_current()?;
         self.wait_own(&mut st, &own)?;
         if st.worker.is_none() {
             st.worker = Some(HostWorker::spawn()?);
@@ -916,7 +918,7 @@ impl sycl_backend::Queue for Queue {
             )));
         }
         let mut st = self.lock_after_host_tasks();
-        self.ctx.make_current()?;
+        let _current = self.ctx.make_current()?;
         if e.inner.timing {
             let calib = self.calibration_for_signal(&mut st)?;
             let submit_ns = now_ns();
@@ -935,7 +937,7 @@ impl sycl_backend::Queue for Queue {
     fn enqueue_wait_events(&self, events: &[DynEvent]) -> Result<()> {
         let own = self.wait_host_deps(events)?;
         let mut st = self.lock_after_host_tasks();
-        self.ctx.make_current()?;
+        let _current = self.ctx.make_current()?;
         self.wait_own(&mut st, &own)
     }
 
@@ -945,7 +947,7 @@ impl sycl_backend::Queue for Queue {
             let st = self.lock_after_host_tasks();
             st.submitted
         };
-        self.ctx.make_current()?;
+        let _current = self.ctx.make_current()?;
         result::stream::synchronize(self.stream.raw)?;
         let mut st = lock(&self.state);
         st.completed = st.completed.max(submitted);
@@ -966,7 +968,7 @@ mod tests {
         }
         let dev = result::device::get(0).unwrap();
         let ctx = PrimaryContext::retain(dev, 0).unwrap();
-        ctx.make_current().unwrap();
+        let _current = ctx.make_current().unwrap();
         let k = FillKernel::load().expect("the embedded fill PTX must load");
         k.unload();
     }

@@ -290,6 +290,15 @@ pub(crate) mod ctx {
         check(r, "cuCtxEnablePeerAccess")
     }
 
+    /// `cuCtxGetCurrent`: the calling thread's current context, null when none is.
+    pub(crate) fn get_current() -> Result<sys::CUcontext> {
+        need!("cuCtxGetCurrent");
+        let mut c = std::ptr::null_mut();
+        // SAFETY: `c` is a valid out-pointer.
+        check(unsafe { sys::cuCtxGetCurrent(&mut c) }, "cuCtxGetCurrent")?;
+        Ok(c)
+    }
+
     /// `cuCtxSetCurrent`.
     pub(crate) fn set_current(c: sys::CUcontext) -> Result<()> {
         need!("cuCtxSetCurrent");

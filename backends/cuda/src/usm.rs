@@ -41,7 +41,7 @@ impl Context {
         let total = size.checked_add(extra).ok_or_else(|| {
             Error::new(Errc::MemoryAllocation, format!("{size} bytes is too large"))
         })?;
-        self.with_ctx(index.unwrap_or(0))?;
+        let (_, _current) = self.with_ctx(index.unwrap_or(0))?;
         let raw = match kind {
             UsmKind::Device => result::mem::alloc(total)?,
             UsmKind::Host => {
@@ -102,7 +102,7 @@ impl Context {
                 return Ok(());
             }
         }
-        self.with_ctx(alloc.device.unwrap_or(0))?;
+        let (_, _current) = self.with_ctx(alloc.device.unwrap_or(0))?;
         match alloc.kind {
             // SAFETY: `raw` came from the matching allocation call and the caller guarantees
             // nothing uses it any more.
@@ -128,7 +128,7 @@ impl Context {
     /// [`sycl_backend::Context::foreign_pointer_info`]: the driver's pointer attributes.
     pub(crate) fn foreign_pointer_info(&self, ptr: u64) -> Result<PointerInfo> {
         // Some drivers answer attribute queries only with a context current.
-        self.with_ctx(0)?;
+        let (_, _current) = self.with_ctx(0)?;
         let a = result::mem::attributes(ptr).map_err(|e| {
             Error::invalid(format!(
                 "{ptr:#x} is not memory the CUDA driver knows (cuPointerGetAttribute: {e})"

@@ -62,9 +62,11 @@ impl PhysicalMem {
 impl Drop for PhysicalMem {
     fn drop(&mut self) {
         lock(&self.exports).clear();
-        if let Err(e) = self.ctx.make_current() {
-            log::debug!("releasing physical memory: {e}");
-        }
+        let _current = self
+            .ctx
+            .make_current()
+            .map_err(|e| log::debug!("releasing physical memory: {e}"))
+            .ok();
         // SAFETY: the handle is owned by this object; mappings hold the object alive, so none
         // remains (and the driver keeps mapped memory alive anyway).
         if let Err(e) = unsafe { result::vmm::release(self.handle) } {
@@ -125,7 +127,7 @@ impl Context {
     ) -> Result<usize> {
         let i = self.vmm_index(device)?;
         let dev = &self.cuda_devices[i];
-        self.with_ctx(i)?;
+        let (_, _current) = self.with_ctx(i)?;
         let prop = result::vmm::prop(dev.ordinal, dev.caps.posix_fd);
         result::vmm::granularity(&prop, mode == GranularityMode::Recommended)
     }
@@ -135,13 +137,13 @@ impl Context {
         if size == 0 {
             return Err(Error::invalid("cannot reserve 0 bytes"));
         }
-        self.with_ctx(i)?;
+        let (_, _current) = self.with_ctx(i)?;
         result::vmm::address_reserve(size, start)
     }
 
     pub(crate) fn free_reservation(&self, ptr: u64, size: usize) -> Result<()> {
         let i = self.any_vmm_index()?;
-        self.with_ctx(i)?;
+        let (_, _current) = self.with_ctx(i)?;
         result::vmm::address_free(ptr, size)
     }
 
@@ -162,7 +164,8 @@ impl Context {
         if size == 0 {
             return Err(Error::invalid("physical memory of 0 bytes"));
         }
-        let ctx = self.with_ctx(i)?.clone();
+        let (ctx, _current) = self.with_ctx(i)?;
+        let ctx = ctx.clone();
         let prop = result::vmm::prop(dev.ordinal, props.enable_ipc);
         let handle = result::vmm::create(size, &prop)?;
         Ok(Arc::new(PhysicalMem::new(
@@ -188,7 +191,7 @@ impl Context {
             "physical memory",
             sycl_backend::BackendKind::Cuda,
         )?;
-        m.ctx.make_current()?;
+        let _current = m.ctx.make_current()?;
         result::vmm::map(ptr, size, offset, m.handle)?;
         if mode != AccessMode::None {
             if let Err(e) = result::vmm::set_access(ptr, size, m.ordinal, access_flags(mode)) {
@@ -225,7 +228,7 @@ impl Context {
     /// No pending command uses the range.
     pub(crate) unsafe fn unmap_range(&self, ptr: u64, size: usize) -> Result<()> {
         let i = self.any_vmm_index()?;
-        self.with_ctx(i)?;
+        let (_, _current) = self.with_ctx(i)?;
         // SAFETY: guaranteed by the caller.
         unsafe { result::vmm::unmap(ptr, size)? };
         let mut maps = lock(&self.mappings);
@@ -243,14 +246,14 @@ impl Context {
     pub(crate) fn set_access(&self, ptr: u64, size: usize, mode: AccessMode) -> Result<()> {
         let ordinal = self.mapping_ordinal(ptr, size)?;
         let i = self.any_vmm_index()?;
-        self.with_ctx(i)?;
+        let (_, _current) = self.with_ctx(i)?;
         result::vmm::set_access(ptr, size, ordinal, access_flags(mode))
     }
 
     pub(crate) fn get_access(&self, ptr: u64, size: usize) -> Result<AccessMode> {
         let ordinal = self.mapping_ordinal(ptr, size.max(1))?;
         let i = self.any_vmm_index()?;
-        self.with_ctx(i)?;
+        let (_, _current) = self.with_ctx(i)?;
         Ok(match result::vmm::get_access(ptr, ordinal)? {
             0 => AccessMode::None,
             1 => AccessMode::Read,

@@ -1873,3 +1873,55 @@ fn foreign_pointer_info_is_the_drivers_word() {
         .wait_foreign_default_queue(&fx.device)
         .expect("the legacy default stream is waited for");
 }
+
+/// A context the caller made current (as a libcudart user's device is: torch's on rank 1)
+/// is current again after each call of ours: none leaves the backend's primary context in
+/// its place. (On two GPUs torch found its device switched to 0 after a call on device 1's
+/// rank; one GPU shows the same with a context of the caller's own.)
+#[test]
+fn the_callers_current_context_stays_current() {
+    use cudarc::driver::sys;
+    let Some(fx) = setup("the_callers_current_context_stays_current") else {
+        return;
+    };
+    let current = || {
+        let mut c = std::ptr::null_mut();
+        // SAFETY: `c` is a valid out-pointer.
+        let r = unsafe { sys::cuCtxGetCurrent(&mut c) };
+        assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "cuCtxGetCurrent");
+        c
+    };
+    let mut dev = 0;
+    // SAFETY: `dev` is a valid out-pointer; the backend loaded, so the driver is initialised.
+    let r = unsafe { sys::cuDeviceGet(&mut dev, 0) };
+    assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "cuDeviceGet");
+    let mut theirs = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer and no creation parameters: a plain context of device 0,
+    // made current on this thread (destroyed below, after our last call).
+    let r = unsafe { sys::cuCtxCreate_v4(&mut theirs, std::ptr::null_mut(), 0, dev) };
+    assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "cuCtxCreate_v4");
+    assert_eq!(current(), theirs);
+    let q = queue(&fx, false);
+    assert_eq!(current(), theirs, "after creating a queue");
+    let buf = fx
+        .ctx
+        .usm_alloc(UsmKind::Device, Some(&fx.device), 4096, 0)
+        .expect("alloc");
+    assert_eq!(current(), theirs, "after an allocation");
+    // SAFETY: `buf` is a live allocation of 4096 bytes.
+    let ev = unsafe { q.fill(buf, &[7], 4096, &[]) }.expect("fill");
+    assert_eq!(current(), theirs, "after a fill");
+    ev.wait().expect("wait");
+    assert_eq!(current(), theirs, "after a wait");
+    assert_eq!(read(&q, buf, 16), vec![7u8; 16]);
+    assert_eq!(current(), theirs, "after a copy to the host");
+    q.wait().expect("queue wait");
+    // SAFETY: ours, no command uses it any more (the queue finished).
+    unsafe { fx.ctx.usm_free(buf) }.expect("free");
+    assert_eq!(current(), theirs, "after a free");
+    drop(q);
+    assert_eq!(current(), theirs, "after dropping the queue");
+    // SAFETY: ours, created above; nothing of the backend uses it.
+    let r = unsafe { sys::cuCtxDestroy_v2(theirs) };
+    assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "cuCtxDestroy_v2");
+}
