@@ -984,29 +984,45 @@ mod tests {
         value: &impl Fn(usize) -> T,
     ) {
         let ops: [fn(T, T) -> T; 4] = [T::sum, T::product, T::minimum, T::maximum];
-        for count in (0..40).chain([1001]) {
-            let src: Vec<Vec<T>> = (0..3)
-                .map(|r| (0..=count).map(|i| value(r * 41 + i)).collect())
-                .collect();
-            for (op, f) in ops.iter().enumerate() {
-                let mut out = vec![value(999); count + 1];
-                let srcs: Vec<usize> = src.iter().map(|s| s[1..].as_ptr() as usize).collect();
-                // SAFETY: every source and the output hold `count` elements from index 1.
-                unsafe {
-                    reduce_by::<T>(
-                        halves,
-                        op as u32,
-                        &srcs,
-                        out[1..].as_mut_ptr() as usize,
-                        count,
-                    )
-                };
-                for i in 0..count {
-                    let want = f(f(src[0][i + 1], src[1][i + 1]), src[2][i + 1]);
-                    let (got, want) = (bytemuck::bytes_of(&out[i + 1]), bytemuck::bytes_of(&want));
-                    assert_eq!(got, want, "op {op}, count {count}, element {i}");
+        // One source, two (the two-rank loop, also in place: the output is the first
+        // source, as an in-place push step's) and three.
+        for (sources, in_place) in [(1, false), (2, false), (2, true), (3, false)] {
+            for count in (0..40).chain([1001]) {
+                let src: Vec<Vec<T>> = (0..sources)
+                    .map(|r| (0..=count).map(|i| value(r * 41 + i)).collect())
+                    .collect();
+                for (op, f) in ops.iter().enumerate() {
+                    let mut out = match in_place {
+                        true => src[0].clone(),
+                        false => vec![value(999); count + 1],
+                    };
+                    let mut srcs: Vec<usize> =
+                        src.iter().map(|s| s[1..].as_ptr() as usize).collect();
+                    if in_place {
+                        srcs[0] = out[1..].as_ptr() as usize;
+                    }
+                    // SAFETY: every source and the output hold `count` elements from index 1.
+                    unsafe {
+                        reduce_by::<T>(
+                            halves,
+                            op as u32,
+                            &srcs,
+                            out[1..].as_mut_ptr() as usize,
+                            count,
+                        )
+                    };
+                    let what = format!("{sources} sources, in place {in_place}, op {op}");
+                    for i in 0..count {
+                        let want = src[1..]
+                            .iter()
+                            .fold(src[0][i + 1], |acc, s| f(acc, s[i + 1]));
+                        let (got, want) =
+                            (bytemuck::bytes_of(&out[i + 1]), bytemuck::bytes_of(&want));
+                        assert_eq!(got, want, "{what}, count {count}, element {i}");
+                    }
+                    let before = if in_place { src[0][0] } else { value(999) };
+                    assert_eq!(bytemuck::bytes_of(&out[0]), bytemuck::bytes_of(&before));
                 }
-                assert_eq!(bytemuck::bytes_of(&out[0]), bytemuck::bytes_of(&value(999)));
             }
         }
     }
