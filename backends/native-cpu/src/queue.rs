@@ -361,10 +361,18 @@ impl sycl_backend::Queue for Queue {
     fn is_idle(&self) -> bool {
         // A failed last command may be a broken queue (a failed `enqueue_wait_events`), whose
         // later commands must fail too: not idle then.
-        let submit = self.submit.lock();
-        submit.last.as_ref().map_or(true, |last| {
-            last.is_complete() && last.stored_error().is_ok()
-        })
+        let mut submit = self.submit.lock();
+        match &submit.last {
+            None => true,
+            Some(last) if last.is_complete() && last.stored_error().is_ok() => {
+                // Completed without error: nothing later waits for it, orders after it or
+                // reports it (`wait` of a completed command is `Ok`), so the next check is
+                // one branch (eager collectives check before every call).
+                submit.last = None;
+                true
+            }
+            Some(_) => false,
+        }
     }
 
     fn wait(&self) -> Result<()> {

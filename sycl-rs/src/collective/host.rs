@@ -336,20 +336,18 @@ impl KeptPlan {
         queue: &Queue,
         deps: &[&Event],
     ) -> Option<Result<Event>> {
-        let uses = self
-            .uses
-            .iter()
-            .map(|(r, u)| Some((r.upgrade()?, *u)))
-            .collect::<Option<Vec<_>>>()?;
         // (Its records were found reachable from the team's queue when it first ran.)
-        Some(submit_work(
-            queue,
-            &uses,
-            true,
-            self.work.clone(),
-            base,
-            deps,
-        ))
+        let submit = |uses: &[(Arc<MemoryRecord>, Use)]| {
+            submit_work(queue, uses, true, self.work.clone(), base, deps)
+        };
+        // (One record or two, as most calls use, without a list on the heap.)
+        let up = |(r, u): &(Weak<MemoryRecord>, Use)| Some((r.upgrade()?, *u));
+        Some(match &self.uses[..] {
+            [] => submit(&[]),
+            [a] => submit(&[up(a)?]),
+            [a, b] => submit(&[up(a)?, up(b)?]),
+            more => submit(&more.iter().map(up).collect::<Option<Vec<_>>>()?),
+        })
     }
 }
 
