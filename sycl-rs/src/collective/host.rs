@@ -499,8 +499,8 @@ fn meet(m: &Meeting, base: u32, arrived: &mut bool, inline: bool) -> Result<bool
 /// within microseconds; no spinning where ranks outnumber cores), then yielding (the peer may
 /// need this core), then sleeping (a peer far behind). The clock is read every 64 polls, from
 /// the 64th pause on where the wait may spin, else from the first: a wait that ends within
-/// a few microseconds (most, between ranks on cores of their own) reads it never, which
-/// saved a tenth of a 512-byte all-reduce here; the limit counts from there.
+/// a few microseconds (most, between ranks on cores of their own) reads it never (a 512-byte
+/// all-reduce between two ranks read it on every call); the limit counts from there.
 struct Backoff {
     polls: u32,
     start: Option<Instant>,
