@@ -136,14 +136,13 @@ impl Queue {
     /// before it hands `work` to the queue. Without it, a caller that submits faster than its
     /// peers arrive would leave every later call to the worker for good, each a hand-off.
     ///
-    /// `uses` names each record once ([`crate::usm::record::add_use`]); `checked`: every
-    /// record was found reachable from this queue before (`MemoryRecord::check_queue`), as a
-    /// team's kept plan was when it first ran: not checked again.
+    /// `uses` names each record once ([`crate::usm::record::add_use`]), each found reachable
+    /// from this queue by the caller (`MemoryRecord::check_queue`: a team's plan checks its
+    /// memory once, when it is planned, not at every run of it).
     #[cfg_attr(not(feature = "collective"), allow(dead_code))]
     pub(crate) fn host_work_using(
         &self,
         uses: &[(Arc<MemoryRecord>, Use)],
-        checked: bool,
         deps: &[&Event],
         idle_wait: std::time::Duration,
         mut work: impl FnMut(bool) -> Result<bool> + Send + 'static,
@@ -152,11 +151,6 @@ impl Queue {
             matches!(d.status(), Ok(sycl_backend::EventStatus::Complete)) && d.wait().is_ok()
         };
         let now = deps.iter().all(done) && self.idle_within(idle_wait);
-        if !checked {
-            for (record, _) in uses {
-                record.check_queue(self)?;
-            }
-        }
         let raw = MemoryRecord::submit_or_run(uses, || {
             if now && work(true)? {
                 // Done: nothing to track.

@@ -210,7 +210,7 @@ impl<'r> Team<'r> {
         self.operations = 0;
         if self.host {
             // Every operation's commands go into this one plan.
-            self.plan = Some(host::Plan::new(self.private.clone()));
+            self.plan = Some(host::Plan::new(self.private.clone(), &self.queue));
         }
         let mut recorder = TeamRecorder {
             team: self,

@@ -123,6 +123,8 @@ pub(super) struct Plan {
     /// one else holds a range of it, so no host borrow can exist, and the team waits for its
     /// queue before it frees it. Not admitted per operation (`MemoryRecord` addresses).
     private: Arc<[usize]>,
+    /// The queue the plan's memory was checked against (`MemoryRecord::check_queue`).
+    queue: Queue,
 }
 
 /// [`crate::kernel::keep`] for a team's eager call on a GPU: its launches neither admit nor
@@ -154,6 +156,7 @@ pub(super) fn record_key(record: &Arc<MemoryRecord>) -> usize {
 fn address<T: bytemuck::Pod>(
     uses: &mut Vec<(Arc<MemoryRecord>, Use)>,
     private: &[usize],
+    queue: &Queue,
     r: &UsmRange<T>,
     use_: Use,
 ) -> Result<usize> {
@@ -161,15 +164,19 @@ fn address<T: bytemuck::Pod>(
         return Err(r.record.not_host_accessible());
     }
     if !private.contains(&record_key(&r.record)) {
+        // (Once, here: the plan's submissions, kept or replayed, are on this queue.)
+        r.record.check_queue(queue)?;
         add_use(uses, &r.record, use_);
     }
     usize::try_from(r.as_ptr()).map_err(|_| Error::invalid("an address beyond this host's"))
 }
 
 impl Plan {
-    /// An empty plan; `private`: the team's own records ([`record_key`]s).
-    pub(super) fn new(private: Arc<[usize]>) -> Plan {
+    /// An empty plan for `queue` (the team's, which runs every submission of it);
+    /// `private`: the team's own records ([`record_key`]s).
+    pub(super) fn new(private: Arc<[usize]>, queue: &Queue) -> Plan {
         Plan {
+            queue: queue.clone(),
             work: Vec::with_capacity(4),
             uses: Vec::with_capacity(2),
             private,
@@ -185,8 +192,8 @@ impl Plan {
                 dst.len()
             )));
         }
-        let src_at = address(&mut self.uses, &self.private, src, Use::Read)?;
-        let dst_at = address(&mut self.uses, &self.private, dst, Use::Write)?;
+        let src_at = address(&mut self.uses, &self.private, &self.queue, src, Use::Read)?;
+        let dst_at = address(&mut self.uses, &self.private, &self.queue, dst, Use::Write)?;
         let bytes = src.byte_len();
         let align = [8, 4, 2, 1]
             .into_iter()
@@ -246,9 +253,9 @@ impl Plan {
         }
         let srcs = srcs
             .iter()
-            .map(|s| address(&mut self.uses, &self.private, s, Use::Read))
+            .map(|s| address(&mut self.uses, &self.private, &self.queue, s, Use::Read))
             .collect::<Result<Vec<_>>>()?;
-        let out = address(&mut self.uses, &self.private, out, Use::Write)?;
+        let out = address(&mut self.uses, &self.private, &self.queue, out, Use::Write)?;
         self.work.push(Work::Reduce(Arc::new(move || {
             // SAFETY: each address starts `count` aligned `T`s of memory this process maps
             // (bounds checked above), alive until the host task completes (`submit`).
@@ -270,7 +277,7 @@ impl Plan {
     /// (mismatched), as the kernels'.
     pub(super) fn submit(self, queue: &Queue, deps: &[&Event]) -> Result<Event> {
         let Plan { work, uses, .. } = self;
-        submit_work(queue, &uses, false, work.into(), 0, deps)
+        submit_work(queue, &uses, work.into(), 0, deps)
     }
 
     /// Submits the plan as [`Plan::submit`] does, and gives it back as a [`KeptPlan`] for
@@ -282,7 +289,7 @@ impl Plan {
     ) -> (Result<Event>, KeptPlan) {
         let Plan { work, uses, .. } = self;
         let work: Arc<[Work]> = work.into();
-        let event = submit_work(queue, &uses, false, work.clone(), 0, deps);
+        let event = submit_work(queue, &uses, work.clone(), 0, deps);
         let kept = KeptPlan {
             work,
             uses: uses.iter().map(|(r, u)| (Arc::downgrade(r), *u)).collect(),
@@ -312,7 +319,7 @@ impl SharedPlan {
     /// Submits one replay after `deps`, its meetings' epochs `base` later than recorded; as
     /// [`Plan::submit`] otherwise.
     pub(super) fn submit(&self, base: u32, queue: &Queue, deps: &[&Event]) -> Result<Event> {
-        submit_work(queue, &self.uses, false, self.work.clone(), base, deps)
+        submit_work(queue, &self.uses, self.work.clone(), base, deps)
     }
 }
 
@@ -336,9 +343,8 @@ impl KeptPlan {
         queue: &Queue,
         deps: &[&Event],
     ) -> Option<Result<Event>> {
-        // (Its records were found reachable from the team's queue when it first ran.)
         let submit = |uses: &[(Arc<MemoryRecord>, Use)]| {
-            submit_work(queue, uses, true, self.work.clone(), base, deps)
+            submit_work(queue, uses, self.work.clone(), base, deps)
         };
         // (One record or two, as most calls use, without a list on the heap.)
         let up = |(r, u): &(Weak<MemoryRecord>, Use)| Some((r.upgrade()?, *u));
@@ -352,12 +358,10 @@ impl KeptPlan {
 }
 
 /// Runs `work` as one command of `queue` after `deps` using `uses` (see [`Plan::submit`]),
-/// its meetings' epochs `base` later than planned; `checked`: as
-/// [`Queue::host_work_using`]'s.
+/// its meetings' epochs `base` later than planned.
 fn submit_work(
     queue: &Queue,
     uses: &[(Arc<MemoryRecord>, Use)],
-    checked: bool,
     work: Arc<[Work]>,
     base: u32,
     deps: &[&Event],
@@ -366,7 +370,7 @@ fn submit_work(
     // where it stopped).
     let mut next = 0;
     let mut arrived = false;
-    queue.host_work_using(uses, checked, deps, INLINE_WAIT, move |inline| {
+    queue.host_work_using(uses, deps, INLINE_WAIT, move |inline| {
         while let Some(w) = work.get(next) {
             if let Work::Meet(m) = w {
                 if !meet(m, base, &mut arrived, inline)? {

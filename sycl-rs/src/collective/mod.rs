@@ -1562,7 +1562,7 @@ impl<'r> Team<'r> {
             }
         }
         let (epoch, operations) = (self.epoch, self.operations);
-        self.plan = Some(host::Plan::new(self.private.clone()));
+        self.plan = Some(host::Plan::new(self.private.clone(), &self.queue));
         let result = body(self, deps);
         // (A refusal submitted its own plan and returned its error.)
         let plan = self.plan.take();
@@ -1619,7 +1619,7 @@ impl<'r> Team<'r> {
         // While recording, the refusal ends the recording and meets the peers now, at the
         // live epoch: a peer that replays its graph meets this poisoned word first.
         if self.stop_recording().is_some() && self.host {
-            self.plan = Some(host::Plan::new(self.private.clone()));
+            self.plan = Some(host::Plan::new(self.private.clone(), &self.queue));
         }
         let poisoned = !sig;
         let met = self
