@@ -65,10 +65,11 @@ _ALIASES = {
 
 @_contextlib.contextmanager
 def _torch_device_kept():
-    """Puts torch's current CUDA device back after sycl-rs calls, where torch uses CUDA:
-    sycl-rs's CUDA backend makes the context of each device it works with current, and may
-    leave another device's (one whose memory or events it touched: a peer's, opened) current
-    on return; torch takes the current context's device for its current device."""
+    """Puts torch's current CUDA device back after sycl-rs calls, where torch uses CUDA.
+    torch takes the current context's device for its current device. sycl-rs's CUDA backend
+    puts back a context that was current before each of its calls, but where none was (a
+    thread torch has not yet bound), it leaves its own current, which would move torch's
+    current device to the team's; this covers that case."""
     torch = _sys.modules.get("torch")
     if torch is None or not torch.cuda.is_initialized():
         yield
